@@ -1,0 +1,29 @@
+"""The contracts every side of vigil shares: a turn, a score, the monitor config, the ClickHouse DDL.
+
+Imports nothing of vigil's.
+"""
+
+from schemas.config import AlertRule, JudgeConfig, MonitorConfig, MonitorFilter, VigilConfig, load_config
+from schemas.score import JudgeCall, JudgeUsage, Score, ScoreResult, ScoreStatus, StepResult, score_id
+from schemas.trace import ContextDoc, Message, TokenUsage, ToolCall, Turn
+
+__all__ = [
+    "AlertRule",
+    "ContextDoc",
+    "JudgeCall",
+    "JudgeConfig",
+    "JudgeUsage",
+    "Message",
+    "MonitorConfig",
+    "MonitorFilter",
+    "Score",
+    "ScoreResult",
+    "ScoreStatus",
+    "StepResult",
+    "TokenUsage",
+    "ToolCall",
+    "Turn",
+    "VigilConfig",
+    "load_config",
+    "score_id",
+]

@@ -1,0 +1,118 @@
+"""The monitor configuration: judges, monitors and alert rules, read from YAML (``vigil config check FILE``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+__all__ = ["AlertRule", "JudgeConfig", "MonitorConfig", "MonitorFilter", "VigilConfig", "load_config"]
+
+ScorerName = Literal[
+    "answer_relevancy", "context_relevance", "prompt_alignment", "rag_correctness", "multi_turn"
+]
+
+
+class _Config(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class JudgeConfig(_Config):
+    """An LLM judge: an OpenAI-compatible endpoint (``kind: openai``) or the offline baseline (``kind: baseline``)."""
+
+    name: str = Field(min_length=1)
+    kind: Literal["openai", "baseline"] = "openai"
+    base_url: str | None = None
+    api_key_env: str = "OPENAI_API_KEY"  # the secret by reference: the name of the variable that holds it
+    model: str = "baseline"
+    temperature: float = Field(default=0.0, ge=0.0, le=2.0)
+    timeout_s: float = Field(default=60.0, gt=0)
+    rpm: int | None = Field(default=None, gt=0)  # requests per minute, across every worker
+    tpm: int | None = Field(default=None, gt=0)  # tokens per minute, across every worker
+    max_concurrency: int = Field(default=64, gt=0)  # in flight per worker process
+    max_retry_age_s: float = Field(default=300.0, gt=0)  # give up retrying 429/5xx/timeouts after this long
+    price_per_prompt_token: float = Field(default=0.0, ge=0)
+    price_per_completion_token: float = Field(default=0.0, ge=0)
+    cache_ttl_s: int = Field(default=0, ge=0)  # 0: no reply cache
+
+    @model_validator(mode="after")
+    def _endpoint(self) -> JudgeConfig:
+        if self.kind == "openai" and not self.base_url:
+            raise ValueError(f"judge {self.name!r}: base_url is required for kind 'openai'")
+        return self
+
+
+class MonitorFilter(_Config):
+    """Which turns a monitor looks at. Empty lists match everything; tags and metadata must all match."""
+
+    agents: list[str] = Field(default_factory=list)
+    environments: list[str] = Field(default_factory=list)
+    projects: list[str] = Field(default_factory=list)
+    tags: list[str] = Field(default_factory=list)
+    metadata: dict[str, str] = Field(default_factory=dict)
+
+
+class MonitorConfig(_Config):
+    """One scorer watching a sample of the turns."""
+
+    name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.\-]+$")
+    scorer: ScorerName
+    params: dict[str, Any] = Field(default_factory=dict)
+    sampling_rate: float = Field(default=1.0, ge=0.0, le=1.0)
+    filters: MonitorFilter = Field(default_factory=MonitorFilter)
+    judge: str
+    reason: Literal["llm", "template", "none"] = "llm"
+
+
+class AlertRule(_Config):
+    """A regression rule. ``regression`` compares the recent window with a baseline window statistically;
+    ``threshold`` fires when the recent mean is below ``threshold``; ``failure_rate`` when failed/(all) is above it;
+    ``coverage`` when scored/sampled is below it; ``judge_paused`` when a judge is paused."""
+
+    name: str = Field(min_length=1)
+    kind: Literal["regression", "threshold", "failure_rate", "coverage", "judge_paused"] = "regression"
+    monitor: str | None = None  # None: every monitor
+    window_minutes: int = Field(default=60, gt=0)
+    baseline_minutes: int = Field(default=7 * 24 * 60, gt=0)
+    min_samples: int = Field(default=30, gt=0)
+    min_effect_size: float = Field(default=0.5, ge=0)  # Cohen's d
+    p_value: float = Field(default=0.01, gt=0, lt=1)
+    threshold: float | None = None
+    renotify_minutes: int = Field(default=60, gt=0)
+    webhook_url: str | None = None
+
+
+class VigilConfig(_Config):
+    judges: list[JudgeConfig] = Field(default_factory=list)
+    monitors: list[MonitorConfig] = Field(default_factory=list)
+    alerts: list[AlertRule] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _references(self) -> VigilConfig:
+        judges = [j.name for j in self.judges]
+        monitors = [m.name for m in self.monitors]
+        for kind, names in (("judge", judges), ("monitor", monitors), ("alert", [a.name for a in self.alerts])):
+            dupes = sorted({n for n in names if names.count(n) > 1})
+            if dupes:
+                raise ValueError(f"{kind} names must be unique: {', '.join(dupes)}")
+        for index, monitor in enumerate(self.monitors):
+            if monitor.judge not in judges:
+                raise ValueError(f"monitors[{index}].judge: unknown judge {monitor.judge!r} (known: {judges})")
+        for index, rule in enumerate(self.alerts):
+            if rule.monitor is not None and rule.monitor not in monitors:
+                raise ValueError(f"alerts[{index}].monitor: unknown monitor {rule.monitor!r}")
+        return self
+
+    def judge(self, name: str) -> JudgeConfig:
+        return next(j for j in self.judges if j.name == name)
+
+    def monitor(self, name: str) -> MonitorConfig:
+        return next(m for m in self.monitors if m.name == name)
+
+
+def load_config(path: str | Path) -> VigilConfig:
+    """Read and validate a YAML config; pydantic's errors name the field (``monitors.0.sampling_rate``)."""
+    data = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
+    return VigilConfig.model_validate(data)

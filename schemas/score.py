@@ -1,0 +1,125 @@
+"""A score: what a scorer returns for one turn, and the row it becomes."""
+
+from __future__ import annotations
+
+import hashlib
+from datetime import UTC, datetime
+from enum import StrEnum
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = ["JudgeCall", "JudgeUsage", "Score", "ScoreResult", "ScoreStatus", "StepResult", "score_id"]
+
+
+class ScoreStatus(StrEnum):
+    SCORED = "scored"
+    UNSCORED = "unscored"  # the judge could not give a verdict, or there was nothing to score: never a 0
+    FAILED = "failed"  # an error stopped the scorer; error_type says which
+
+
+class StepResult(BaseModel):
+    """One step of a scorer, as the seeds' ``.run()`` returns it: the prompt sent and the parsed result."""
+
+    name: str  # preprocess | analyze | reason | ...
+    prompt: str | None = None
+    result: Any = None
+
+
+class JudgeCall(BaseModel):
+    """One request to a judge (one row of ``judge_calls``)."""
+
+    step: str
+    model: str
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float = 0.0
+    latency_ms: float = 0.0
+    status: str = "ok"  # ok | cached | http_429 | http_500 | timeout | parse_error | ...
+    attempt: int = 1
+    cached: bool = False
+
+
+class JudgeUsage(BaseModel):
+    calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float = 0.0
+    latency_ms: float = 0.0
+    cache_hits: int = 0
+
+    @classmethod
+    def of(cls, calls: list[JudgeCall]) -> JudgeUsage:
+        return cls(
+            calls=sum(1 for c in calls if not c.cached),
+            prompt_tokens=sum(c.prompt_tokens for c in calls if not c.cached),
+            completion_tokens=sum(c.completion_tokens for c in calls if not c.cached),
+            cost_usd=sum(c.cost_usd for c in calls if not c.cached),
+            latency_ms=sum(c.latency_ms for c in calls),
+            cache_hits=sum(1 for c in calls if c.cached),
+        )
+
+
+class ScoreResult(BaseModel):
+    """What one scorer run returns: the seeds' ``.run()`` fields plus status, version and judge usage."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    run_id: str
+    scorer: str
+    scorer_version: str
+    status: ScoreStatus
+    score: float | None = None
+    scale: float = 1.0
+    label: str | None = None
+    reason: str | None = None
+    steps: list[StepResult] = Field(default_factory=list)
+    details: dict[str, Any] = Field(default_factory=dict)
+    error_type: str | None = None
+    judge_model: str | None = None
+    calls: list[JudgeCall] = Field(default_factory=list)
+
+    @property
+    def usage(self) -> JudgeUsage:
+        return JudgeUsage.of(self.calls)
+
+    def step(self, name: str) -> StepResult | None:
+        return next((s for s in self.steps if s.name == name), None)
+
+
+def score_id(trace_id: str, span_id: str | None, monitor: str, scorer_version: str) -> str:
+    """Deterministic: a redelivered or re-run score of the same turn by the same monitor replaces, never adds."""
+    key = "\x1f".join([trace_id, span_id or "", monitor, scorer_version])
+    return hashlib.sha256(key.encode("utf-8")).hexdigest()[:32]
+
+
+class Score(BaseModel):
+    """A row of the ``scores`` table."""
+
+    score_id: str
+    trace_id: str
+    span_id: str = ""
+    session_id: str = ""
+    project: str
+    agent: str
+    environment: str
+    monitor: str
+    scorer: str
+    scorer_version: str
+    status: ScoreStatus
+    score: float | None = None
+    scale: float = 1.0
+    label: str = ""
+    reason: str = ""
+    steps_json: str = "[]"
+    details_json: str = "{}"
+    error_type: str = ""
+    judge: str = ""
+    judge_model: str = ""
+    judge_calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float = 0.0
+    latency_ms: float = 0.0
+    trace_time: datetime
+    scored_at: datetime = Field(default_factory=lambda: datetime.now(UTC))

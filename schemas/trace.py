@@ -1,0 +1,152 @@
+"""One agent turn, as the agent hands it to vigil.
+
+Text fields longer than ``MAX_FIELD_CHARS`` are truncated and the truncation is recorded in ``truncated``;
+a payload larger than ``MAX_PAYLOAD_BYTES`` is refused with an error naming its largest field (the worker
+dead-letters it). Strings must be valid UTF-8: a lone surrogate (what undecodable bytes become) is an error
+naming the field.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+MAX_FIELD_CHARS = 32_000
+MAX_PAYLOAD_BYTES = 2_000_000
+
+__all__ = ["MAX_FIELD_CHARS", "MAX_PAYLOAD_BYTES", "ContextDoc", "Message", "TokenUsage", "ToolCall", "Turn"]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", str_strip_whitespace=False)
+
+
+class Message(_Strict):
+    role: Literal["system", "user", "assistant", "tool"]
+    content: str
+
+
+class ContextDoc(_Strict):
+    """A retrieved document the agent answered from."""
+
+    text: str
+    id: str | None = None
+    score: float | None = None
+
+
+class ToolCall(_Strict):
+    name: str
+    arguments: dict[str, Any] = Field(default_factory=dict)
+    result: str | None = None
+
+
+class TokenUsage(_Strict):
+    prompt_tokens: int = Field(default=0, ge=0)
+    completion_tokens: int = Field(default=0, ge=0)
+
+
+def _utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+class Turn(_Strict):
+    """One finished agent turn: what was asked, what was answered, and what it was answered from."""
+
+    trace_id: str = Field(min_length=1, max_length=128)
+    span_id: str | None = Field(default=None, max_length=64)
+    session_id: str | None = Field(default=None, max_length=256)
+    project: str = Field(default="default", min_length=1, max_length=128)
+    agent: str = Field(min_length=1, max_length=128)
+    environment: str = Field(default="production", min_length=1, max_length=64)
+    started_at: datetime = Field(default_factory=_utcnow)
+    ended_at: datetime | None = None
+    system: str | None = None
+    input: list[Message] = Field(min_length=1)
+    output: str
+    contexts: list[ContextDoc] = Field(default_factory=list)
+    reference: str | None = None
+    tool_calls: list[ToolCall] = Field(default_factory=list)
+    model: str | None = None
+    usage: TokenUsage | None = None
+    tags: list[str] = Field(default_factory=list)
+    metadata: dict[str, str] = Field(default_factory=dict)
+    truncated: list[str] = Field(default_factory=list)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _limit_size(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        size = len(json.dumps(data, default=str, ensure_ascii=False).encode("utf-8", "surrogatepass"))
+        if size > MAX_PAYLOAD_BYTES:
+            field, length = _largest_field(data)
+            raise ValueError(
+                f"payload is {size} bytes, over the limit of {MAX_PAYLOAD_BYTES}; largest field {field} "
+                f"holds {length} characters"
+            )
+        truncated = list(data.get("truncated") or [])
+        data = _truncate(data, "", truncated)
+        if truncated:
+            data["truncated"] = truncated
+        return data
+
+    @model_validator(mode="after")
+    def _valid_utf8(self) -> Turn:
+        for path, text in _strings(self.model_dump(mode="python"), ""):
+            try:
+                text.encode("utf-8")
+            except UnicodeEncodeError as exc:
+                raise ValueError(f"field {path}: invalid UTF-8 (undecodable byte at position {exc.start})") from None
+        return self
+
+    @field_validator("started_at", "ended_at")
+    @classmethod
+    def _aware(cls, value: datetime | None) -> datetime | None:
+        if value is not None and value.tzinfo is None:
+            return value.replace(tzinfo=UTC)
+        return value
+
+    @property
+    def question(self) -> str:
+        """The last user message: what this turn answers."""
+        for message in reversed(self.input):
+            if message.role == "user":
+                return message.content
+        return ""
+
+    @property
+    def context_texts(self) -> list[str]:
+        return [doc.text for doc in self.contexts]
+
+
+def _truncate(value: Any, path: str, truncated: list[str]) -> Any:
+    if isinstance(value, str) and len(value) > MAX_FIELD_CHARS:
+        truncated.append(f"{path}:{len(value)}")
+        return value[:MAX_FIELD_CHARS]
+    if isinstance(value, dict):
+        return {k: _truncate(v, f"{path}.{k}" if path else str(k), truncated) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_truncate(v, f"{path}[{i}]", truncated) for i, v in enumerate(value)]
+    return value
+
+
+def _strings(value: Any, path: str):
+    if isinstance(value, str):
+        yield path, value
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            yield from _strings(v, f"{path}.{k}" if path else str(k))
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            yield from _strings(v, f"{path}[{i}]")
+
+
+def _largest_field(data: dict[str, Any]) -> tuple[str, int]:
+    best = ("", 0)
+    for path, text in _strings(data, ""):
+        if len(text) > best[1]:
+            best = (path, len(text))
+    return best
