@@ -1,0 +1,1 @@
+"""vigil's worker side: the Celery app and tasks, sampling, scorers, the judge client, sinks, alerts, the CLI."""

@@ -1,0 +1,63 @@
+"""What a scorer asks of a judge, and what it gets back.
+
+A scorer never holds a prompt string or talks HTTP: it builds a ``JudgeRequest`` (the rendered prompt, the pydantic
+model the answer must fit, and the structured inputs the prompt was rendered from) and awaits ``Judge.ask``.
+An LLM judge sends the prompt; the offline baseline judge computes the same output model from ``inputs``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Generic, Protocol, TypeVar
+
+from pydantic import BaseModel
+
+from schemas import JudgeCall
+
+__all__ = ["Judge", "JudgeFailed", "JudgePaused", "JudgeReply", "JudgeRequest"]
+
+T = TypeVar("T", bound=BaseModel)
+
+
+@dataclass(frozen=True)
+class JudgeRequest(Generic[T]):
+    step: str  # "<scorer>.<step>", e.g. "answer_relevancy.analyze"
+    instructions: str  # the judge's system prompt
+    prompt: str  # the rendered user prompt, trace text fenced inside it
+    output_type: type[T]
+    inputs: dict[str, Any] = field(default_factory=dict)  # what the prompt was rendered from
+
+
+@dataclass
+class JudgeReply(Generic[T]):
+    """``output`` is None when the reply could not be parsed into ``output_type`` (then the score is unscored)."""
+
+    output: T | None
+    raw: str
+    calls: list[JudgeCall] = field(default_factory=list)
+    error: str | None = None  # why output is None
+
+
+class JudgeFailed(Exception):
+    """The judge could not answer (retries ran out, timeout, bad request): the score is *failed*."""
+
+    def __init__(self, error_type: str, message: str = "", calls: list[JudgeCall] | None = None) -> None:
+        super().__init__(message or error_type)
+        self.error_type = error_type
+        self.calls = calls or []
+
+
+class JudgePaused(Exception):
+    """The judge is paused (401/402/404): the work waits and is retried later, it does not fail."""
+
+    def __init__(self, judge: str, reason: str) -> None:
+        super().__init__(f"judge {judge!r} is paused: {reason}")
+        self.judge = judge
+        self.reason = reason
+
+
+class Judge(Protocol):
+    name: str
+    model: str
+
+    async def ask(self, request: JudgeRequest[T]) -> JudgeReply[T]: ...
