@@ -7,6 +7,8 @@ import redis
 
 from worker.embedded_redis import EmbeddedRedis
 
+pytest_plugins = ["tests.judge_server"]
+
 
 @pytest.fixture(scope="session")
 def redis_server():
