@@ -37,3 +37,7 @@ def config_check(path: str) -> None:
 
 
 # Subcommands defined elsewhere register here, one import line each.
+from worker.serve import migrate_command, worker_command  # noqa: E402
+
+main.add_command(worker_command)
+main.add_command(migrate_command)

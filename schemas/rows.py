@@ -1,0 +1,126 @@
+"""Rows of the ClickHouse tables, one model per table, fields in the DDL's column names.
+
+They cross the write queue as JSON and are validated again by the writer before they are inserted.
+``Score`` (``schemas.score``) is the row of ``scores``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from datetime import UTC, datetime
+
+from pydantic import BaseModel, Field
+
+from schemas.score import JudgeCall, Score
+from schemas.trace import Turn
+
+__all__ = ["DeadLetter", "JudgeCallRow", "PipelineEvent", "TABLES", "TraceRow", "trace_row"]
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+class TraceRow(BaseModel):
+    trace_id: str
+    span_id: str = ""
+    session_id: str = ""
+    project: str
+    agent: str
+    environment: str
+    started_at: datetime
+    ended_at: datetime | None = None
+    system: str = ""
+    input_json: str
+    question: str
+    output: str
+    contexts_json: str = "[]"
+    reference: str = ""
+    tool_calls_json: str = "[]"
+    model: str = ""
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    tags: list[str] = Field(default_factory=list)
+    metadata: dict[str, str] = Field(default_factory=dict)
+    truncated: list[str] = Field(default_factory=list)
+    received_at: datetime = Field(default_factory=_now)
+
+
+def trace_row(turn: Turn) -> TraceRow:
+    return TraceRow(
+        trace_id=turn.trace_id,
+        span_id=turn.span_id or "",
+        session_id=turn.session_id or "",
+        project=turn.project,
+        agent=turn.agent,
+        environment=turn.environment,
+        started_at=turn.started_at,
+        ended_at=turn.ended_at,
+        system=turn.system or "",
+        input_json=json.dumps([m.model_dump() for m in turn.input], ensure_ascii=False),
+        question=turn.question,
+        output=turn.output,
+        contexts_json=json.dumps([c.model_dump() for c in turn.contexts], ensure_ascii=False),
+        reference=turn.reference or "",
+        tool_calls_json=json.dumps([t.model_dump() for t in turn.tool_calls], ensure_ascii=False),
+        model=turn.model or "",
+        prompt_tokens=turn.usage.prompt_tokens if turn.usage else 0,
+        completion_tokens=turn.usage.completion_tokens if turn.usage else 0,
+        tags=turn.tags,
+        metadata=turn.metadata,
+        truncated=turn.truncated,
+    )
+
+
+class JudgeCallRow(BaseModel):
+    call_id: str
+    score_id: str
+    trace_id: str
+    project: str
+    monitor: str
+    scorer: str
+    judge: str
+    model: str
+    step: str
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float = 0.0
+    latency_ms: float = 0.0
+    status: str = "ok"
+    attempt: int = 1
+    cached: bool = False
+    called_at: datetime = Field(default_factory=_now)
+
+    @classmethod
+    def of(cls, call: JudgeCall, index: int, *, score: Score) -> JudgeCallRow:
+        call_id = hashlib.sha256(f"{score.score_id}\x1f{index}".encode()).hexdigest()[:32]
+        return cls(call_id=call_id, score_id=score.score_id, trace_id=score.trace_id, project=score.project,
+                   monitor=score.monitor, scorer=score.scorer, judge=score.judge, **call.model_dump())
+
+
+class PipelineEvent(BaseModel):
+    event_time: datetime = Field(default_factory=_now)
+    project: str
+    agent: str
+    monitor: str = ""
+    stage: str  # received | filtered | skipped | sampled | scored | unscored | failed
+    trace_id: str
+
+
+class DeadLetter(BaseModel):
+    dead_id: str
+    received_at: datetime = Field(default_factory=_now)
+    queue: str
+    reason: str
+    error_type: str
+    payload: str
+
+
+TABLES: dict[str, type[BaseModel]] = {
+    "traces": TraceRow,
+    "scores": Score,
+    "judge_calls": JudgeCallRow,
+    "pipeline_events": PipelineEvent,
+    "dead_letters": DeadLetter,
+}

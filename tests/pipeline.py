@@ -1,0 +1,77 @@
+"""Running the real pipeline in tests: `vigil worker` as a real process, against a real Redis and chDB."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import redis
+
+from worker.backlog import backlog, drained
+
+__all__ = ["WorkerProcess", "wait_drained"]
+
+
+class WorkerProcess:
+    """A `vigil worker` subprocess with its writer; chDB under ``home`` (read it only after ``stop``)."""
+
+    def __init__(self, redis_url: str, home: Path, config: Path, **env: str) -> None:
+        self.env = {**os.environ, "REDIS_URL": redis_url, "VIGIL_HOME": str(home), "VIGIL_CONFIG": str(config),
+                    "VIGIL_WRITE_BATCH_AGE": "0.2", **env}
+        self.env.pop("CLICKHOUSE_DSN", None)
+        self.home = home
+        self.log = home / "worker.log"
+        self.process: subprocess.Popen | None = None
+
+    @property
+    def dsn(self) -> str:
+        return f"chdb://{(self.home / 'chdb').resolve()}"
+
+    def start(self, *args: str) -> WorkerProcess:
+        self.home.mkdir(parents=True, exist_ok=True)
+        with open(self.log, "ab") as out:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "worker", "worker", "--writer-id", "test", *args],
+                env=self.env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+            )
+        return self
+
+    def kill(self) -> None:
+        """SIGKILL the whole process group, as a crash would."""
+        assert self.process is not None
+        os.killpg(self.process.pid, signal.SIGKILL)
+        self.process.wait(30)
+
+    def stop(self, timeout: float = 60) -> int:
+        """Warm shutdown: running tasks finish, the writer flushes, chDB is released."""
+        assert self.process is not None
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.process.pid, signal.SIGKILL)
+                self.process.wait(30)
+        return self.process.returncode
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace")
+
+
+def wait_drained(redis_url: str, worker: WorkerProcess, timeout: float = 120) -> None:
+    """Wait until nothing is queued, unacked or being written (polling Redis: the work has no other clock)."""
+    client = redis.Redis.from_url(redis_url)
+    deadline = time.monotonic() + timeout
+    settled = 0
+    while time.monotonic() < deadline:
+        if worker.process is not None and worker.process.poll() is not None:
+            raise AssertionError(f"worker exited early:\n{worker.output()[-4000:]}")
+        settled = settled + 1 if drained(client) else 0
+        if settled >= 3:
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"not drained after {timeout}s: {backlog(client)}\n{worker.output()[-4000:]}")

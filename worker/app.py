@@ -1,0 +1,39 @@
+"""The Celery app: Redis broker, JSON only, acks late, redelivery on a lost worker."""
+
+from __future__ import annotations
+
+from celery import Celery
+
+from worker.settings import get_settings
+
+__all__ = ["INGEST_QUEUE", "SCORE_QUEUE", "app", "configure"]
+
+INGEST_QUEUE = "vigil.ingest"
+SCORE_QUEUE = "vigil.score"
+
+app = Celery("vigil", include=["worker.tasks"])
+
+
+def configure(broker_url: str | None = None) -> Celery:
+    settings = get_settings()
+    app.conf.update(
+        broker_url=broker_url or settings.redis_url or "redis://127.0.0.1:6379/0",
+        task_serializer="json",
+        accept_content=["json"],
+        result_serializer="json",
+        task_ignore_result=True,
+        # At-least-once: a task is acked after it ran; a killed worker's tasks are redelivered.
+        task_acks_late=True,
+        task_reject_on_worker_lost=True,
+        worker_prefetch_multiplier=4,
+        broker_transport_options={"visibility_timeout": settings.visibility_timeout_s},
+        broker_connection_retry_on_startup=True,
+        task_routes={"vigil.ingest": {"queue": INGEST_QUEUE}, "vigil.score": {"queue": SCORE_QUEUE}},
+        task_default_queue=SCORE_QUEUE,
+        worker_hijack_root_logger=False,
+        worker_redirect_stdouts=False,
+    )
+    return app
+
+
+configure()

@@ -1,0 +1,64 @@
+"""What one worker process holds: the config, a Redis client, telemetry, and its judges and scorers (built once)."""
+
+from __future__ import annotations
+
+import os
+import threading
+from dataclasses import dataclass, field
+
+import redis
+
+from schemas import MonitorConfig, VigilConfig
+from worker.judge.base import Judge
+from worker.scorers.base import Scorer
+from worker.settings import get_settings, monitor_config
+from worker.telemetry import Telemetry
+
+__all__ = ["Runtime", "runtime"]
+
+
+@dataclass
+class Runtime:
+    config: VigilConfig
+    redis: redis.Redis
+    telemetry: Telemetry
+    _judges: dict[str, Judge] = field(default_factory=dict)
+    _scorers: dict[str, Scorer] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def judge(self, name: str) -> Judge:
+        from worker.judge import build_judge
+
+        with self._lock:
+            if name not in self._judges:
+                self._judges[name] = build_judge(self.config.judge(name))
+            return self._judges[name]
+
+    def scorer(self, monitor: MonitorConfig) -> Scorer:
+        from worker.scorers import build_scorer
+
+        with self._lock:
+            if monitor.name not in self._scorers:
+                self._scorers[monitor.name] = build_scorer(monitor)
+            return self._scorers[monitor.name]
+
+
+_runtime: Runtime | None = None
+_pid: int | None = None
+_lock = threading.Lock()
+
+
+def runtime() -> Runtime:
+    """This process's runtime, built on first use and again after a fork."""
+    global _runtime, _pid
+    with _lock:
+        if _runtime is None or _pid != os.getpid():
+            from worker.app import app
+
+            _runtime = Runtime(
+                config=monitor_config(),
+                redis=redis.Redis.from_url(get_settings().redis_url or app.conf.broker_url),
+                telemetry=Telemetry.create(),
+            )
+            _pid = os.getpid()
+        return _runtime

@@ -1,0 +1,75 @@
+"""``vigil worker`` and ``vigil migrate``: a Celery worker fit for I/O-bound judge calls, and its writer.
+
+The worker runs Celery's thread pool (judge calls wait on the network, not the CPU) over the ingest and score
+queues. With ``--writer`` (the default) the same process also runs the batching ClickHouse writer: with the
+embedded chDB store exactly one process may do so; with a ClickHouse server any number can.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+
+import click
+import redis
+from celery import signals
+
+from worker.app import INGEST_QUEUE, SCORE_QUEUE, app, configure
+from worker.logs import configure_logging
+from worker.settings import get_settings
+from worker.sinks.writer import Writer
+from worker.store import connect, default_dsn, migrate
+
+__all__ = ["migrate_command", "worker_command"]
+
+_writer: Writer | None = None
+
+
+def start_writer(redis_url: str, dsn: str, writer_id: str) -> Writer:
+    settings = get_settings()
+    store = connect(dsn)
+    migrate(store)
+    return Writer(redis.Redis.from_url(redis_url), store, writer_id=writer_id,
+                  batch_rows=settings.write_batch_rows, batch_age_s=settings.write_batch_age_s).start()
+
+
+@click.command("worker")
+@click.option("--concurrency", "-c", default=100, show_default=True,
+              help="Threads: tasks (and judge calls) in flight in this process.")
+@click.option("--writer/--no-writer", default=True, show_default=True,
+              help="Also run the ClickHouse writer in this process (exactly one on chDB).")
+@click.option("--writer-id", default=None, help="Names this writer's in-flight list (default: the host name).")
+@click.option("--queues", "-Q", default=f"{INGEST_QUEUE},{SCORE_QUEUE}", show_default=True)
+@click.option("--name", "-n", default=None, help="Celery node name.")
+def worker_command(concurrency: int, writer: bool, writer_id: str | None, queues: str, name: str | None) -> None:
+    """Start a Celery worker (thread pool) and, unless --no-writer, the batching ClickHouse writer."""
+    settings = get_settings()
+    configure_logging(settings.log_level)
+    configure()
+    if writer:
+        redis_url = settings.redis_url or app.conf.broker_url
+        dsn = settings.clickhouse_dsn or default_dsn(settings.home / "chdb")
+        wid = writer_id or socket.gethostname()
+
+        @signals.worker_ready.connect(weak=False)
+        def _start(**_: object) -> None:
+            global _writer
+            _writer = start_writer(redis_url, dsn, wid)
+
+        @signals.worker_shutdown.connect(weak=False)
+        def _stop(**_: object) -> None:
+            if _writer is not None:
+                _writer.stop()
+
+    argv = ["worker", "--pool=threads", f"--concurrency={concurrency}", f"--queues={queues}",
+            "--without-gossip", "--without-mingle", "--loglevel=INFO",
+            f"--hostname={name or f'vigil-{os.getpid()}@%h'}"]
+    app.worker_main(argv)
+
+
+@click.command("migrate")
+@click.option("--dsn", default=None, help="ClickHouse DSN (default: CLICKHOUSE_DSN, else the embedded chDB).")
+def migrate_command(dsn: str | None) -> None:
+    """Apply pending ClickHouse migrations (idempotent)."""
+    applied = migrate(connect(dsn or default_dsn(get_settings().home / "chdb")))
+    click.echo("applied: " + (", ".join(applied) if applied else "nothing (up to date)"))

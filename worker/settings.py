@@ -1,0 +1,45 @@
+"""Process settings from the environment (pydantic-settings). The monitor config itself is YAML (``VIGIL_CONFIG``)."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from schemas import VigilConfig, load_config
+
+__all__ = ["Settings", "bundled_config_path", "get_settings", "monitor_config"]
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="", extra="ignore")
+
+    redis_url: str | None = Field(default=None, alias="REDIS_URL")
+    clickhouse_dsn: str | None = Field(default=None, alias="CLICKHOUSE_DSN")
+    config_path: Path | None = Field(default=None, alias="VIGIL_CONFIG")
+    home: Path = Field(default=Path(".vigil"), alias="VIGIL_HOME")
+    # Longer than any countdown vigil uses (paused-judge waits, retry backoff): a task is redelivered only after
+    # this long without an ack, so a shorter value would duplicate delayed tasks.
+    visibility_timeout_s: int = Field(default=3600, alias="VIGIL_VISIBILITY_TIMEOUT")
+    paused_retry_s: int = Field(default=30, alias="VIGIL_PAUSED_RETRY")
+    write_batch_rows: int = Field(default=5000, alias="VIGIL_WRITE_BATCH_ROWS")
+    write_batch_age_s: float = Field(default=1.0, alias="VIGIL_WRITE_BATCH_AGE")
+    log_level: str = Field(default="INFO", alias="VIGIL_LOG_LEVEL")
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    return Settings()
+
+
+def bundled_config_path() -> Path:
+    return Path(str(resources.files("worker") / "demo_data" / "vigil.yaml"))
+
+
+@lru_cache(maxsize=1)
+def monitor_config() -> VigilConfig:
+    """The monitor config this process runs: ``VIGIL_CONFIG``, else the bundled demo config."""
+    return load_config(get_settings().config_path or bundled_config_path())

@@ -1,0 +1,1 @@
+"""Where scores go: the write queue and its batching ClickHouse writer, and OpenTelemetry."""

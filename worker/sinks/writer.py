@@ -1,0 +1,148 @@
+"""The batching ClickHouse writer: the only process that inserts.
+
+It moves entries from the write queue to its own in-flight list (a reliable queue: LMOVE is atomic), inserts a
+batch per table when the batch is big enough or old enough, and only then clears the in-flight list. Killed
+anywhere, it finds its in-flight list on restart and inserts it again; the tables are ReplacingMergeTree on
+deterministic ids, so a replay duplicates nothing. A row that fails validation is dead-lettered, never retried
+forever, and never blocks the rest of its batch.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections import defaultdict
+from datetime import UTC, datetime
+from hashlib import sha256
+
+import redis
+import structlog
+from clickhouse_connect.driver.client import Client
+from clickhouse_connect.driver.insert import InsertContext
+from pydantic import BaseModel, ValidationError
+
+from schemas.rows import TABLES, DeadLetter
+from worker.sinks.write_queue import WRITE_QUEUE, inflight_key
+
+__all__ = ["Writer"]
+
+log = structlog.get_logger("vigil.writer")
+
+
+class Writer:
+    def __init__(self, redis_client: redis.Redis, store: Client, *, writer_id: str = "default",
+                 batch_rows: int = 5000, batch_age_s: float = 1.0) -> None:
+        self.redis = redis_client
+        self.store = store
+        self.inflight = inflight_key(writer_id)
+        self.batch_rows = batch_rows
+        self.batch_age_s = batch_age_s
+        self.written: dict[str, int] = defaultdict(int)
+        self._contexts: dict[str, InsertContext] = {}
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    # -- one batch -------------------------------------------------------------------------------------------
+    def _collect(self) -> int:
+        """Move entries into the in-flight list until the batch is full or old enough; return rows gathered."""
+        rows = sum(self._row_counts(self.redis.lrange(self.inflight, 0, -1)))  # left over from a crash
+        started = time.monotonic()
+        while rows < self.batch_rows and not self._stop.is_set():
+            remaining = self.batch_age_s - (time.monotonic() - started)
+            if remaining <= 0:
+                break
+            entry = self.redis.blmove(WRITE_QUEUE, self.inflight, timeout=min(remaining, 0.5), src="LEFT",
+                                      dest="RIGHT")
+            if entry is not None:
+                rows += sum(self._row_counts([entry]))
+        return rows
+
+    @staticmethod
+    def _row_counts(entries: list[bytes]) -> list[int]:
+        counts = []
+        for entry in entries:
+            try:
+                counts.append(len(json.loads(entry).get("rows", [])))
+            except (ValueError, AttributeError):
+                counts.append(1)
+        return counts
+
+    def flush_inflight(self) -> int:
+        """Insert everything in the in-flight list, then clear it. Returns the rows inserted."""
+        entries = self.redis.lrange(self.inflight, 0, -1)
+        if not entries:
+            return 0
+        by_table: dict[str, list[BaseModel]] = defaultdict(list)
+        dead: list[DeadLetter] = []
+        for entry in entries:
+            self._decode(entry, by_table, dead)
+        if dead:
+            by_table["dead_letters"].extend(dead)
+        inserted = 0
+        for table, rows in by_table.items():
+            self._insert(table, rows)
+            self.written[table] += len(rows)
+            inserted += len(rows)
+        self.redis.ltrim(self.inflight, len(entries), -1)
+        return inserted
+
+    def _decode(self, entry: bytes, by_table: dict[str, list[BaseModel]], dead: list[DeadLetter]) -> None:
+        try:
+            message = json.loads(entry)
+            model = TABLES[message["table"]]
+            rows = message["rows"]
+        except (ValueError, KeyError, TypeError) as exc:
+            dead.append(_dead(entry, f"unreadable write entry: {exc!r}", "bad_write_entry"))
+            return
+        for row in rows:
+            try:
+                by_table[message["table"]].append(model.model_validate(row))
+            except ValidationError as exc:
+                dead.append(_dead(json.dumps(row), f"{message['table']} row invalid: {exc}", "invalid_row"))
+
+    def _insert(self, table: str, rows: list[BaseModel]) -> None:
+        model = TABLES[table]
+        columns = list(model.model_fields)
+        context = self._contexts.get(table)
+        if context is None:
+            context = self._contexts[table] = self.store.create_insert_context(table, column_names=columns)
+        context.data = [[getattr(row, column) for column in columns] for row in rows]
+        self.store.insert(context=context)
+
+    # -- the loop --------------------------------------------------------------------------------------------
+    def run_once(self) -> int:
+        self._collect()
+        return self.flush_inflight()
+
+    def run(self) -> None:
+        log.info("writer started", inflight=self.inflight)
+        self.flush_inflight()
+        while not self._stop.is_set():
+            try:
+                self.run_once()
+            except redis.ConnectionError as exc:
+                log.warning("writer cannot reach redis; retrying", error=str(exc))
+                self._stop.wait(1.0)
+            except Exception as exc:  # an insert failed: keep the batch in flight and try again
+                log.exception("writer insert failed; batch kept in flight", error=str(exc))
+                self._stop.wait(1.0)
+        self.flush_inflight()
+        log.info("writer stopped", written=dict(self.written))
+
+    def start(self) -> Writer:
+        self._thread = threading.Thread(target=self.run, name="vigil-writer", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self, timeout: float = 30.0) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+
+def _dead(payload: bytes | str, reason: str, error_type: str) -> DeadLetter:
+    text = payload.decode("utf-8", "replace") if isinstance(payload, bytes) else payload
+    return DeadLetter(dead_id=sha256(text.encode("utf-8", "replace")).hexdigest()[:32],
+                      received_at=datetime.now(UTC), queue=WRITE_QUEUE, reason=reason[:4000],
+                      error_type=error_type, payload=text[:100_000])

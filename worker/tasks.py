@@ -1,0 +1,164 @@
+"""The pipeline's tasks: ingest (validate, store, sample, fan out) and score (one monitor on one turn).
+
+Neither task ever raises out of its body: a message that cannot be processed is dead-lettered with its reason
+(a ``dead_letters`` row, a log line, a counter) and the worker goes on. Rows go to the write queue, never straight
+to ClickHouse.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+import uuid
+from typing import Any
+
+import structlog
+from celery import signals
+from pydantic import BaseModel, ValidationError
+
+from schemas import ScoreResult, ScoreStatus, Turn
+from schemas.rows import DeadLetter, JudgeCallRow, PipelineEvent, trace_row
+from worker.app import INGEST_QUEUE, SCORE_QUEUE, app
+from worker.filters import matches
+from worker.judge.base import JudgePaused
+from worker.rows import score_row
+from worker.runtime import runtime
+from worker.sampling import sampled
+from worker.settings import get_settings
+from worker.sinks.write_queue import push
+
+__all__ = ["ingest", "score"]
+
+log = structlog.get_logger("vigil.tasks")
+
+
+def validation_reason(exc: ValidationError) -> str:
+    """One line per problem, each naming the field: ``input.0.content: Input should be a valid string``."""
+    parts = []
+    for error in exc.errors():
+        where = ".".join(str(p) for p in error["loc"]) or "(turn)"
+        parts.append(f"{where}: {error['msg']}")
+    return "; ".join(parts)
+
+
+def dead_letter(queue: str, payload: Any, reason: str, error_type: str) -> DeadLetter:
+    text = payload if isinstance(payload, str) else json.dumps(payload, default=repr, ensure_ascii=False)
+    safe = text.encode("utf-8", "replace").decode("utf-8")  # lone surrogates cannot be stored
+    dead_id = hashlib.sha256(f"{queue}\x1f{safe}".encode()).hexdigest()[:32]
+    log.warning("dead-lettered", queue=queue, reason=reason[:500], error_type=error_type)
+    runtime().telemetry.dead_letters.add(1, {"queue": queue, "error_type": error_type})
+    return DeadLetter(dead_id=dead_id, queue=queue, reason=reason[:4000], error_type=error_type,
+                      payload=safe[:100_000])
+
+
+def _check_turn(raw: Any) -> Turn | DeadLetter:
+    if not isinstance(raw, dict):
+        return dead_letter(INGEST_QUEUE, raw, f"turn must be a JSON object, got {type(raw).__name__}",
+                           "invalid_turn")
+    try:
+        return Turn.model_validate(raw)
+    except ValidationError as exc:
+        return dead_letter(INGEST_QUEUE, raw, validation_reason(exc), "invalid_turn")
+
+
+@app.task(name="vigil.ingest", bind=True)
+def ingest(self, batch: Any) -> dict[str, int]:
+    """Validate each turn, store its row, and fan out one score task per monitor that samples it."""
+    rt = runtime()
+    rows: dict[str, list[BaseModel]] = {"traces": [], "pipeline_events": [], "dead_letters": []}
+    fan_out: list[tuple[dict[str, Any], str]] = []
+    if not isinstance(batch, list):
+        batch = [batch]
+    for raw in batch:
+        checked = _check_turn(raw)
+        if isinstance(checked, DeadLetter):
+            rows["dead_letters"].append(checked)
+            continue
+        turn = checked
+        rows["traces"].append(trace_row(turn))
+        rows["pipeline_events"].append(_event(turn, "", "received"))
+        rt.telemetry.stage(monitor="", stage="received")
+        for monitor in rt.config.monitors:
+            if not matches(turn, monitor.filters):
+                stage = "filtered"
+            elif not sampled(turn.trace_id, monitor.sampling_rate):
+                stage = "skipped"
+            else:
+                stage = "sampled"
+                fan_out.append((turn.model_dump(mode="json"), monitor.name))
+            rows["pipeline_events"].append(_event(turn, monitor.name, stage))
+            rt.telemetry.stage(monitor=monitor.name, stage=stage)
+    push(rt.redis, rows.items())
+    enqueued_at = time.time()
+    with app.producer_or_acquire() as producer:
+        for turn_json, monitor_name in fan_out:
+            score.apply_async((turn_json, monitor_name, enqueued_at), queue=SCORE_QUEUE, producer=producer)
+    return {"turns": len(batch), "dead": len(rows["dead_letters"]), "fanned_out": len(fan_out)}
+
+
+def _event(turn: Turn, monitor: str, stage: str) -> PipelineEvent:
+    return PipelineEvent(project=turn.project, agent=turn.agent, monitor=monitor, stage=stage,
+                         trace_id=turn.trace_id)
+
+
+@app.task(name="vigil.score", bind=True, max_retries=None)
+def score(self, turn_json: Any, monitor_name: Any, enqueued_at: float | None = None) -> str:
+    """Run one monitor's scorer on one turn; the score, its judge calls and its stage go to the write queue."""
+    rt = runtime()
+    monitor = next((m for m in rt.config.monitors if m.name == monitor_name), None)
+    if monitor is None:
+        known = [m.name for m in rt.config.monitors]
+        dead = dead_letter(SCORE_QUEUE, {"turn": turn_json, "monitor": monitor_name},
+                           f"monitor: unknown monitor {monitor_name!r} (configured: {known})", "unknown_monitor")
+        push(rt.redis, [("dead_letters", [dead])])
+        return "dead"
+    checked = _check_turn(turn_json)
+    if isinstance(checked, DeadLetter):
+        push(rt.redis, [("dead_letters", [checked])])
+        return "dead"
+    turn = checked
+    structlog.contextvars.bind_contextvars(trace_id=turn.trace_id, monitor=monitor.name, scorer=monitor.scorer)
+    try:
+        start_ns = time.time_ns()
+        scorer = rt.scorer(monitor)
+        try:
+            from worker import aio
+
+            result = aio.run(scorer.score(turn, rt.judge(monitor.judge)))
+        except JudgePaused as exc:
+            log.warning("judge paused; the score waits", judge=exc.judge, reason=exc.reason)
+            raise self.retry(countdown=get_settings().paused_retry_s, exc=exc) from None
+        except Exception as exc:  # a scorer bug or bad config must not crash the worker or lose the turn
+            log.exception("scorer raised")
+            result = ScoreResult(run_id=str(uuid.uuid4()), scorer=monitor.scorer,
+                                 scorer_version=getattr(scorer, "version", "unknown"), status=ScoreStatus.FAILED,
+                                 error_type=type(exc).__name__, reason=str(exc)[:2000])
+        end_ns = time.time_ns()
+        row = score_row(turn, monitor, result)
+        calls = [JudgeCallRow.of(call, index, score=row) for index, call in enumerate(result.calls)]
+        push(rt.redis, [("scores", [row]), ("judge_calls", calls),
+                        ("pipeline_events", [_event(turn, monitor.name, str(row.status))])])
+        lag = (start_ns / 1e9 - enqueued_at) if enqueued_at else None
+        rt.telemetry.emit_score(row, start_ns=start_ns, end_ns=end_ns,
+                                calls_latency_ms=[c.latency_ms for c in result.calls if not c.cached], lag_s=lag)
+        log.info("scored", status=str(row.status), score=row.score)
+        return str(row.status)
+    finally:
+        structlog.contextvars.unbind_contextvars("trace_id", "monitor", "scorer")
+
+
+@signals.task_unknown.connect
+def _unknown_task(sender=None, name=None, id=None, message=None, exc=None, **_: Any) -> None:
+    body = getattr(message, "body", b"")
+    payload = body.decode("utf-8", "replace") if isinstance(body, bytes) else str(body)
+    push(runtime().redis, [("dead_letters", [dead_letter("celery", payload, f"task: unknown task {name!r}",
+                                                         "unknown_task")])])
+
+
+@signals.task_rejected.connect
+def _rejected(sender=None, message=None, exc=None, **_: Any) -> None:
+    body = getattr(message, "body", b"")
+    payload = body.decode("utf-8", "replace") if isinstance(body, bytes) else str(body)
+    push(runtime().redis, [("dead_letters", [dead_letter("celery", payload, f"message rejected: {exc!r}",
+                                                         "rejected_message")])])

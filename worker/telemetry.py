@@ -1,0 +1,131 @@
+"""OpenTelemetry out: one evaluation span per score, parented to the evaluated span, and the pipeline's metrics.
+
+Export goes over OTLP/HTTP when ``OTEL_EXPORTER_OTLP_ENDPOINT`` is set (the SDK reads the standard OTEL_*
+variables); tests pass in-memory exporters to ``Telemetry``. The span carries the GenAI evaluation attributes
+``gen_ai.evaluation.name``, ``gen_ai.evaluation.score.value``, ``gen_ai.evaluation.score.label``,
+``gen_ai.evaluation.explanation`` and ``error.type`` when the scorer failed, and the same attributes as a
+``gen_ai.evaluation.result`` event.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+
+from opentelemetry import trace
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import MetricReader, PeriodicExportingMetricReader
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
+from opentelemetry.trace import NonRecordingSpan, SpanContext, SpanKind, TraceFlags
+
+from schemas import Score, ScoreStatus
+
+__all__ = ["Telemetry", "parent_context"]
+
+_TRACE_ID = re.compile(r"^[0-9a-f]{32}$")
+_SPAN_ID = re.compile(r"^[0-9a-f]{16}$")
+
+
+def parent_context(trace_id: str, span_id: str | None):
+    """A context whose current span is the evaluated span (remote), or None when the ids are not OTel ids."""
+    if not (_TRACE_ID.match(trace_id) and span_id and _SPAN_ID.match(span_id)):
+        return None
+    parent = SpanContext(trace_id=int(trace_id, 16), span_id=int(span_id, 16), is_remote=True,
+                         trace_flags=TraceFlags(TraceFlags.SAMPLED))
+    return trace.set_span_in_context(NonRecordingSpan(parent))
+
+
+@dataclass
+class Telemetry:
+    tracer_provider: TracerProvider
+    meter_provider: MeterProvider
+
+    @classmethod
+    def create(cls, *, span_exporter: SpanExporter | None = None, metric_reader: MetricReader | None = None,
+               service_name: str = "vigil-worker") -> Telemetry:
+        resource = Resource.create({"service.name": service_name})
+        tracer_provider = TracerProvider(resource=resource)
+        readers: list[MetricReader] = []
+        otlp = bool(os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT"))
+        if span_exporter is None and otlp:
+            from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+
+            span_exporter = OTLPSpanExporter()
+        if span_exporter is not None:
+            tracer_provider.add_span_processor(BatchSpanProcessor(span_exporter))
+        if metric_reader is None and otlp:
+            from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
+
+            metric_reader = PeriodicExportingMetricReader(OTLPMetricExporter())
+        if metric_reader is not None:
+            readers.append(metric_reader)
+        meter_provider = MeterProvider(resource=resource, metric_readers=readers)
+        telemetry = cls(tracer_provider, meter_provider)
+        telemetry._instruments()
+        return telemetry
+
+    def _instruments(self) -> None:
+        self.tracer = self.tracer_provider.get_tracer("vigil")
+        meter = self.meter_provider.get_meter("vigil")
+        self.pipeline = meter.create_counter("vigil.pipeline.turns", description="turns per monitor and stage")
+        self.scores = meter.create_counter("vigil.scores", description="scores per monitor, scorer and status")
+        self.score_value = meter.create_histogram("vigil.score.value", description="score values")
+        self.judge_latency = meter.create_histogram("vigil.judge.latency", unit="ms",
+                                                    description="judge call latency")
+        self.judge_tokens = meter.create_counter("vigil.judge.tokens", description="judge tokens")
+        self.judge_calls = meter.create_counter("vigil.judge.calls", description="judge calls")
+        self.queue_lag = meter.create_histogram("vigil.queue.lag", unit="s",
+                                                description="turn end to scoring start")
+        self.dead_letters = meter.create_counter("vigil.dead_letters", description="dead-lettered messages")
+
+    def stage(self, *, monitor: str, stage: str, count: int = 1) -> None:
+        self.pipeline.add(count, {"monitor": monitor, "stage": stage})
+
+    def emit_score(self, score: Score, *, start_ns: int, end_ns: int, calls_latency_ms: list[float],
+                   lag_s: float | None) -> None:
+        """The evaluation span (remote-parented to the evaluated span) and the score's metrics."""
+        attributes: dict[str, str | float | int] = {
+            "gen_ai.evaluation.name": score.monitor,
+            "vigil.scorer": score.scorer,
+            "vigil.scorer.version": score.scorer_version,
+            "vigil.score.status": str(score.status),
+            "vigil.score_id": score.score_id,
+            "vigil.trace_id": score.trace_id,
+            "gen_ai.request.model": score.judge_model,
+            "gen_ai.usage.input_tokens": score.prompt_tokens,
+            "gen_ai.usage.output_tokens": score.completion_tokens,
+        }
+        if score.score is not None:
+            attributes["gen_ai.evaluation.score.value"] = score.score
+        if score.label:
+            attributes["gen_ai.evaluation.score.label"] = score.label
+        if score.reason:
+            attributes["gen_ai.evaluation.explanation"] = score.reason[:4000]
+        if score.status == ScoreStatus.FAILED:
+            attributes["error.type"] = score.error_type or "unknown"
+        span = self.tracer.start_span(f"evaluation {score.monitor}", context=parent_context(score.trace_id,
+                                      score.span_id or None), kind=SpanKind.INTERNAL, attributes=attributes,
+                                      start_time=start_ns)
+        span.add_event("gen_ai.evaluation.result", attributes=attributes, timestamp=end_ns)
+        if score.status == ScoreStatus.FAILED:
+            span.set_status(trace.Status(trace.StatusCode.ERROR, score.error_type or ""))
+        span.end(end_time=end_ns)
+
+        labels = {"monitor": score.monitor, "scorer": score.scorer, "status": str(score.status)}
+        self.scores.add(1, labels)
+        self.stage(monitor=score.monitor, stage=str(score.status))
+        if score.score is not None:
+            self.score_value.record(score.score, {"monitor": score.monitor, "scorer": score.scorer})
+        for latency in calls_latency_ms:
+            self.judge_latency.record(latency, {"judge": score.judge, "model": score.judge_model})
+        self.judge_calls.add(score.judge_calls, {"judge": score.judge})
+        self.judge_tokens.add(score.prompt_tokens + score.completion_tokens, {"judge": score.judge})
+        if lag_s is not None:
+            self.queue_lag.record(max(lag_s, 0.0), {"monitor": score.monitor})
+
+    def shutdown(self) -> None:
+        self.tracer_provider.shutdown()
+        self.meter_provider.shutdown()
