@@ -26,7 +26,14 @@ def configure(broker_url: str | None = None) -> Celery:
         task_acks_late=True,
         task_reject_on_worker_lost=True,
         worker_prefetch_multiplier=4,
-        broker_transport_options={"visibility_timeout": settings.visibility_timeout_s},
+        # Deliveries a dead worker never acked go back on their queue after visibility_timeout; the sweep that
+        # finds them runs every restore_interval seconds in every live worker.
+        broker_transport_options={
+            "visibility_timeout": settings.visibility_timeout_s,
+            "unacked_restore_interval": settings.restore_interval_s,
+            "unacked_restore_throttle": 1,
+            "unacked_restore_limit": 1000,
+        },
         broker_connection_retry_on_startup=True,
         task_routes={"vigil.ingest": {"queue": INGEST_QUEUE}, "vigil.score": {"queue": SCORE_QUEUE}},
         task_default_queue=SCORE_QUEUE,

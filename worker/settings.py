@@ -24,6 +24,7 @@ class Settings(BaseSettings):
     # Longer than any countdown vigil uses (paused-judge waits, retry backoff): a task is redelivered only after
     # this long without an ack, so a shorter value would duplicate delayed tasks.
     visibility_timeout_s: int = Field(default=3600, alias="VIGIL_VISIBILITY_TIMEOUT")
+    restore_interval_s: int = Field(default=10, alias="VIGIL_RESTORE_INTERVAL")
     paused_retry_s: int = Field(default=30, alias="VIGIL_PAUSED_RETRY")
     write_batch_rows: int = Field(default=5000, alias="VIGIL_WRITE_BATCH_ROWS")
     write_batch_age_s: float = Field(default=1.0, alias="VIGIL_WRITE_BATCH_AGE")
