@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 import json
-import uuid
 from typing import Literal
 
 import pytest
 from pydantic import BaseModel
 
-from schemas import JudgeConfig
 from tests.judge_server import Reply
+from tests.scoring_support import judge_factory  # noqa: F401 (fixture)
 from worker.judge.base import JudgeFailed, JudgePaused, JudgeRequest
-from worker.judge.client import LLMJudge, Mode, last_json_object, parse_output, remembered_mode
+from worker.judge.client import Mode, last_json_object, parse_output, remembered_mode
 
 
 class Verdict(BaseModel):
@@ -22,12 +21,6 @@ class Verdict(BaseModel):
 
 REQUEST = JudgeRequest(step="test.verdict", instructions="You judge.", prompt="Is the sky blue?", output_type=Verdict)
 GOOD = {"verdict": "yes", "reason": "it is"}
-
-
-def make_judge(server, model: str | None = None) -> LLMJudge:
-    """A judge on its own model name, so no other test's remembered mode applies."""
-    model = model or f"judge-{uuid.uuid4().hex[:8]}"
-    return LLMJudge(JudgeConfig(name="test", base_url=server.base_url, model=model))
 
 
 def llama_cpp(body: dict) -> Reply:
@@ -43,9 +36,9 @@ def plain_text_only(body: dict) -> Reply:
     return Reply(content='Sure. Here is my verdict:\n```json\n{"verdict": "yes", "reason": "it is"}\n```')
 
 
-async def test_strict_json_schema_is_used_where_the_server_takes_it(judge_server):
+async def test_strict_json_schema_is_used_where_the_server_takes_it(judge_server, judge_factory):
     judge_server.replies.append(Reply.json(GOOD))
-    judge = make_judge(judge_server)
+    judge = judge_factory()
 
     reply = await judge.ask(REQUEST)
 
@@ -58,9 +51,9 @@ async def test_strict_json_schema_is_used_where_the_server_takes_it(judge_server
     assert [c.status for c in reply.calls] == ["ok"]
 
 
-async def test_a_500_to_json_schema_degrades_to_json_object_with_the_schema(judge_server):
+async def test_a_500_to_json_schema_degrades_to_json_object_with_the_schema(judge_server, judge_factory):
     judge_server.script = llama_cpp
-    judge = make_judge(judge_server)
+    judge = judge_factory()
 
     reply = await judge.ask(REQUEST)
 
@@ -72,9 +65,9 @@ async def test_a_500_to_json_schema_degrades_to_json_object_with_the_schema(judg
     assert remembered_mode(judge_server.base_url, judge.model) is Mode.JSON_OBJECT
 
 
-async def test_a_server_refusing_both_json_modes_gets_plain_text_and_the_fenced_json_is_extracted(judge_server):
+async def test_a_server_refusing_both_json_modes_gets_plain_text_and_the_fenced_json_is_extracted(judge_server, judge_factory):
     judge_server.script = plain_text_only
-    judge = make_judge(judge_server)
+    judge = judge_factory()
 
     reply = await judge.ask(REQUEST)
 
@@ -84,32 +77,32 @@ async def test_a_server_refusing_both_json_modes_gets_plain_text_and_the_fenced_
     assert remembered_mode(judge_server.base_url, judge.model) is Mode.TEXT
 
 
-async def test_the_working_mode_is_remembered_so_refused_modes_are_not_retried(judge_server):
+async def test_the_working_mode_is_remembered_so_refused_modes_are_not_retried(judge_server, judge_factory):
     judge_server.script = llama_cpp
-    judge = make_judge(judge_server)
+    judge = judge_factory()
     await judge.ask(REQUEST)
 
-    second = await make_judge(judge_server, model=judge.model).ask(REQUEST)
+    second = await judge_factory(judge.model).ask(REQUEST)
 
     formats = [r.body.get("response_format", {}).get("type") for r in judge_server.requests]
     assert formats == ["json_schema", "json_object", "json_object"]
     assert [c.status for c in second.calls] == ["ok"]
 
 
-async def test_the_mode_is_remembered_per_endpoint_model(judge_server):
+async def test_the_mode_is_remembered_per_endpoint_model(judge_server, judge_factory):
     judge_server.script = llama_cpp
-    await make_judge(judge_server, model="small").ask(REQUEST)
+    await judge_factory("small").ask(REQUEST)
 
-    await make_judge(judge_server, model="other").ask(REQUEST)
+    await judge_factory("other").ask(REQUEST)
 
     formats = [r.body.get("response_format", {}).get("type") for r in judge_server.requests]
     assert formats == ["json_schema", "json_object", "json_schema", "json_object"]
 
 
-async def test_a_reply_outside_the_schema_is_repaired_once_with_the_validation_error(judge_server):
+async def test_a_reply_outside_the_schema_is_repaired_once_with_the_validation_error(judge_server, judge_factory):
     judge_server.replies.extend([Reply.json({"verdict": "maybe", "reason": "?"}), Reply.json({"verdict": "no",
                                                                                                 "reason": "fixed"})])
-    reply = await make_judge(judge_server).ask(REQUEST)
+    reply = await judge_factory().ask(REQUEST)
 
     assert reply.output == Verdict(verdict="no", reason="fixed")
     repair = judge_server.requests[1].body["messages"]
@@ -118,10 +111,10 @@ async def test_a_reply_outside_the_schema_is_repaired_once_with_the_validation_e
     assert [c.status for c in reply.calls] == ["parse_error", "ok"]
 
 
-async def test_garbage_twice_gives_no_output_an_error_and_the_raw_reply(judge_server):
+async def test_garbage_twice_gives_no_output_an_error_and_the_raw_reply(judge_server, judge_factory):
     judge_server.replies.extend([Reply(content="I cannot decide."), Reply(content="Still cannot decide.")])
 
-    reply = await make_judge(judge_server).ask(REQUEST)
+    reply = await judge_factory().ask(REQUEST)
 
     assert reply.output is None
     assert reply.error.startswith("parse_error: no JSON object in the reply")
@@ -130,27 +123,27 @@ async def test_garbage_twice_gives_no_output_an_error_and_the_raw_reply(judge_se
     assert [c.status for c in reply.calls] == ["parse_error", "parse_error"]
 
 
-async def test_a_server_that_keeps_answering_500_fails_with_every_call_recorded(judge_server):
+async def test_a_server_that_keeps_answering_500_fails_with_every_call_recorded(judge_server, judge_factory):
     judge_server.script = lambda body: Reply.error(500, "down")
 
     with pytest.raises(JudgeFailed) as failed:
-        await make_judge(judge_server).ask(REQUEST)
+        await judge_factory().ask(REQUEST)
 
     assert failed.value.error_type == "http_500"
     assert [c.status for c in failed.value.calls] == ["mode_rejected:json_schema", "mode_rejected:json_object"]
 
 
-async def test_an_unauthorised_judge_is_paused_not_failed(judge_server):
+async def test_an_unauthorised_judge_is_paused_not_failed(judge_server, judge_factory):
     judge_server.replies.append(Reply.error(401, "bad key"))
 
     with pytest.raises(JudgePaused):
-        await make_judge(judge_server).ask(REQUEST)
+        await judge_factory().ask(REQUEST)
 
 
-async def test_the_prompt_goes_verbatim_and_the_instructions_state_the_schema(judge_server):
+async def test_the_prompt_goes_verbatim_and_the_instructions_state_the_schema(judge_server, judge_factory):
     judge_server.replies.append(Reply.json(GOOD))
 
-    await make_judge(judge_server).ask(REQUEST)
+    await judge_factory().ask(REQUEST)
 
     system, user = judge_server.requests[0].body["messages"]
     assert system["role"] == "system" and system["content"].startswith("You judge.\n\nReply with one JSON object")
@@ -158,10 +151,10 @@ async def test_the_prompt_goes_verbatim_and_the_instructions_state_the_schema(ju
     assert user == {"role": "user", "content": "Is the sky blue?"}
 
 
-async def test_every_call_carries_the_servers_token_counts(judge_server):
+async def test_every_call_carries_the_servers_token_counts(judge_server, judge_factory):
     judge_server.replies.append(Reply.json(GOOD, prompt_tokens=120, completion_tokens=17))
 
-    reply = await make_judge(judge_server).ask(REQUEST)
+    reply = await judge_factory().ask(REQUEST)
 
     assert (reply.calls[0].prompt_tokens, reply.calls[0].completion_tokens) == (120, 17)
     assert reply.calls[0].step == "test.verdict"

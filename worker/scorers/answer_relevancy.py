@@ -1,0 +1,77 @@
+"""Answer Relevancy (seeds 000, 001): how much of the output addresses the question.
+
+Steps: ``preprocess`` (the judge splits the output into statements), ``analyze`` (a yes / unsure / no verdict per
+statement), ``reason``. Score ``((yes + uncertainty_weight · unsure) / statements) · scale``. An empty output scores
+0 without a judge call; a trace without a user message, no statements, or verdicts that do not match the
+statements one for one are *unscored*.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from schemas import ScoreResult, Turn
+from worker.judge.base import Judge, JudgeRequest
+from worker.scorers._run import ReasonMode, ScoreRun, Unscorable
+from worker.scorers.formulas import answer_relevancy_score
+from worker.scorers.prompts import answer_relevancy as prompts
+from worker.scorers.prompts.common import Reason
+
+__all__ = ["AnswerRelevancy"]
+
+
+class AnswerRelevancy(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: ClassVar[str] = "answer_relevancy"
+    version: ClassVar[str] = "1"
+
+    uncertainty_weight: float = Field(default=0.3, ge=0.0, le=1.0)
+    scale: float = Field(default=1.0, gt=0.0)
+    reason_mode: ReasonMode = "llm"
+
+    async def score(self, turn: Turn, judge: Judge) -> ScoreResult:
+        run = ScoreRun(self.name, self.version, self.scale, judge)
+        return await run.outcome(lambda: self._score(turn, run))
+
+    async def _score(self, turn: Turn, run: ScoreRun) -> ScoreResult:
+        question, output = turn.question, turn.output
+        if not question.strip():
+            raise Unscorable("the trace has no user message for the output to be relevant to")
+        if not output.strip():
+            run.details["empty_output"] = True
+            return run.scored(0.0, "The output is empty, so it addresses nothing the question asks.")
+
+        extracted = await run.ask("preprocess", JudgeRequest(
+            step=f"{self.name}.preprocess", instructions=prompts.INSTRUCTIONS,
+            prompt=prompts.render_extract(output=output), output_type=prompts.Statements,
+            inputs={"output": output},
+        ))
+        statements = [s for s in extracted.statements if s.strip()]
+        if not statements:
+            raise Unscorable("the judge found no statements in the output")
+
+        analysis = await run.ask("analyze", JudgeRequest(
+            step=f"{self.name}.analyze", instructions=prompts.INSTRUCTIONS,
+            prompt=prompts.render_analyze(question=question, statements=statements), output_type=prompts.Verdicts,
+            inputs={"question": question, "statements": statements},
+        ))
+        if len(analysis.results) != len(statements):
+            raise Unscorable(f"the judge gave {len(analysis.results)} verdicts for {len(statements)} statements")
+        verdicts = [v.result for v in analysis.results]
+        score = answer_relevancy_score(verdicts, uncertainty_weight=self.uncertainty_weight, scale=self.scale)
+        counts = {v: verdicts.count(v) for v in ("yes", "unsure", "no")}
+        run.details.update(statements=len(statements), **counts)
+
+        summary = prompts.summarise(score=score, scale=self.scale, **counts)
+        judged = [{"statement": s, "result": v.result, "reason": v.reason}
+                  for s, v in zip(statements, analysis.results, strict=True)]
+        reason = await run.reason(self.reason_mode, template=f"Answer relevancy {summary}.", request=lambda: JudgeRequest(
+            step=f"{self.name}.reason", instructions=prompts.INSTRUCTIONS,
+            prompt=prompts.render_reason(question=question, verdicts=judged, score=score, scale=self.scale,
+                                         uncertainty_weight=self.uncertainty_weight, summary=summary),
+            output_type=Reason, inputs={"summary": summary, "score": score, "scale": self.scale},
+        ))
+        return run.scored(score, reason)
