@@ -1,0 +1,80 @@
+"""Seeded ClickHouse data for the dashboard, report and alert tests: scores, judge calls, pipeline events, traces."""
+
+from __future__ import annotations
+
+import hashlib
+import random
+from collections.abc import Callable, Iterable
+from datetime import datetime, timedelta
+
+from clickhouse_connect.driver.client import Client
+
+__all__ = ["SCORE_COLUMNS", "insert_scores", "score_row", "seed_everything"]
+
+SCORE_COLUMNS = ["score_id", "trace_id", "span_id", "project", "agent", "environment", "monitor", "scorer",
+                 "scorer_version", "status", "score", "scale", "label", "reason", "error_type", "judge",
+                 "judge_model", "judge_calls", "prompt_tokens", "completion_tokens", "cost_usd", "latency_ms",
+                 "trace_time", "scored_at"]
+
+
+def _id(*parts: object) -> str:
+    return hashlib.sha256("|".join(map(str, parts)).encode()).hexdigest()[:32]
+
+
+def score_row(*, at: datetime, score: float | None, agent: str = "support-bot", monitor: str = "relevancy",
+              status: str = "scored", version: str = "1", project: str = "shop", seq: int = 0,
+              reason: str = "", lag_s: float = 2.0) -> list:
+    trace_id = _id("trace", project, agent, at.isoformat(), seq)
+    label = "" if score is None else ("good" if score >= 0.5 else "bad")
+    return [_id(trace_id, monitor, version), trace_id, "", project, agent, "prod", monitor, "answer_relevancy",
+            version, status, score, 1.0, label, reason or f"score {score}", "" if status != "failed" else "timeout",
+            "baseline", "baseline-1", 2, 300, 40, 0.002, 120.0, at, at + timedelta(seconds=lag_s)]
+
+
+def insert_scores(client: Client, rows: Iterable[list]) -> None:
+    client.insert("scores", list(rows), column_names=SCORE_COLUMNS)
+
+
+def series(*, start: datetime, minutes: int, every_s: int, value: Callable[[random.Random, int], float],
+           seed: int = 0, **kw) -> list[list]:
+    """One score every ``every_s`` seconds over ``minutes``, each from ``value(rng, i)`` clamped to 0..1."""
+    rng = random.Random(seed)
+    count = minutes * 60 // every_s
+    return [score_row(at=start + timedelta(seconds=i * every_s), score=min(max(value(rng, i), 0.0), 1.0),
+                      seq=i, **kw) for i in range(count)]
+
+
+def seed_everything(client: Client, *, now: datetime) -> None:
+    """Two agents, two monitors, two scorer versions; unscored and failed turns; judge errors and a 401; a funnel."""
+    rows = []
+    for agent_i, agent in enumerate(("support-bot", "assistant")):
+        for monitor in ("relevancy", "alignment"):
+            for i in range(240):  # one turn every 5 minutes over the last 20 hours
+                at = now - timedelta(minutes=5 * i + 1)
+                status = "failed" if i % 37 == 0 else "unscored" if i % 23 == 0 else "scored"
+                score = None if status != "scored" else round(0.2 + 0.7 * ((i * 7 + agent_i) % 10) / 10, 2)
+                rows.append(score_row(at=at, score=score, agent=agent, monitor=monitor, status=status,
+                                      version="2" if i < 60 else "1", seq=i,
+                                      reason=f"{agent}/{monitor} turn {i}: answer was off-topic"))
+    insert_scores(client, rows)
+    traces = [[r[1], r[3], r[4], "prod", r[22], f"question {n}", r[22]] for n, r in enumerate(rows)]
+    client.insert("traces", traces, column_names=["trace_id", "project", "agent", "environment", "started_at",
+                                                  "question", "received_at"])
+    calls = []
+    for i, r in enumerate(rows[:400]):
+        status = "http_429" if i % 40 == 0 else "ok"
+        calls.append([_id("call", i), r[0], r[1], r[3], r[6], "answer_relevancy", "baseline", "baseline-1",
+                      "analyze", 300, 40, 0.002, 100.0 + i % 50, status, 1, i % 9 == 0, r[22]])
+    calls.append([_id("call", "refused"), "", "", "shop", "alignment", "prompt_alignment", "openai-main", "gpt-x",
+                  "analyze", 0, 0, 0.0, 30.0, "http_401", 1, False, now - timedelta(minutes=2)])
+    client.insert("judge_calls", calls, column_names=[
+        "call_id", "score_id", "trace_id", "project", "monitor", "scorer", "judge", "model", "step", "prompt_tokens",
+        "completion_tokens", "cost_usd", "latency_ms", "status", "attempt", "cached", "called_at"])
+    events = []
+    for r in rows:
+        trace_id, project, agent, monitor, status, at = r[1], r[3], r[4], r[6], r[9], r[22]
+        events.append([at, project, agent, "", "received", trace_id])
+        events.append([at, project, agent, monitor, "sampled", trace_id])
+        events.append([r[23], project, agent, monitor, status, trace_id])
+    client.insert("pipeline_events", events,
+                  column_names=["event_time", "project", "agent", "monitor", "stage", "trace_id"])

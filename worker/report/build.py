@@ -1,0 +1,92 @@
+"""``build_report``: run the dashboard panels' SQL over one time range and gather the rows into a ``Report``."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from clickhouse_connect.driver.client import Client
+
+from worker.report.model import (
+    AlertRow, DistributionBin, FunnelRow, JudgeSummary, LagPoint, MonitorSummary, PausedJudge, Point, Report,
+    ScoreSeries, WorstTurn,
+)
+from worker.report.queries import PANELS, Query, render
+
+__all__ = ["build_report", "pick_interval", "run_query"]
+
+_INTERVALS = (60, 300, 900, 1800, 3600, 3 * 3600, 6 * 3600, 12 * 3600, 86400)
+_DEFAULT_SPAN = timedelta(hours=24)
+
+
+def _clean(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, datetime) and value.tzinfo is None:
+        return value.replace(tzinfo=UTC)  # every vigil DateTime column is UTC
+    return value
+
+
+def run_query(client: Client, query: Query, **render_args: Any) -> list[dict[str, Any]]:
+    """Render and run one named query; rows as dicts keyed by the query's declared columns (NaN → None)."""
+    result = client.query(render(query.sql, **render_args))
+    return [dict(zip(query.columns, map(_clean, row), strict=True)) for row in result.result_rows]
+
+
+def pick_interval(start: datetime, end: datetime, *, max_points: int = 120) -> int:
+    """The smallest bucket (in seconds) that keeps a chart at or under ``max_points`` points."""
+    span = max((end - start).total_seconds(), 60.0)
+    return next((s for s in _INTERVALS if span / s <= max_points), _INTERVALS[-1])
+
+
+def _data_start(client: Client, end: datetime) -> datetime:
+    """Where the data starts (the report covers all of it by default), or a day before ``end`` when empty."""
+    rows = client.query("SELECT min(bucket), count() FROM scores_1h").result_rows
+    first, count = rows[0] if rows else (None, 0)
+    if not count or first is None:
+        return end - _DEFAULT_SPAN
+    return min(_clean(first), end - timedelta(hours=1))
+
+
+def _series(rows: list[dict[str, Any]]) -> list[ScoreSeries]:
+    grouped: dict[tuple[str, str, str], ScoreSeries] = {}
+    for row in rows:
+        key = (row["agent"], row["monitor"], row["scorer_version"])
+        series = grouped.setdefault(key, ScoreSeries(agent=key[0], monitor=key[1], scorer_version=key[2]))
+        if row["mean_score"] is not None:
+            series.points.append(Point(time=row["time"], value=row["mean_score"]))
+    return [grouped[key] for key in sorted(grouped)]
+
+
+def build_report(
+    client: Client,
+    *,
+    start: datetime | None = None,
+    end: datetime | None = None,
+    now: datetime | None = None,
+    variables: Mapping[str, Sequence[str] | None] | None = None,
+) -> Report:
+    """The dashboard's main panels from ``start`` (default: where the data starts) to ``end`` (default: ``now``)."""
+    now = now or datetime.now(UTC)
+    end = end or now
+    start = start or _data_start(client, end)
+    interval_s = pick_interval(start, end)
+    args = {"start": start, "end": end, "interval_s": interval_s, "variables": variables}
+
+    def rows(name: str) -> list[dict[str, Any]]:
+        return run_query(client, PANELS[name], **args)
+
+    return Report(
+        generated_at=now, start=start, end=end, interval_s=interval_s,
+        monitors=[MonitorSummary(**r) for r in rows("monitor_summary")],
+        funnel=[FunnelRow(**r) for r in rows("coverage_funnel")],
+        score_over_time=_series(rows("score_over_time")),
+        distribution=[DistributionBin(**r) for r in rows("score_distribution")],
+        queue_lag=[LagPoint(**r) for r in rows("queue_lag")],
+        worst_turns=[WorstTurn(**r) for r in rows("worst_turns")],
+        judges=[JudgeSummary(**r) for r in rows("judge_summary")],
+        paused_judges=[PausedJudge(**r) for r in rows("paused_judges")],
+        alerts=[AlertRow(**r) for r in rows("recent_alerts")],
+    )

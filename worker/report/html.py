@@ -1,0 +1,169 @@
+"""``write_html``: the report as one static page (inline SVG charts, inline CSS, nothing fetched from anywhere).
+
+Everything that came from a trace or a judge (questions, reasons, labels) is escaped: it is data, never markup.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from html import escape
+from pathlib import Path
+
+from worker.report.model import Report
+from worker.report.svg import PALETTE, Bar, Line, bar_rows, histogram, line_chart
+
+__all__ = ["render_html", "write_html"]
+
+_CSS = """
+body { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", sans-serif; color: #111827; margin: 24px 32px;
+       background: #f9fafb; }
+h1 { font-size: 22px; margin: 0 0 4px; } h2 { font-size: 17px; margin: 28px 0 8px; }
+.sub { color: #6b7280; margin-bottom: 16px; }
+section { background: #fff; border: 1px solid #e5e7eb; border-radius: 8px; padding: 12px 16px; margin-bottom: 16px; }
+.grid-2 { display: flex; flex-wrap: wrap; gap: 16px; }
+.grid-2 > div { flex: 0 0 auto; }
+h3 { font-size: 14px; margin: 4px 0; color: #374151; }
+table { border-collapse: collapse; width: 100%; font-size: 13px; }
+th, td { text-align: left; padding: 4px 8px; border-bottom: 1px solid #f3f4f6; vertical-align: top; }
+th { color: #6b7280; font-weight: 600; } td.num { text-align: right; font-variant-numeric: tabular-nums; }
+td.reason { max-width: 520px; } code { font-size: 12px; color: #374151; }
+.bad { color: #b91c1c; font-weight: 600; } .firing { color: #b91c1c; font-weight: 600; } .resolved { color: #15803d; }
+svg.chart { display: block; } svg .grid { stroke: #e5e7eb; } svg .axis { stroke: #9ca3af; }
+svg .series { fill: none; stroke-width: 2; } svg text { font-size: 11px; fill: #4b5563; }
+svg .legend { font-size: 12px; fill: #111827; } svg .label { font-size: 12px; fill: #111827; }
+"""
+
+# After layout, each chart records the size it was drawn at: a headless browser's DOM dump shows it was rendered.
+_DRAWN = """
+document.querySelectorAll('svg.chart').forEach(function (svg) {
+  var box = svg.getBBox();
+  svg.setAttribute('data-drawn-width', Math.round(box.width));
+  svg.setAttribute('data-drawn-height', Math.round(box.height));
+});
+"""
+
+_FUNNEL_COLORS = {"received": "#6b7280", "sampled": "#2563eb", "scored": "#16a34a", "unscored": "#ca8a04",
+                  "failed": "#dc2626"}
+
+
+def _num(value: float | None, digits: int = 2) -> str:
+    return "—" if value is None else f"{value:.{digits}f}"
+
+
+def _table(headers: list[str], rows: list[list[str]], numeric: set[str] = frozenset()) -> str:
+    """Cells are pre-escaped HTML; headers are plain text."""
+    head = "".join(f"<th>{escape(h)}</th>" for h in headers)
+    body = "".join(
+        "<tr>" + "".join(f'<td class="{"num" if h in numeric else h}">{cell}</td>'
+                         for h, cell in zip(headers, row, strict=True)) + "</tr>"
+        for row in rows
+    )
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body or ''}</tbody></table>"
+
+
+def _scores_section(report: Report) -> str:
+    lines = [Line(s.label, [(p.time, p.value) for p in s.points]) for s in report.score_over_time]
+    chart = line_chart("score-over-time", lines, start=report.start, end=report.end, y_max=1.0,
+                       y_label="mean score (0..1)")
+    return f"<section><h2>Scores over time</h2>{chart}</section>"
+
+
+def _funnel_section(report: Report) -> str:
+    totals: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+    for row in report.funnel:
+        for stage in _FUNNEL_COLORS:
+            totals[row.monitor][stage] += getattr(row, stage)
+    blocks = []
+    for monitor in sorted(totals):
+        t = totals[monitor]
+        coverage = f" ({t['scored'] / t['sampled']:.0%} of sampled)" if t["sampled"] else ""
+        bars = [Bar(stage, t[stage], color, coverage if stage == "scored" else "")
+                for stage, color in _FUNNEL_COLORS.items()]
+        blocks.append(f"<div><h3>{escape(monitor)}</h3>{bar_rows(f'funnel-{monitor}', bars)}</div>")
+    body = "".join(blocks) or "<p>no pipeline events in this range</p>"
+    return f'<section><h2>Coverage funnel</h2><div class="grid-2">{body}</div></section>'
+
+
+def _distribution_section(report: Report) -> str:
+    counts: dict[str, list[int]] = defaultdict(lambda: [0] * 10)
+    for b in report.distribution:
+        counts[b.monitor][min(max(int(round(b.bin * 10)), 0), 9)] += b.turns
+    blocks = [f"<div><h3>{escape(m)}</h3>{histogram(f'distribution-{m}', counts[m], color=PALETTE[i % 9])}</div>"
+              for i, m in enumerate(sorted(counts))]
+    body = "".join(blocks) or "<p>no scored turns in this range</p>"
+    return f'<section><h2>Score distribution</h2><div class="grid-2">{body}</div></section>'
+
+
+def _lag_section(report: Report) -> str:
+    by_monitor: dict[str, list] = defaultdict(list)
+    for p in report.queue_lag:
+        if p.p95_s is not None:
+            by_monitor[p.monitor].append((p.time, p.p95_s))
+    lines = [Line(f"{m} p95", pts) for m, pts in sorted(by_monitor.items())]
+    chart = line_chart("queue-lag", lines, start=report.start, end=report.end, y_label="seconds", height=220)
+    return f"<section><h2>Queue lag (scored_at − trace_time)</h2>{chart}</section>"
+
+
+def _monitors_section(report: Report) -> str:
+    coverage = {(f.project, f.agent, f.monitor): f.coverage for f in report.funnel}
+    headers = ["monitor", "agent", "scorer", "turns", "scored", "unscored", "failed", "coverage", "mean", "p50"]
+    rows = [[escape(m.monitor), escape(m.agent), escape(f"{m.scorer} v{m.scorer_versions}"), str(m.turns),
+             str(m.scored), str(m.unscored), f'<span class="{"bad" if m.failed else ""}">{m.failed}</span>',
+             _num(coverage.get((m.project, m.agent, m.monitor))), _num(m.mean_score), _num(m.p50_score)]
+            for m in report.monitors]
+    numeric = {"turns", "scored", "unscored", "failed", "coverage", "mean", "p50"}
+    return f"<section><h2>Monitors</h2>{_table(headers, rows, numeric)}</section>"
+
+
+def _worst_section(report: Report) -> str:
+    headers = ["score", "monitor", "agent", "when", "question", "reason", "trace_id"]
+    rows = [[f'<span class="bad">{w.score:.2f}</span>', escape(w.monitor), escape(w.agent),
+             f"{w.trace_time:%Y-%m-%d %H:%M}", escape(w.question or ""), escape(w.reason),
+             f"<code>{escape(w.trace_id)}</code>"] for w in report.worst_turns]
+    return f"<section><h2>Worst turns</h2>{_table(headers, rows, {'score'})}</section>"
+
+
+def _judges_section(report: Report) -> str:
+    paused = {p.judge: p for p in report.paused_judges}
+    headers = ["judge", "models", "calls", "errors", "cache hits", "tokens", "cost $", "p50 ms", "p95 ms", "state"]
+    rows = [[escape(j.judge), escape(j.models), str(j.calls), str(j.errors), str(j.cache_hits),
+             str(j.prompt_tokens + j.completion_tokens), f"{j.cost_usd:.4f}", _num(j.p50_ms, 0), _num(j.p95_ms, 0),
+             f'<span class="firing">paused ({escape(paused[j.judge].status)})</span>' if j.judge in paused else "ok"]
+            for j in report.judges]
+    numeric = {"calls", "errors", "cache hits", "tokens", "cost $", "p50 ms", "p95 ms"}
+    return f"<section><h2>Judges</h2>{_table(headers, rows, numeric)}</section>"
+
+
+def _alerts_section(report: Report) -> str:
+    if not report.alerts:
+        return "<section><h2>Alerts</h2><p>none in this range</p></section>"
+    headers = ["updated", "state", "rule", "subject", "message"]
+    rows = [[f"{a.updated_at:%Y-%m-%d %H:%M}", f'<span class="{escape(a.state)}">{escape(a.state)}</span>',
+             escape(a.rule), escape(a.judge or "/".join(p for p in (a.project, a.agent, a.monitor) if p)),
+             escape(a.message)] for a in report.alerts]
+    return f"<section><h2>Alerts</h2>{_table(headers, rows)}</section>"
+
+
+def render_html(report: Report) -> str:
+    """The whole page as a string."""
+    sections = [_scores_section(report), _funnel_section(report), _distribution_section(report),
+                _worst_section(report), _monitors_section(report), _judges_section(report), _lag_section(report),
+                _alerts_section(report)]
+    return (
+        "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\">"
+        "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'; "
+        "script-src 'unsafe-inline'; img-src data:\">"
+        f"<title>vigil report</title><style>{_CSS}</style></head><body>"
+        f"<h1>vigil report</h1><div class=\"sub\">{report.start:%Y-%m-%d %H:%M} → {report.end:%Y-%m-%d %H:%M} UTC · "
+        f"generated {report.generated_at:%Y-%m-%d %H:%M:%S} UTC · buckets of {report.interval_s // 60} min</div>"
+        + "".join(sections)
+        + f"<script>{_DRAWN}</script></body></html>"
+    )
+
+
+def write_html(report: Report, path: str | Path) -> Path:
+    """Write the page; return its absolute path."""
+    target = Path(path).resolve()
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(render_html(report), encoding="utf-8")
+    return target

@@ -1,0 +1,140 @@
+"""The report as data: what ``vigil report --json`` prints and what the HTML page and the tables are drawn from."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from pydantic import BaseModel, Field
+
+__all__ = [
+    "AlertRow", "DistributionBin", "FunnelRow", "JudgeSummary", "LagPoint", "MonitorSummary", "PausedJudge",
+    "Point", "Report", "ScoreSeries", "WorstTurn",
+]
+
+
+class MonitorSummary(BaseModel):
+    project: str
+    agent: str
+    monitor: str
+    scorer: str
+    scorer_versions: str
+    turns: int
+    scored: int
+    unscored: int
+    failed: int
+    mean_score: float | None = None  # score / scale, 0..1
+    p50_score: float | None = None
+    last_scored_at: datetime | None = None
+
+
+class FunnelRow(BaseModel):
+    project: str
+    agent: str
+    monitor: str
+    received: int = 0
+    filtered: int = 0
+    skipped: int = 0
+    sampled: int = 0
+    scored: int = 0
+    unscored: int = 0
+    failed: int = 0
+    coverage: float | None = None  # scored / sampled
+
+
+class Point(BaseModel):
+    time: datetime
+    value: float
+
+
+class ScoreSeries(BaseModel):
+    """Mean score over time for one agent, monitor and scorer version."""
+
+    agent: str
+    monitor: str
+    scorer_version: str
+    points: list[Point] = Field(default_factory=list)
+
+    @property
+    def label(self) -> str:
+        return f"{self.agent} / {self.monitor} @ v{self.scorer_version}"
+
+
+class DistributionBin(BaseModel):
+    monitor: str
+    bin: float  # lower edge of a 0.1-wide bin of score / scale
+    turns: int
+
+
+class LagPoint(BaseModel):
+    time: datetime
+    monitor: str
+    p50_s: float | None = None
+    p95_s: float | None = None
+
+
+class WorstTurn(BaseModel):
+    trace_time: datetime
+    agent: str
+    monitor: str
+    scorer_version: str
+    score: float
+    label: str = ""
+    reason: str = ""
+    trace_id: str
+    question: str | None = None
+
+
+class JudgeSummary(BaseModel):
+    judge: str
+    models: str = ""
+    calls: int = 0
+    cache_hits: int = 0
+    errors: int = 0
+    error_rate: float = 0.0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float = 0.0
+    p50_ms: float | None = None
+    p95_ms: float | None = None
+    last_call: datetime | None = None
+
+
+class PausedJudge(BaseModel):
+    judge: str
+    status: str
+    last_seen: datetime
+    source: str
+
+
+class AlertRow(BaseModel):
+    updated_at: datetime
+    state: str
+    kind: str
+    rule: str
+    project: str = ""
+    agent: str = ""
+    monitor: str = ""
+    judge: str = ""
+    fired_at: datetime
+    message: str = ""
+
+
+class Report(BaseModel):
+    """The dashboard's main panels over one time range, read with the panels' own SQL."""
+
+    generated_at: datetime
+    start: datetime
+    end: datetime
+    interval_s: int
+    monitors: list[MonitorSummary] = Field(default_factory=list)
+    funnel: list[FunnelRow] = Field(default_factory=list)
+    score_over_time: list[ScoreSeries] = Field(default_factory=list)
+    distribution: list[DistributionBin] = Field(default_factory=list)
+    queue_lag: list[LagPoint] = Field(default_factory=list)
+    worst_turns: list[WorstTurn] = Field(default_factory=list)
+    judges: list[JudgeSummary] = Field(default_factory=list)
+    paused_judges: list[PausedJudge] = Field(default_factory=list)
+    alerts: list[AlertRow] = Field(default_factory=list)
+
+    def monitor_names(self) -> list[str]:
+        return sorted({m.monitor for m in self.monitors} | {f.monitor for f in self.funnel})

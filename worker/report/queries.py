@@ -1,0 +1,450 @@
+"""Every dashboard panel's and alert rule's SQL, in one place: Grafana, ``vigil report`` and the detector share it.
+
+The SQL is written for Grafana's ``grafana-clickhouse-datasource`` (its macros ``$__timeFilter(col)``,
+``$__timeInterval(col)``, ``$__fromTime``, ``$__toTime``, ``$__interval_s`` and ``$__conditionalAll``, and the
+dashboard variables ``$project``, ``$agent``, ``$monitor``). ``render`` expands them the way the plugin does, so the
+report and the tests run the very text the panels run. Alert windows are written ``{window_minutes}`` etc. and bound
+by ``bind`` (Grafana's alert rules are generated with the defaults; the detector binds each rule's own values).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Literal
+
+__all__ = [
+    "ALERT_QUERIES", "DETECTOR_QUERIES", "PANELS", "PAUSING_STATUSES", "VARIABLES", "Query", "bind", "render",
+]
+
+PanelKind = Literal["timeseries", "table", "barchart", "bargauge", "alert", "variable"]
+
+# judge_calls statuses that pause a judge (401/402/403/404, or the judge client's own "paused" mark).
+PAUSING_STATUSES = ("http_401", "http_402", "http_403", "http_404", "paused")
+_PAUSING = ", ".join(f"'{s}'" for s in PAUSING_STATUSES)
+
+
+@dataclass(frozen=True)
+class Query:
+    """One named query: its SQL, the columns it returns, and the panel that shows it."""
+
+    name: str
+    title: str
+    kind: PanelKind
+    sql: str
+    columns: tuple[str, ...]
+    description: str = ""
+    unit: str = ""
+
+
+def _vars(*columns: str, alias: str = "") -> str:
+    """The dashboard filters: ``1=1`` when a variable selects All, else an IN list."""
+    return " AND ".join(f"$__conditionalAll({alias}{c} IN (${{{c}:singlequote}}), ${c})" for c in columns)
+
+
+_SCORE = "score / if(scale > 0, scale, 1)"  # every chart shows scores on 0..1, whatever the scorer's scale
+
+_PANEL_LIST = [
+    Query(
+        "monitor_summary", "Monitors: turns per status and mean score", "table",
+        f"""
+SELECT project, agent, monitor, scorer,
+       arrayStringConcat(arraySort(groupUniqArray(scorer_version)), ', ') AS scorer_versions,
+       count() AS turns,
+       countIf(status = 'scored') AS scored,
+       countIf(status = 'unscored') AS unscored,
+       countIf(status = 'failed') AS failed,
+       avgIf({_SCORE}, status = 'scored') AS mean_score,
+       quantileIf(0.5)({_SCORE}, status = 'scored') AS p50_score,
+       max(scored_at) AS last_scored_at
+FROM scores FINAL
+WHERE $__timeFilter(trace_time) AND {_vars("project", "agent", "monitor")}
+GROUP BY project, agent, monitor, scorer
+ORDER BY monitor, agent""",
+        ("project", "agent", "monitor", "scorer", "scorer_versions", "turns", "scored", "unscored", "failed",
+         "mean_score", "p50_score", "last_scored_at"),
+        "Exact counts from scores FINAL: unscored (no verdict) and failed (an error) are told apart from low scores.",
+    ),
+    Query(
+        "score_over_time", "Mean score per monitor and agent, by scorer version", "timeseries",
+        f"""
+SELECT $__timeInterval(bucket) AS time, agent, monitor, scorer_version,
+       avgIfMerge(mean) AS mean_score
+FROM scores_1m
+WHERE $__timeFilter(bucket) AND {_vars("project", "agent", "monitor")}
+GROUP BY time, agent, monitor, scorer_version
+HAVING countIfMerge(scored) > 0
+ORDER BY time, agent, monitor, scorer_version""",
+        ("time", "agent", "monitor", "scorer_version", "mean_score"),
+        "From the per-minute rollup; score / scale, so 1.0 is best on every scorer.", "percentunit",
+    ),
+    Query(
+        "score_quantiles", "Score p10 / p50 / p90 per monitor", "timeseries",
+        f"""
+SELECT time, monitor, q[1] AS p10, q[2] AS p50, q[3] AS p90
+FROM (
+    SELECT $__timeInterval(bucket) AS time, monitor,
+           quantilesTDigestIfMerge(0.1, 0.5, 0.9)(quantiles) AS q
+    FROM scores_1m
+    WHERE $__timeFilter(bucket) AND {_vars("project", "agent", "monitor")}
+    GROUP BY time, monitor
+    HAVING countIfMerge(scored) > 0
+)
+ORDER BY time, monitor""",
+        ("time", "monitor", "p10", "p50", "p90"), "", "percentunit",
+    ),
+    Query(
+        "score_distribution", "Score distribution per monitor", "barchart",
+        f"""
+SELECT monitor, toFloat64(least(floor({_SCORE} * 10), 9) / 10) AS bin, count() AS turns
+FROM scores FINAL
+WHERE status = 'scored' AND score IS NOT NULL AND $__timeFilter(trace_time)
+  AND {_vars("project", "agent", "monitor")}
+GROUP BY monitor, bin
+ORDER BY monitor, bin""",
+        ("monitor", "bin", "turns"), "Scored turns in ten bins of score / scale (bin 0.9 holds 0.9..1.0).",
+    ),
+    Query(
+        "status_over_time", "Turns per status (scored, unscored, failed)", "timeseries",
+        f"""
+SELECT $__timeInterval(bucket) AS time, monitor,
+       countIfMerge(scored) AS scored, countIfMerge(unscored) AS unscored, countIfMerge(failed) AS failed
+FROM scores_1m
+WHERE $__timeFilter(bucket) AND {_vars("project", "agent", "monitor")}
+GROUP BY time, monitor
+ORDER BY time, monitor""",
+        ("time", "monitor", "scored", "unscored", "failed"),
+    ),
+    Query(
+        "coverage_funnel", "Coverage funnel: received → sampled → scored / unscored / failed", "bargauge",
+        f"""
+SELECT e.project AS project, e.agent AS agent, e.monitor AS monitor,
+       any(r.received) AS received,
+       uniqExactIf(e.trace_id, e.stage = 'filtered') AS filtered,
+       uniqExactIf(e.trace_id, e.stage = 'skipped') AS skipped,
+       uniqExactIf(e.trace_id, e.stage = 'sampled') AS sampled,
+       uniqExactIf(e.trace_id, e.stage = 'scored') AS scored,
+       uniqExactIf(e.trace_id, e.stage = 'unscored') AS unscored,
+       uniqExactIf(e.trace_id, e.stage = 'failed') AS failed,
+       if(sampled > 0, scored / sampled, NULL) AS coverage
+FROM pipeline_events AS e
+LEFT JOIN (
+    SELECT project, agent, uniqExact(trace_id) AS received
+    FROM pipeline_events
+    WHERE stage = 'received' AND $__timeFilter(event_time)
+    GROUP BY project, agent
+) AS r ON r.project = e.project AND r.agent = e.agent
+WHERE e.monitor != '' AND $__timeFilter(e.event_time) AND {_vars("project", "agent", "monitor", alias="e.")}
+GROUP BY project, agent, monitor
+ORDER BY monitor, agent""",
+        ("project", "agent", "monitor", "received", "filtered", "skipped", "sampled", "scored", "unscored",
+         "failed", "coverage"),
+        "Distinct traces per stage (exact under redelivery). coverage = scored / sampled.",
+    ),
+    Query(
+        "queue_lag", "Queue lag (scored_at − trace_time) p50 / p95", "timeseries",
+        f"""
+SELECT time, monitor, q[1] AS p50_s, q[2] AS p95_s
+FROM (
+    SELECT $__timeInterval(bucket) AS time, monitor,
+           quantilesTDigestMerge(0.5, 0.95)(lag_seconds) AS q
+    FROM scores_1m
+    WHERE $__timeFilter(bucket) AND {_vars("project", "agent", "monitor")}
+    GROUP BY time, monitor
+)
+ORDER BY time, monitor""",
+        ("time", "monitor", "p50_s", "p95_s"), "", "s",
+    ),
+    Query(
+        "judge_calls", "Judge calls by status", "timeseries",
+        f"""
+SELECT $__timeInterval(called_at) AS time, judge, status, count() AS calls
+FROM judge_calls FINAL
+WHERE $__timeFilter(called_at) AND {_vars("project", "monitor")}
+GROUP BY time, judge, status
+ORDER BY time, judge, status""",
+        ("time", "judge", "status", "calls"),
+    ),
+    Query(
+        "judge_tokens_cost", "Judge tokens and cost", "timeseries",
+        f"""
+SELECT $__timeInterval(called_at) AS time, judge,
+       sum(prompt_tokens) AS prompt_tokens, sum(completion_tokens) AS completion_tokens,
+       sum(cost_usd) AS cost_usd
+FROM judge_calls FINAL
+WHERE NOT cached AND $__timeFilter(called_at) AND {_vars("project", "monitor")}
+GROUP BY time, judge
+ORDER BY time, judge""",
+        ("time", "judge", "prompt_tokens", "completion_tokens", "cost_usd"),
+    ),
+    Query(
+        "judge_latency", "Judge latency p50 / p95", "timeseries",
+        f"""
+SELECT time, judge, q[1] AS p50_ms, q[2] AS p95_ms
+FROM (
+    SELECT $__timeInterval(called_at) AS time, judge, quantiles(0.5, 0.95)(latency_ms) AS q
+    FROM judge_calls FINAL
+    WHERE NOT cached AND $__timeFilter(called_at) AND {_vars("project", "monitor")}
+    GROUP BY time, judge
+)
+ORDER BY time, judge""",
+        ("time", "judge", "p50_ms", "p95_ms"), "", "ms",
+    ),
+    Query(
+        "judge_summary", "Judges: calls, errors, tokens, cost, latency", "table",
+        f"""
+SELECT judge, arrayStringConcat(arraySort(groupUniqArray(model)), ', ') AS models,
+       countIf(NOT cached) AS calls,
+       countIf(cached) AS cache_hits,
+       countIf(status NOT IN ('ok', 'cached')) AS errors,
+       if(count() > 0, errors / count(), 0) AS error_rate,
+       sumIf(prompt_tokens, NOT cached) AS prompt_tokens,
+       sumIf(completion_tokens, NOT cached) AS completion_tokens,
+       sumIf(cost_usd, NOT cached) AS cost_usd,
+       quantileIf(0.5)(latency_ms, NOT cached) AS p50_ms,
+       quantileIf(0.95)(latency_ms, NOT cached) AS p95_ms,
+       max(called_at) AS last_call
+FROM judge_calls FINAL
+WHERE $__timeFilter(called_at) AND {_vars("project", "monitor")}
+GROUP BY judge
+ORDER BY judge""",
+        ("judge", "models", "calls", "cache_hits", "errors", "error_rate", "prompt_tokens", "completion_tokens",
+         "cost_usd", "p50_ms", "p95_ms", "last_call"),
+    ),
+    Query(
+        "judge_errors", "Judge errors by status", "table",
+        f"""
+SELECT judge, status, count() AS calls, max(called_at) AS last_seen
+FROM judge_calls FINAL
+WHERE status NOT IN ('ok', 'cached') AND $__timeFilter(called_at) AND {_vars("project", "monitor")}
+GROUP BY judge, status
+ORDER BY calls DESC""",
+        ("judge", "status", "calls", "last_seen"),
+    ),
+    Query(
+        "paused_judges", "Paused judges", "table",
+        f"""
+SELECT judge, status, last_seen, source
+FROM (
+    SELECT judge, argMax(status, called_at) AS status, max(called_at) AS last_seen, 'judge_calls' AS source
+    FROM judge_calls FINAL
+    WHERE $__timeFilter(called_at)
+    GROUP BY judge
+    HAVING status IN ({_PAUSING})
+    UNION ALL
+    SELECT judge, 'alert firing' AS status, updated_at AS last_seen, 'alerts' AS source
+    FROM alerts FINAL
+    WHERE kind = 'judge_paused' AND state = 'firing'
+)
+ORDER BY judge""",
+        ("judge", "status", "last_seen", "source"),
+        "A judge whose latest call was refused (401/402/403/404), or a firing judge_paused alert.",
+    ),
+    Query(
+        "worst_turns", "Worst recent turns, with reasons", "table",
+        f"""
+WITH worst AS (
+    SELECT trace_time, project, agent, monitor, scorer_version, {_SCORE} AS score_norm, label, reason, trace_id
+    FROM scores FINAL
+    WHERE status = 'scored' AND score IS NOT NULL AND $__timeFilter(trace_time)
+      AND {_vars("project", "agent", "monitor")}
+    ORDER BY score_norm ASC, trace_time DESC
+    LIMIT 20
+)
+SELECT w.trace_time AS trace_time, w.agent AS agent, w.monitor AS monitor, w.scorer_version AS scorer_version,
+       w.score_norm AS score, w.label AS label, w.reason AS reason, w.trace_id AS trace_id,
+       t.question AS question
+FROM worst AS w
+LEFT JOIN (
+    SELECT trace_id, any(question) AS question
+    FROM traces
+    WHERE trace_id IN (SELECT trace_id FROM worst)
+    GROUP BY trace_id
+) AS t ON t.trace_id = w.trace_id
+ORDER BY score ASC, trace_time DESC""",
+        ("trace_time", "agent", "monitor", "scorer_version", "score", "label", "reason", "trace_id", "question"),
+    ),
+    Query(
+        "recent_alerts", "Alerts", "table",
+        """
+SELECT updated_at, state, kind, rule, project, agent, monitor, judge, fired_at, message
+FROM alerts FINAL
+WHERE $__timeFilter(updated_at)
+ORDER BY updated_at DESC
+LIMIT 50""",
+        ("updated_at", "state", "kind", "rule", "project", "agent", "monitor", "judge", "fired_at", "message"),
+    ),
+]
+
+PANELS: dict[str, Query] = {q.name: q for q in _PANEL_LIST}
+
+VARIABLES: dict[str, Query] = {
+    name: Query(name, name, "variable", f"SELECT DISTINCT {name} FROM scores_1h ORDER BY {name}", (name,))
+    for name in ("project", "agent", "monitor")
+}
+
+# The detector's inputs. Windows end at $__toTime (Grafana: the evaluation time; the detector: its injected now).
+# Recent: the per-minute rollup; baseline: the hourly rollup, hour-aligned, ending before the recent window.
+_WINDOWS = """
+SELECT project, agent, monitor, scorer_version, 'recent' AS period,
+       countIfMerge(scored) AS n, avgIfMerge(mean) AS mean, varSampIfMerge(variance) AS variance,
+       countMerge(rows) AS turns, countIfMerge(failed) AS failed
+FROM scores_1m
+WHERE bucket >= $__toTime - INTERVAL {window_minutes} MINUTE AND bucket < $__toTime
+GROUP BY project, agent, monitor, scorer_version
+UNION ALL
+SELECT project, agent, monitor, scorer_version, 'baseline' AS period,
+       countIfMerge(scored) AS n, avgIfMerge(mean) AS mean, varSampIfMerge(variance) AS variance,
+       countMerge(rows) AS turns, countIfMerge(failed) AS failed
+FROM scores_1h
+WHERE bucket >= toStartOfHour($__toTime - INTERVAL ({window_minutes} + {baseline_minutes}) MINUTE)
+  AND bucket < toStartOfHour($__toTime - INTERVAL {window_minutes} MINUTE)
+GROUP BY project, agent, monitor, scorer_version"""
+
+_COVERAGE = """
+SELECT project, agent, monitor,
+       uniqExactIf(trace_id, stage = 'sampled') AS sampled,
+       uniqExactIf(trace_id, stage = 'scored') AS scored,
+       if(sampled > 0, scored / sampled, 1) AS coverage
+FROM pipeline_events
+WHERE monitor != '' AND event_time >= $__toTime - INTERVAL {window_minutes} MINUTE AND event_time < $__toTime
+GROUP BY project, agent, monitor"""
+
+_JUDGE_STATUS = f"""
+SELECT judge, argMax(status, called_at) AS last_status, max(called_at) AS last_call, count() AS calls,
+       toUInt8(last_status IN ({_PAUSING})) AS paused
+FROM judge_calls
+WHERE called_at >= $__toTime - INTERVAL {{window_minutes}} MINUTE AND called_at < $__toTime
+GROUP BY judge"""
+
+DETECTOR_QUERIES: dict[str, Query] = {
+    q.name: q
+    for q in [
+        Query("windows", "Recent and baseline windows per scorer version", "alert", _WINDOWS,
+              ("project", "agent", "monitor", "scorer_version", "period", "n", "mean", "variance", "turns",
+               "failed")),
+        Query("coverage", "Scored / sampled per monitor", "alert", _COVERAGE,
+              ("project", "agent", "monitor", "sampled", "scored", "coverage")),
+        Query("judge_status", "Each judge's latest call status", "alert", _JUDGE_STATUS,
+              ("judge", "last_status", "last_call", "calls", "paused")),
+    ]
+}
+
+# Grafana's alert rules: label columns and exactly one numeric column, ``value``; one alert instance per row.
+ALERT_QUERIES: dict[str, Query] = {
+    q.name: q
+    for q in [
+        Query(
+            "mean_vs_baseline", "A monitor's mean score dropped against its 7-day baseline", "alert",
+            f"""
+SELECT project, agent, monitor, (baseline - recent) / baseline AS value
+FROM (
+    SELECT project, agent, monitor,
+           sumIf(mean * n, period = 'recent') / sumIf(n, period = 'recent') AS recent,
+           sumIf(mean * n, period = 'baseline') / sumIf(n, period = 'baseline') AS baseline
+    FROM ({_WINDOWS}) WHERE n > 0
+    GROUP BY project, agent, monitor
+    HAVING sumIf(n, period = 'recent') >= {{min_samples}} AND sumIf(n, period = 'baseline') >= {{min_samples}}
+)
+WHERE baseline > 0""",
+            ("project", "agent", "monitor", "value"),
+            "Relative drop of the recent mean below the baseline mean (0.1 = 10% lower).",
+        ),
+        Query(
+            "failure_rate", "A monitor's failure rate", "alert",
+            f"""
+SELECT project, agent, monitor, sum(failed) / sum(turns) AS value
+FROM ({_WINDOWS})
+WHERE period = 'recent'
+GROUP BY project, agent, monitor
+HAVING sum(turns) >= {{min_samples}}""",
+            ("project", "agent", "monitor", "value"), "Failed / all scores in the window.",
+        ),
+        Query(
+            "coverage_drop", "A monitor's coverage dropped", "alert",
+            f"""
+SELECT project, agent, monitor, coverage AS value
+FROM ({_COVERAGE})
+WHERE sampled >= {{min_samples}}""",
+            ("project", "agent", "monitor", "value"), "Scored / sampled in the window.",
+        ),
+        Query(
+            "judge_paused", "A judge is paused", "alert",
+            f"""
+SELECT judge, toFloat64(max(paused)) AS value
+FROM (
+    SELECT judge, paused FROM ({_JUDGE_STATUS})
+    UNION ALL
+    SELECT judge, toUInt8(1) AS paused FROM alerts FINAL
+    WHERE kind = 'judge_paused' AND state = 'firing' AND judge != ''
+)
+GROUP BY judge""",
+            ("judge", "value"), "1 while a judge's latest call was refused or a judge_paused alert is firing.",
+        ),
+    ]
+}
+
+_MACRO_FN = re.compile(r"\$__(timeFilter|timeFilter_ms|timeInterval|dateFilter)\(([^()]*)\)")
+_CONDITIONAL_ALL = re.compile(r"\$__conditionalAll\((.*?),\s*\$(\w+)\)")
+_VARIABLE = re.compile(r"\$\{(\w+)(?::(\w+))?\}|\$(\w+)")
+_PLACEHOLDER = re.compile(r"\{(window_minutes|baseline_minutes|min_samples)\}")
+
+
+def bind(sql: str, **values: int) -> str:
+    """Fill the ``{window_minutes}``-style placeholders of an alert query (the only braces in this SQL)."""
+    return _PLACEHOLDER.sub(lambda m: str(int(values[m.group(1)])), sql)
+
+
+def _quote(value: str) -> str:
+    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def render(
+    sql: str,
+    *,
+    start: datetime,
+    end: datetime,
+    interval_s: int = 60,
+    variables: Mapping[str, Sequence[str] | None] | None = None,
+) -> str:
+    """Expand the Grafana macros and dashboard variables as ``grafana-clickhouse-datasource`` does.
+
+    A variable that is absent or None selects All (``$__conditionalAll`` becomes ``1=1``).
+    """
+    variables = variables or {}
+    from_s, to_s = int(start.timestamp()), int(end.timestamp())
+    from_ms, to_ms = int(start.timestamp() * 1000), int(end.timestamp() * 1000)
+
+    def conditional_all(match: re.Match[str]) -> str:
+        return match.group(1) if variables.get(match.group(2)) else "1=1"
+
+    def macro(match: re.Match[str]) -> str:
+        name, column = match.group(1), match.group(2).strip()
+        if name == "timeFilter":
+            return f"{column} >= toDateTime({from_s}) AND {column} <= toDateTime({to_s})"
+        if name == "timeFilter_ms":
+            return (f"{column} >= fromUnixTimestamp64Milli({from_ms}) AND "
+                    f"{column} <= fromUnixTimestamp64Milli({to_ms})")
+        if name == "dateFilter":
+            return f"{column} >= toDate('{start:%Y-%m-%d}') AND {column} <= toDate('{end:%Y-%m-%d}')"
+        return f"toStartOfInterval(toDateTime({column}), INTERVAL {max(int(interval_s), 1)} second)"
+
+    def variable(match: re.Match[str]) -> str:
+        name = match.group(1) or match.group(3)
+        if name not in variables:
+            return match.group(0)
+        values = list(variables[name] or [])
+        if match.group(2) == "singlequote" or match.group(1) is None:
+            return ", ".join(_quote(v) for v in values)
+        return ",".join(values)
+
+    sql = _CONDITIONAL_ALL.sub(conditional_all, sql)
+    sql = _MACRO_FN.sub(macro, sql)
+    sql = (sql.replace("$__fromTime_ms", f"fromUnixTimestamp64Milli({from_ms})")
+              .replace("$__toTime_ms", f"fromUnixTimestamp64Milli({to_ms})")
+              .replace("$__fromTime", f"toDateTime({from_s})")
+              .replace("$__toTime", f"toDateTime({to_s})")
+              .replace("$__interval_s", str(max(int(interval_s), 1))))
+    return _VARIABLE.sub(variable, sql)

@@ -1,0 +1,100 @@
+"""The report as rich tables: one per monitor (counts per status, mean score, coverage, worst turns with reasons)."""
+
+from __future__ import annotations
+
+from rich.console import Console, Group
+from rich.table import Table
+from rich.text import Text
+
+from worker.report.model import Report
+
+__all__ = ["print_report", "render_tables"]
+
+_WORST_PER_MONITOR = 5
+
+
+def _num(value: float | None, digits: int = 2) -> str:
+    return "—" if value is None else f"{value:.{digits}f}"
+
+
+def _pct(value: float | None) -> str:
+    return "—" if value is None else f"{value:.0%}"
+
+
+def _monitor_table(report: Report, monitor: str) -> Table:
+    summaries = [m for m in report.monitors if m.monitor == monitor]
+    funnel = {(f.project, f.agent): f for f in report.funnel if f.monitor == monitor}
+    scorers = ", ".join(sorted({f"{m.scorer} v{m.scorer_versions}" for m in summaries})) or "no scores yet"
+    table = Table(title=f"monitor [bold]{monitor}[/] ({scorers})", title_justify="left", expand=False)
+    keys = sorted({(m.project, m.agent) for m in summaries} | set(funnel))
+    many_projects = len({project for project, _ in keys}) > 1
+    for header in ("agent", "sampled", "scored", "unscored", "failed", "coverage", "mean", "p50"):
+        table.add_column(header, justify="left" if header == "agent" else "right")
+    by_key = {(m.project, m.agent): m for m in summaries}
+    for key in keys:
+        m, f = by_key.get(key), funnel.get(key)
+        table.add_row(
+            f"{key[0]}/{key[1]}" if many_projects else key[1],
+            str(f.sampled) if f else "—",
+            str(m.scored if m else 0), str(m.unscored if m else 0), str(m.failed if m else 0),
+            _pct(f.coverage) if f else "—",
+            _num(m.mean_score if m else None), _num(m.p50_score if m else None),
+        )
+    return table
+
+
+def _worst_table(report: Report, monitor: str) -> Table | None:
+    worst = [w for w in report.worst_turns if w.monitor == monitor][:_WORST_PER_MONITOR]
+    if not worst:
+        return None
+    table = Table(title=f"worst turns: {monitor}", title_justify="left", show_lines=False)
+    for header in ("score", "agent", "trace_id", "reason"):
+        table.add_column(header, overflow="fold", no_wrap=header == "trace_id")
+    for w in worst:
+        table.add_row(_num(w.score), w.agent, w.trace_id, Text(w.reason))  # Text: judge output is not markup
+    return table
+
+
+def _judges_table(report: Report) -> Table:
+    table = Table(title="judges", title_justify="left")
+    for header in ("judge", "models", "calls", "errors", "cache hits", "tokens", "cost $", "p50 ms", "p95 ms"):
+        table.add_column(header, justify="left" if header in ("judge", "models") else "right")
+    paused = {p.judge for p in report.paused_judges}
+    for j in report.judges:
+        name = f"{j.judge} [red](paused)[/]" if j.judge in paused else j.judge
+        table.add_row(name, j.models, str(j.calls), str(j.errors), str(j.cache_hits),
+                      str(j.prompt_tokens + j.completion_tokens), f"{j.cost_usd:.4f}", _num(j.p50_ms, 0),
+                      _num(j.p95_ms, 0))
+    return table
+
+
+def _alerts_table(report: Report) -> Table | None:
+    if not report.alerts:
+        return None
+    table = Table(title="alerts", title_justify="left")
+    for header in ("updated", "state", "rule", "subject", "message"):
+        table.add_column(header, overflow="fold")
+    for a in report.alerts:
+        subject = a.judge or "/".join(p for p in (a.project, a.agent, a.monitor) if p)
+        table.add_row(f"{a.updated_at:%Y-%m-%d %H:%M}", a.state, a.rule, subject, Text(a.message))
+    return table
+
+
+def render_tables(report: Report) -> Group:
+    """Everything ``vigil report`` prints, as one renderable."""
+    parts: list = [Text(f"vigil report {report.start:%Y-%m-%d %H:%M} → {report.end:%Y-%m-%d %H:%M} UTC")]
+    if not report.monitor_names():
+        parts.append(Text("no scores in this range"))
+    for monitor in report.monitor_names():
+        parts.append(_monitor_table(report, monitor))
+        if worst := _worst_table(report, monitor):
+            parts.append(worst)
+    if report.judges:
+        parts.append(_judges_table(report))
+    if alerts := _alerts_table(report):
+        parts.append(alerts)
+    return Group(*parts)
+
+
+def print_report(report: Report, console: Console | None = None) -> None:
+    (console or Console()).print(render_tables(report))
