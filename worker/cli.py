@@ -41,3 +41,6 @@ from worker.serve import migrate_command, worker_command  # noqa: E402
 
 main.add_command(worker_command)
 main.add_command(migrate_command)
+from worker.report.cli import report  # noqa: E402
+
+main.add_command(report)
