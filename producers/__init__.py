@@ -1,0 +1,29 @@
+"""What runs where traces are born: the SDK hook, the OpenTelemetry span processor, replay.
+
+Imports ``schemas`` at most and never ``worker``: this package lives inside agent processes.
+
+    monitor = Monitor(agent="support-bot")          # REDIS_URL from the environment
+    monitor.capture(input="How do I reset it?", output=answer, contexts=docs)
+"""
+
+from producers._scope import TurnScope, current_turn
+from producers._transport import INGEST_QUEUE, INGEST_TASK
+from producers.monitor import DropReason, Monitor, MonitorCounters, MonitorSettings
+from producers.otel import GenAISpanProcessor, turn_from_span
+from producers.replay import ReplayProgress, ReplayResult, replay
+
+__all__ = [
+    "INGEST_QUEUE",
+    "INGEST_TASK",
+    "DropReason",
+    "GenAISpanProcessor",
+    "Monitor",
+    "MonitorCounters",
+    "MonitorSettings",
+    "ReplayProgress",
+    "ReplayResult",
+    "TurnScope",
+    "current_turn",
+    "replay",
+    "turn_from_span",
+]

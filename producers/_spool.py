@@ -1,0 +1,138 @@
+"""The outage spool: turns the broker could not take, as JSON lines in one local file bounded in bytes.
+
+Only the shipper thread touches it, through a raw file descriptor (``O_APPEND``, no userspace buffer, so a forked
+child can drop its copy without writing anything). Turns are read back in the order they were written, from an
+offset kept in a sidecar file (``<path>.offset``) after every drained batch: a restarted process drains what an
+earlier one left and re-sends at most the batch that was in flight. The file is locked (``flock``) by its process;
+a second process finding it locked spools to ``<path>.<pid>`` instead.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+__all__ = ["Spool"]
+
+_CHUNK = 1 << 20
+
+
+class Spool:
+    def __init__(self, path: Path, max_bytes: int) -> None:
+        self.path = path
+        self.max_bytes = max_bytes
+        self.pending = 0
+        self.size = 0
+        self._offset = 0
+        self._fd: int | None = None
+
+    def open(self) -> None:
+        """Lock the file (or a per-process one) and recover what an earlier process left in it."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            self.path = self.path.with_name(f"{self.path.name}.{os.getpid()}")
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o600)
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        self._fd = fd
+        self._recover()
+
+    def append(self, turns: list[dict[str, Any]]) -> int:
+        """Write the turns that fit under the bound, in order, in one write; return how many were written."""
+        fd = self._require()
+        chunks, size = [], self.size
+        for turn in turns:
+            line = json.dumps(turn, separators=(",", ":")).encode("ascii") + b"\n"
+            if size + len(line) <= self.max_bytes:
+                chunks.append(line)
+                size += len(line)
+        if chunks:
+            data = memoryview(b"".join(chunks))
+            while data:
+                data = data[os.write(fd, data) :]
+            self.size, self.pending = size, self.pending + len(chunks)
+        return len(chunks)
+
+    def peek(self, limit: int) -> tuple[list[dict[str, Any]], int, int]:
+        """Up to ``limit`` turns from the read offset: (turns, the offset after them, unreadable lines skipped)."""
+        fd = self._require()
+        want = min(limit, self.pending)
+        buffer, newlines = bytearray(), 0
+        while newlines < want:
+            chunk = os.pread(fd, _CHUNK, self._offset + len(buffer))
+            if not chunk:
+                break
+            buffer += chunk
+            newlines += chunk.count(b"\n")
+        lines = bytes(buffer).split(b"\n")[:want]
+        turns, unreadable = [], 0
+        for line in lines:
+            try:
+                turns.append(json.loads(line))
+            except ValueError:
+                unreadable += 1
+        return turns, self._offset + sum(len(line) + 1 for line in lines), unreadable
+
+    def commit(self, offset: int, count: int) -> None:
+        """Mark everything before ``offset`` (``count`` turns) as delivered; an empty spool is truncated."""
+        fd = self._require()
+        self.pending -= count
+        if self.pending <= 0:
+            os.ftruncate(fd, 0)
+            self.pending = self.size = self._offset = 0
+        else:
+            self._offset = offset
+        tmp = self._offset_path.with_name(self._offset_path.name + ".tmp")
+        tmp.write_text(str(self._offset))
+        os.replace(tmp, self._offset_path)
+
+    def close(self) -> None:
+        """Release the file; an empty spool leaves nothing behind."""
+        if self._fd is None:
+            return
+        if self.pending == 0:
+            self.path.unlink(missing_ok=True)
+            self._offset_path.unlink(missing_ok=True)
+        os.close(self._fd)
+        self._fd = None
+
+    def abandon(self) -> None:
+        """In a forked child: drop the inherited descriptor; the lock and the file stay the parent's."""
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+    @property
+    def _offset_path(self) -> Path:
+        return self.path.with_name(self.path.name + ".offset")
+
+    def _require(self) -> int:
+        if self._fd is None:
+            raise OSError(f"spool {self.path} is not open")
+        return self._fd
+
+    def _recover(self) -> None:
+        fd = self._require()
+        size = os.fstat(fd).st_size
+        tail = os.pread(fd, min(size, _CHUNK), max(0, size - _CHUNK))
+        if size and not tail.endswith(b"\n"):  # a torn last line from a crash mid-write
+            size -= len(tail) - (tail.rfind(b"\n") + 1)
+            os.ftruncate(fd, size)
+        try:
+            offset = int(self._offset_path.read_text())
+        except (OSError, ValueError):
+            offset = 0
+        self._offset = offset if 0 <= offset <= size else 0
+        self.size = size
+        self.pending = 0
+        position = self._offset
+        while position < size:
+            chunk = os.pread(fd, _CHUNK, position)
+            self.pending += chunk.count(b"\n")
+            position += len(chunk)

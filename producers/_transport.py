@@ -1,0 +1,71 @@
+"""How a batch leaves the process: one Celery task message, ``vigil.ingest(batch)`` on queue ``vigil.ingest``.
+
+Celery's message protocol 2 with the JSON serializer, published to the anonymous exchange so the Redis transport
+does exactly one ``LPUSH`` per batch (the first publish of a process also declares the queue). Celery is imported
+on the shipper thread at the first send, never on the agent's.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from celery import Celery
+
+__all__ = ["INGEST_QUEUE", "INGEST_TASK", "CeleryTransport", "Transport"]
+
+INGEST_TASK = "vigil.ingest"
+INGEST_QUEUE = "vigil.ingest"
+
+
+class Transport(Protocol):
+    """Sends one batch of wire turns or raises; called only from the shipper thread."""
+
+    def send(self, batch: list[dict[str, Any]]) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class CeleryTransport:
+    """A minimal Celery app (``vigil-producer``) publishing ``vigil.ingest`` tasks without retries of its own."""
+
+    def __init__(self, redis_url: str, *, socket_timeout: float = 5.0, connect_timeout: float = 2.0) -> None:
+        self.redis_url = redis_url
+        self._options = {"socket_timeout": socket_timeout, "socket_connect_timeout": connect_timeout}
+        self._app: Celery | None = None
+        self._pid = 0
+
+    def send(self, batch: list[dict[str, Any]]) -> None:
+        self._current_app().send_task(
+            INGEST_TASK,
+            args=[batch],
+            queue=INGEST_QUEUE,
+            retry=False,
+            ignore_result=True,
+            argsrepr=f"[<{len(batch)} turns>]",
+            kwargsrepr="{}",
+        )
+
+    def close(self) -> None:
+        if self._app is not None and self._pid == os.getpid():
+            self._app.pool.force_close_all()
+            self._app.close()
+        self._app = None
+
+    def _current_app(self) -> Celery:
+        """The app of this process: a forked child builds its own rather than share the parent's connections."""
+        if self._app is None or self._pid != os.getpid():
+            from celery import Celery
+
+            app = Celery("vigil-producer", broker=self.redis_url, set_as_current=False)
+            app.conf.update(
+                task_serializer="json",
+                accept_content=["json"],
+                broker_connection_retry=False,
+                broker_connection_retry_on_startup=False,
+                broker_transport_options=self._options,
+                task_create_missing_queues=True,
+            )
+            self._app, self._pid = app, os.getpid()
+        return self._app

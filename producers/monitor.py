@@ -1,0 +1,360 @@
+"""The SDK hook: ``Monitor.capture`` hands a finished turn to vigil without blocking or raising.
+
+The agent's thread does constant work: a small tuple appended to a bounded deque under a lock held for a few
+operations, and a wake-up of the shipper when a batch is full. A daemon shipper thread turns captured payloads
+into wire dicts, sends them in batches (one Redis round trip each), and while the broker is down backs off with
+jitter and spools to a bounded local file, draining it in order when the broker returns. Nothing is lost silently:
+every turn ends up shipped, in the spool, or counted as dropped with a reason (and logged).
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import re
+import tempfile
+import threading
+import time
+import weakref
+from collections import Counter, deque
+from collections.abc import Callable, Mapping
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+from opentelemetry import trace as otel_trace
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from producers._backoff import compute_backoff
+from producers._log import get_logger
+from producers._scope import TurnScope, traced
+from producers._spool import Spool
+from producers._transport import CeleryTransport, Transport
+from producers._wire import Unserializable, to_wire
+
+__all__ = ["DropReason", "Monitor", "MonitorCounters", "MonitorSettings"]
+
+_log = get_logger()
+
+
+class MonitorSettings(BaseSettings):
+    """Monitor configuration; each field can come from the environment (``VIGIL_<FIELD>``, and ``REDIS_URL``)."""
+
+    model_config = SettingsConfigDict(env_prefix="VIGIL_", extra="forbid", populate_by_name=True)
+
+    redis_url: str = Field(
+        default="redis://127.0.0.1:6379/0", validation_alias=AliasChoices("redis_url", "REDIS_URL")
+    )
+    project: str = "default"
+    agent: str = "agent"
+    environment: str = "production"
+    max_queue: int = Field(default=10_000, ge=1)
+    batch_size: int = Field(default=256, ge=1)
+    flush_interval: float = Field(default=1.0, gt=0, description="seconds a partial batch may wait")
+    spool_path: Path | None = Field(default=None, description="default: <tmpdir>/vigil-spool-<project>-<agent>.jsonl")
+    spool_max_bytes: int = Field(default=64 * 2**20, ge=0)
+    backoff_initial: float = Field(default=0.5, gt=0)
+    backoff_max: float = Field(default=30.0, gt=0)
+    socket_timeout: float = Field(default=5.0, gt=0, description="per Redis command, on the shipper thread")
+
+    def resolved_spool_path(self) -> Path:
+        if self.spool_path is not None:
+            return self.spool_path
+        name = re.sub(r"[^A-Za-z0-9_.-]", "_", f"vigil-spool-{self.project}-{self.agent}.jsonl")
+        return Path(tempfile.gettempdir()) / name
+
+
+class DropReason(StrEnum):
+    QUEUE_FULL = "queue_full"  # the in-memory queue was at max_queue
+    SPOOL_FULL = "spool_full"  # the broker was down and the spool was at spool_max_bytes
+    SPOOL_ERROR = "spool_error"  # the spool could not be written, or a spooled line could not be read back
+    UNSERIALIZABLE = "unserializable"  # a value that is not JSON data (the log names the field)
+    BAD_ARGUMENT = "bad_argument"  # capture() called with something that is not a turn
+    CLOSED = "closed"  # captured after shutdown()
+
+
+class MonitorCounters(BaseModel):
+    """A snapshot of the monitor's counters. Turns offered = captured + those dropped on the agent's thread
+    (queue_full, bad_argument, closed); captured turns end shipped, pending (queued or spooled) or dropped later."""
+
+    model_config = ConfigDict(frozen=True)
+
+    captured: int
+    shipped: int
+    spooled: int
+    dropped: dict[DropReason, int]
+    queued: int
+    spool_pending: int
+    spool_bytes: int
+    send_failures: int
+    broker_down: bool
+
+    @property
+    def dropped_total(self) -> int:
+        return sum(self.dropped.values())
+
+
+_Item = tuple[Any, float, "otel_trace.SpanContext | None"]
+
+
+class Monitor:
+    """Captures agent turns and ships them to vigil's ingest queue from a background thread.
+
+    ``capture`` never blocks and never raises; ``flush(timeout)`` and ``shutdown(timeout)`` wait at most their
+    deadline. Shutdown runs at interpreter exit. A forked child gets a fresh queue, spool file and shipper thread.
+    """
+
+    def __init__(
+        self,
+        redis_url: str | None = None,
+        *,
+        transport: Transport | None = None,
+        jitter: Callable[[], float] | None = None,
+        **settings: Any,
+    ) -> None:
+        if redis_url is not None:
+            settings["redis_url"] = redis_url
+        self.settings = MonitorSettings(**settings)
+        s = self.settings
+        self._transport = transport or CeleryTransport(s.redis_url, socket_timeout=s.socket_timeout)
+        self._backoff = {"initial": s.backoff_initial, "maximum": s.backoff_max, **({"jitter": jitter} if jitter else {})}
+        self._defaults = {"project": s.project, "agent": s.agent, "environment": s.environment}
+        self._max_queue, self._batch_size = s.max_queue, s.batch_size
+        self._closed = False
+        self._start(Spool(s.resolved_spool_path(), s.spool_max_bytes))
+        after_fork, shutdown = weakref.WeakMethod(self._after_fork), weakref.WeakMethod(self.shutdown)
+        os.register_at_fork(after_in_child=lambda: (method := after_fork()) and method())
+        atexit.register(lambda: (method := shutdown()) and method())
+
+    # -- the agent's thread ---------------------------------------------------------------------------------
+
+    def capture(self, turn: Mapping[str, Any] | BaseModel | None = None, /, **fields: Any) -> bool:
+        """Hand one finished turn to vigil: a mapping or ``schemas.Turn``, and/or keyword fields.
+
+        Missing trace_id/span_id come from the active OpenTelemetry span (or a new trace id), missing
+        project/agent/environment from the settings, started_at from now. Returns whether the turn was queued;
+        never raises and never waits.
+        """
+        try:
+            if turn is None or type(turn) is dict or isinstance(turn, Mapping):
+                payload: Any = fields if turn is None else {**turn, **fields} if fields else turn
+                span = None if "trace_id" in payload else otel_trace.get_current_span().get_span_context()
+            elif isinstance(turn, BaseModel) and not fields:
+                payload, span = turn, None
+            else:
+                self._drop_now(DropReason.BAD_ARGUMENT, f"capture() takes a mapping or a Turn, not {type(turn).__name__}")
+                return False
+            return self._enqueue((payload, time.time(), span))
+        except Exception as exc:  # noqa: BLE001 - the agent's thread must never see our errors
+            self._drop_now(DropReason.BAD_ARGUMENT, repr(exc))
+            return False
+
+    def capture_deferred(self, build: Callable[[], Mapping[str, Any]]) -> bool:
+        """Queue a turn whose dict ``build()`` makes later, on the shipper thread (for producers whose
+        conversion is not constant work, like the span processor). A failing ``build`` counts as unserializable."""
+        try:
+            return self._enqueue((build, time.time(), None))
+        except Exception as exc:  # noqa: BLE001
+            self._drop_now(DropReason.BAD_ARGUMENT, repr(exc))
+            return False
+
+    def turn(self, **fields: Any) -> TurnScope:
+        """A context manager around one agent turn: ``with monitor.turn(input=q) as t: ...; t.set(output=a)``."""
+        return TurnScope(self, fields)
+
+    def trace(self, *, input_arg: str | None = None, **fields: Any) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+        """Decorate an agent function (sync or async): one turn per call; see ``producers._scope.traced``."""
+        return lambda fn: traced(self, fn, input_arg=input_arg, fields=fields)
+
+    def _enqueue(self, item: _Item) -> bool:
+        with self._lock:
+            if self._closed:
+                reason = DropReason.CLOSED
+            elif len(self._queue) >= self._max_queue:
+                reason = DropReason.QUEUE_FULL
+            else:
+                self._queue.append(item)
+                self._captured += 1
+                depth = len(self._queue)
+                reason = None
+        if reason is not None:
+            self._drop_now(reason, "")
+            return False
+        if depth % self._batch_size == 0:
+            self._wake.set()
+        return True
+
+    def _drop_now(self, reason: DropReason, detail: str, count: int = 1) -> None:
+        """Count a drop; log it at the 1st, 2nd, 4th, 8th ... occurrence of its reason, so a storm stays cheap."""
+        try:
+            with self._lock:
+                before = self._dropped[reason]
+                self._dropped[reason] = total = before + count
+            if total.bit_length() > before.bit_length():
+                _log.warning("vigil.turn_dropped", reason=str(reason), detail=detail[:500], dropped_so_far=total)
+        except Exception:  # noqa: BLE001, S110 - logging must not raise into the agent either
+            pass
+
+    # -- anyone's thread ------------------------------------------------------------------------------------
+
+    def counters(self) -> MonitorCounters:
+        with self._lock:
+            dropped = dict(self._dropped)
+            captured = self._captured
+        return MonitorCounters(
+            captured=captured,
+            shipped=self._shipped,
+            spooled=self._spooled,
+            dropped=dropped,
+            queued=len(self._queue),
+            spool_pending=self._spool.pending,
+            spool_bytes=self._spool.size,
+            send_failures=self._send_failures,
+            broker_down=self._attempt > 0,
+        )
+
+    def flush(self, timeout: float = 10.0) -> bool:
+        """Ship (or, broker down, spool) every turn captured so far, trying the broker now even mid-backoff.
+
+        Waits at most ``timeout`` seconds; returns whether everything captured so far has reached the broker.
+        """
+        if self._thread.is_alive():
+            done = threading.Event()
+            with self._lock:
+                self._flushes.append(done)
+            self._wake.set()
+            done.wait(timeout)
+        return not self._queue and not self._spool.pending
+
+    def shutdown(self, timeout: float = 10.0) -> bool:
+        """Refuse new turns, make a last attempt at the broker, spool what it will not take, stop the shipper.
+
+        Waits at most ``timeout`` seconds; returns whether everything reached the broker. Idempotent.
+        """
+        with self._lock:
+            self._closed = True
+        self._stopping = True
+        self._wake.set()
+        if self._thread.is_alive() and self._thread is not threading.current_thread():
+            self._thread.join(timeout)
+        if self._thread.is_alive():
+            _log.error("vigil.shutdown_deadline", timeout=timeout, queued=len(self._queue))
+            return False
+        return not self._queue and not self._spool.pending
+
+    # -- process state ---------------------------------------------------------------------------------------
+
+    def _start(self, spool: Spool) -> None:
+        self._lock = threading.Lock()
+        self._queue: deque[_Item] = deque()
+        self._wake = threading.Event()
+        self._flushes: list[threading.Event] = []
+        self._stopping = False
+        self._captured = self._shipped = self._spooled = self._send_failures = 0
+        self._dropped: Counter[DropReason] = Counter()
+        self._attempt, self._retry_at = 0, 0.0
+        self._spool = spool
+        self._thread = threading.Thread(target=self._run, name="vigil-shipper", daemon=True)
+        if not self._closed:
+            self._thread.start()
+
+    def _after_fork(self) -> None:
+        self._spool.abandon()
+        parent = self.settings.resolved_spool_path()
+        self._start(Spool(parent.with_name(f"{parent.name}.{os.getpid()}"), self.settings.spool_max_bytes))
+
+    # -- the shipper thread ----------------------------------------------------------------------------------
+
+    def _run(self) -> None:
+        try:
+            self._spool.open()
+        except OSError as exc:
+            _log.error("vigil.spool_unavailable", path=str(self._spool.path), error=repr(exc))
+        while True:
+            timed_out = not self._wake.wait(self._next_wait())
+            self._wake.clear()
+            with self._lock:
+                flushes, self._flushes = self._flushes, []
+            final = self._stopping
+            try:
+                self._pump(everything=timed_out or bool(flushes) or final, attempt_now=bool(flushes) or final)
+            except Exception as exc:  # noqa: BLE001 - the shipper outlives its own bugs
+                _log.exception("vigil.shipper_error", error=repr(exc))
+            for done in flushes:
+                done.set()
+            if final:
+                self._transport.close()
+                self._spool.close()
+                return
+
+    def _next_wait(self) -> float:
+        interval = self.settings.flush_interval
+        if self._attempt:
+            return max(0.0, min(interval, self._retry_at - time.monotonic()))
+        return interval
+
+    def _pump(self, *, everything: bool, attempt_now: bool) -> None:
+        """Drain the spool, then the turns queued now (only whole batches unless ``everything``), in order."""
+        count = len(self._queue)
+        if not everything:
+            count -= count % self._batch_size
+        online = attempt_now or time.monotonic() >= self._retry_at
+        if online and self._spool.pending:
+            online = self._drain_spool()
+        while count > 0:
+            items = [self._queue.popleft() for _ in range(min(count, self._batch_size))]
+            count -= len(items)
+            batch = self._wire(items)
+            if online and not self._spool.pending and batch:
+                online = self._send(batch)
+                if online:
+                    continue
+            self._to_spool(batch)
+
+    def _wire(self, items: list[_Item]) -> list[dict[str, Any]]:
+        batch = []
+        for payload, at, span in items:
+            try:
+                batch.append(to_wire(payload, at, span, self._defaults))
+            except Exception as exc:  # noqa: BLE001 - a builder may raise anything
+                reason = str(exc) if isinstance(exc, Unserializable) else f"building the turn failed: {exc!r}"
+                self._drop_now(DropReason.UNSERIALIZABLE, reason)
+        return batch
+
+    def _send(self, batch: list[dict[str, Any]]) -> bool:
+        try:
+            self._transport.send(batch)
+        except Exception as exc:  # noqa: BLE001 - any failure is an outage to ride out
+            self._send_failures += 1
+            self._attempt += 1
+            delay = compute_backoff(self._attempt, **self._backoff)
+            self._retry_at = time.monotonic() + delay
+            _log.warning("vigil.broker_unavailable", attempt=self._attempt, retry_in=round(delay, 3), error=repr(exc))
+            return False
+        if self._attempt:
+            _log.info("vigil.broker_available", after_attempts=self._attempt, spool_pending=self._spool.pending)
+        self._attempt, self._retry_at = 0, 0.0
+        self._shipped += len(batch)
+        return True
+
+    def _drain_spool(self) -> bool:
+        while self._spool.pending:
+            turns, offset, unreadable = self._spool.peek(self._batch_size)
+            if unreadable:
+                self._drop_now(DropReason.SPOOL_ERROR, f"{unreadable} unreadable spool lines", unreadable)
+            if turns and not self._send(turns):
+                return False
+            self._spool.commit(offset, len(turns) + unreadable)
+        return True
+
+    def _to_spool(self, batch: list[dict[str, Any]]) -> None:
+        try:
+            written = self._spool.append(batch)
+        except (OSError, ValueError) as exc:
+            self._drop_now(DropReason.SPOOL_ERROR, repr(exc), len(batch))
+            return
+        self._spooled += written
+        if written < len(batch):
+            self._drop_now(DropReason.SPOOL_FULL, f"spool at {self._spool.size} bytes", len(batch) - written)
+
