@@ -1,0 +1,99 @@
+"""Prompt Alignment (seed 004): how well the response meets the user's prompt and complies with the system
+instructions, on intent, requirements, completeness and appropriateness.
+
+``evaluation_mode``: ``user`` (0.4/0.3/0.2/0.1), ``system`` (0.35/0.35/0.15/0.15) or ``both`` (0.7 · user + 0.3 ·
+system, the default). ``both`` makes two judge calls, ``analyze_user`` and ``analyze_system``: system compliance is
+judged on its own against the trace's system instructions (``Turn.system``, else its system messages), not copied
+from the user score as in the reference implementation. ``both`` on a trace without system instructions is scored
+as ``user`` and the reason says so; ``system`` on such a trace is *unscored*.
+
+The seed makes a missing user prompt or response an error: a trace without a user message is *failed* with error
+type ``invalid_input`` and a reason saying what is missing (a ``Turn`` always has an output, so a missing response
+is refused at ingest). An empty response scores 0 with a reason, without a judge call.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from schemas import ScoreResult, Turn
+from worker.judge.base import Judge, JudgeRequest
+from worker.scorers._run import InvalidInput, ReasonMode, ScoreRun, Unscorable
+from worker.scorers.formulas import prompt_alignment_score
+from worker.scorers.prompts import prompt_alignment as prompts
+from worker.scorers.prompts.common import Reason
+
+__all__ = ["PromptAlignment", "system_instructions"]
+
+
+def system_instructions(turn: Turn) -> str:
+    """The instructions the agent ran under: ``Turn.system``, else its system messages joined."""
+    if turn.system and turn.system.strip():
+        return turn.system
+    return "\n\n".join(m.content for m in turn.input if m.role == "system" and m.content.strip())
+
+
+class PromptAlignment(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: ClassVar[str] = "prompt_alignment"
+    version: ClassVar[str] = "1"
+
+    evaluation_mode: Literal["user", "system", "both"] = "both"
+    scale: float = Field(default=1.0, gt=0.0)
+    reason_mode: ReasonMode = "llm"
+
+    async def score(self, turn: Turn, judge: Judge) -> ScoreResult:
+        run = ScoreRun(self.name, self.version, self.scale, judge)
+        return await run.outcome(lambda: self._score(turn, run))
+
+    async def _score(self, turn: Turn, run: ScoreRun) -> ScoreResult:
+        prompt, response, system = turn.question, turn.output, system_instructions(turn)
+        if not prompt.strip():
+            raise InvalidInput("prompt alignment needs both the user's prompt and the agent's response; "
+                               "the trace has no user message")
+        if not response.strip():
+            run.details["empty_response"] = True
+            return run.scored(0.0, "The response is empty: it meets none of the prompt's intent or requirements.")
+        if self.evaluation_mode == "system" and not system:
+            raise Unscorable("system mode, but the trace has no system instructions to comply with")
+        run.details["mode"] = self.evaluation_mode
+
+        user = system_side = None
+        analyses: dict[str, Any] = {}
+        if self.evaluation_mode in ("user", "both"):
+            user = await run.ask("analyze_user", JudgeRequest(
+                step=f"{self.name}.analyze_user", instructions=prompts.INSTRUCTIONS,
+                prompt=prompts.render_analyze_user(prompt=prompt, response=response), output_type=prompts.Alignment,
+                inputs={"prompt": prompt, "response": response},
+            ))
+            analyses["user"] = user.model_dump()
+        if system and self.evaluation_mode in ("system", "both"):
+            system_side = await run.ask("analyze_system", JudgeRequest(
+                step=f"{self.name}.analyze_system", instructions=prompts.INSTRUCTIONS,
+                prompt=prompts.render_analyze_system(system=system, prompt=prompt, response=response),
+                output_type=prompts.Alignment, inputs={"system": system, "prompt": prompt, "response": response},
+            ))
+            analyses["system"] = system_side.model_dump()
+
+        user_dims = user.dimensions() if user else None
+        system_dims = system_side.dimensions() if system_side else None
+        score = prompt_alignment_score(user_dims, system_dims, mode=self.evaluation_mode, scale=self.scale)
+        run.details.update(user=user_dims, system=system_dims)
+        no_system = self.evaluation_mode == "both" and system_side is None
+        if no_system:
+            run.details["note"] = prompts.NO_SYSTEM_NOTE
+
+        summary = prompts.summarise(score=score, scale=self.scale, mode=self.evaluation_mode, user=user_dims,
+                                    system=system_dims)
+        template = f"Prompt alignment {summary}." + (f" {prompts.NO_SYSTEM_NOTE}" if no_system else "")
+        reason = await run.reason(self.reason_mode, template=template, request=lambda: JudgeRequest(
+            step=f"{self.name}.reason", instructions=prompts.INSTRUCTIONS,
+            prompt=prompts.render_reason(analyses=analyses, score=score, scale=self.scale, summary=summary),
+            output_type=Reason, inputs={"summary": summary, "score": score, "scale": self.scale},
+        ))
+        if no_system and reason is not None and prompts.NO_SYSTEM_NOTE not in reason:
+            reason = f"{reason} {prompts.NO_SYSTEM_NOTE}"
+        return run.scored(score, reason)
