@@ -1,0 +1,220 @@
+"""Multi-turn continuous-response evaluation (seed 002, method II): how much of the reference answer a questioner
+can get out of the agent under test, and in how many turns.
+
+Each turn: (T1) ask the agent, keeping the whole session; (T2) the answer-composition agent composes an answer to
+the target question from the Q/A history; (T3) the answer-evaluation agent (the correctness judge, with contexts
+retrieved by question + reference answer) scores it 0–5, and a 5 ends the dialogue; (T4, T5) the
+question-generation agent decides whether another query is needed and writes it, and the next turn starts; (T6)
+when none is needed, or the last of ``turns`` turns is reached, the composed answer is revised to the reference
+answer's grain and (T7) evaluated. σ holds one score per turn (the T7 score for the last turn), so ``len(σ) ≤
+turns``. The result's score is ``wscore(σ, turns) / 5 · scale``; σ, wscore, lscore, mscore and the transcript are in
+``details`` and the steps.
+
+The agent under test is any callable ``(messages) -> str`` (sync or async, OpenAI-style messages) or an
+OpenAI-compatible chat endpoint (``OpenAIAgent``). Its errors make the result *failed* (``agent_error``).
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+from collections.abc import Awaitable, Callable, Sequence
+from typing import ClassVar
+
+import openai
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from schemas import ContextDoc, ScoreResult, ScoreStatus, StepResult, Turn
+from worker.judge.base import Judge, JudgeRequest
+from worker.retrieval import RetrieverConfig
+from worker.scorers._run import ScoreRun, Unscorable
+from worker.scorers.formulas import lscore, mscore, wscore
+from worker.scorers.prompts import multi_turn as prompts
+from worker.scorers.prompts.rag_correctness import Verdict
+from worker.scorers.rag_correctness import MAX_RESULT, RagCorrectness, judge_correctness
+
+__all__ = ["Agent", "AgentEndpoint", "MultiTurn", "OpenAIAgent"]
+
+Messages = list[dict[str, str]]
+Agent = Callable[[Messages], str | Awaitable[str]]
+
+
+class OpenAIAgent:
+    """The agent under test behind an OpenAI-compatible chat endpoint; each call sends the whole session."""
+
+    def __init__(self, base_url: str, *, model: str = "default", api_key: str | None = None,
+                 timeout_s: float = 120.0) -> None:
+        self.model = model
+        self.client = openai.AsyncOpenAI(base_url=base_url, api_key=api_key or "not-needed", timeout=timeout_s)
+
+    async def __call__(self, messages: Messages) -> str:
+        completion = await self.client.chat.completions.create(model=self.model, messages=messages)
+        return completion.choices[0].message.content or "" if completion.choices else ""
+
+    async def aclose(self) -> None:
+        await self.client.close()
+
+
+class AgentEndpoint(BaseModel):
+    """A monitor's ``params.agent``: the live agent the follow-up questions go to."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    base_url: str = Field(min_length=1)
+    model: str = "default"
+    api_key_env: str = "AGENT_API_KEY"
+    timeout_s: float = Field(default=120.0, gt=0)
+
+    def open(self) -> OpenAIAgent:
+        return OpenAIAgent(self.base_url, model=self.model, api_key=os.environ.get(self.api_key_env),
+                           timeout_s=self.timeout_s)
+
+
+class _AgentFailed(Exception):
+    pass
+
+
+async def _ask(agent: Agent | None, messages: Messages) -> str:
+    if agent is None:
+        raise _AgentFailed("no agent under test to ask the follow-up question: set params.agent {base_url, model}")
+    try:
+        reply = agent(list(messages))
+        if inspect.isawaitable(reply):
+            reply = await reply
+    except Exception as exc:  # the agent under test is foreign code: any error is its failure, recorded
+        raise _AgentFailed(f"{type(exc).__name__}: {exc}") from exc
+    return str(reply)
+
+
+class MultiTurn(BaseModel):
+    """Params: ``turns`` (n, 5), ``scale`` (1.0), ``retriever`` (the evaluation agent's E3 contexts; none without
+    it), ``golden`` (references for traces without one), ``agent`` ({base_url, model}: where a trace's follow-up
+    questions go)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: ClassVar[str] = "multi_turn"
+    version: ClassVar[str] = "1"
+
+    turns: int = Field(default=5, ge=1, le=20)
+    scale: float = Field(default=1.0, gt=0.0)
+    retriever: RetrieverConfig | None = None
+    golden: str | None = None
+    agent: AgentEndpoint | None = None
+
+    @model_validator(mode="after")
+    def _valid(self) -> MultiTurn:
+        self._correctness()  # the golden path is checked there
+        return self
+
+    def _correctness(self) -> RagCorrectness:
+        return RagCorrectness(retriever=self.retriever, golden=self.golden)
+
+    async def score(self, turn: Turn, judge: Judge) -> ScoreResult:
+        """The trace's answer is turn 1; the follow-up questions go to ``params.agent``."""
+        run = ScoreRun(self.name, self.version, self.scale, judge)
+        return await self._outcome(run, lambda: self._score(turn, run))
+
+    async def evaluate(self, *, question: str, reference: str, agent: Agent, judge: Judge,
+                       opening: Messages | None = None) -> ScoreResult:
+        """The T1–T7 dialogue for one (question, reference answer). ``opening``, when given, is the session so far
+        ending with the agent's answer to ``question``: it stands for the first T1."""
+        run = ScoreRun(self.name, self.version, self.scale, judge)
+        return await self._outcome(run, lambda: self._dialogue(run, question, reference, agent, opening))
+
+    async def _outcome(self, run: ScoreRun, body: Callable[[], Awaitable[ScoreResult]]) -> ScoreResult:
+        try:
+            return await run.outcome(body)
+        except _AgentFailed as exc:
+            return ScoreResult(
+                run_id=run.run_id, scorer=self.name, scorer_version=self.version, status=ScoreStatus.FAILED,
+                scale=self.scale, reason=f"the agent under test failed: {exc}", steps=run.steps,
+                details=run.details, error_type="agent_error", judge_model=run.judge.model, calls=run.calls,
+            )
+
+    async def _score(self, turn: Turn, run: ScoreRun) -> ScoreResult:
+        found = self._correctness().reference_for(turn)
+        if found is None:
+            raise Unscorable("no reference answer: the trace has none and no golden set holds its question")
+        run.details["reference_source"] = found[1]
+        opening = [{"role": m.role, "content": m.content} for m in turn.input if m.role in ("user", "assistant")]
+        opening.append({"role": "assistant", "content": turn.output})
+        agent = self.agent.open() if self.agent is not None else None
+        try:
+            return await self._dialogue(run, turn.question, found[0], agent, opening)
+        finally:
+            if agent is not None:
+                await agent.aclose()
+
+    async def _dialogue(self, run: ScoreRun, question: str, reference: str, agent: Agent | None,
+                        opening: Messages | None) -> ScoreResult:
+        correctness = self._correctness()
+        contexts = await correctness.retrieve(question, reference) if self.retriever is not None else []
+        session: Messages = list(opening or [])
+        history: list[dict[str, str]] = []
+        sigma: list[int] = []
+        run.details.update(turns=self.turns, sigma=sigma, history=history, context_ids=[c.id for c in contexts])
+        query = question
+        for number in range(1, self.turns + 1):
+            if not (number == 1 and session):  # T1
+                session.append({"role": "user", "content": query})
+                session.append({"role": "assistant", "content": await _ask(agent, session)})
+            history.append({"question": query, "answer": session[-1]["content"]})
+            run.steps.append(StepResult(name=f"turn{number}.ask", prompt=query, result=history[-1]))
+            composed = await self._compose(run, number, question, history)  # T2
+            verdict = await judge_correctness(run, step=f"turn{number}.evaluate", question=question,  # T3
+                                              contexts=contexts, response=composed, reference=reference)
+            if verdict.score == MAX_RESULT:
+                sigma.append(verdict.score)
+                return self._scored(run, sigma, composed)
+            if number < self.turns:
+                query = await self._next_query(run, number, question, history, composed, verdict, reference)
+                if query:
+                    sigma.append(verdict.score)
+                    continue
+            final, score = await self._finalise(run, number, question, history, composed, reference, contexts)
+            sigma.append(score)
+            return self._scored(run, sigma, final)
+        raise AssertionError("every turn ends the dialogue or asks the next query")
+
+    async def _compose(self, run: ScoreRun, number: int, question: str, history: list[dict[str, str]]) -> str:
+        composed = await run.ask(f"turn{number}.compose", JudgeRequest(
+            step=f"{self.name}.compose", instructions=prompts.COMPOSE_INSTRUCTIONS,
+            prompt=prompts.render_compose(question=question, history=history), output_type=prompts.Composition,
+            inputs={"question": question, "history": list(history)},
+        ))
+        return composed.answer
+
+    async def _next_query(self, run: ScoreRun, number: int, question: str, history: list[dict[str, str]],
+                          tentative: str, verdict: Verdict, reference: str) -> str:
+        evaluation = f"{verdict.feedback} Score: {verdict.score}"
+        nxt = await run.ask(f"turn{number}.query", JudgeRequest(
+            step=f"{self.name}.query", instructions=prompts.QUERY_INSTRUCTIONS,
+            prompt=prompts.render_query(question=question, history=history, tentative=tentative,
+                                        evaluation=evaluation, reference=reference),
+            output_type=prompts.NextQuery,
+            inputs={"question": question, "history": list(history), "tentative": tentative,
+                    "evaluation": evaluation, "score": verdict.score, "reference": reference},
+        ))
+        return nxt.query.strip()
+
+    async def _finalise(self, run: ScoreRun, number: int, question: str, history: list[dict[str, str]],
+                        tentative: str, reference: str, contexts: Sequence[ContextDoc]) -> tuple[str, int]:
+        """T6 and T7: the tentative answer revised to the reference answer's grain, and its score."""
+        revised = await run.ask(f"turn{number}.revise", JudgeRequest(
+            step=f"{self.name}.revise", instructions=prompts.COMPOSE_INSTRUCTIONS,
+            prompt=prompts.render_revise(question=question, history=history, tentative=tentative,
+                                         reference=reference),
+            output_type=prompts.Composition,
+            inputs={"question": question, "history": list(history), "tentative": tentative, "reference": reference},
+        ))
+        verdict = await judge_correctness(run, step=f"turn{number}.final_evaluate", question=question,
+                                          contexts=contexts, response=revised.answer, reference=reference)
+        return revised.answer, verdict.score
+
+    def _scored(self, run: ScoreRun, sigma: list[int], final: str) -> ScoreResult:
+        w, length, best = wscore(sigma, self.turns), lscore(sigma), mscore(sigma)
+        run.details.update(wscore=w, lscore=length, mscore=best, final_answer=final)
+        reason = (f"σ = {sigma} over at most {self.turns} turns: wscore {w:.3g}, lscore {length}, mscore {best} "
+                  f"(of {MAX_RESULT}). Final answer: {final}")
+        return run.scored(w / MAX_RESULT * self.scale, reason)
