@@ -81,7 +81,13 @@ class AlertRule(_Config):
     p_value: float = Field(default=0.01, gt=0, lt=1)
     threshold: float | None = None
     renotify_minutes: int = Field(default=60, gt=0)
-    webhook_url: str | None = None
+    webhook_url: str | None = None  # Slack-compatible: receives {"text": ...}
+
+    @model_validator(mode="after")
+    def _threshold(self) -> AlertRule:
+        if self.kind == "threshold" and self.threshold is None:
+            raise ValueError(f"alert {self.name!r}: kind 'threshold' needs a threshold")
+        return self
 
 
 class VigilConfig(_Config):

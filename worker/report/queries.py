@@ -329,6 +329,13 @@ DETECTOR_QUERIES: dict[str, Query] = {
               ("project", "agent", "monitor", "sampled", "scored", "coverage")),
         Query("judge_status", "Each judge's latest call status", "alert", _JUDGE_STATUS,
               ("judge", "last_status", "last_call", "calls", "paused")),
+        Query("alert_states", "The latest row of each (rule, subject)", "alert", """
+SELECT rule, project, agent, monitor, judge,
+       argMax(alert_id, updated_at) AS alert_id, argMax(state, updated_at) AS state,
+       argMax(fired_at, updated_at) AS fired_at, max(updated_at) AS last_updated
+FROM alerts FINAL
+GROUP BY rule, project, agent, monitor, judge""",
+              ("rule", "project", "agent", "monitor", "judge", "alert_id", "state", "fired_at", "last_updated")),
     ]
 }
 

@@ -1,0 +1,143 @@
+"""``check_alerts``: read the windows from ClickHouse, measure every rule, decide, then record and notify.
+
+The reading and writing live here; the measuring and deciding are the pure functions in ``decide``.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable, Mapping
+from dataclasses import replace
+from datetime import UTC, datetime
+from typing import Any
+
+from clickhouse_connect.driver.client import Client
+from opentelemetry import trace
+
+from schemas import AlertRule, VigilConfig
+from worker.alerts.decide import (
+    coverage_verdict, decide, failure_rate_verdict, judge_paused_verdict, regression_verdict, threshold_verdict,
+)
+from worker.alerts.model import ALERT_COLUMNS, AlertEvent, AlertState, Subject, Verdict, WindowStats
+from worker.alerts.notify import Notifier, WebhookNotifier, emit_event, log_event
+from worker.report.build import run_query
+from worker.report.queries import DETECTOR_QUERIES, bind
+
+__all__ = ["DEFAULT_RULES", "check_alerts"]
+
+# What ``vigil alerts check`` watches when no config names any rules.
+DEFAULT_RULES = [
+    AlertRule(name="score-regression", kind="regression"),
+    AlertRule(name="failure-rate", kind="failure_rate", window_minutes=15, min_samples=20),
+    AlertRule(name="coverage-drop", kind="coverage", window_minutes=60, min_samples=20),
+    AlertRule(name="judge-paused", kind="judge_paused", window_minutes=60),
+]
+
+PausedJudges = Callable[[], Mapping[str, str]]  # judge name -> why it is paused
+
+
+class _Reader:
+    """Runs the detector queries anchored at ``now``, each (query, windows) once per check."""
+
+    def __init__(self, client: Client, now: datetime) -> None:
+        self.client, self.now = client, now
+        self._cache: dict[tuple[str, int, int], list[dict[str, Any]]] = {}
+
+    def rows(self, name: str, rule: AlertRule) -> list[dict[str, Any]]:
+        key = (name, rule.window_minutes, rule.baseline_minutes)
+        if key not in self._cache:
+            template = DETECTOR_QUERIES[name]
+            query = replace(template, sql=bind(template.sql, window_minutes=rule.window_minutes,
+                                               baseline_minutes=rule.baseline_minutes, min_samples=rule.min_samples))
+            self._cache[key] = run_query(self.client, query, start=self.now, end=self.now)
+        return self._cache[key]
+
+
+def _score_windows(reader: _Reader, rule: AlertRule) -> dict[Subject, dict[str, dict[str, dict[str, Any]]]]:
+    """subject -> scorer_version -> period ('recent' | 'baseline') -> row."""
+    grouped: dict[Subject, dict[str, dict[str, dict[str, Any]]]] = defaultdict(lambda: defaultdict(dict))
+    for row in reader.rows("windows", rule):
+        if rule.monitor is None or row["monitor"] == rule.monitor:
+            subject = Subject(project=row["project"], agent=row["agent"], monitor=row["monitor"])
+            grouped[subject][row["scorer_version"]][row["period"]] = row
+    return grouped
+
+
+def _stats(row: dict[str, Any] | None) -> WindowStats:
+    if row is None:
+        return WindowStats()
+    return WindowStats(n=row["n"], mean=row["mean"], variance=row["variance"])
+
+
+def _verdicts(reader: _Reader, rule: AlertRule, paused_judges: PausedJudges | None) -> list[Verdict]:
+    if rule.kind == "judge_paused":
+        return _judge_verdicts(reader, rule, paused_judges)
+    if rule.kind == "coverage":
+        return [coverage_verdict(rule, Subject(project=r["project"], agent=r["agent"], monitor=r["monitor"]),
+                                 scored=r["scored"], sampled=r["sampled"])
+                for r in reader.rows("coverage", rule) if rule.monitor is None or r["monitor"] == rule.monitor]
+    verdicts = []
+    for subject, versions in sorted(_score_windows(reader, rule).items(), key=lambda kv: kv[0].model_dump_json()):
+        recent = {version: periods["recent"] for version, periods in versions.items() if "recent" in periods}
+        if rule.kind == "regression":
+            # A new scorer version starts its own baseline: compare the version most of the recent turns used.
+            version = max(recent, key=lambda v: (recent[v]["n"], v)) if recent else None
+            periods = versions.get(version, {}) if version else {}
+            verdicts.append(regression_verdict(rule, subject, _stats(periods.get("recent")),
+                                               _stats(periods.get("baseline"))))
+        elif rule.kind == "threshold":
+            verdicts.append(threshold_verdict(rule, subject, WindowStats.combine([_stats(r) for r in recent.values()])))
+        else:
+            verdicts.append(failure_rate_verdict(rule, subject, failed=sum(r["failed"] for r in recent.values()),
+                                                 total=sum(r["turns"] for r in recent.values())))
+    return verdicts
+
+
+def _judge_verdicts(reader: _Reader, rule: AlertRule, paused_judges: PausedJudges | None) -> list[Verdict]:
+    """From the pause state when the caller can read it (Redis), else from the judges' latest call statuses."""
+    if paused_judges is not None:
+        paused = paused_judges()
+        seen = {r["judge"] for r in reader.rows("judge_status", rule)} | set(paused)
+        return [judge_paused_verdict(Subject(judge=j), paused=j in paused, reason=paused.get(j, ""))
+                for j in sorted(seen)]
+    return [judge_paused_verdict(Subject(judge=r["judge"]), paused=bool(r["paused"]), reason=r["last_status"])
+            for r in reader.rows("judge_status", rule)]
+
+
+def _states(reader: _Reader) -> dict[tuple[str, Subject], AlertState]:
+    rows = run_query(reader.client, DETECTOR_QUERIES["alert_states"], start=reader.now, end=reader.now)
+    return {
+        (r["rule"], Subject(project=r["project"], agent=r["agent"], monitor=r["monitor"], judge=r["judge"])):
+            AlertState(alert_id=r["alert_id"], state=r["state"], fired_at=r["fired_at"], updated_at=r["last_updated"])
+        for r in rows
+    }
+
+
+def check_alerts(
+    client: Client,
+    config: VigilConfig,
+    *,
+    now: datetime | None = None,
+    notifier: Notifier | None = None,
+    paused_judges: PausedJudges | None = None,
+    tracer: trace.Tracer | None = None,
+) -> list[AlertEvent]:
+    """Run every alert rule of ``config`` once. Each event is written to ``alerts``, logged, emitted as an
+    OpenTelemetry span event and handed to ``notifier`` (default: the Slack-compatible webhook). Returns the events:
+    new firings, reminders past ``renotify_minutes``, and resolutions."""
+    now = now or datetime.now(UTC)
+    notifier = notifier or WebhookNotifier()
+    reader = _Reader(client, now)
+    previous = _states(reader)
+    events = []
+    for rule in config.alerts:
+        for verdict in _verdicts(reader, rule, paused_judges):
+            if event := decide(rule, verdict, previous.get((rule.name, verdict.subject)), now):
+                events.append(event)
+    if events:
+        client.insert("alerts", [e.row() for e in events], column_names=list(ALERT_COLUMNS))
+    for event in events:
+        log_event(event)
+        emit_event(event, tracer)
+        notifier(event)
+    return events

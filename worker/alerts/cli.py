@@ -1,0 +1,32 @@
+"""``vigil alerts check``: run the regression detector once (the beat task runs the same ``check_alerts``)."""
+
+from __future__ import annotations
+
+import click
+
+from schemas import VigilConfig, load_config
+from worker.alerts.check import DEFAULT_RULES, check_alerts
+from worker.store import connect, default_dsn
+
+__all__ = ["alerts"]
+
+
+@click.group("alerts")
+def alerts() -> None:
+    """Regression alerts over the scores."""
+
+
+@alerts.command("check")
+@click.option("--config", "config_path", type=click.Path(exists=True, dir_okay=False), envvar="VIGIL_CONFIG",
+              default=None, help="Monitor config YAML whose alert rules to run (default: VIGIL_CONFIG).")
+@click.option("--dsn", default=None, help="ClickHouse DSN (default: CLICKHOUSE_DSN, else the embedded chDB store).")
+def check(config_path: str | None, dsn: str | None) -> None:
+    """Check every alert rule now; print what fired, was re-sent or resolved."""
+    config = load_config(config_path) if config_path else VigilConfig()
+    if not config.alerts:
+        config = config.model_copy(update={"alerts": DEFAULT_RULES})
+        click.echo(f"no alert rules configured; using the defaults: {', '.join(r.name for r in DEFAULT_RULES)}")
+    events = check_alerts(connect(dsn or default_dsn()), config)
+    for event in events:
+        click.echo(event.text())
+    click.echo(f"{len(events)} alert event(s)")

@@ -1,0 +1,150 @@
+"""Pure decisions, no I/O: measure a rule on one subject (a ``Verdict``), then decide whether to notify.
+
+A regression is the recent window against a baseline window: Welch's t-test (one-sided, recent lower) from the
+windows' counts, means and variances, firing only with at least ``min_samples`` turns on each side, a p-value under
+``p_value`` and an effect size (Cohen's d) of at least ``min_effect_size``. Too few turns is "cannot tell": an alert
+then keeps its state rather than flapping.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from datetime import datetime, timedelta
+
+from scipy import stats
+
+from schemas import AlertRule
+from worker.alerts.model import AlertEvent, AlertState, Subject, Verdict, WindowStats
+
+__all__ = [
+    "DEFAULT_LIMITS", "coverage_verdict", "decide", "failure_rate_verdict", "judge_paused_verdict",
+    "regression_verdict", "threshold_verdict",
+]
+
+# Limits for rules that leave ``threshold`` unset.
+DEFAULT_LIMITS = {"failure_rate": 0.2, "coverage": 0.9}
+
+
+def _limit(rule: AlertRule) -> float:
+    return rule.threshold if rule.threshold is not None else DEFAULT_LIMITS[rule.kind]
+
+
+def _welch(recent: WindowStats, baseline: WindowStats) -> tuple[float, float]:
+    """(one-sided p-value that recent < baseline, Cohen's d of the drop)."""
+    assert recent.mean is not None and baseline.mean is not None
+    var_r, var_b = recent.variance or 0.0, baseline.variance or 0.0
+    drop = baseline.mean - recent.mean
+    pooled = math.sqrt((var_r + var_b) / 2)
+    if pooled == 0:  # constant scores on both sides: any drop is certain and unbounded
+        return (0.0, math.inf) if drop > 0 else (1.0, 0.0)
+    result = stats.ttest_ind_from_stats(
+        recent.mean, math.sqrt(var_r), recent.n, baseline.mean, math.sqrt(var_b), baseline.n,
+        equal_var=False, alternative="less",
+    )
+    return float(result.pvalue), drop / pooled
+
+
+def regression_verdict(rule: AlertRule, subject: Subject, recent: WindowStats, baseline: WindowStats) -> Verdict:
+    where = f"{subject.describe()}: mean {_f(recent.mean)} over the last {rule.window_minutes} min"
+    common = {"subject": subject, "value": recent.mean, "baseline": baseline.mean, "recent_n": recent.n,
+              "baseline_n": baseline.n}
+    if min(recent.n, baseline.n) < rule.min_samples or recent.mean is None or baseline.mean is None:
+        return Verdict(breach=None, message=f"{where}: too few turns to compare (n={recent.n} recent, "
+                                            f"{baseline.n} baseline; need {rule.min_samples})", **common)
+    p_value, effect = _welch(recent, baseline)
+    breach = p_value < rule.p_value and effect >= rule.min_effect_size
+    return Verdict(
+        breach=breach, p_value=p_value, effect_size=effect,
+        message=(f"{where} vs {_f(baseline.mean)} baseline (n={recent.n} vs {baseline.n}, d={effect:.2f}, "
+                 f"p={p_value:.2g})"),
+        **common,
+    )
+
+
+def threshold_verdict(rule: AlertRule, subject: Subject, recent: WindowStats) -> Verdict:
+    limit = rule.threshold
+    assert limit is not None  # AlertRule requires it for kind 'threshold'
+    where = f"{subject.describe()}: mean {_f(recent.mean)} over the last {rule.window_minutes} min"
+    if recent.n < rule.min_samples or recent.mean is None:
+        return Verdict(subject=subject, breach=None, value=recent.mean, recent_n=recent.n,
+                       message=f"{where}: too few turns (n={recent.n}, need {rule.min_samples})")
+    breach = recent.mean < limit
+    return Verdict(subject=subject, breach=breach, value=recent.mean, recent_n=recent.n,
+                   message=f"{where} is {'below' if breach else 'at or above'} {limit:g} (n={recent.n})")
+
+
+def failure_rate_verdict(rule: AlertRule, subject: Subject, *, failed: int, total: int) -> Verdict:
+    limit = _limit(rule)
+    rate = failed / total if total else None
+    where = f"{subject.describe()}: failure rate {_p(rate)} over the last {rule.window_minutes} min"
+    if total < rule.min_samples or rate is None:
+        return Verdict(subject=subject, breach=None, value=rate, recent_n=total,
+                       message=f"{where}: too few turns (n={total}, need {rule.min_samples})")
+    breach = rate > limit
+    return Verdict(subject=subject, breach=breach, value=rate, recent_n=total,
+                   message=f"{where} is {'above' if breach else 'within'} {_p(limit)} ({failed} of {total} failed)")
+
+
+def coverage_verdict(rule: AlertRule, subject: Subject, *, scored: int, sampled: int) -> Verdict:
+    limit = _limit(rule)
+    coverage = scored / sampled if sampled else None
+    where = f"{subject.describe()}: coverage {_p(coverage)} over the last {rule.window_minutes} min"
+    if sampled < rule.min_samples or coverage is None:
+        return Verdict(subject=subject, breach=None, value=coverage, recent_n=sampled,
+                       message=f"{where}: too few sampled turns (n={sampled}, need {rule.min_samples})")
+    breach = coverage < limit
+    return Verdict(subject=subject, breach=breach, value=coverage, recent_n=sampled,
+                   message=(f"{where} is {'below' if breach else 'at or above'} {_p(limit)} "
+                            f"({scored} scored of {sampled} sampled)"))
+
+
+def judge_paused_verdict(subject: Subject, *, paused: bool | None, reason: str = "") -> Verdict:
+    """``paused`` None: the judge made no calls in the window and no pause state is known."""
+    if paused is None:
+        return Verdict(subject=subject, breach=None, message=f"{subject.describe()}: no calls in the window")
+    state = f"is paused ({reason})" if paused else "is answering again"
+    return Verdict(subject=subject, breach=paused, value=float(paused), message=f"{subject.describe()} {state}")
+
+
+def _alert_id(rule: AlertRule, subject: Subject, fired_at: datetime) -> str:
+    key = "\x1f".join([rule.name, subject.project, subject.agent, subject.monitor, subject.judge,
+                       fired_at.isoformat()])
+    return hashlib.sha256(key.encode("utf-8")).hexdigest()[:32]
+
+
+def decide(rule: AlertRule, verdict: Verdict, previous: AlertState | None, now: datetime) -> AlertEvent | None:
+    """Fire on a new breach, remind after ``renotify_minutes`` while it lasts, resolve when the window recovers."""
+    firing = previous is not None and previous.state == "firing"
+    if verdict.breach is None:
+        return None
+    if verdict.breach and firing:
+        assert previous is not None
+        if now - previous.updated_at < timedelta(minutes=rule.renotify_minutes):
+            return None
+        action, alert_id, fired_at = "renotified", previous.alert_id, previous.fired_at
+    elif verdict.breach:
+        action, alert_id, fired_at = "fired", _alert_id(rule, verdict.subject, now), now
+    elif firing:
+        assert previous is not None
+        action, alert_id, fired_at = "resolved", previous.alert_id, previous.fired_at
+    else:
+        return None
+    return AlertEvent(
+        alert_id=alert_id, rule=rule.name, kind=rule.kind, action=action,
+        state="resolved" if action == "resolved" else "firing",
+        **verdict.subject.model_dump(), fired_at=fired_at, updated_at=now,
+        recent_mean=verdict.value, baseline_mean=verdict.baseline, recent_n=verdict.recent_n,
+        baseline_n=verdict.baseline_n, p_value=verdict.p_value,
+        effect_size=verdict.effect_size if verdict.effect_size is None or math.isfinite(verdict.effect_size)
+        else None,
+        message=verdict.message, webhook_url=rule.webhook_url,
+    )
+
+
+def _f(value: float | None) -> str:
+    return "—" if value is None else f"{value:.2f}"
+
+
+def _p(value: float | None) -> str:
+    return "—" if value is None else f"{value:.0%}"

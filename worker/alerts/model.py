@@ -1,0 +1,102 @@
+"""The detector's records: what a window measured (``Verdict``), an alert's stored state, and what was decided."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = ["ALERT_COLUMNS", "AlertEvent", "AlertState", "Subject", "Verdict", "WindowStats"]
+
+ALERT_COLUMNS = ("alert_id", "rule", "kind", "project", "agent", "monitor", "judge", "state", "fired_at", "updated_at",
+                 "recent_mean", "baseline_mean", "recent_n", "baseline_n", "p_value", "effect_size", "message")
+
+
+class Subject(BaseModel):
+    """What an alert is about: a (project, agent, monitor), or a judge."""
+
+    model_config = ConfigDict(frozen=True)
+
+    project: str = ""
+    agent: str = ""
+    monitor: str = ""
+    judge: str = ""
+
+    def describe(self) -> str:
+        if self.judge:
+            return f"judge {self.judge}"
+        return f"{self.monitor} on {self.project}/{self.agent}"
+
+
+class WindowStats(BaseModel):
+    """Scored turns in one window: count, mean and sample variance of score / scale."""
+
+    n: int = 0
+    mean: float | None = None
+    variance: float | None = None
+
+    @classmethod
+    def combine(cls, parts: list[WindowStats]) -> WindowStats:
+        """Pool several windows (e.g. scorer versions) into one count and mean (the variance is not pooled)."""
+        n = sum(p.n for p in parts if p.mean is not None)
+        mean = sum(p.n * p.mean for p in parts if p.mean is not None) / n if n else None
+        return cls(n=n, mean=mean)
+
+
+class Verdict(BaseModel):
+    """One rule measured on one subject. ``breach`` None: too little data to tell, so the alert keeps its state."""
+
+    subject: Subject
+    breach: bool | None
+    value: float | None = None  # what the rule measured: a mean, a failure rate, a coverage
+    baseline: float | None = None
+    recent_n: int = 0
+    baseline_n: int = 0
+    p_value: float | None = None
+    effect_size: float | None = None
+    message: str
+
+
+class AlertState(BaseModel):
+    """The latest ``alerts`` row of one (rule, subject)."""
+
+    alert_id: str
+    state: Literal["firing", "resolved"]
+    fired_at: datetime
+    updated_at: datetime  # when it was last notified (fired, renotified or resolved)
+
+
+class AlertEvent(BaseModel):
+    """A decision to notify: a new firing, a reminder after the renotify interval, or a resolution."""
+
+    alert_id: str
+    rule: str
+    kind: str
+    action: Literal["fired", "renotified", "resolved"]
+    state: Literal["firing", "resolved"]
+    project: str = ""
+    agent: str = ""
+    monitor: str = ""
+    judge: str = ""
+    fired_at: datetime
+    updated_at: datetime
+    recent_mean: float | None = None  # the measured value (mean, failure rate or coverage)
+    baseline_mean: float | None = None
+    recent_n: int = 0
+    baseline_n: int = 0
+    p_value: float | None = None
+    effect_size: float | None = None
+    message: str
+    webhook_url: str | None = Field(default=None, exclude=True)
+
+    def row(self) -> list[Any]:
+        """The ``alerts`` row, in ``ALERT_COLUMNS`` order."""
+        data = self.model_dump()
+        return [data[c] for c in ALERT_COLUMNS]
+
+    def text(self) -> str:
+        """The Slack-compatible message line."""
+        icon = ":white_check_mark:" if self.state == "resolved" else ":rotating_light:"
+        verb = {"fired": "FIRING", "renotified": "STILL FIRING", "resolved": "RESOLVED"}[self.action]
+        return f"{icon} [vigil] {verb} {self.kind} `{self.rule}`: {self.message}"
