@@ -44,3 +44,6 @@ main.add_command(migrate_command)
 from worker.report.cli import report  # noqa: E402
 
 main.add_command(report)
+from worker.alerts.cli import alerts  # noqa: E402
+
+main.add_command(alerts)
