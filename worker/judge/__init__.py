@@ -1,0 +1,26 @@
+"""Judges: an LLM behind any OpenAI-compatible endpoint, or the offline baseline. ``build_judge`` picks by kind."""
+
+from __future__ import annotations
+
+from schemas import JudgeConfig
+from worker.judge.base import Judge, JudgeFailed, JudgePaused, JudgeReply, JudgeRequest
+from worker.judge.baseline import BaselineJudge
+from worker.judge.client import LLMJudge
+
+__all__ = [
+    "BaselineJudge",
+    "Judge",
+    "JudgeFailed",
+    "JudgePaused",
+    "JudgeReply",
+    "JudgeRequest",
+    "LLMJudge",
+    "build_judge",
+]
+
+
+def build_judge(config: JudgeConfig) -> Judge:
+    """The judge a config describes: ``kind: openai`` an ``LLMJudge``, ``kind: baseline`` a ``BaselineJudge``."""
+    if config.kind == "baseline":
+        return BaselineJudge(config)
+    return LLMJudge(config)
