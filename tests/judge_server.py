@@ -7,7 +7,8 @@
 A script sees each request's JSON body and returns a ``Reply``: a status, a chat-completion content (``content``)
 or a raw body (``body``), headers (Retry-After), and a delay. ``requests`` records every request with its arrival
 time, so tests can count calls per 60-second window. ``rpm_limit`` makes the server enforce its own limit and
-answer 429 above it (counted in ``refused``).
+answer 429 above it (counted in ``refused``): at most ``rpm_limit`` accepted requests in any ``window_s`` seconds
+(60 unless a test shortens the window, scaling the limit's time with the limiter's ``RateLimits.window_s``).
 """
 
 from __future__ import annotations
@@ -59,10 +60,12 @@ class Recorded:
 
 
 class ScriptedJudge:
-    def __init__(self, script: Callable[[dict[str, Any]], Reply] | None = None, *, rpm_limit: int | None = None):
+    def __init__(self, script: Callable[[dict[str, Any]], Reply] | None = None, *, rpm_limit: int | None = None,
+                 window_s: float = 60.0):
         self.script = script
         self.replies: deque[Reply] = deque()
         self.rpm_limit = rpm_limit
+        self.window_s = window_s
         self.requests: list[Recorded] = []
         self.refused = 0
         self._lock = threading.Lock()
@@ -85,7 +88,7 @@ class ScriptedJudge:
     def _over_limit(self, now: float) -> bool:
         if self.rpm_limit is None:
             return False
-        accepted = [r for r in self.requests if r.status != 429 and now - r.at < 60.0]
+        accepted = [r for r in self.requests if r.status != 429 and now - r.at < self.window_s]
         return len(accepted) >= self.rpm_limit
 
     async def _chat(self, request: web.Request) -> web.Response:

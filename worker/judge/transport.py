@@ -1,37 +1,75 @@
 """One chat completion against an OpenAI-compatible endpoint, through the real ``openai`` async client.
 
-The transport owns everything between "send these messages" and "here is the text": (later) the global rate
-limit, retries with backoff, pausing, the reply cache and the per-call accounting. The structured-output layer
-above it (``worker.judge.client``) owns prompts' response formats and parsing.
+The transport owns everything between "send these messages" and "here is the text": the pause check, the reply
+cache, the global rate limit (``limiter``), retries with backoff (``backoff``) and one ``JudgeCall`` per attempt.
+The structured-output layer above it (``worker.judge.client``) owns prompts' response formats and parsing.
+
+Shared state (limiter buckets, pauses, cached replies) lives in Redis: the ``redis`` argument, else ``REDIS_URL``.
+Without either, a transport still retries and caps concurrency, but its rate limit, pause and cache are off.
+Make one transport per judge per process: ``max_concurrency`` and the per-monitor queues are the transport's.
 """
 
 from __future__ import annotations
 
+import asyncio
+import itertools
+import json
 import os
+import random
+import re
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import openai
+import structlog
+from openai.types.chat import ChatCompletion
+from redis.asyncio import Redis
 
 from schemas import JudgeCall, JudgeConfig
+from worker.judge.backoff import parse_retry_after, retry_delay
 from worker.judge.base import JudgeFailed, JudgePaused
+from worker.judge.cache import CachedReply, ReplyCache, cache_key
+from worker.judge.limiter import Limiter, RateLimits, RedisRateBackend
+from worker.judge.pause import config_fingerprint, is_paused, pause, resume
 
 __all__ = ["ChatResult", "ModeRejected", "Transport"]
 
+log = structlog.get_logger(__name__)
+
+PAUSING = frozenset({401, 402, 404})
+RETRYABLE = frozenset({408, 409, 429})
+# A 5xx whose message is about the requested format is the server refusing the mode, not a transient failure.
+_FORMAT_COMPLAINT = re.compile(r"schema|grammar|response.?format|json", re.IGNORECASE)
+
 
 class ModeRejected(Exception):
-    """The server refused the request's ``response_format`` (HTTP 400/422/500 with it set)."""
+    """The server refused the request's ``response_format`` (HTTP 400/422, or a 5xx complaining about it)."""
 
 
 @dataclass
 class ChatResult:
     text: str
     calls: list[JudgeCall] = field(default_factory=list)
+    limiter_wait_s: float = 0.0  # time spent waiting for the rate limit and concurrency, over all attempts
+
+
+@dataclass
+class _Retry:
+    status: str  # the JudgeCall status and, when retries run out, the error type
+    message: str
+    retry_after: float | None = None
 
 
 class Transport:
-    def __init__(self, config: JudgeConfig) -> None:
+    def __init__(
+        self, config: JudgeConfig, *, redis: Redis | None = None, limits: RateLimits | None = None,
+        expected_completion_tokens: int = 256, clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep, rand: Callable[[], float] = random.random,
+    ) -> None:
+        """``limits`` overrides the bucket shape (tests use short windows); ``clock`` and ``sleep`` time the
+        retries and ``rand`` jitters them."""
         self.config = config
         self.client = openai.AsyncOpenAI(
             base_url=config.base_url,
@@ -39,42 +77,144 @@ class Transport:
             timeout=config.timeout_s,
             max_retries=0,
         )
+        if redis is None and os.environ.get("REDIS_URL"):
+            redis = Redis.from_url(os.environ["REDIS_URL"])
+        self.redis = redis
+        self.limits = limits or RateLimits.of(config)
+        if self.limits.limited and redis is None:
+            log.warning("judge_rate_limit_off", judge=config.name, why="no redis (REDIS_URL unset)")
+        backend = RedisRateBackend(redis, config.name, self.limits) if redis and self.limits.limited else None
+        self.backend = backend
+        self.limiter = Limiter(backend, max_concurrency=config.max_concurrency)
+        self.cache = ReplyCache(redis, config.cache_ttl_s) if redis is not None and config.cache_ttl_s else None
+        self.fingerprint = config_fingerprint(config)
+        self.expected_completion_tokens = expected_completion_tokens
+        self.clock, self.sleep, self.rand = clock, sleep, rand
 
     async def chat(
-        self, *, step: str, messages: list[dict[str, str]], response_format: dict[str, Any] | None = None
+        self, *, step: str, messages: list[dict[str, str]], response_format: dict[str, Any] | None = None,
+        monitor: str = "", cache_key_extra: str = "",
     ) -> ChatResult:
-        """Send one chat completion. Raises ``ModeRejected`` when the server refuses ``response_format``,
-        ``JudgePaused`` on 401/402/404, ``JudgeFailed`` otherwise."""
+        """Send one chat completion. Raises ``JudgePaused`` at once while the judge is paused and on 401/402/404,
+        ``ModeRejected`` when the server refuses ``response_format``, ``JudgeFailed`` when retries run out or the
+        request is bad. ``monitor`` shares the judge fairly; ``cache_key_extra`` (the scorer version) keys the cache."""
+        await self._check_pause()
+        key = None
+        if self.cache is not None:
+            key = cache_key(base_url=self.config.base_url, model=self.config.model,
+                            temperature=self.config.temperature, messages=messages,
+                            response_format=response_format, extra=cache_key_extra)
+            started = self.clock()
+            hit = await self.cache.get(key)
+            if hit is not None:
+                call = JudgeCall(step=step, model=self.config.model, status="cached", cached=True,
+                                 latency_ms=(self.clock() - started) * 1000)
+                return ChatResult(text=hit.text, calls=[call])
+        result = await self._send(step, messages, response_format, monitor)
+        if key is not None and self.cache is not None:
+            ok = result.calls[-1]
+            await self.cache.put(key, CachedReply(result.text, ok.prompt_tokens, ok.completion_tokens))
+        return result
+
+    async def _check_pause(self) -> None:
+        if self.redis is None:
+            return
+        paused = await is_paused(self.redis, self.config.name)
+        if paused is None:
+            return
+        if paused.fingerprint and paused.fingerprint != self.fingerprint:
+            await resume(self.redis, self.config.name)
+            log.info("judge_resumed", judge=self.config.name, why="configuration changed since the refusal")
+            return
+        raise JudgePaused(self.config.name, paused.reason)
+
+    def estimate_tokens(self, messages: list[dict[str, str]], response_format: dict[str, Any] | None) -> int:
+        """Before the call: prompt characters / 4 plus the completion we expect at most."""
+        chars = sum(len(str(m.get("content", ""))) for m in messages)
+        if response_format is not None:
+            chars += len(json.dumps(response_format))
+        return chars // 4 + self.expected_completion_tokens
+
+    async def _send(self, step: str, messages: list[dict[str, str]], response_format: dict[str, Any] | None,
+                    monitor: str) -> ChatResult:
         kwargs: dict[str, Any] = {"model": self.config.model, "messages": messages,
                                   "temperature": self.config.temperature}
         if response_format is not None:
             kwargs["response_format"] = response_format
-        started = time.perf_counter()
+        estimate = self.estimate_tokens(messages, response_format)
+        calls: list[JudgeCall] = []
+        started, waited = self.clock(), 0.0
+        for attempt in itertools.count(1):
+            remaining = self.config.max_retry_age_s - (self.clock() - started)
+            try:
+                async with asyncio.timeout(max(0.0, remaining)) as deadline:
+                    async with self.limiter.slot(monitor, estimate) as slot:
+                        deadline.reschedule(None)
+                        waited += slot.wait_s
+                        outcome = await self._attempt(kwargs, step, attempt, calls)
+                        await slot.reconcile(_tokens_used(outcome, estimate))
+            except TimeoutError:
+                raise JudgeFailed("rate_limit_wait", f"no capacity within {self.config.max_retry_age_s}s",
+                                  calls) from None
+            if not isinstance(outcome, _Retry):
+                text = outcome.choices[0].message.content or "" if outcome.choices else ""
+                return ChatResult(text=text, calls=calls, limiter_wait_s=waited)
+            if outcome.status == "http_429" and self.backend is not None:
+                factor = await self.backend.penalize()
+                log.warning("judge_rate_lowered", judge=self.config.name, factor=round(factor, 3))
+            delay = retry_delay(attempt, outcome.retry_after, rand=self.rand)
+            if self.clock() - started + delay > self.config.max_retry_age_s:
+                raise JudgeFailed(outcome.status, outcome.message, calls)
+            log.info("judge_retry", judge=self.config.name, step=step, status=outcome.status, attempt=attempt,
+                     delay_s=round(delay, 3))
+            await self.sleep(delay)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def _attempt(self, kwargs: dict[str, Any], step: str, attempt: int,
+                       calls: list[JudgeCall]) -> ChatCompletion | _Retry:
+        """One HTTP request, recorded in ``calls``. Returns the completion or what to retry; raises the rest."""
+        started = self.clock()
+        call = JudgeCall(step=step, model=self.config.model, attempt=attempt)
         try:
             completion = await self.client.chat.completions.create(**kwargs)
         except openai.APIStatusError as exc:
-            status = exc.status_code
-            if status in (401, 402, 404):
-                raise JudgePaused(self.config.name, f"HTTP {status}: {exc.message}") from exc
-            if response_format is not None and status in (400, 422, 500):
-                raise ModeRejected(str(exc)) from exc
-            raise JudgeFailed(f"http_{status}", str(exc)) from exc
+            call.status = f"http_{exc.status_code}"
+            return await self._refused(exc, "response_format" in kwargs, calls)
         except openai.APITimeoutError as exc:
-            raise JudgeFailed("timeout", str(exc)) from exc
+            call.status = "timeout"
+            return _Retry("timeout", str(exc))
         except openai.APIConnectionError as exc:
-            raise JudgeFailed("connection_error", str(exc)) from exc
-        latency_ms = (time.perf_counter() - started) * 1000
-        usage = completion.usage
-        prompt_tokens = usage.prompt_tokens if usage else 0
-        completion_tokens = usage.completion_tokens if usage else 0
-        text = completion.choices[0].message.content or "" if completion.choices else ""
-        call = JudgeCall(
-            step=step,
-            model=self.config.model,
-            prompt_tokens=prompt_tokens,
-            completion_tokens=completion_tokens,
-            cost_usd=prompt_tokens * self.config.price_per_prompt_token
-            + completion_tokens * self.config.price_per_completion_token,
-            latency_ms=latency_ms,
-        )
-        return ChatResult(text=text, calls=[call])
+            call.status = "connection_error"
+            return _Retry("connection_error", str(exc))
+        finally:
+            call.latency_ms = (self.clock() - started) * 1000
+            calls.append(call)
+        if completion.usage:
+            call.prompt_tokens = completion.usage.prompt_tokens
+            call.completion_tokens = completion.usage.completion_tokens
+            call.cost_usd = (call.prompt_tokens * self.config.price_per_prompt_token
+                             + call.completion_tokens * self.config.price_per_completion_token)
+        return completion
+
+    async def _refused(self, exc: openai.APIStatusError, with_format: bool, calls: list[JudgeCall]) -> _Retry:
+        status = exc.status_code
+        if status in PAUSING:
+            reason = f"HTTP {status}: {exc.message}"
+            if self.redis is not None:
+                await pause(self.redis, self.config.name, reason, fingerprint=self.fingerprint)
+            log.error("judge_paused", judge=self.config.name, reason=reason)
+            raise JudgePaused(self.config.name, reason) from exc
+        if with_format and (status in (400, 422) or (status >= 500 and _FORMAT_COMPLAINT.search(exc.message))):
+            raise ModeRejected(str(exc)) from exc
+        if status in RETRYABLE or status >= 500:
+            retry_after = parse_retry_after(exc.response.headers, now=time.time())
+            return _Retry(f"http_{status}", str(exc), retry_after)
+        raise JudgeFailed(f"http_{status}", str(exc), calls) from exc
+
+
+def _tokens_used(outcome: ChatCompletion | _Retry, estimate: int) -> int:
+    """What the attempt cost against tokens per minute: the reported usage; nothing for a refusal; the estimate
+    for a timeout (the server may have done the work)."""
+    if isinstance(outcome, _Retry):
+        return estimate if outcome.status == "timeout" else 0
+    return outcome.usage.total_tokens if outcome.usage else estimate
