@@ -7,7 +7,7 @@ Imports ``schemas`` at most and never ``worker``: this package lives inside agen
 """
 
 from producers._scope import TurnScope, current_turn
-from producers._transport import INGEST_QUEUE, INGEST_TASK
+from producers._transport import INGEST_QUEUE, INGEST_TASK, CeleryTransport, Transport
 from producers.monitor import DropReason, Monitor, MonitorCounters, MonitorSettings
 from producers.otel import GenAISpanProcessor, turn_from_span
 from producers.replay import ReplayProgress, ReplayResult, replay
@@ -15,6 +15,7 @@ from producers.replay import ReplayProgress, ReplayResult, replay
 __all__ = [
     "INGEST_QUEUE",
     "INGEST_TASK",
+    "CeleryTransport",
     "DropReason",
     "GenAISpanProcessor",
     "Monitor",
@@ -22,6 +23,7 @@ __all__ = [
     "MonitorSettings",
     "ReplayProgress",
     "ReplayResult",
+    "Transport",
     "TurnScope",
     "current_turn",
     "replay",

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from celery import Celery
+    from kombu import Producer
 
 __all__ = ["INGEST_QUEUE", "INGEST_TASK", "CeleryTransport", "Transport"]
 
@@ -28,34 +29,48 @@ class Transport(Protocol):
 
 
 class CeleryTransport:
-    """A minimal Celery app (``vigil-producer``) publishing ``vigil.ingest`` tasks without retries of its own."""
+    """A minimal Celery app (``vigil-producer``) publishing ``vigil.ingest`` tasks without retries of its own.
+
+    It owns its broker connection and producer rather than borrowing kombu's process-wide pools, so closing it
+    touches nothing else in the process; after a failed send the connection is rebuilt, and a forked child
+    builds its own rather than share the parent's sockets.
+    """
 
     def __init__(self, redis_url: str, *, socket_timeout: float = 5.0, connect_timeout: float = 2.0) -> None:
         self.redis_url = redis_url
-        self._options = {"socket_timeout": socket_timeout, "socket_connect_timeout": connect_timeout}
+        self._options = {
+            "socket_timeout": socket_timeout,
+            "socket_connect_timeout": connect_timeout,
+            "max_retries": 0,  # the shipper owns retries (backoff and spool); kombu must fail fast
+        }
         self._app: Celery | None = None
+        self._producer: Producer | None = None
         self._pid = 0
 
     def send(self, batch: list[dict[str, Any]]) -> None:
-        self._current_app().send_task(
-            INGEST_TASK,
-            args=[batch],
-            queue=INGEST_QUEUE,
-            retry=False,
-            ignore_result=True,
-            argsrepr=f"[<{len(batch)} turns>]",
-            kwargsrepr="{}",
-        )
+        app, producer = self._connected()
+        try:
+            app.send_task(
+                INGEST_TASK,
+                args=[batch],
+                queue=INGEST_QUEUE,
+                producer=producer,
+                retry=False,
+                ignore_result=True,
+                argsrepr=f"[<{len(batch)} turns>]",
+                kwargsrepr="{}",
+            )
+        except BaseException:
+            self.close()
+            raise
 
     def close(self) -> None:
-        if self._app is not None and self._pid == os.getpid():
-            self._app.pool.force_close_all()
-            self._app.close()
-        self._app = None
+        if self._producer is not None and self._pid == os.getpid():
+            self._producer.connection.release()
+        self._app = self._producer = None
 
-    def _current_app(self) -> Celery:
-        """The app of this process: a forked child builds its own rather than share the parent's connections."""
-        if self._app is None or self._pid != os.getpid():
+    def _connected(self) -> tuple[Celery, Producer]:
+        if self._app is None or self._producer is None or self._pid != os.getpid():
             from celery import Celery
 
             app = Celery("vigil-producer", broker=self.redis_url, set_as_current=False)
@@ -68,4 +83,5 @@ class CeleryTransport:
                 task_create_missing_queues=True,
             )
             self._app, self._pid = app, os.getpid()
-        return self._app
+            self._producer = app.amqp.Producer(app.connection_for_write(), auto_declare=False)
+        return self._app, self._producer

@@ -1,0 +1,447 @@
+"""The producer SDK against a real redis-server: what reaches the ingest queue, and what happens when it can't."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import os
+import signal
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+from opentelemetry.sdk.trace import TracerProvider
+from pydantic import ValidationError
+
+from producers import CeleryTransport, DropReason, Monitor, ReplayProgress, current_turn, replay
+from producers._backoff import compute_backoff
+from schemas import Turn
+from worker.embedded_redis import EmbeddedRedis, free_port
+
+MakeMonitor = Callable[..., Monitor]
+
+
+def ingested(url: str) -> list[list[dict[str, Any]]]:
+    """The batches on the ``vigil.ingest`` list, oldest first, decoded from their Celery envelopes."""
+    client = redis.Redis.from_url(url)
+    try:
+        raw = client.lrange("vigil.ingest", 0, -1)
+    finally:
+        client.close()
+    batches = []
+    for message in reversed(raw):  # kombu LPUSHes, workers BRPOP: the tail is the oldest
+        envelope = json.loads(message)
+        assert envelope["headers"]["task"] == "vigil.ingest"
+        assert envelope["content-type"] == "application/json"
+        assert envelope["properties"]["body_encoding"] == "base64"
+        args, kwargs, _embed = json.loads(base64.b64decode(envelope["body"]))
+        assert kwargs == {} and len(args) == 1
+        batches.append(args[0])
+    return batches
+
+
+def turns(url: str) -> list[dict[str, Any]]:
+    return [turn for batch in ingested(url) for turn in batch]
+
+
+def down_url() -> str:
+    return f"redis://127.0.0.1:{free_port()}/0"
+
+
+@pytest.fixture
+def make_monitor(tmp_path: Path) -> Iterator[MakeMonitor]:
+    """Monitors that ship only when a batch fills or a test flushes, each with its own spool; shut down after."""
+    made: list[Monitor] = []
+
+    def make(url: str, **settings: Any) -> Monitor:
+        settings.setdefault("spool_path", tmp_path / f"spool-{len(made)}.jsonl")
+        settings.setdefault("flush_interval", 3600)
+        settings.setdefault("agent", "support-bot")
+        monitor = Monitor(url, **settings)
+        made.append(monitor)
+        return monitor
+
+    yield make
+    for monitor in made:
+        monitor.shutdown(timeout=5)
+
+
+@pytest.fixture
+def private_redis() -> Iterator[EmbeddedRedis]:
+    """A redis-server of the test's own, free to be stopped, frozen and restarted."""
+    server = EmbeddedRedis().start()
+    yield server
+    if server.process is not None and server.process.poll() is None:
+        os.kill(server.process.pid, signal.SIGCONT)
+    server.stop()
+
+
+class ObservedTransport:
+    """The real Celery transport, with events marking when the shipper enters and leaves its first send."""
+
+    def __init__(self, inner: CeleryTransport) -> None:
+        self.inner = inner
+        self.entered = threading.Event()
+        self.returned = threading.Event()
+
+    def send(self, batch: list[dict[str, Any]]) -> None:
+        self.entered.set()
+        try:
+            self.inner.send(batch)
+        finally:
+            self.returned.set()
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+# -- the wire ------------------------------------------------------------------------------------------------
+
+
+def test_captured_turns_arrive_as_one_celery_task_message_per_batch(redis_url, make_monitor):
+    monitor = make_monitor(redis_url, project="shop", environment="staging")
+
+    monitor.capture(input="Where is my order?", output="It ships today.", contexts=["Orders ship in 24h."])
+    monitor.capture({"input": [{"role": "user", "content": "Hi"}], "output": "Hello", "tags": ["greeting"]})
+    assert monitor.flush(timeout=10)
+
+    [batch] = ingested(redis_url)
+    first, second = batch
+    assert first["input"] == [{"role": "user", "content": "Where is my order?"}]
+    assert first["contexts"] == [{"text": "Orders ship in 24h."}]
+    assert (first["project"], first["agent"], first["environment"]) == ("shop", "support-bot", "staging")
+    assert len(first["trace_id"]) == 32 and first["trace_id"] != second["trace_id"]
+    assert second["tags"] == ["greeting"]
+    assert [Turn.model_validate(turn).output for turn in batch] == ["It ships today.", "Hello"]
+
+
+def test_every_batch_costs_exactly_one_redis_command(redis_url, make_monitor):
+    """Given a warmed-up connection, when 50 turns ship in batches of 10, Redis sees 5 LPUSHes and nothing else."""
+    monitor = make_monitor(redis_url, batch_size=10)
+    monitor.capture(input="warm-up", output="declares the queue once")
+    assert monitor.flush(timeout=10)
+    client = redis.Redis.from_url(redis_url)
+    client.config_resetstat()
+
+    for i in range(50):
+        monitor.capture(input=f"q{i}", output=f"a{i}")
+    assert monitor.flush(timeout=10)
+
+    calls = {name: stats["calls"] for name, stats in client.info("commandstats").items()}
+    assert {name: n for name, n in calls.items() if name not in ("cmdstat_config", "cmdstat_info")} == {
+        "cmdstat_lpush": 5
+    }
+    assert [len(batch) for batch in ingested(redis_url)] == [1, 10, 10, 10, 10, 10]
+
+
+class _HostileMapping(dict):
+    def __iter__(self):
+        raise RuntimeError("boom")
+
+    def keys(self):
+        raise RuntimeError("boom")
+
+
+_SELF: dict[str, Any] = {"output": "loops"}
+_SELF["again"] = _SELF
+
+
+@pytest.mark.parametrize(
+    ("args", "kwargs", "reason"),
+    [
+        pytest.param(("a string",), {}, DropReason.BAD_ARGUMENT, id="a string instead of a turn"),
+        pytest.param((42,), {}, DropReason.BAD_ARGUMENT, id="a number instead of a turn"),
+        pytest.param(([("input", "q")],), {}, DropReason.BAD_ARGUMENT, id="a list instead of a turn"),
+        pytest.param((_HostileMapping(),), {"output": "x"}, DropReason.BAD_ARGUMENT, id="a mapping that raises"),
+        pytest.param((Turn(trace_id="t", agent="a", input=[{"role": "user", "content": "q"}], output="a"),),
+                     {"output": "b"}, DropReason.BAD_ARGUMENT, id="a Turn plus fields"),
+        pytest.param((), {"output": object()}, DropReason.UNSERIALIZABLE, id="an object as a field"),
+        pytest.param((), {"metadata": {"ids": {1, 2}}}, DropReason.UNSERIALIZABLE, id="a set deep inside"),
+        pytest.param((_SELF,), {}, DropReason.UNSERIALIZABLE, id="a dict that contains itself"),
+        pytest.param((), {"metadata": {(1, 2): "tuple key"}}, DropReason.UNSERIALIZABLE, id="a tuple as a key"),
+    ],
+)
+def test_garbage_is_counted_with_its_reason_and_never_raised(redis_url, make_monitor, args, kwargs, reason):
+    monitor = make_monitor(redis_url)
+
+    monitor.capture(*args, **kwargs)
+    monitor.capture(input="next", output="still fine")
+    assert monitor.flush(timeout=10)
+
+    assert monitor.counters().dropped == {reason: 1}
+    assert [turn["output"] for turn in turns(redis_url)] == ["still fine"]
+
+
+def test_invalid_utf8_bytes_reach_the_worker_and_fail_validation_naming_the_field(redis_url, make_monitor):
+    monitor = make_monitor(redis_url)
+
+    monitor.capture(input="q", output=b"caf\xe9")
+    assert monitor.flush(timeout=10)
+
+    [turn] = turns(redis_url)
+    assert turn["output"] == "caf\udce9"
+    with pytest.raises(ValidationError, match="output: invalid UTF-8"):
+        Turn.model_validate(turn)
+
+
+def test_trace_ids_come_from_the_active_opentelemetry_span(redis_url, make_monitor):
+    monitor = make_monitor(redis_url)
+    tracer = TracerProvider().get_tracer("agent")
+
+    with tracer.start_as_current_span("turn") as span:
+        monitor.capture(input="inside", output="a")
+    monitor.capture(input="outside", output="a")
+    monitor.capture(input="explicit", output="a", trace_id="my-trace")
+    assert monitor.flush(timeout=10)
+
+    inside, outside, explicit = turns(redis_url)
+    context = span.get_span_context()
+    assert (inside["trace_id"], inside["span_id"]) == (format(context.trace_id, "032x"), format(context.span_id, "016x"))
+    assert outside["trace_id"] not in (inside["trace_id"], "") and "span_id" not in outside
+    assert explicit["trace_id"] == "my-trace" and "span_id" not in explicit
+
+
+# -- outages -------------------------------------------------------------------------------------------------
+
+
+def test_an_agent_loop_rides_out_a_redis_outage_and_every_turn_arrives_once_in_order(private_redis, make_monitor):
+    """Given a monitor that has shipped, when Redis stops, the agent captures 1,000 turns, and a new redis-server
+    comes up on the same port, then every capture returned True, the turns waited in the spool, and all of them
+    arrive exactly once and in capture order."""
+    monitor = make_monitor(private_redis.url, batch_size=50, backoff_initial=3600, backoff_max=3600)
+    monitor.capture(input="before", output="the outage", metadata={"seq": "-1"})
+    assert monitor.flush(timeout=10)
+    private_redis.stop()
+
+    accepted = [monitor.capture(input=f"q{i}", output=f"a{i}", metadata={"seq": str(i)}) for i in range(1000)]
+
+    assert all(accepted)
+    assert monitor.flush(timeout=10) is False  # one forced attempt, refused: everything goes to the spool
+    during = monitor.counters()
+    assert (during.broker_down, during.spool_pending, during.dropped_total) == (True, 1000, 0)
+
+    restarted = EmbeddedRedis(port=private_redis.port).start()
+    try:
+        assert monitor.flush(timeout=30)
+        seqs = [turn["metadata"]["seq"] for turn in turns(restarted.url)]
+    finally:
+        restarted.stop()
+    assert seqs == [str(i) for i in range(1000)]  # the list was lost with the old server; only the outage's turns
+    after = monitor.counters()
+    assert (after.captured, after.shipped, after.spooled, after.spool_pending, after.dropped_total) == (
+        1001, 1001, 1000, 0, 0,
+    )
+
+
+def test_the_shipper_drains_the_spool_by_itself_when_the_broker_returns(private_redis, make_monitor):
+    monitor = make_monitor(private_redis.url, batch_size=10, flush_interval=0.05, backoff_initial=0.05, backoff_max=0.2)
+    private_redis.stop()
+    for i in range(25):
+        monitor.capture(input=f"q{i}", output="a", metadata={"seq": str(i)})
+    monitor.flush(timeout=10)
+
+    restarted = EmbeddedRedis(port=private_redis.port).start()
+    try:
+        arrived = threading.Event()
+        for _ in range(600):  # polls the outcome; the shipper's own backoff decides when it comes
+            if monitor.counters().shipped == 25:
+                arrived.set()
+                break
+            arrived.wait(0.05)
+        seqs = [turn["metadata"]["seq"] for turn in turns(restarted.url)]
+    finally:
+        restarted.stop()
+    assert arrived.is_set()
+    assert seqs == [str(i) for i in range(25)]
+
+
+def test_capture_returns_while_the_shipper_is_stuck_in_a_network_call(private_redis, make_monitor):
+    """Given Redis frozen (SIGSTOP: connections hang, they are not refused) and the shipper blocked inside a send,
+    when the agent captures 1,000 turns, then every call returns while that send still has not returned: capture
+    never waits on the network. After Redis thaws, every turn arrives exactly once, in order."""
+    transport = ObservedTransport(CeleryTransport(private_redis.url, socket_timeout=120))
+    monitor = make_monitor(private_redis.url, transport=transport, batch_size=100)
+    os.kill(private_redis.process.pid, signal.SIGSTOP)
+    monitor.capture(input="first", output="a", metadata={"seq": "-1"})
+    monitor.flush(timeout=0)
+    assert transport.entered.wait(timeout=60)
+
+    accepted = [monitor.capture(input=f"q{i}", output="a", metadata={"seq": str(i)}) for i in range(1000)]
+
+    assert not transport.returned.is_set(), "the shipper's send came back before the agent loop ended"
+    assert all(accepted) and monitor.counters().captured == 1001
+    os.kill(private_redis.process.pid, signal.SIGCONT)
+    assert monitor.flush(timeout=60)
+    assert [turn["metadata"]["seq"] for turn in turns(private_redis.url)] == [str(i) for i in range(-1, 1000)]
+
+
+def test_shutdown_returns_by_its_deadline_even_with_the_shipper_stuck(private_redis, make_monitor):
+    transport = ObservedTransport(CeleryTransport(private_redis.url, socket_timeout=120))
+    monitor = make_monitor(private_redis.url, transport=transport)
+    os.kill(private_redis.process.pid, signal.SIGSTOP)
+    monitor.capture(input="q", output="a")
+    monitor.flush(timeout=0)
+    assert transport.entered.wait(timeout=60)
+
+    assert monitor.shutdown(timeout=0.2) is False
+    assert not transport.returned.is_set()  # it gave up waiting; it did not wait the network out
+    os.kill(private_redis.process.pid, signal.SIGCONT)
+
+
+def test_the_spool_stays_within_its_bound_and_counts_overflow_as_spool_full(make_monitor, tmp_path):
+    spool = tmp_path / "small.jsonl"
+    monitor = make_monitor(down_url(), spool_path=spool, spool_max_bytes=2_000, batch_size=10)
+
+    for i in range(100):
+        monitor.capture(input=f"q{i}", output="a" * 50)
+    assert monitor.flush(timeout=10) is False
+
+    counters = monitor.counters()
+    assert 0 < counters.spooled < 100
+    assert counters.spooled + counters.dropped[DropReason.SPOOL_FULL] == 100
+    assert counters.spool_bytes == spool.stat().st_size <= 2_000
+    assert len(spool.read_bytes().splitlines()) == counters.spooled
+
+
+def test_a_full_queue_sheds_new_turns_and_counts_them(make_monitor):
+    """The shipper sleeps (long interval, batches bigger than the queue), so the queue only fills."""
+    monitor = make_monitor(down_url(), max_queue=10, batch_size=1_000)
+
+    accepted = [monitor.capture(input=f"q{i}", output="a") for i in range(15)]
+
+    assert accepted == [True] * 10 + [False] * 5
+    assert monitor.counters().dropped == {DropReason.QUEUE_FULL: 5}
+
+
+def test_turns_spooled_at_shutdown_are_shipped_by_the_next_process(redis_url, make_monitor, tmp_path):
+    spool = tmp_path / "carry-over.jsonl"
+    first = make_monitor(down_url(), spool_path=spool)
+    for i in range(5):
+        first.capture(input=f"q{i}", output="a", metadata={"seq": str(i)})
+    assert first.shutdown(timeout=10) is False
+    assert first.counters().spool_pending == 5
+
+    second = make_monitor(redis_url, spool_path=spool)
+    assert second.flush(timeout=10)
+
+    assert [turn["metadata"]["seq"] for turn in turns(redis_url)] == ["0", "1", "2", "3", "4"]
+    assert spool.stat().st_size == 0
+    assert second.shutdown(timeout=10) and not spool.exists()
+
+
+# -- lifecycle -----------------------------------------------------------------------------------------------
+
+
+def test_shutdown_ships_everything_then_refuses_new_turns(redis_url, make_monitor):
+    monitor = make_monitor(redis_url)
+    for i in range(10):
+        monitor.capture(input=f"q{i}", output="a")
+
+    assert monitor.shutdown(timeout=10)
+    assert monitor.capture(input="late", output="a") is False
+
+    assert len(turns(redis_url)) == 10
+    assert monitor.counters().dropped == {DropReason.CLOSED: 1}
+
+
+def test_a_forked_child_ships_its_own_turns_and_not_the_parents(redis_url, make_monitor):
+    monitor = make_monitor(redis_url)
+    monitor.capture(input="parent, before the fork", output="a")
+
+    pid = os.fork()
+    if pid == 0:  # the child: a fresh queue and shipper
+        ok = monitor.counters().queued == 0 and monitor.capture(input="child", output="a") and monitor.flush(10)
+        os._exit(0 if ok else 1)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+
+    assert monitor.flush(timeout=10)
+    assert sorted(turn["input"][0]["content"] for turn in turns(redis_url)) == ["child", "parent, before the fork"]
+
+
+# -- agent-function helpers ----------------------------------------------------------------------------------
+
+
+def test_a_turn_scope_records_fields_times_and_the_span(redis_url, make_monitor):
+    monitor = make_monitor(redis_url)
+    tracer = TracerProvider().get_tracer("agent")
+
+    with tracer.start_as_current_span("turn") as span, monitor.turn(input="q", session_id="s1") as turn:
+        turn.set(output="a", contexts=["doc one"])
+    assert monitor.flush(timeout=10)
+
+    [wire] = turns(redis_url)
+    parsed = Turn.model_validate(wire)
+    assert (parsed.output, parsed.session_id, parsed.context_texts) == ("a", "s1", ["doc one"])
+    assert parsed.started_at <= parsed.ended_at
+    assert parsed.trace_id == format(span.get_span_context().trace_id, "032x")
+
+
+def test_a_turn_scope_lets_the_agents_exception_through_and_records_its_type(redis_url, make_monitor):
+    monitor = make_monitor(redis_url)
+
+    with pytest.raises(KeyError), monitor.turn(input="q", output="partial"):
+        raise KeyError("missing")
+    assert monitor.flush(timeout=10)
+
+    assert turns(redis_url)[0]["metadata"] == {"error.type": "KeyError"}
+
+
+def test_a_decorated_function_is_one_turn_per_call_sync_and_async(redis_url, make_monitor):
+    monitor = make_monitor(redis_url)
+
+    @monitor.trace(tags=["sync"])
+    def answer(question: str, style: str = "short") -> str:
+        current_turn().set(contexts=[f"doc for {question}"])
+        return f"answer to {question}"
+
+    @monitor.trace(input_arg="prompt", tags=["async"])
+    async def answer_later(user_id: int, prompt: str) -> str:
+        return "later"
+
+    assert answer("q1") == "answer to q1"
+    assert asyncio.run(answer_later(7, prompt="q2")) == "later"
+    assert monitor.flush(timeout=10)
+
+    sync, async_ = (Turn.model_validate(turn) for turn in turns(redis_url))
+    assert (sync.question, sync.output, sync.context_texts, sync.tags) == ("q1", "answer to q1", ["doc for q1"], ["sync"])
+    assert (async_.question, async_.output, async_.tags) == ("q2", "later", ["async"])
+
+
+# -- replay --------------------------------------------------------------------------------------------------
+
+
+def test_replay_captures_a_jsonl_file_in_order_and_reports_bad_lines(redis_url, make_monitor, tmp_path):
+    path = tmp_path / "turns.jsonl"
+    lines = [json.dumps({"input": f"q{i}", "output": "a", "trace_id": f"t{i}"}) for i in range(5)]
+    path.write_text("\n".join([*lines[:2], "{not json", "", *lines[2:], "[1, 2]"]) + "\n")
+    progress: list[ReplayProgress] = []
+    monitor = make_monitor(redis_url, max_queue=4, batch_size=2)
+
+    result = replay(path, monitor, on_progress=progress.append)
+
+    assert (result.lines, result.captured, result.invalid_lines, result.delivered) == (8, 5, [3, 8], True)
+    assert result.counters.dropped_total == 0
+    assert [turn["trace_id"] for turn in turns(redis_url)] == ["t0", "t1", "t2", "t3", "t4"]
+    assert len(progress) == 8 and progress[-1].bytes_read == progress[-1].bytes_total
+
+
+# -- backoff arithmetic --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("attempt", "jitter", "expected"),
+    [
+        pytest.param(1, 0.0, 0.25, id="first retry, no jitter: half the initial delay"),
+        pytest.param(1, 1.0, 0.5, id="first retry, full jitter: the initial delay"),
+        pytest.param(3, 1.0, 2.0, id="doubles per attempt"),
+        pytest.param(50, 1.0, 30.0, id="capped at the maximum"),
+        pytest.param(10_000, 0.5, 22.5, id="huge attempts do not overflow"),
+    ],
+)
+def test_backoff_grows_exponentially_with_equal_jitter_under_a_cap(attempt, jitter, expected):
+    assert compute_backoff(attempt, initial=0.5, maximum=30.0, jitter=lambda: jitter) == expected
