@@ -40,7 +40,7 @@ async def judge_factory(judge_server):
 
     yield make
     for judge in judges:
-        await judge.transport.client.close()
+        await judge.aclose()
 
 
 @pytest.fixture

@@ -142,6 +142,10 @@ class LLMJudge:
             return JudgeReply(output=None, raw=raw, calls=calls,
                               error=f"parse_error: {exc} (after one repair; first reply: {first_error})")
 
+    async def aclose(self) -> None:
+        """Close the HTTP client (before the event loop that used it closes)."""
+        await self.transport.client.close()
+
     async def _complete(
         self, step: str, messages: list[dict[str, str]], schema: dict[str, Any], calls: list[JudgeCall]
     ) -> str:

@@ -1,0 +1,51 @@
+"""The scorers, by name. ``build_scorer(monitor)`` makes the one a monitor names, configured from its params.
+
+``SCORERS`` maps a scorer name to its class or to ``"module:Class"`` (imported on first use, so building one
+scorer never imports the others). A scorer class is called as ``cls(**monitor.params)``, plus
+``reason_mode=monitor.reason`` when its signature takes ``reason_mode``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+
+from schemas import MonitorConfig
+from worker.scorers.base import Scorer
+
+__all__ = ["SCORERS", "build_scorer", "scorer_class"]
+
+SCORERS: dict[str, str | type[Scorer]] = {
+    "answer_relevancy": "worker.scorers.answer_relevancy:AnswerRelevancy",
+    "context_relevance": "worker.scorers.context_relevance:ContextRelevance",
+    "prompt_alignment": "worker.scorers.prompt_alignment:PromptAlignment",
+    "rag_correctness": "worker.scorers.rag_correctness:RagCorrectness",
+    "multi_turn": "worker.scorers.multi_turn:MultiTurn",
+}
+
+
+def scorer_class(name: str) -> type[Scorer]:
+    """The class registered as ``name``, imported if need be."""
+    try:
+        entry = SCORERS[name]
+    except KeyError:
+        raise ValueError(f"unknown scorer {name!r} (known: {', '.join(sorted(SCORERS))})") from None
+    if isinstance(entry, str):
+        module, _, attr = entry.partition(":")
+        entry = SCORERS[name] = getattr(importlib.import_module(module), attr)
+    return entry
+
+
+def build_scorer(monitor: MonitorConfig) -> Scorer:
+    """The scorer ``monitor`` names, its params as config; a ValueError names the monitor and the bad param."""
+    cls = scorer_class(monitor.scorer)
+    params = dict(monitor.params)
+    if "reason_mode" in params:
+        raise ValueError(f"monitor {monitor.name!r}: set the reason mode with the monitor's `reason`, "
+                         "not params.reason_mode")
+    if "reason_mode" in inspect.signature(cls).parameters:
+        params["reason_mode"] = monitor.reason
+    try:
+        return cls(**params)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"monitor {monitor.name!r} ({monitor.scorer}): {exc}") from exc

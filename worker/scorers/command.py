@@ -1,0 +1,78 @@
+"""``vigil score``: run one scorer on one trace file and print the result as JSON."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from pathlib import Path
+
+import click
+from pydantic import ValidationError
+
+from schemas import JudgeConfig, MonitorConfig, ScoreResult, ScoreStatus, Turn
+from worker.judge import Judge, JudgePaused, LLMJudge, build_judge
+from worker.scorers import SCORERS, build_scorer
+from worker.scorers.base import Scorer
+
+__all__ = ["score_command"]
+
+
+def _param(text: str) -> tuple[str, object]:
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise click.BadParameter(f"{text!r}: expected key=value", param_hint="--param")
+    try:
+        return key, json.loads(value)
+    except ValueError:
+        return key, value
+
+
+async def _run(scorer: Scorer, judge: Judge, turn: Turn) -> ScoreResult:
+    try:
+        return await scorer.score(turn, judge)
+    finally:
+        if isinstance(judge, LLMJudge):
+            await judge.aclose()
+
+
+@click.command("score")
+@click.option("--scorer", "scorer_name", required=True, type=click.Choice(sorted(SCORERS)), help="The scorer to run.")
+@click.option("--trace", "trace_path", required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="A JSON file holding one turn.")
+@click.option("--judge-base-url", envvar="VIGIL_JUDGE_BASE_URL",
+              help="An OpenAI-compatible endpoint; without one, the offline baseline judge scores.")
+@click.option("--model", envvar="VIGIL_JUDGE_MODEL", help="The judge model (needed with --judge-base-url).")
+@click.option("--param", "params", multiple=True, metavar="KEY=VALUE",
+              help="A scorer param; VALUE is read as JSON when it parses (10, true, [\"a\"]), else as text.")
+@click.option("--reason", type=click.Choice(["llm", "template", "none"]), default="llm", show_default=True,
+              help="How the reason is written.")
+def score_command(scorer_name: str, trace_path: Path, judge_base_url: str | None, model: str | None,
+                  params: tuple[str, ...], reason: str) -> None:
+    """Score one trace and print the result as JSON (exit 1 when the score failed, 2 when the judge is paused)."""
+    if judge_base_url and not model:
+        raise click.UsageError("--model is required with --judge-base-url")
+    try:
+        turn = Turn.model_validate_json(trace_path.read_bytes())
+    except ValidationError as exc:
+        for error in exc.errors():
+            where = ".".join(str(part) for part in error["loc"]) or "(top level)"
+            click.echo(f"{trace_path}: {where}: {error['msg']}", err=True)
+        sys.exit(1)
+    if judge_base_url:
+        judge_config = JudgeConfig(name="cli", base_url=judge_base_url, model=model)
+    else:
+        judge_config = JudgeConfig(name="baseline", kind="baseline")
+    try:
+        scorer = build_scorer(MonitorConfig(name="cli", scorer=scorer_name, params=dict(map(_param, params)),
+                                            judge=judge_config.name, reason=reason))
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from exc
+    try:
+        result = asyncio.run(_run(scorer, build_judge(judge_config), turn))
+    except JudgePaused as exc:
+        click.echo(str(exc), err=True)
+        sys.exit(2)
+    click.echo(result.model_dump_json(indent=2))
+    if result.status is ScoreStatus.FAILED:
+        sys.exit(1)
