@@ -47,3 +47,6 @@ main.add_command(report)
 from worker.alerts.cli import alerts  # noqa: E402
 
 main.add_command(alerts)
+from worker.scorers.command import score_command  # noqa: E402
+
+main.add_command(score_command)
