@@ -10,6 +10,9 @@ answer's grain and (T7) evaluated. σ holds one score per turn (the T7 score for
 turns``. The result's score is ``wscore(σ, turns) / 5 · scale``; σ, wscore, lscore, mscore and the transcript are in
 ``details`` and the steps.
 
+The offline baseline judge composes by joining the agent's answers, asks about the reference's content words the
+tentative answer lacks (until it scores 4), and revises nothing.
+
 The agent under test is any callable ``(messages) -> str`` (sync or async, OpenAI-style messages) or an
 OpenAI-compatible chat endpoint (``OpenAIAgent``). Its errors make the result *failed* (``agent_error``).
 """
@@ -18,14 +21,15 @@ from __future__ import annotations
 
 import inspect
 import os
-from collections.abc import Awaitable, Callable, Sequence
-from typing import ClassVar
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any, ClassVar
 
 import openai
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from schemas import ContextDoc, ScoreResult, ScoreStatus, StepResult, Turn
 from worker.judge.base import Judge, JudgeRequest
+from worker.judge.baseline import content_words, register
 from worker.retrieval import RetrieverConfig
 from worker.scorers._run import ScoreRun, Unscorable
 from worker.scorers.formulas import lscore, mscore, wscore
@@ -218,3 +222,25 @@ class MultiTurn(BaseModel):
         reason = (f"σ = {sigma} over at most {self.turns} turns: wscore {w:.3g}, lscore {length}, mscore {best} "
                   f"(of {MAX_RESULT}). Final answer: {final}")
         return run.scored(w / MAX_RESULT * self.scale, reason)
+
+
+def _baseline_compose(inputs: Mapping[str, Any]) -> dict[str, Any]:
+    answers = [pair["answer"].strip() for pair in inputs["history"] if pair["answer"].strip()]
+    return {"answer": " ".join(answers), "explanation": "baseline (no LLM): the QA's answers joined"}
+
+
+def _baseline_query(inputs: Mapping[str, Any]) -> dict[str, Any]:
+    missing = sorted(content_words(inputs["reference"]) - content_words(inputs["tentative"]))
+    if inputs["score"] >= 4 or not missing:
+        return {"query": "", "explanation": "baseline (no LLM): no further query needed"}
+    return {"query": f"{inputs['question']} In particular, what about {', '.join(missing[:5])}?",
+            "explanation": "baseline (no LLM): asks about reference words the tentative answer lacks"}
+
+
+def _baseline_revise(inputs: Mapping[str, Any]) -> dict[str, Any]:
+    return {"answer": inputs["tentative"], "explanation": "baseline (no LLM): the tentative answer unchanged"}
+
+
+register("multi_turn.compose", _baseline_compose)
+register("multi_turn.query", _baseline_query)
+register("multi_turn.revise", _baseline_revise)
