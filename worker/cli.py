@@ -50,3 +50,6 @@ main.add_command(alerts)
 from worker.scorers.command import score_command  # noqa: E402
 
 main.add_command(score_command)
+from worker.scorers.probe import probe_command  # noqa: E402
+
+main.add_command(probe_command)
