@@ -45,7 +45,8 @@ def series(*, start: datetime, minutes: int, every_s: int, value: Callable[[rand
 
 
 def seed_everything(client: Client, *, now: datetime) -> None:
-    """Two agents, two monitors, two scorer versions; unscored and failed turns; judge errors and a 401; a funnel."""
+    """Two agents, two monitors, two scorer versions; unscored and failed turns; judge errors and a 401; a funnel;
+    a firing regression alert and a paused judge."""
     rows = []
     for agent_i, agent in enumerate(("support-bot", "assistant")):
         for monitor in ("relevancy", "alignment"):
@@ -56,6 +57,12 @@ def seed_everything(client: Client, *, now: datetime) -> None:
                 rows.append(score_row(at=at, score=score, agent=agent, monitor=monitor, status=status,
                                       version="2" if i < 60 else "1", seq=i,
                                       reason=f"{agent}/{monitor} turn {i}: answer was off-topic"))
+            for i in range(120):  # and one every 30 seconds in the last hour, enough for the alert windows
+                at = now - timedelta(seconds=30 * i + 15)
+                status = "failed" if i % 11 == 0 else "scored"
+                rows.append(score_row(at=at, score=None if status == "failed" else 0.3 + 0.05 * (i % 10),
+                                      agent=agent, monitor=monitor, status=status, version="2", seq=1000 + i,
+                                      reason=f"{agent}/{monitor} recent turn {i}"))
     insert_scores(client, rows)
     traces = [[r[1], r[3], r[4], "prod", r[22], f"question {n}", r[22]] for n, r in enumerate(rows)]
     client.insert("traces", traces, column_names=["trace_id", "project", "agent", "environment", "started_at",
@@ -78,3 +85,13 @@ def seed_everything(client: Client, *, now: datetime) -> None:
         events.append([r[23], project, agent, monitor, status, trace_id])
     client.insert("pipeline_events", events,
                   column_names=["event_time", "project", "agent", "monitor", "stage", "trace_id"])
+    client.insert("alerts", [
+        [_id("alert", 1), "score-regression", "regression", "shop", "support-bot", "relevancy", "", "firing",
+         now - timedelta(minutes=30), now - timedelta(minutes=30), 0.41, 0.62, 120, 2000, 1e-9, 1.4,
+         "relevancy on shop/support-bot: mean 0.41 over the last 60 min vs 0.62 baseline"],
+        [_id("alert", 2), "judge-paused", "judge_paused", "", "", "", "openai-main", "firing",
+         now - timedelta(minutes=2), now - timedelta(minutes=2), 1.0, None, 0, 0, None, None,
+         "judge openai-main is paused (http_401)"],
+    ], column_names=["alert_id", "rule", "kind", "project", "agent", "monitor", "judge", "state", "fired_at",
+                     "updated_at", "recent_mean", "baseline_mean", "recent_n", "baseline_n", "p_value",
+                     "effect_size", "message"])

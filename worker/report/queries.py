@@ -19,7 +19,7 @@ __all__ = [
     "ALERT_QUERIES", "DETECTOR_QUERIES", "PANELS", "PAUSING_STATUSES", "VARIABLES", "Query", "bind", "render",
 ]
 
-PanelKind = Literal["timeseries", "table", "barchart", "bargauge", "alert", "variable"]
+PanelKind = Literal["timeseries", "table", "barchart", "alert", "variable"]
 
 # judge_calls statuses that pause a judge (401/402/403/404, or the judge client's own "paused" mark).
 PAUSING_STATUSES = ("http_401", "http_402", "http_403", "http_404", "paused")
@@ -118,7 +118,7 @@ ORDER BY time, monitor""",
         ("time", "monitor", "scored", "unscored", "failed"),
     ),
     Query(
-        "coverage_funnel", "Coverage funnel: received → sampled → scored / unscored / failed", "bargauge",
+        "coverage_funnel", "Coverage funnel: received → sampled → scored / unscored / failed", "table",
         f"""
 SELECT e.project AS project, e.agent AS agent, e.monitor AS monitor,
        any(r.received) AS received,

@@ -1,0 +1,173 @@
+"""Grafana provisioning generated from ``queries``: the dashboard JSON and the alert rules YAML.
+
+``python -m worker.report.grafana [DEPLOY_DIR]`` rewrites ``deploy/grafana/dashboards/vigil.json`` and
+``deploy/grafana/provisioning/alerting/vigil-alerts.yaml``; a test checks the committed files match, so the panels
+never drift from the SQL the report and the detector run.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from worker.report.queries import ALERT_QUERIES, PANELS, VARIABLES, Query, bind
+
+__all__ = ["ALERT_RULES", "DATASOURCE", "alert_rules", "dashboard", "write_provisioning"]
+
+DATASOURCE = {"type": "grafana-clickhouse-datasource", "uid": "vigil-clickhouse"}
+DASHBOARD_UID = "vigil-quality"
+
+# (panel, x, y, w, h): a 24-column grid, top to bottom in the order an on-call engineer reads it.
+_LAYOUT = [
+    ("score_over_time", 0, 0, 16, 9), ("score_distribution", 16, 0, 8, 9),
+    ("score_quantiles", 0, 9, 12, 8), ("status_over_time", 12, 9, 12, 8),
+    ("coverage_funnel", 0, 17, 14, 8), ("queue_lag", 14, 17, 10, 8),
+    ("judge_calls", 0, 25, 8, 8), ("judge_tokens_cost", 8, 25, 8, 8), ("judge_latency", 16, 25, 8, 8),
+    ("judge_summary", 0, 33, 12, 7), ("judge_errors", 12, 33, 6, 7), ("paused_judges", 18, 33, 6, 7),
+    ("worst_turns", 0, 40, 24, 10),
+    ("monitor_summary", 0, 50, 14, 8), ("recent_alerts", 14, 50, 10, 8),
+]
+
+
+@dataclass(frozen=True)
+class _AlertRule:
+    """One provisioned rule: a query from ``ALERT_QUERIES`` bound to its windows, and a threshold on ``value``."""
+
+    uid: str
+    query: str
+    op: str  # gt | lt
+    limit: float
+    window_minutes: int
+    summary: str
+    baseline_minutes: int = 0
+    min_samples: int = 30
+    pending: str = "5m"  # Grafana's "for"
+    severity: str = "warning"
+
+
+ALERT_RULES = [
+    _AlertRule("vigil-mean-vs-baseline", "mean_vs_baseline", op="gt", limit=0.10, window_minutes=60,
+               baseline_minutes=7 * 24 * 60, summary="{{ $labels.monitor }} on {{ $labels.agent }}: mean score "
+               "{{ humanizePercentage $values.A.Value }} below its 7-day baseline"),
+    _AlertRule("vigil-failure-rate", "failure_rate", op="gt", limit=0.20, window_minutes=15, min_samples=20,
+               summary="{{ $labels.monitor }} on {{ $labels.agent }}: {{ humanizePercentage $values.A.Value }} of "
+               "scores failed in 15 min"),
+    _AlertRule("vigil-coverage-drop", "coverage_drop", op="lt", limit=0.90, window_minutes=60, min_samples=20,
+               summary="{{ $labels.monitor }} on {{ $labels.agent }}: only {{ humanizePercentage $values.A.Value }} "
+               "of sampled turns scored in 1 h"),
+    _AlertRule("vigil-judge-paused", "judge_paused", op="gt", limit=0.5, window_minutes=60, pending="0s",
+               severity="critical", summary="judge {{ $labels.judge }} is paused (refused with 401/402/403/404)"),
+]
+
+
+def _target(query: Query, sql: str) -> dict[str, Any]:
+    timeseries = query.kind == "timeseries"
+    return {"refId": "A", "datasource": DATASOURCE, "editorType": "sql", "rawSql": sql.strip(),
+            "format": 0 if timeseries else 1, "queryType": "timeseries" if timeseries else "table"}
+
+
+def _panel(index: int, query: Query, x: int, y: int, w: int, h: int) -> dict[str, Any]:
+    panel: dict[str, Any] = {
+        "id": index + 1, "type": query.kind, "title": query.title, "description": query.description,
+        "datasource": DATASOURCE, "gridPos": {"x": x, "y": y, "w": w, "h": h},
+        "targets": [_target(query, query.sql)],
+        "fieldConfig": {"defaults": {"unit": query.unit} if query.unit else {}, "overrides": []},
+        "options": {},
+    }
+    if query.name == "score_over_time":
+        panel["fieldConfig"]["defaults"] |= {
+            "min": 0, "max": 1,
+            "displayName": "${__field.labels.agent} / ${__field.labels.monitor} @ v${__field.labels.scorer_version}",
+        }
+    if query.kind == "barchart":  # long (monitor, bin, turns) to one bar series per monitor
+        panel["transformations"] = [{"id": "groupingToMatrix", "options": {
+            "columnField": "monitor", "rowField": "bin", "valueField": "turns"}}]
+        panel["options"] = {"xField": "bin\\monitor", "showValue": "never", "stacking": "none"}
+    if query.name == "coverage_funnel":
+        panel["fieldConfig"]["defaults"]["custom"] = {"cellOptions": {"type": "gauge", "mode": "basic"}}
+    if query.name == "worst_turns":
+        panel["fieldConfig"]["defaults"]["custom"] = {"cellOptions": {"type": "auto"}, "inspect": True}
+    return panel
+
+
+def _variable(query: Query) -> dict[str, Any]:
+    return {"name": query.name, "label": query.name, "type": "query", "datasource": DATASOURCE,
+            "query": query.sql, "definition": query.sql, "refresh": 2, "multi": True, "includeAll": True,
+            "current": {"text": "All", "value": "$__all"}, "sort": 1}
+
+
+def dashboard() -> dict[str, Any]:
+    """The vigil dashboard: every panel's SQL straight from ``PANELS``."""
+    return {
+        "uid": DASHBOARD_UID, "title": "vigil: agent quality", "tags": ["vigil", "llm", "quality"],
+        "timezone": "utc", "schemaVersion": 39, "version": 1, "editable": True, "refresh": "1m",
+        "time": {"from": "now-24h", "to": "now"},
+        "templating": {"list": [_variable(q) for q in VARIABLES.values()]},
+        "annotations": {"list": []},
+        "panels": [_panel(i, PANELS[name], x, y, w, h) for i, (name, x, y, w, h) in enumerate(_LAYOUT)],
+    }
+
+
+def _rule(rule: _AlertRule) -> dict[str, Any]:
+    query = ALERT_QUERIES[rule.query]
+    sql = bind(query.sql, window_minutes=rule.window_minutes, baseline_minutes=rule.baseline_minutes,
+               min_samples=rule.min_samples)
+    span_s = (rule.window_minutes + rule.baseline_minutes + 60) * 60
+    return {
+        "uid": rule.uid, "title": query.title, "condition": "C",
+        "data": [
+            {"refId": "A", "relativeTimeRange": {"from": span_s, "to": 0}, "datasourceUid": DATASOURCE["uid"],
+             "model": _target(query, sql) | {"intervalMs": 60000, "maxDataPoints": 43200}},
+            {"refId": "C", "datasourceUid": "__expr__",
+             "model": {"refId": "C", "type": "threshold", "expression": "A", "datasource": {
+                 "type": "__expr__", "uid": "__expr__"},
+                 "conditions": [{"evaluator": {"type": rule.op, "params": [rule.limit]}}]}},
+        ],
+        "noDataState": "OK", "execErrState": "Error", "for": rule.pending,
+        "annotations": {"summary": rule.summary, "description": query.description,
+                        "dashboardUid": DASHBOARD_UID},
+        "labels": {"service": "vigil", "severity": rule.severity},
+        "isPaused": False,
+    }
+
+
+def alert_rules() -> dict[str, Any]:
+    """Grafana's file-provisioned alert rules (apiVersion 1), one group evaluated every minute."""
+    return {"apiVersion": 1, "groups": [{"orgId": 1, "name": "vigil", "folder": "vigil", "interval": "1m",
+                                         "rules": [_rule(r) for r in ALERT_RULES]}]}
+
+
+class _Dumper(yaml.SafeDumper):
+    """Readable YAML: SQL as literal blocks, no anchors for repeated values."""
+
+    def ignore_aliases(self, data: Any) -> bool:
+        return True
+
+
+_Dumper.add_representer(
+    str, lambda dumper, text: dumper.represent_scalar("tag:yaml.org,2002:str", text, style="|" if "\n" in text else None)
+)
+
+
+def write_provisioning(deploy_dir: str | Path = "deploy") -> list[Path]:
+    """Write the generated dashboard and alert rules under ``deploy_dir/grafana``."""
+    root = Path(deploy_dir) / "grafana"
+    board = root / "dashboards" / "vigil.json"
+    rules = root / "provisioning" / "alerting" / "vigil-alerts.yaml"
+    for path in (board, rules):
+        path.parent.mkdir(parents=True, exist_ok=True)
+    board.write_text(json.dumps(dashboard(), indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    header = "# Generated by `python -m worker.report.grafana` from worker/report/queries.py: edit the SQL there.\n"
+    rules.write_text(header + yaml.dump(alert_rules(), Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=120),
+                     encoding="utf-8")
+    return [board, rules]
+
+
+if __name__ == "__main__":
+    for written in write_provisioning(sys.argv[1] if len(sys.argv) > 1 else "deploy"):
+        print(written)
