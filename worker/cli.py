@@ -53,3 +53,6 @@ main.add_command(score_command)
 from worker.scorers.probe import probe_command  # noqa: E402
 
 main.add_command(probe_command)
+from worker.judge.command import judge  # noqa: E402
+
+main.add_command(judge)

@@ -77,7 +77,8 @@ class Transport:
             timeout=config.timeout_s,
             max_retries=0,
         )
-        if redis is None and os.environ.get("REDIS_URL"):
+        self._owns_redis = redis is None and bool(os.environ.get("REDIS_URL"))
+        if self._owns_redis:
             redis = Redis.from_url(os.environ["REDIS_URL"])
         self.redis = redis
         self.limits = limits or RateLimits.of(config)
@@ -90,6 +91,12 @@ class Transport:
         self.fingerprint = config_fingerprint(config)
         self.expected_completion_tokens = expected_completion_tokens
         self.clock, self.sleep, self.rand = clock, sleep, rand
+
+    async def aclose(self) -> None:
+        """Close the HTTP client, and the Redis client when the transport opened it from ``REDIS_URL``."""
+        await self.client.close()
+        if self._owns_redis and self.redis is not None:
+            await self.redis.aclose()
 
     async def chat(
         self, *, step: str, messages: list[dict[str, str]], response_format: dict[str, Any] | None = None,
@@ -175,20 +182,19 @@ class Transport:
         """One HTTP request, recorded in ``calls``. Returns the completion or what to retry; raises the rest."""
         started = self.clock()
         call = JudgeCall(step=step, model=self.config.model, attempt=attempt)
+        calls.append(call)
         try:
             completion = await self.client.chat.completions.create(**kwargs)
         except openai.APIStatusError as exc:
-            call.status = f"http_{exc.status_code}"
+            call.status, call.latency_ms = f"http_{exc.status_code}", (self.clock() - started) * 1000
             return await self._refused(exc, "response_format" in kwargs, calls)
         except openai.APITimeoutError as exc:
-            call.status = "timeout"
+            call.status, call.latency_ms = "timeout", (self.clock() - started) * 1000
             return _Retry("timeout", str(exc))
         except openai.APIConnectionError as exc:
-            call.status = "connection_error"
+            call.status, call.latency_ms = "connection_error", (self.clock() - started) * 1000
             return _Retry("connection_error", str(exc))
-        finally:
-            call.latency_ms = (self.clock() - started) * 1000
-            calls.append(call)
+        call.latency_ms = (self.clock() - started) * 1000
         if completion.usage:
             call.prompt_tokens = completion.usage.prompt_tokens
             call.completion_tokens = completion.usage.completion_tokens

@@ -1,0 +1,78 @@
+"""The judge reply cache, against the scripted server and a real Redis."""
+
+from __future__ import annotations
+
+import pytest
+from redis.asyncio import Redis
+
+from schemas import JudgeConfig, JudgeUsage
+from tests.judge_server import Reply
+from worker.judge.base import JudgeFailed
+from worker.judge.cache import cache_key
+from worker.judge.transport import Transport
+
+MESSAGES = [{"role": "user", "content": "Is the sky blue?"}]
+FORMAT = {"type": "json_object"}
+
+
+@pytest.fixture
+async def redis(redis_url):
+    client = Redis.from_url(redis_url)
+    yield client
+    await client.aclose()
+
+
+@pytest.fixture
+async def transport(judge_server, redis):
+    judge_server.script = lambda body: Reply('{"verdict": "yes"}', prompt_tokens=50, completion_tokens=7)
+    config = JudgeConfig(name="judge", base_url=judge_server.base_url, model="m", cache_ttl_s=600,
+                         price_per_prompt_token=0.01)
+    made = Transport(config, redis=redis)
+    yield made
+    await made.aclose()
+
+
+async def test_an_identical_request_within_the_ttl_is_a_cached_call_that_never_reaches_the_judge(
+        judge_server, transport):
+    first = await transport.chat(step="s", messages=MESSAGES, response_format=FORMAT, cache_key_extra="ar@1")
+    again = await transport.chat(step="s", messages=MESSAGES, response_format=FORMAT, cache_key_extra="ar@1")
+
+    assert again.text == first.text
+    assert len(judge_server.requests) == 1
+    [hit] = again.calls
+    assert (hit.status, hit.cached, hit.prompt_tokens, hit.cost_usd) == ("cached", True, 0, 0.0)
+    usage = JudgeUsage.of(first.calls + again.calls)
+    assert (usage.calls, usage.cache_hits, usage.prompt_tokens) == (1, 1, 50)
+
+
+@pytest.mark.parametrize("change", [
+    {"cache_key_extra": "ar@2"},
+    {"messages": [{"role": "user", "content": "Is the sea blue?"}]},
+    {"response_format": None},
+], ids=["another scorer version", "another prompt", "another response format"])
+async def test_a_request_that_differs_in_anything_that_shapes_the_reply_misses(judge_server, transport, change):
+    request = {"step": "s", "messages": MESSAGES, "response_format": FORMAT, "cache_key_extra": "ar@1"}
+    await transport.chat(**request)
+
+    result = await transport.chat(**(request | change))
+
+    assert [c.cached for c in result.calls] == [False]
+    assert len(judge_server.requests) == 2
+
+
+async def test_a_stored_reply_expires_after_cache_ttl_s(transport, redis):
+    await transport.chat(step="s", messages=MESSAGES, cache_key_extra="ar@1")
+    key = cache_key(base_url=transport.config.base_url, model="m", temperature=0.0, messages=MESSAGES,
+                    response_format=None, extra="ar@1")
+
+    assert 0 < await redis.ttl(key) <= 600
+
+
+async def test_failed_calls_are_not_cached(judge_server, transport):
+    judge_server.replies.append(Reply.error(400, "bad"))
+    with pytest.raises(JudgeFailed):
+        await transport.chat(step="s", messages=MESSAGES)
+
+    result = await transport.chat(step="s", messages=MESSAGES)
+
+    assert [c.status for c in result.calls] == ["ok"]
