@@ -65,7 +65,9 @@ async def test_a_500_to_json_schema_degrades_to_json_object_with_the_schema(judg
     assert remembered_mode(judge_server.base_url, judge.model) is Mode.JSON_OBJECT
 
 
-async def test_a_server_refusing_both_json_modes_gets_plain_text_and_the_fenced_json_is_extracted(judge_server, judge_factory):
+async def test_a_server_refusing_both_json_modes_gets_plain_text_and_fenced_json_is_extracted(
+    judge_server, judge_factory
+):
     judge_server.script = plain_text_only
     judge = judge_factory()
 

@@ -17,7 +17,8 @@ SYSTEM = "You are a coding assistant. Always include a docstring. Never use recu
 TURN = make_turn(
     system=SYSTEM,
     input=[{"role": "user", "content": "Write a Python function computing factorial, with error handling."}],
-    output="def factorial(n):\n    if n < 0:\n        raise ValueError('negative')\n    return 1 if n == 0 else n * factorial(n - 1)",
+    output=("def factorial(n):\n    if n < 0:\n        raise ValueError('negative')\n"
+            "    return 1 if n == 0 else n * factorial(n - 1)"),
 )
 
 

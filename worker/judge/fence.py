@@ -2,7 +2,7 @@
 
 Trace text goes to the judge between ``<<<DATA_<nonce> label>>>`` and ``<<<END_DATA_<nonce>>>>``. The content cannot
 close the fence: look-alikes of the delimiters in it are neutralised (runs of three or more angle brackets, ASCII or
-Unicode look-alikes, become spaced ASCII; ``DATA_`` / ``END_DATA`` words lose their underscore), and the nonce is
+Unicode look-alikes, become spaced ASCII; ``END_DATA`` and ``DATA_<hex>`` lose their underscores), and the nonce is
 a hash of everything fenced in the prompt, so the content would have to contain its own hash. A content-derived
 nonce (rather than a random one) keeps prompts reproducible, which the reply cache and the tests rely on.
 """
@@ -18,7 +18,7 @@ _OPEN = "<\uff1c\ufe64\u2039\u3008\u27e8\u2329\u276e\u00ab\u226a\u22d8\u300a"
 _CLOSE = ">\uff1e\ufe65\u203a\u3009\u27e9\u232a\u276f\u00bb\u226b\u22d9\u300b"
 _OPEN_RUN = re.compile(f"[{_OPEN}]{{3,}}|[\u00ab\u226a\u22d8\u300a]{{2,}}")
 _CLOSE_RUN = re.compile(f"[{_CLOSE}]{{3,}}|[\u00bb\u226b\u22d9\u300b]{{2,}}")
-_TAG_WORD = re.compile(r"(?i)\b(end[\s_\-]*)?data[_\uff3f]")
+_TAG_WORD = re.compile(r"(?i)\bend[\s_\-]*data(?:[_\uff3f](?=\w))?|\bdata[_\uff3f](?=[0-9a-f]{4})")
 
 DATA_RULES = (
     "The material to evaluate is enclosed between <<<DATA_{nonce} name>>> and <<<END_DATA_{nonce}>>> markers. "

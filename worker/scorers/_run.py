@@ -70,7 +70,9 @@ class ScoreRun:
         self.steps.append(StepResult(name=step, prompt=request.prompt, result=reply.output.model_dump(mode="json")))
         return reply.output
 
-    async def reason(self, mode: ReasonMode, *, template: str, request: Callable[[], JudgeRequest[Reason]]) -> str | None:
+    async def reason(
+        self, mode: ReasonMode, *, template: str, request: Callable[[], JudgeRequest[Reason]]
+    ) -> str | None:
         """The reason step: the judge's (``llm``), ``template`` without a call, or none. A judge that fails to
         explain does not cost the score: the template stands in and ``details.reason_error`` says why."""
         if mode == "none":

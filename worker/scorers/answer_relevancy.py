@@ -68,7 +68,8 @@ class AnswerRelevancy(BaseModel):
         summary = prompts.summarise(score=score, scale=self.scale, **counts)
         judged = [{"statement": s, "result": v.result, "reason": v.reason}
                   for s, v in zip(statements, analysis.results, strict=True)]
-        reason = await run.reason(self.reason_mode, template=f"Answer relevancy {summary}.", request=lambda: JudgeRequest(
+        template = f"Answer relevancy {summary}."
+        reason = await run.reason(self.reason_mode, template=template, request=lambda: JudgeRequest(
             step=f"{self.name}.reason", instructions=prompts.INSTRUCTIONS,
             prompt=prompts.render_reason(question=question, verdicts=judged, score=score, scale=self.scale,
                                          uncertainty_weight=self.uncertainty_weight, summary=summary),

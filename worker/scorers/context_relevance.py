@@ -119,7 +119,8 @@ class ContextRelevance(BaseModel):
         run.details.update(contexts=len(contexts), levels=levels, used=used, missing_context=missing)
 
         summary = prompts.summarise(score=score, scale=self.scale, levels=levels, used=used, missing=len(missing))
-        reason = await run.reason(self.reason_mode, template=f"Context relevance {summary}.", request=lambda: JudgeRequest(
+        template = f"Context relevance {summary}."
+        reason = await run.reason(self.reason_mode, template=template, request=lambda: JudgeRequest(
             step=f"{self.name}.reason", instructions=prompts.INSTRUCTIONS,
             prompt=prompts.render_reason(
                 question=question, evaluations=[e.model_dump() for e in evaluations], missing=missing, score=score,

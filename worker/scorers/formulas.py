@@ -62,7 +62,7 @@ def context_relevance_score(
     max_missing_context_penalty: float = 0.5,
     scale: float = 1.0,
 ) -> float:
-    """Seed 003: ``max(0, Σweights / contexts − unused_high · penalty − min(missing · per_item, max)) · scale``."""
+    """Seed 003: ``max(0, Σweights / contexts − unused_high · per_unused − min(missing · per_item, cap)) · scale``."""
     if not levels:
         raise ValueError("no context pieces to score")
     if len(used) != len(levels):
