@@ -14,9 +14,11 @@ from worker.retrieval import BM25Retriever, RetrieverConfig, load_documents
 def jsonl(tmp_path):
     path = tmp_path / "kb.jsonl"
     rows = [
-        {"id": "union", "title": "UNION", "text": "UNION combines the results of SELECT statements and removes duplicates."},
+        {"id": "union", "title": "UNION",
+         "text": "UNION combines the results of SELECT statements and removes duplicates."},
         {"id": "union-all", "title": "UNION ALL", "text": "UNION ALL combines SELECT results and keeps duplicate rows."},
-        {"id": "deadlock", "title": "Deadlocks", "text": "A deadlock is two transactions each waiting for a lock the other holds."},
+        {"id": "deadlock", "title": "Deadlocks",
+         "text": "A deadlock is two transactions each waiting for a lock the other holds."},
         {"id": "backup", "text": "Run BACKUP DATABASE to take an online backup."},
     ]
     path.write_text("\n".join(json.dumps(r) for r in rows) + "\n", encoding="utf-8")
