@@ -23,11 +23,13 @@ from pathlib import Path
 from typing import Any
 
 from opentelemetry import trace as otel_trace
+from opentelemetry.metrics import MeterProvider
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from producers._backoff import compute_backoff
 from producers._log import get_logger
+from producers._metrics import observe
 from producers._scope import TurnScope, traced
 from producers._spool import Spool
 from producers._transport import CeleryTransport, Transport
@@ -103,6 +105,7 @@ class Monitor:
 
     ``capture`` never blocks and never raises; ``flush(timeout)`` and ``shutdown(timeout)`` wait at most their
     deadline. Shutdown runs at interpreter exit. A forked child gets a fresh queue, spool file and shipper thread.
+    The counters are also OpenTelemetry metrics (``vigil.sdk.*``) through the global MeterProvider.
     """
 
     def __init__(
@@ -111,6 +114,7 @@ class Monitor:
         *,
         transport: Transport | None = None,
         jitter: Callable[[], float] | None = None,
+        meter_provider: MeterProvider | None = None,
         **settings: Any,
     ) -> None:
         if redis_url is not None:
@@ -126,6 +130,7 @@ class Monitor:
         after_fork, shutdown = weakref.WeakMethod(self._after_fork), weakref.WeakMethod(self.shutdown)
         os.register_at_fork(after_in_child=lambda: (method := after_fork()) and method())
         atexit.register(lambda: (method := shutdown()) and method())
+        observe(self, meter_provider)
 
     # -- the agent's thread ---------------------------------------------------------------------------------
 

@@ -14,6 +14,8 @@ from typing import Any
 
 import pytest
 import redis
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import TracerProvider
 from pydantic import ValidationError
 
@@ -445,3 +447,37 @@ def test_replay_captures_a_jsonl_file_in_order_and_reports_bad_lines(redis_url, 
 )
 def test_backoff_grows_exponentially_with_equal_jitter_under_a_cap(attempt, jitter, expected):
     assert compute_backoff(attempt, initial=0.5, maximum=30.0, jitter=lambda: jitter) == expected
+
+
+# -- configuration and metrics -------------------------------------------------------------------------------
+
+
+def test_the_broker_url_comes_from_redis_url_in_the_environment(redis_url, make_monitor, monkeypatch):
+    monkeypatch.setenv("REDIS_URL", redis_url)
+    monkeypatch.setenv("VIGIL_ENVIRONMENT", "canary")
+    monitor = make_monitor(None)
+
+    monitor.capture(input="q", output="a")
+    assert monitor.flush(timeout=10)
+
+    assert monitor.settings.redis_url == redis_url
+    assert turns(redis_url)[0]["environment"] == "canary"
+
+
+def test_the_counters_are_opentelemetry_metrics(make_monitor):
+    reader = InMemoryMetricReader()
+    monitor = make_monitor(down_url(), max_queue=2, batch_size=100, meter_provider=MeterProvider(metric_readers=[reader]))
+
+    for _ in range(3):
+        monitor.capture(input="q", output="a")
+
+    points = {
+        (metric.name, tuple(sorted((k, v) for k, v in point.attributes.items() if not k.startswith("vigil.")))): point.value
+        for resource in reader.get_metrics_data().resource_metrics
+        for scope in resource.scope_metrics
+        for metric in scope.metrics
+        for point in metric.data.data_points
+    }
+    assert points[("vigil.sdk.turns", (("outcome", "captured"),))] == 2
+    assert points[("vigil.sdk.turns.dropped", (("reason", "queue_full"),))] == 1
+    assert points[("vigil.sdk.queue.depth", ())] == 2
