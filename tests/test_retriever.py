@@ -16,7 +16,8 @@ def jsonl(tmp_path):
     rows = [
         {"id": "union", "title": "UNION",
          "text": "UNION combines the results of SELECT statements and removes duplicates."},
-        {"id": "union-all", "title": "UNION ALL", "text": "UNION ALL combines SELECT results and keeps duplicate rows."},
+        {"id": "union-all", "title": "UNION ALL",
+         "text": "UNION ALL combines SELECT results and keeps duplicate rows."},
         {"id": "deadlock", "title": "Deadlocks",
          "text": "A deadlock is two transactions each waiting for a lock the other holds."},
         {"id": "backup", "text": "Run BACKUP DATABASE to take an online backup."},
