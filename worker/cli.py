@@ -41,6 +41,9 @@ from worker.serve import migrate_command, worker_command  # noqa: E402
 
 main.add_command(worker_command)
 main.add_command(migrate_command)
+from worker.demo import demo_command  # noqa: E402
+
+main.add_command(demo_command)
 from worker.report.cli import report  # noqa: E402
 
 main.add_command(report)
@@ -56,3 +59,6 @@ main.add_command(probe_command)
 from worker.judge.command import judge  # noqa: E402
 
 main.add_command(judge)
+from worker.emit import emit_command  # noqa: E402
+
+main.add_command(emit_command)
