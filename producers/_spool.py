@@ -4,7 +4,8 @@ Only the shipper thread touches it, through a raw file descriptor (``O_APPEND``,
 child can drop its copy without writing anything). Turns are read back in the order they were written, from an
 offset kept in a sidecar file (``<path>.offset``) after every drained batch: a restarted process drains what an
 earlier one left and re-sends at most the batch that was in flight. The file is locked (``flock``) by its process;
-a second process finding it locked spools to ``<path>.<pid>`` instead.
+a second process finding it locked spools to ``<path>.<pid>`` instead. The file is created when first needed and
+removed when the shipper stops with it empty.
 """
 
 from __future__ import annotations
@@ -29,8 +30,13 @@ class Spool:
         self._offset = 0
         self._fd: int | None = None
 
-    def open(self) -> None:
-        """Lock the file (or a per-process one) and recover what an earlier process left in it."""
+    def recover(self) -> None:
+        """Take over what an earlier process left at this path; without such a file, nothing is created yet."""
+        if self.path.exists():
+            self._open()
+
+    def _open(self) -> int:
+        """Lock the file (or a per-process one), creating it, and recover what it holds."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o600)
         try:
@@ -42,6 +48,7 @@ class Spool:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         self._fd = fd
         self._recover()
+        return fd
 
     def append(self, turns: list[dict[str, Any]]) -> int:
         """Write the turns that fit under the bound, in order, in one write; return how many were written."""
@@ -113,12 +120,11 @@ class Spool:
         return self.path.with_name(self.path.name + ".offset")
 
     def _require(self) -> int:
-        if self._fd is None:
-            raise OSError(f"spool {self.path} is not open")
-        return self._fd
+        return self._open() if self._fd is None else self._fd
 
     def _recover(self) -> None:
-        fd = self._require()
+        assert self._fd is not None
+        fd = self._fd
         size = os.fstat(fd).st_size
         tail = os.pread(fd, min(size, _CHUNK), max(0, size - _CHUNK))
         if size and not tail.endswith(b"\n"):  # a torn last line from a crash mid-write

@@ -105,7 +105,8 @@ class Monitor:
 
     ``capture`` never blocks and never raises; ``flush(timeout)`` and ``shutdown(timeout)`` wait at most their
     deadline. Shutdown runs at interpreter exit. A forked child gets a fresh queue, spool file and shipper thread.
-    The counters are also OpenTelemetry metrics (``vigil.sdk.*``) through the global MeterProvider.
+    The counters are also OpenTelemetry metrics (``vigil.sdk.*``), through the global MeterProvider unless
+    ``meter_provider`` is given. ``transport`` replaces the Celery transport (tests wrap the real one).
     """
 
     def __init__(
@@ -113,7 +114,6 @@ class Monitor:
         redis_url: str | None = None,
         *,
         transport: Transport | None = None,
-        jitter: Callable[[], float] | None = None,
         meter_provider: MeterProvider | None = None,
         **settings: Any,
     ) -> None:
@@ -122,7 +122,7 @@ class Monitor:
         self.settings = MonitorSettings(**settings)
         s = self.settings
         self._transport = transport or CeleryTransport(s.redis_url, socket_timeout=s.socket_timeout)
-        self._backoff = {"initial": s.backoff_initial, "maximum": s.backoff_max, **({"jitter": jitter} if jitter else {})}
+        self._backoff = {"initial": s.backoff_initial, "maximum": s.backoff_max}
         self._defaults = {"project": s.project, "agent": s.agent, "environment": s.environment}
         self._max_queue, self._batch_size = s.max_queue, s.batch_size
         self._closed = False
@@ -138,7 +138,8 @@ class Monitor:
         """Hand one finished turn to vigil: a mapping or ``schemas.Turn``, and/or keyword fields.
 
         Missing trace_id/span_id come from the active OpenTelemetry span (or a new trace id), missing
-        project/agent/environment from the settings, started_at from now. Returns whether the turn was queued;
+        project/agent/environment from the settings, started_at from now. The turn is converted later on the
+        shipper thread, so a dict passed in must not be mutated afterwards. Returns whether the turn was queued;
         never raises and never waits.
         """
         try:
@@ -273,7 +274,7 @@ class Monitor:
 
     def _run(self) -> None:
         try:
-            self._spool.open()
+            self._spool.recover()
         except OSError as exc:
             _log.error("vigil.spool_unavailable", path=str(self._spool.path), error=repr(exc))
         while True:
