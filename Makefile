@@ -14,8 +14,15 @@ $(BIN)/.installed: pyproject.toml
 demo: $(BIN)/.installed
 	$(BIN)/vigil demo
 
-test: $(BIN)/.installed
+test: $(BIN)/.installed system-deps
 	$(BIN)/pytest -q
+
+# Debian packages the tests drive: headless chromium (the HTML report) and docker-compose v1 (validates
+# deploy/docker-compose.yml without a Docker engine). Installed only when missing.
+.PHONY: system-deps
+system-deps:
+	@command -v chromium >/dev/null && command -v docker-compose >/dev/null || \
+	  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium docker-compose; }
 
 clean:
 	rm -rf $(VENV) .vigil
