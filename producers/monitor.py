@@ -295,8 +295,9 @@ class Monitor:
                 return
 
     def _next_wait(self) -> float:
+        """The flush interval, or less when a retry of spooled turns falls due sooner."""
         interval = self.settings.flush_interval
-        if self._attempt:
+        if self._attempt and self._spool.pending:
             return max(0.0, min(interval, self._retry_at - time.monotonic()))
         return interval
 
@@ -347,6 +348,8 @@ class Monitor:
     def _drain_spool(self) -> bool:
         while self._spool.pending:
             turns, offset, unreadable = self._spool.peek(self._batch_size)
+            if not turns and not unreadable:  # the file lost lines under us (deleted or truncated by hand)
+                unreadable = self._spool.pending
             if unreadable:
                 self._drop_now(DropReason.SPOOL_ERROR, f"{unreadable} unreadable spool lines", unreadable)
             if turns and not self._send(turns):
