@@ -6,12 +6,13 @@ from celery import Celery
 
 from worker.settings import get_settings
 
-__all__ = ["INGEST_QUEUE", "SCORE_QUEUE", "app", "configure"]
+__all__ = ["ALERTS_QUEUE", "INGEST_QUEUE", "SCORE_QUEUE", "app", "configure"]
 
 INGEST_QUEUE = "vigil.ingest"
 SCORE_QUEUE = "vigil.score"
+ALERTS_QUEUE = "vigil.alerts"  # consumed only by writer processes: the alert check needs the store
 
-app = Celery("vigil", include=["worker.tasks"])
+app = Celery("vigil", include=["worker.tasks", "worker.beat"])
 
 
 def configure(broker_url: str | None = None) -> Celery:
@@ -35,7 +36,8 @@ def configure(broker_url: str | None = None) -> Celery:
             "unacked_restore_limit": 1000,
         },
         broker_connection_retry_on_startup=True,
-        task_routes={"vigil.ingest": {"queue": INGEST_QUEUE}, "vigil.score": {"queue": SCORE_QUEUE}},
+        task_routes={"vigil.ingest": {"queue": INGEST_QUEUE}, "vigil.score": {"queue": SCORE_QUEUE},
+                     "vigil.check_alerts": {"queue": ALERTS_QUEUE}},
         task_default_queue=SCORE_QUEUE,
         worker_hijack_root_logger=False,
         worker_redirect_stdouts=False,

@@ -62,3 +62,6 @@ main.add_command(judge)
 from worker.emit import emit_command  # noqa: E402
 
 main.add_command(emit_command)
+from worker.beat import beat_command  # noqa: E402
+
+main.add_command(beat_command)

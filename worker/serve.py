@@ -14,15 +14,20 @@ import click
 import redis
 from celery import signals
 
-from worker.app import INGEST_QUEUE, SCORE_QUEUE, app, configure
+from worker.app import ALERTS_QUEUE, INGEST_QUEUE, SCORE_QUEUE, app, configure
 from worker.logs import configure_logging
 from worker.settings import get_settings
 from worker.sinks.writer import Writer
 from worker.store import connect, default_dsn, migrate
 
-__all__ = ["migrate_command", "worker_command"]
+__all__ = ["current_writer", "migrate_command", "worker_command"]
 
 _writer: Writer | None = None
+
+
+def current_writer() -> Writer | None:
+    """This process's writer, if it runs one (then it also holds the store open)."""
+    return _writer
 
 
 def start_writer(redis_url: str, dsn: str, writer_id: str) -> Writer:
@@ -47,6 +52,7 @@ def worker_command(concurrency: int, writer: bool, writer_id: str | None, queues
     configure_logging(settings.log_level)
     configure()
     if writer:
+        queues = f"{queues},{ALERTS_QUEUE}"
         redis_url = settings.redis_url or app.conf.broker_url
         dsn = settings.clickhouse_dsn or default_dsn(settings.home / "chdb")
         wid = writer_id or socket.gethostname()

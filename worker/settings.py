@@ -28,6 +28,7 @@ class Settings(BaseSettings):
     paused_retry_s: int = Field(default=30, alias="VIGIL_PAUSED_RETRY")
     write_batch_rows: int = Field(default=5000, alias="VIGIL_WRITE_BATCH_ROWS")
     write_batch_age_s: float = Field(default=1.0, alias="VIGIL_WRITE_BATCH_AGE")
+    alerts_interval_s: int = Field(default=60, alias="VIGIL_ALERTS_INTERVAL")
     log_level: str = Field(default="INFO", alias="VIGIL_LOG_LEVEL")
 
 

@@ -40,6 +40,7 @@ class Writer:
         self.batch_age_s = batch_age_s
         self.written: dict[str, int] = defaultdict(int)
         self._contexts: dict[str, InsertContext] = {}
+        self.lock = threading.Lock()  # the store is shared with the alert checker in the same process
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -104,11 +105,12 @@ class Writer:
     def _insert(self, table: str, rows: list[BaseModel]) -> None:
         model = TABLES[table]
         columns = list(model.model_fields)
-        context = self._contexts.get(table)
-        if context is None:
-            context = self._contexts[table] = self.store.create_insert_context(table, column_names=columns)
-        context.data = [[getattr(row, column) for column in columns] for row in rows]
-        self.store.insert(context=context)
+        with self.lock:
+            context = self._contexts.get(table)
+            if context is None:
+                context = self._contexts[table] = self.store.create_insert_context(table, column_names=columns)
+            context.data = [[getattr(row, column) for column in columns] for row in rows]
+            self.store.insert(context=context)
 
     # -- the loop --------------------------------------------------------------------------------------------
     def run_once(self) -> int:

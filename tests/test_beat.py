@@ -1,0 +1,87 @@
+"""The periodic regression check on real parts: `vigil beat` schedules it, the writer process runs it on chDB."""
+
+from __future__ import annotations
+
+import json
+import random
+import subprocess
+import sys
+import threading
+import time
+from datetime import UTC, datetime, timedelta
+from http.server import BaseHTTPRequestHandler, HTTPServer
+
+import pytest
+import redis
+import yaml
+
+from schemas import Score, ScoreStatus, score_id
+from tests.pipeline import WorkerProcess
+from worker.sinks.write_queue import push
+from worker.store import connect
+
+
+class _Hook(BaseHTTPRequestHandler):
+    bodies: list[dict] = []
+
+    def do_POST(self) -> None:  # noqa: N802
+        type(self).bodies.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
+        self.send_response(200)
+        self.end_headers()
+
+    def log_message(self, *args) -> None:
+        pass
+
+
+@pytest.fixture
+def webhook():
+    _Hook.bodies = []
+    server = HTTPServer(("127.0.0.1", 0), _Hook)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/hook", _Hook.bodies
+    server.shutdown()
+
+
+def scores(now: datetime) -> list[Score]:
+    """A week at mean 0.8, then the last hour at mean 0.3: a regression any sound test calls."""
+    rng = random.Random(7)
+    rows = []
+    points = [(now - timedelta(days=7) + timedelta(minutes=20 * i), 0.8) for i in range(7 * 72 - 6)]
+    points += [(now - timedelta(minutes=58) + timedelta(minutes=i), 0.3) for i in range(50)]
+    for i, (at, mean) in enumerate(points):
+        trace = f"{i:032x}"
+        rows.append(Score(score_id=score_id(trace, None, "relevancy", "1"), trace_id=trace, project="shop",
+                          agent="support-bot", environment="prod", monitor="relevancy", scorer="answer_relevancy",
+                          scorer_version="1", status=ScoreStatus.SCORED,
+                          score=min(max(rng.gauss(mean, 0.1), 0.0), 1.0), reason="seeded", trace_time=at))
+    return rows
+
+
+def test_beat_schedules_the_regression_check_and_the_writer_fires_the_alert_to_the_webhook(
+        redis_url, tmp_path, webhook):
+    url, bodies = webhook
+    config = tmp_path / "vigil.yaml"
+    config.write_text(yaml.safe_dump({
+        "judges": [{"name": "offline", "kind": "baseline"}],
+        "monitors": [{"name": "relevancy", "scorer": "answer_relevancy", "judge": "offline"}],
+        "alerts": [{"name": "relevancy-drop", "kind": "regression", "monitor": "relevancy", "window_minutes": 60,
+                    "min_samples": 20, "webhook_url": url}],
+    }))
+    push(redis.Redis.from_url(redis_url), [("scores", scores(datetime.now(UTC)))])
+    worker = WorkerProcess(redis_url, tmp_path / "vigil", config, VIGIL_ALERTS_INTERVAL="1").start()
+    beat = subprocess.Popen([sys.executable, "-m", "worker", "beat"], env=worker.env, cwd=tmp_path,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 90
+        while not bodies:
+            assert time.monotonic() < deadline, worker.output()[-3000:]
+            time.sleep(0.2)
+    finally:
+        beat.terminate()
+        beat.wait(30)
+        assert worker.stop() == 0
+
+    assert "FIRING regression `relevancy-drop`" in bodies[0]["text"]
+    rows = connect(worker.dsn).query("SELECT rule, monitor, state FROM alerts FINAL").result_rows
+    assert rows == [("relevancy-drop", "relevancy", "firing")]
+    assert len(bodies) == 1, "renotify interval: a firing alert is not re-sent on every beat"

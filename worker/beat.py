@@ -1,0 +1,64 @@
+"""The periodic regression check: ``vigil beat`` schedules it, the writer process runs it.
+
+The check reads and writes ClickHouse, so it runs where the store is open: the task goes to the ``vigil.alerts``
+queue, which only ``vigil worker --writer`` consumes (on chDB that is the one process allowed to open the
+directory). Run exactly one ``vigil beat`` per deployment.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+
+import click
+import structlog
+
+from worker.app import ALERTS_QUEUE, app, configure
+from worker.logs import configure_logging
+from worker.settings import get_settings, monitor_config
+
+__all__ = ["beat_command", "check_alerts_task"]
+
+log = structlog.get_logger("vigil.beat")
+
+
+@app.task(name="vigil.check_alerts", ignore_result=True)
+def check_alerts_task() -> int:
+    from worker.alerts import check_alerts
+    from worker.runtime import runtime
+    from worker.serve import current_writer
+
+    writer = current_writer()
+    if writer is None:
+        log.warning("alert check received by a process without a writer; skipped")
+        return 0
+    rt = runtime()
+    with writer.lock:
+        events = check_alerts(writer.store, monitor_config(), now=datetime.now(UTC),
+                              paused_judges=lambda: _paused(rt.redis))
+    return len(events)
+
+
+def _paused(client) -> dict[str, str]:
+    """Paused judges by name, read synchronously from the hash ``worker.judge.pause`` keeps."""
+    from worker.judge.pause import PAUSED_KEY, Pause
+
+    return {(name.decode() if isinstance(name, bytes) else name): Pause(**json.loads(raw)).reason
+            for name, raw in client.hgetall(PAUSED_KEY).items()}
+
+
+def schedule() -> dict:
+    interval = get_settings().alerts_interval_s
+    return {"vigil-check-alerts": {"task": "vigil.check_alerts", "schedule": float(interval),
+                                   "options": {"queue": ALERTS_QUEUE, "expires": float(interval)}}}
+
+
+@click.command("beat")
+def beat_command() -> None:
+    """Start Celery beat: schedules the regression check every VIGIL_ALERTS_INTERVAL seconds (run one)."""
+    settings = get_settings()
+    configure_logging(settings.log_level)
+    configure()
+    app.conf.beat_schedule = schedule()
+    settings.home.mkdir(parents=True, exist_ok=True)
+    app.start(argv=["beat", "--loglevel=INFO", f"--schedule={settings.home / 'celerybeat-schedule'}"])
