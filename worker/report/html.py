@@ -27,6 +27,7 @@ table { border-collapse: collapse; width: 100%; font-size: 13px; }
 th, td { text-align: left; padding: 4px 8px; border-bottom: 1px solid #f3f4f6; vertical-align: top; }
 th { color: #6b7280; font-weight: 600; } td.num { text-align: right; font-variant-numeric: tabular-nums; }
 td.reason { max-width: 520px; } code { font-size: 12px; color: #374151; }
+td.agent, td.monitor, td.when, td.judge { white-space: nowrap; }
 .bad { color: #b91c1c; font-weight: 600; } .firing { color: #b91c1c; font-weight: 600; } .resolved { color: #15803d; }
 svg.chart { display: block; } svg .grid { stroke: #e5e7eb; } svg .axis { stroke: #9ca3af; }
 svg .series { fill: none; stroke-width: 2; } svg text { font-size: 11px; fill: #4b5563; }
@@ -64,7 +65,7 @@ def _table(headers: list[str], rows: list[list[str]], numeric: set[str] = frozen
 def _scores_section(report: Report) -> str:
     lines = [Line(s.label, [(p.time, p.value) for p in s.points]) for s in report.score_over_time]
     chart = line_chart("score-over-time", lines, start=report.start, end=report.end, y_max=1.0,
-                       y_label="mean score (0..1)")
+                       y_label="mean score (0..1)", gap_s=3 * report.interval_s)
     return f"<section><h2>Scores over time</h2>{chart}</section>"
 
 
@@ -100,7 +101,8 @@ def _lag_section(report: Report) -> str:
         if p.p95_s is not None:
             by_monitor[p.monitor].append((p.time, p.p95_s))
     lines = [Line(f"{m} p95", pts) for m, pts in sorted(by_monitor.items())]
-    chart = line_chart("queue-lag", lines, start=report.start, end=report.end, y_label="seconds", height=220)
+    chart = line_chart("queue-lag", lines, start=report.start, end=report.end, y_label="seconds",
+                       gap_s=3 * report.interval_s, height=220)
     return f"<section><h2>Queue lag (scored_at − trace_time)</h2>{chart}</section>"
 
 

@@ -31,8 +31,9 @@ def _fmt_time(t: datetime, span_s: float) -> str:
 
 
 def line_chart(name: str, lines: Sequence[Line], *, start: datetime, end: datetime, y_max: float | None = None,
-               y_label: str = "", width: int = 920, height: int = 300) -> str:
-    """Lines over time on a shared axis; ``y_max`` None scales to the data. Legend under the plot."""
+               y_label: str = "", gap_s: float | None = None, width: int = 920, height: int = 300) -> str:
+    """Lines over time on a shared axis; ``y_max`` None scales to the data. Legend under the plot.
+    Points further apart than ``gap_s`` are not joined: a gap in the data shows as a gap."""
     left, right, top, bottom = 56, 16, 12, 34
     plot_w, plot_h = width - left - right, height - top - bottom
     span = max((end - start).total_seconds(), 1.0)
@@ -62,7 +63,9 @@ def line_chart(name: str, lines: Sequence[Line], *, start: datetime, end: dateti
         color = PALETTE[index % len(PALETTE)]
         points = sorted(line.points)
         if points:
-            d = " ".join(f"{'M' if i == 0 else 'L'}{x(t):.1f},{y(v):.1f}" for i, (t, v) in enumerate(points))
+            d = " ".join(
+                f"{'M' if i == 0 or (gap_s and (t - points[i - 1][0]).total_seconds() > gap_s) else 'L'}"
+                f"{x(t):.1f},{y(v):.1f}" for i, (t, v) in enumerate(points))
             out.append(f'<path class="series" data-series="{escape(line.label)}" d="{d}" stroke="{color}"/>')
             if len(points) <= 60:
                 out.extend(f'<circle class="dot" cx="{x(t):.1f}" cy="{y(v):.1f}" r="2.5" fill="{color}"/>'

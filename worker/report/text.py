@@ -27,18 +27,21 @@ def _monitor_table(report: Report, monitor: str) -> Table:
     scorers = ", ".join(sorted({f"{m.scorer} v{m.scorer_versions}" for m in summaries})) or "no scores yet"
     table = Table(title=f"monitor [bold]{monitor}[/] ({scorers})", title_justify="left", expand=False)
     keys = sorted({(m.project, m.agent) for m in summaries} | set(funnel))
-    many_projects = len({project for project, _ in keys}) > 1
-    for header in ("agent", "sampled", "scored", "unscored", "failed", "coverage", "mean", "p50"):
-        table.add_column(header, justify="left" if header == "agent" else "right")
+    agents = [agent for _, agent in keys]
+    for header in ("agent", "sampled", "scored", "unscored", "failed", "coverage", "mean"):
+        table.add_column(header, justify="left" if header == "agent" else "right",
+                         overflow="fold" if header == "agent" else "ellipsis")
     by_key = {(m.project, m.agent): m for m in summaries}
     for key in keys:
         m, f = by_key.get(key), funnel.get(key)
+        if m is None and (f is None or not f.sampled):
+            continue  # the monitor's filters leave this agent out
         table.add_row(
-            f"{key[0]}/{key[1]}" if many_projects else key[1],
+            f"{key[0]}/{key[1]}" if agents.count(key[1]) > 1 else key[1],  # project only when it disambiguates
             str(f.sampled) if f else "—",
             str(m.scored if m else 0), str(m.unscored if m else 0), str(m.failed if m else 0),
             _pct(f.coverage) if f else "—",
-            _num(m.mean_score if m else None), _num(m.p50_score if m else None),
+            _num(m.mean_score if m else None),
         )
     return table
 
@@ -58,7 +61,8 @@ def _worst_table(report: Report, monitor: str) -> Table | None:
 def _judges_table(report: Report) -> Table:
     table = Table(title="judges", title_justify="left")
     for header in ("judge", "models", "calls", "errors", "cache hits", "tokens", "cost $", "p50 ms", "p95 ms"):
-        table.add_column(header, justify="left" if header in ("judge", "models") else "right")
+        table.add_column(header, justify="left" if header in ("judge", "models") else "right",
+                         overflow="fold" if header in ("judge", "models") else "ellipsis")
     paused = {p.judge for p in report.paused_judges}
     for j in report.judges:
         name = f"{j.judge} [red](paused)[/]" if j.judge in paused else j.judge
@@ -72,11 +76,10 @@ def _alerts_table(report: Report) -> Table | None:
     if not report.alerts:
         return None
     table = Table(title="alerts", title_justify="left")
-    for header in ("updated", "state", "rule", "subject", "message"):
-        table.add_column(header, overflow="fold")
+    for header in ("updated", "state", "rule", "message"):  # the message names the monitor or judge
+        table.add_column(header, overflow="fold", ratio=4 if header == "message" else None)
     for a in report.alerts:
-        subject = a.judge or "/".join(p for p in (a.project, a.agent, a.monitor) if p)
-        table.add_row(f"{a.updated_at:%Y-%m-%d %H:%M}", a.state, a.rule, subject, Text(a.message))
+        table.add_row(f"{a.updated_at:%m-%d %H:%M}", a.state, a.rule, Text(a.message))
     return table
 
 
