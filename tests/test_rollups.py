@@ -32,8 +32,8 @@ def _raw(store, bucket: str) -> list[tuple]:
 def _rolled(store, table: str) -> list[tuple]:
     return store.query(f"""
         SELECT bucket AS b, {KEY}, countMerge(rows), countIfMerge(scored), countIfMerge(unscored),
-               countIfMerge(failed), if(isNaN(avgIfMerge(mean)), NULL, round(avgIfMerge(mean), 9)), sumMerge(judge_calls), sumMerge(prompt_tokens),
-               sumMerge(completion_tokens), round(sumMerge(cost_usd), 9)
+               countIfMerge(failed), if(isNaN(avgIfMerge(mean)), NULL, round(avgIfMerge(mean), 9)),
+               sumMerge(judge_calls), sumMerge(prompt_tokens), sumMerge(completion_tokens), round(sumMerge(cost_usd), 9)
         FROM {table} GROUP BY b, {KEY} ORDER BY b, {KEY}""").result_rows
 
 

@@ -149,9 +149,11 @@ class _Dumper(yaml.SafeDumper):
         return True
 
 
-_Dumper.add_representer(
-    str, lambda dumper, text: dumper.represent_scalar("tag:yaml.org,2002:str", text, style="|" if "\n" in text else None)
-)
+def _str(dumper: yaml.SafeDumper, text: str) -> yaml.ScalarNode:
+    return dumper.represent_scalar("tag:yaml.org,2002:str", text, style="|" if "\n" in text else None)
+
+
+_Dumper.add_representer(str, _str)
 
 
 def write_provisioning(deploy_dir: str | Path = "deploy") -> list[Path]:
