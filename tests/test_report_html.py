@@ -66,7 +66,7 @@ def test_the_page_renders_in_headless_chromium_to_a_screenshot_with_something_dr
 
 
 def test_the_charts_are_laid_out_with_their_lines_and_bars_in_the_rendered_dom(page, tmp_path):
-    dom = _chromium(tmp_path, "--dump-dom", "--virtual-time-budget=5000", page.as_uri()).stdout
+    dom = _chromium(tmp_path, "--dump-dom", page.as_uri()).stdout
 
     charts = dict(re.findall(r'<svg class="chart" data-chart="([^"]+)"[^>]*data-drawn-width="(\d+)"', dom))
     assert {"score-over-time", "funnel-alignment", "funnel-relevancy", "distribution-alignment",
