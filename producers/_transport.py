@@ -1,7 +1,8 @@
 """How a batch leaves the process: one Celery task message, ``vigil.ingest(batch)`` on queue ``vigil.ingest``.
 
 Celery's message protocol 2 with the JSON serializer, published to the anonymous exchange so the Redis transport
-does exactly one ``LPUSH`` per batch (the first publish of a process also declares the queue). Celery is imported
+does one round trip per batch: a MULTI/EXEC holding the ``LPUSH`` and its journal entry (``schemas.broker``; the
+first publish of a process also declares the queue). Celery is imported
 on the shipper thread at the first send, never on the agent's.
 """
 
@@ -73,8 +74,11 @@ class CeleryTransport:
         if self._app is None or self._producer is None or self._pid != os.getpid():
             from celery import Celery
 
+            from schemas.broker import TRANSPORT
+
             app = Celery("vigil-producer", broker=self.redis_url, set_as_current=False)
             app.conf.update(
+                broker_transport=TRANSPORT,  # journaled: a delivery lost to a killed worker is delivered again
                 task_serializer="json",
                 accept_content=["json"],
                 broker_connection_retry=False,

@@ -121,8 +121,9 @@ def test_captured_turns_arrive_as_one_celery_task_message_per_batch(redis_url, m
     assert [Turn.model_validate(turn).output for turn in batch] == ["It ships today.", "Hello"]
 
 
-def test_every_batch_costs_exactly_one_redis_command(redis_url, make_monitor):
-    """Given a warmed-up connection, when 50 turns ship in batches of 10, Redis sees 5 LPUSHes and nothing else."""
+def test_every_batch_costs_exactly_one_redis_transaction(redis_url, make_monitor):
+    """Given a warmed-up connection, when 50 turns ship in batches of 10, Redis sees 5 transactions, each one
+    LPUSH with its journal entry (``schemas.broker``) sent as one pipelined MULTI/EXEC, and nothing else."""
     monitor = make_monitor(redis_url, batch_size=10)
     monitor.capture(input="warm-up", output="declares the queue once")
     assert monitor.flush(timeout=10)
@@ -135,7 +136,7 @@ def test_every_batch_costs_exactly_one_redis_command(redis_url, make_monitor):
 
     calls = {name: stats["calls"] for name, stats in client.info("commandstats").items()}
     assert {name: n for name, n in calls.items() if name not in ("cmdstat_config", "cmdstat_info")} == {
-        "cmdstat_lpush": 5
+        "cmdstat_multi": 5, "cmdstat_lpush": 5, "cmdstat_hset": 5, "cmdstat_zadd": 5, "cmdstat_exec": 5,
     }
     assert [len(batch) for batch in ingested(redis_url)] == [1, 10, 10, 10, 10, 10]
 

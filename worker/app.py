@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from celery import Celery
 
+from schemas.broker import TRANSPORT
 from worker.settings import get_settings
 
 __all__ = ["ALERTS_QUEUE", "INGEST_QUEUE", "SCORE_QUEUE", "app", "configure"]
@@ -19,6 +20,7 @@ def configure(broker_url: str | None = None) -> Celery:
     settings = get_settings()
     app.conf.update(
         broker_url=broker_url or settings.redis_url or "redis://127.0.0.1:6379/0",
+        broker_transport=TRANSPORT,  # Redis with a journal: kill -9 between pop and unacked loses nothing
         task_serializer="json",
         accept_content=["json"],
         result_serializer="json",

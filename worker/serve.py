@@ -7,6 +7,7 @@ embedded chDB store exactly one process may do so; with a ClickHouse server any 
 
 from __future__ import annotations
 
+import logging
 import os
 import socket
 
@@ -51,6 +52,9 @@ def worker_command(concurrency: int, writer: bool, writer_id: str | None, queues
     settings = get_settings()
     configure_logging(settings.log_level)
     configure()
+    # Celery's own "received"/"succeeded" line per task costs more CPU than scoring does; vigil logs its outcomes.
+    logging.getLogger("celery.app.trace").setLevel(logging.WARNING)
+    logging.getLogger("celery.worker.strategy").setLevel(logging.WARNING)
     if writer:
         queues = f"{queues},{ALERTS_QUEUE}"
         redis_url = settings.redis_url or app.conf.broker_url
@@ -68,7 +72,7 @@ def worker_command(concurrency: int, writer: bool, writer_id: str | None, queues
                 _writer.stop()
 
     argv = ["worker", "--pool=threads", f"--concurrency={concurrency}", f"--queues={queues}",
-            "--without-gossip", "--without-mingle", "--loglevel=INFO",
+            "--without-gossip", "--without-mingle", f"--loglevel={settings.log_level}",
             f"--hostname={name or f'vigil-{os.getpid()}@%h'}"]
     app.worker_main(argv)
 

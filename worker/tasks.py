@@ -1,4 +1,4 @@
-"""The pipeline's tasks: ingest (validate, store, sample, fan out) and score (one monitor on one turn).
+"""The pipeline's tasks: ingest (validate, store, sample, fan out) and score (the sampled monitors on one turn).
 
 Neither task ever raises out of its body: a message that cannot be processed is dead-lettered with its reason
 (a ``dead_letters`` row, a log line, a counter) and the worker goes on. Rows go to the write queue, never straight
@@ -7,6 +7,7 @@ to ClickHouse.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import time
@@ -19,6 +20,7 @@ from pydantic import BaseModel, ValidationError
 
 from schemas import ScoreResult, ScoreStatus, Turn
 from schemas.rows import DeadLetter, JudgeCallRow, PipelineEvent, trace_row
+from worker import aio
 from worker.app import INGEST_QUEUE, SCORE_QUEUE, app
 from worker.filters import matches
 from worker.judge.base import JudgePaused
@@ -64,10 +66,10 @@ def _check_turn(raw: Any) -> Turn | DeadLetter:
 
 @app.task(name="vigil.ingest", bind=True)
 def ingest(self, batch: Any) -> dict[str, int]:
-    """Validate each turn, store its row, and fan out one score task per monitor that samples it."""
+    """Validate each turn, store its row, and fan out one score task per turn naming the monitors that sample it."""
     rt = runtime()
     rows: dict[str, list[BaseModel]] = {"traces": [], "pipeline_events": [], "dead_letters": []}
-    fan_out: list[tuple[dict[str, Any], str]] = []
+    fan_out: list[tuple[dict[str, Any], list[str]]] = []
     if not isinstance(batch, list):
         batch = [batch]
     for raw in batch:
@@ -79,6 +81,7 @@ def ingest(self, batch: Any) -> dict[str, int]:
         rows["traces"].append(trace_row(turn))
         rows["pipeline_events"].append(_event(turn, "", "received"))
         rt.telemetry.stage(monitor="", stage="received")
+        wanted = []
         for monitor in rt.config.monitors:
             if not matches(turn, monitor.filters):
                 stage = "filtered"
@@ -86,14 +89,16 @@ def ingest(self, batch: Any) -> dict[str, int]:
                 stage = "skipped"
             else:
                 stage = "sampled"
-                fan_out.append((turn.model_dump(mode="json"), monitor.name))
+                wanted.append(monitor.name)
             rows["pipeline_events"].append(_event(turn, monitor.name, stage))
             rt.telemetry.stage(monitor=monitor.name, stage=stage)
+        if wanted:
+            fan_out.append((turn.model_dump(mode="json"), wanted))
     push(rt.redis, rows.items())
     enqueued_at = time.time()
     with app.producer_or_acquire() as producer:
-        for turn_json, monitor_name in fan_out:
-            score.apply_async((turn_json, monitor_name, enqueued_at), queue=SCORE_QUEUE, producer=producer)
+        for turn_json, monitor_names in fan_out:
+            score.apply_async((turn_json, monitor_names, enqueued_at), queue=SCORE_QUEUE, producer=producer)
     return {"turns": len(batch), "dead": len(rows["dead_letters"]), "fanned_out": len(fan_out)}
 
 
@@ -103,49 +108,66 @@ def _event(turn: Turn, monitor: str, stage: str) -> PipelineEvent:
 
 
 @app.task(name="vigil.score", bind=True, max_retries=None)
-def score(self, turn_json: Any, monitor_name: Any, enqueued_at: float | None = None) -> str:
-    """Run one monitor's scorer on one turn; the score, its judge calls and its stage go to the write queue."""
+def score(self, turn_json: Any, monitors: Any, enqueued_at: float | None = None) -> dict[str, str]:
+    """Run the monitors that sampled this turn, concurrently on the process's judge loop. Scores, judge calls and
+    stages go to the write queue in one push; monitors whose judge is paused are retried later, alone."""
     rt = runtime()
-    monitor = next((m for m in rt.config.monitors if m.name == monitor_name), None)
-    if monitor is None:
-        known = [m.name for m in rt.config.monitors]
-        dead = dead_letter(SCORE_QUEUE, {"turn": turn_json, "monitor": monitor_name},
-                           f"monitor: unknown monitor {monitor_name!r} (configured: {known})", "unknown_monitor")
-        push(rt.redis, [("dead_letters", [dead])])
-        return "dead"
+    names = [monitors] if isinstance(monitors, str) else monitors if isinstance(monitors, list) else [monitors]
+    configured = {m.name: m for m in rt.config.monitors}
+    rows: dict[str, list[BaseModel]] = {"scores": [], "judge_calls": [], "pipeline_events": [], "dead_letters": []}
+    for name in names:
+        if not isinstance(name, str) or name not in configured:
+            rows["dead_letters"].append(dead_letter(
+                SCORE_QUEUE, {"turn": turn_json, "monitor": name},
+                f"monitor: unknown monitor {name!r} (configured: {sorted(configured)})", "unknown_monitor"))
     checked = _check_turn(turn_json)
     if isinstance(checked, DeadLetter):
         push(rt.redis, [("dead_letters", [checked])])
-        return "dead"
+        return {}
     turn = checked
-    structlog.contextvars.bind_contextvars(trace_id=turn.trace_id, monitor=monitor.name, scorer=monitor.scorer)
-    try:
-        start_ns = time.time_ns()
-        scorer = rt.scorer(monitor)
-        try:
-            from worker import aio
-
-            result = aio.run(scorer.score(turn, rt.judge(monitor.judge)))
-        except JudgePaused as exc:
-            log.warning("judge paused; the score waits", judge=exc.judge, reason=exc.reason)
-            raise self.retry(countdown=get_settings().paused_retry_s, exc=exc) from None
-        except Exception as exc:  # a scorer bug or bad config must not crash the worker or lose the turn
-            log.exception("scorer raised")
-            result = ScoreResult(run_id=str(uuid.uuid4()), scorer=monitor.scorer,
-                                 scorer_version=getattr(scorer, "version", "unknown"), status=ScoreStatus.FAILED,
-                                 error_type=type(exc).__name__, reason=str(exc)[:2000])
-        end_ns = time.time_ns()
+    wanted = [configured[n] for n in names if isinstance(n, str) and n in configured]
+    outcomes = aio.run(_score_all(rt, turn, wanted))
+    statuses, paused = {}, []
+    for monitor, result, start_ns, end_ns in outcomes:
+        if result is None:
+            paused.append(monitor.name)
+            continue
         row = score_row(turn, monitor, result)
-        calls = [JudgeCallRow.of(call, index, score=row) for index, call in enumerate(result.calls)]
-        push(rt.redis, [("scores", [row]), ("judge_calls", calls),
-                        ("pipeline_events", [_event(turn, monitor.name, str(row.status))])])
-        lag = (start_ns / 1e9 - enqueued_at) if enqueued_at else None
-        rt.telemetry.emit_score(row, start_ns=start_ns, end_ns=end_ns,
-                                calls_latency_ms=[c.latency_ms for c in result.calls if not c.cached], lag_s=lag)
-        log.info("scored", status=str(row.status), score=row.score)
-        return str(row.status)
-    finally:
-        structlog.contextvars.unbind_contextvars("trace_id", "monitor", "scorer")
+        rows["scores"].append(row)
+        rows["judge_calls"].extend(JudgeCallRow.of(call, index, score=row) for index, call in enumerate(result.calls))
+        rows["pipeline_events"].append(_event(turn, monitor.name, str(row.status)))
+        rt.telemetry.emit_score(row, start_ns=start_ns, end_ns=end_ns, lag_s=(start_ns / 1e9 - enqueued_at)
+                                if enqueued_at else None,
+                                calls_latency_ms=[c.latency_ms for c in result.calls if not c.cached])
+        statuses[monitor.name] = str(row.status)
+    push(rt.redis, rows.items())
+    if paused:
+        raise self.retry(args=(turn_json, paused, enqueued_at), countdown=get_settings().paused_retry_s)
+    return statuses
+
+
+async def _score_all(rt, turn: Turn, monitors: list) -> list[tuple[Any, ScoreResult | None, int, int]]:
+    return await asyncio.gather(*(_score_one(rt, turn, monitor) for monitor in monitors))
+
+
+async def _score_one(rt, turn: Turn, monitor) -> tuple[Any, ScoreResult | None, int, int]:
+    """One monitor on one turn: a result (scored, unscored or failed), or None when its judge is paused."""
+    structlog.contextvars.bind_contextvars(trace_id=turn.trace_id, monitor=monitor.name, scorer=monitor.scorer)
+    start_ns = time.time_ns()
+    scorer = None
+    try:
+        scorer = rt.scorer(monitor)
+        result = await scorer.score(turn, rt.judge(monitor.judge))
+    except JudgePaused as exc:
+        log.warning("judge paused; the score waits", judge=exc.judge, reason=exc.reason)
+        return monitor, None, start_ns, time.time_ns()
+    except Exception as exc:  # a scorer bug or bad config must not crash the worker or lose the turn
+        log.exception("scorer raised")
+        result = ScoreResult(run_id=str(uuid.uuid4()), scorer=monitor.scorer,
+                             scorer_version=getattr(scorer, "version", "unknown"), status=ScoreStatus.FAILED,
+                             error_type=type(exc).__name__, reason=str(exc)[:2000])
+    log.debug("scored", status=str(result.status), score=result.score)
+    return monitor, result, start_ns, time.time_ns()
 
 
 @signals.task_unknown.connect

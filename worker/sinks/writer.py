@@ -38,6 +38,7 @@ class Writer:
         self.inflight = inflight_key(writer_id)
         self.batch_rows = batch_rows
         self.batch_age_s = batch_age_s
+        self.burst = 200
         self.written: dict[str, int] = defaultdict(int)
         self._contexts: dict[str, InsertContext] = {}
         self.lock = threading.Lock()  # the store is shared with the alert checker in the same process
@@ -55,8 +56,14 @@ class Writer:
                 break
             entry = self.redis.blmove(WRITE_QUEUE, self.inflight, timeout=min(remaining, 0.5), src="LEFT",
                                       dest="RIGHT")
-            if entry is not None:
-                rows += sum(self._row_counts([entry]))
+            if entry is None:
+                continue
+            rows += sum(self._row_counts([entry]))
+            # Whatever else is waiting comes along in one round trip (LMOVE is atomic per entry).
+            pipe = self.redis.pipeline(transaction=False)
+            for _ in range(self.burst):
+                pipe.lmove(WRITE_QUEUE, self.inflight, "LEFT", "RIGHT")
+            rows += sum(self._row_counts([e for e in pipe.execute() if e is not None]))
         return rows
 
     @staticmethod

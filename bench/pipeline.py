@@ -1,0 +1,252 @@
+"""The pipeline's own cost and speed, with a judge that takes no time.
+
+Three measurements, all in one run so the ratios compare like with like on a noisy machine:
+
+1. **CPU per score, per scorer** (in process): each demo monitor's scorer over the demo turns with the offline
+   baseline judge, whose CPU inside ``Judge.ask`` is measured and subtracted, so what remains is vigil's own work
+   (prompt rendering, fencing, parsing, formulas, the result model). Goal: <= 1 ms per score.
+2. **Throughput, end to end**: SDK hook -> Redis -> a real ``vigil worker`` process (thread pool, baseline judge)
+   -> the batching writer -> chDB; scores per second until every sampled pair is written, and the worker's CPU
+   per score (``/proc``). The baseline in the same run: Celery round trips of an empty ingest batch through the same
+   worker (the queue machinery alone), so ``ratio`` says what scoring costs on top of Celery itself.
+3. **Freshness** at half of the measured capacity: turns captured at a steady pace; ``inserted_at - trace_time``
+   per score (capture -> row readable in ClickHouse), p50 / p95.
+
+    .venv/bin/python bench/pipeline.py [--copies 4] [--seconds 20] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import redis
+import yaml
+from rich.console import Console
+from rich.table import Table
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from producers import Monitor  # noqa: E402
+from schemas import VigilConfig  # noqa: E402
+from worker.backlog import drained  # noqa: E402
+from worker.demo import demo_config, demo_turns  # noqa: E402
+from worker.embedded_redis import EmbeddedRedis  # noqa: E402
+from worker.judge import build_judge  # noqa: E402
+from worker.scorers import build_scorer  # noqa: E402
+from worker.store import connect  # noqa: E402
+
+
+class TimedJudge:
+    """Wraps a judge and adds up the CPU seconds spent inside ``ask`` (the judge's time, to exclude)."""
+
+    def __init__(self, judge: Any) -> None:
+        self.judge, self.name, self.model = judge, judge.name, judge.model
+        self.cpu = 0.0
+
+    async def ask(self, request):
+        started = time.process_time()
+        try:
+            return await self.judge.ask(request)
+        finally:
+            self.cpu += time.process_time() - started
+
+
+def cpu_per_score(config: VigilConfig, turns: list[dict]) -> list[dict[str, Any]]:
+    from schemas import Turn
+
+    parsed = [Turn.model_validate(t) for t in turns]
+    rows = []
+    for monitor in config.monitors:
+        scorer = build_scorer(monitor)
+        judge = TimedJudge(build_judge(config.judge(monitor.judge)))
+
+        async def run_all(scorer=scorer, judge=judge) -> int:
+            done = 0
+            for turn in parsed:
+                await scorer.score(turn, judge)
+                done += 1
+            return done
+
+        asyncio.run(run_all())  # warm caches (retriever index, regexes) before timing
+        judge.cpu = 0.0
+        started = time.process_time()
+        count = asyncio.run(run_all())
+        total = time.process_time() - started
+        rows.append({"scorer": monitor.scorer, "scores": count, "cpu_ms_per_score": (total - judge.cpu) / count * 1e3,
+                     "judge_cpu_ms_per_score": judge.cpu / count * 1e3})
+    return rows
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+class Worker:
+    def __init__(self, redis_url: str, home: Path, config: Path) -> None:
+        self.home = home
+        self.env = {**os.environ, "REDIS_URL": redis_url, "VIGIL_HOME": str(home), "VIGIL_CONFIG": str(config),
+                    "VIGIL_WRITE_BATCH_AGE": "0.2", "CLICKHOUSE_DSN": f"chdb://{home / 'chdb'}",
+                    "VIGIL_LOG_LEVEL": "WARNING"}
+        home.mkdir(parents=True, exist_ok=True)
+        with open(home / "worker.log", "wb") as log:
+            self.process = subprocess.Popen([sys.executable, "-m", "worker", "worker", "--writer-id", "bench"],
+                                            env=self.env, stdout=log, stderr=subprocess.STDOUT)
+        self.dsn = self.env["CLICKHOUSE_DSN"]
+
+    def wait_ready(self, client: redis.Redis) -> None:
+        send_empty_batches(self.env["REDIS_URL"], 1)
+        wait_drained(client)
+
+    def stop(self) -> None:
+        self.process.send_signal(signal.SIGTERM)
+        self.process.wait(120)
+
+
+def wait_drained(client: redis.Redis, timeout: float = 900) -> None:
+    deadline, settled = time.monotonic() + timeout, 0
+    while settled < 2:
+        if time.monotonic() > deadline:
+            raise RuntimeError("pipeline did not drain")
+        settled = settled + 1 if drained(client) else 0
+        time.sleep(0.02)
+
+
+def send_empty_batches(redis_url: str, count: int) -> None:
+    from worker.app import INGEST_QUEUE, app, configure
+
+    configure(redis_url)
+    with app.producer_or_acquire() as producer:
+        for _ in range(count):
+            app.send_task("vigil.ingest", args=[[]], queue=INGEST_QUEUE, producer=producer)
+
+
+def fresh_copies(turns: list[dict], copies: int) -> list[dict]:
+    out = []
+    for _ in range(copies):
+        for turn in turns:
+            out.append({**turn, "trace_id": uuid.uuid4().hex, "span_id": uuid.uuid4().hex[:16]})
+    return out
+
+
+def throughput(redis_url: str, home: Path, config: Path, turns: list[dict]) -> dict[str, Any]:
+    client = redis.Redis.from_url(redis_url)
+    worker = Worker(redis_url, home, config)
+    try:
+        worker.wait_ready(client)
+        # Baseline: Celery round trips of empty ingest batches through the same worker.
+        empties = 2000
+        started = time.perf_counter()
+        send_empty_batches(redis_url, empties)
+        wait_drained(client)
+        celery_rate = empties / (time.perf_counter() - started)
+
+        cpu_before = cpu_seconds(worker.process.pid)
+        monitor = Monitor(redis_url=redis_url, max_queue=len(turns) + 1, spool_path=home / "spool.jsonl")
+        started = time.perf_counter()
+        for turn in turns:
+            monitor.capture(**turn)
+        monitor.flush(120)
+        wait_drained(client)
+        elapsed = time.perf_counter() - started
+        cpu = cpu_seconds(worker.process.pid) - cpu_before
+        monitor.shutdown(10)
+    finally:
+        worker.stop()
+    scores = connect(worker.dsn).query("SELECT count() FROM scores FINAL").result_rows[0][0]
+    return {"turns": len(turns), "scores": scores, "seconds": elapsed, "scores_per_s": scores / elapsed,
+            "worker_cpu_ms_per_score": cpu / scores * 1e3, "celery_noop_tasks_per_s": celery_rate}
+
+
+def freshness(redis_url: str, home: Path, config: Path, turns: list[dict], rate: float) -> dict[str, Any]:
+    client = redis.Redis.from_url(redis_url)
+    worker = Worker(redis_url, home, config)
+    try:
+        worker.wait_ready(client)
+        monitor = Monitor(redis_url=redis_url, max_queue=len(turns) + 1, spool_path=home / "spool.jsonl",
+                          flush_interval=0.05)
+        started = time.perf_counter()
+        for i, turn in enumerate(turns):
+            behind = started + i / rate - time.perf_counter()
+            if behind > 0:
+                time.sleep(behind)
+            monitor.capture(**{k: v for k, v in turn.items() if k not in ("started_at", "ended_at")})
+        monitor.flush(120)
+        wait_drained(client)
+        monitor.shutdown(10)
+    finally:
+        worker.stop()
+    (p50, p95, n), = connect(worker.dsn).query(
+        "SELECT quantileExact(0.5)(lag), quantileExact(0.95)(lag), count() FROM "
+        "(SELECT dateDiff('millisecond', trace_time, inserted_at) / 1000 AS lag FROM scores FINAL)").result_rows
+    return {"rate_turns_per_s": rate, "scores": n, "freshness_p50_s": p50, "freshness_p95_s": p95}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--copies", type=int, default=4, help="copies of the 264 demo turns for the throughput run")
+    parser.add_argument("--seconds", type=float, default=20.0, help="length of the freshness run")
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    console = Console(stderr=args.json)
+
+    work = Path(tempfile.mkdtemp(prefix="vigil-bench-"))
+    config_path, _ = demo_config(work)
+    config = VigilConfig.model_validate(yaml.safe_load(config_path.read_text()))
+    turns = demo_turns()
+
+    console.print("1/3 CPU per score, in process ...")
+    scorers = cpu_per_score(config, turns)
+    with EmbeddedRedis() as server:
+        console.print("2/3 throughput, end to end ...")
+        flow = throughput(server.url, work / "throughput", config_path, fresh_copies(turns, args.copies))
+        rate = flow["scores_per_s"] / 2 * flow["turns"] / flow["scores"]  # half capacity, in turns per second
+        console.print(f"3/3 freshness at {rate:.0f} turns/s ...")
+        count = max(1, int(rate * args.seconds))
+        fresh = freshness(server.url, work / "freshness", config_path,
+                          fresh_copies(turns, count // len(turns) + 1)[:count], rate)
+
+    result = {"machine": f"{platform.machine()} {os.cpu_count()} cores, Python {platform.python_version()}",
+              "scorers": scorers, "throughput": flow, "freshness": fresh}
+    if args.json:
+        print(json.dumps(result))
+        return
+    table = Table(title="CPU per score (judge time excluded, offline baseline judge's CPU subtracted)")
+    for column in ("scorer", "scores", "vigil CPU ms/score", "judge CPU ms/score (excluded)", "goal <= 1 ms"):
+        table.add_column(column)
+    for row in scorers:
+        table.add_row(row["scorer"], str(row["scores"]), f"{row['cpu_ms_per_score']:.3f}",
+                      f"{row['judge_cpu_ms_per_score']:.3f}", "met" if row["cpu_ms_per_score"] <= 1 else "MISSED")
+    console.print(table)
+    table = Table(title="End to end: SDK -> Redis -> vigil worker -> chDB (baseline judge)")
+    for column in ("turns", "scores", "seconds", "scores/s", "worker CPU ms/score", "Celery no-op tasks/s",
+                   "scores/s ÷ no-op tasks/s"):
+        table.add_column(column)
+    table.add_row(str(flow["turns"]), str(flow["scores"]), f"{flow['seconds']:.1f}", f"{flow['scores_per_s']:.0f}",
+                  f"{flow['worker_cpu_ms_per_score']:.2f}", f"{flow['celery_noop_tasks_per_s']:.0f}",
+                  f"{flow['scores_per_s'] / flow['celery_noop_tasks_per_s']:.2f}")
+    console.print(table)
+    table = Table(title="Freshness at half capacity: capture -> row readable in ClickHouse")
+    for column in ("turns/s", "scores", "p50 s", "p95 s"):
+        table.add_column(column)
+    table.add_row(f"{fresh['rate_turns_per_s']:.0f}", str(fresh["scores"]), f"{fresh['freshness_p50_s']:.2f}",
+                  f"{fresh['freshness_p95_s']:.2f}")
+    console.print(table)
+    console.print(f"[dim]{result['machine']}; `.venv/bin/python bench/pipeline.py --copies {args.copies} "
+                  f"--seconds {args.seconds:g}`[/]")
+
+
+if __name__ == "__main__":
+    main()
