@@ -69,7 +69,8 @@ async def test_no_window_holds_more_than_the_limit_even_when_calls_arrive_up_to_
 
 async def test_tokens_are_estimated_before_the_call_and_reconciled_after(redis):
     clock = Clock()
-    limiter = backend(redis, clock, rpm=None, tpm=6000, guard_s=0.0, token_burst_fraction=0.1)  # holds 600, refills 90/s
+    # holds 600 tokens, refills 90 a second
+    limiter = backend(redis, clock, rpm=None, tpm=6000, guard_s=0.0, token_burst_fraction=0.1)
 
     assert (await limiter.acquire("m", 1000)).granted  # a request bigger than the bucket goes into debt
     waiting = await limiter.acquire("m", 100)
@@ -85,17 +86,40 @@ async def test_a_429_lowers_every_workers_rate_once_per_window_and_it_recovers_g
     worker_a = backend(redis, clock, rpm=60, guard_s=0.0, burst=1, recovery_per_window=0.1)
     worker_b = backend(redis, clock, rpm=60, guard_s=0.0, burst=1, recovery_per_window=0.1)
 
-    assert await worker_a.penalize() == pytest.approx(0.8)
-    assert await worker_b.penalize() == pytest.approx(0.8)  # the same storm: no second cut within the window
+    assert await worker_a.penalize() == (pytest.approx(0.8), True)
+    assert await worker_b.penalize() == (pytest.approx(0.8), False)  # the same storm: no second cut this window
     refused = await worker_b.acquire("m", 0)  # the 429 also emptied the request bucket
     clock.now += 30
     half_recovered = await worker_b.factor()
     clock.now += 30
-    second_cut = await worker_a.penalize()
+    second_cut, _ = await worker_a.penalize()
 
-    assert not refused.granted and refused.wait_s == pytest.approx(1 / 0.8)
+    assert not refused.granted and refused.wait_s == pytest.approx(1.0 + 1 / 0.8)  # held 1 s, then one token
     assert half_recovered == pytest.approx(0.85)
     assert second_cut == pytest.approx(0.9 * 0.8)
+
+
+async def test_a_429_holds_every_worker_for_retry_after_when_the_server_sent_one(redis):
+    clock = Clock()
+    limiter = backend(redis, clock, rpm=60, guard_s=0.0, burst=1)
+
+    await limiter.penalize(retry_after=5.0)
+    decision = await limiter.acquire("m", 0)
+
+    assert decision.wait_s == pytest.approx(5.0 + 1 / 0.8)
+
+
+async def test_without_retry_after_the_hold_doubles_while_the_first_call_after_it_is_refused_again(redis):
+    clock = Clock()
+    limiter = backend(redis, clock, rpm=60, guard_s=0.0, burst=1, refusal_hold_s=1.0)
+    holds = []
+    for _ in range(4):
+        await limiter.penalize()
+        decision = await limiter.acquire("m", 0)
+        holds.append(decision.wait_s - 1 / decision.factor)  # the hold, then one token
+        clock.now += decision.wait_s + 0.5  # the probe goes out after the hold, and is refused
+
+    assert holds == [pytest.approx(h) for h in (1.0, 2.0, 4.0, 8.0)]
 
 
 async def test_a_busy_monitor_that_always_asks_first_still_gets_only_every_other_token(redis):

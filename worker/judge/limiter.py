@@ -13,8 +13,10 @@ even when a call reaches the server up to ``guard`` seconds later than it was gr
 At 600 rpm with the defaults that is 593 granted per minute, steadily, instead of 600 in a burst.
 
 **Adaptive.** A 429 multiplies the judge's rate by ``decrease`` (once per ``cooldown_s``: the server needs a window
-to forget) and empties the request bucket; the factor then recovers linearly by ``recovery_per_window`` per window.
-The factor lives in the same Redis hash, so every worker slows down together.
+to forget); the factor then recovers linearly by ``recovery_per_window`` per window. A 429 also holds the whole
+judge: for the server's Retry-After when it sent one, else for ``refusal_hold_s``, doubled each time the first
+call after a hold is refused again (a window that is still full), up to a quarter window. Factor and hold live in
+the same Redis hash, so every worker slows down together.
 
 **Fair.** Each monitor has a virtual time in Redis (start-time fair queueing): a grant advances the monitor's time
 by one, a monitor that comes back from idle starts at the judge's current virtual time (no banked credit), and
@@ -59,6 +61,7 @@ class RateLimits:
     min_factor: float = 0.25
     cooldown_s: float | None = None  # None: one window
     recovery_per_window: float = 0.05
+    refusal_hold_s: float = 1.0
     hold_s: float = 1.0  # how long a denied monitor still counts as waiting after its told wait
 
     @classmethod
@@ -106,17 +109,17 @@ end
 local req_rate, req_cap = tonumber(ARGV[2]), tonumber(ARGV[3])
 local tok_rate, tok_cap = tonumber(ARGV[4]), tonumber(ARGV[5])
 local recover, ttl = tonumber(ARGV[6]), tonumber(ARGV[7])
-local s = redis.call('HMGET', KEYS[1], 'req', 'tok', 'at', 'factor', 'cut_at')
+local s = redis.call('HMGET', KEYS[1], 'req', 'tok', 'at', 'factor', 'cut_at', 'held_until', 'streak')
 local at = tonumber(s[3]) or now
 local dt = math.max(0, now - at)
 local factor = math.min(1, (tonumber(s[4]) or 1) + recover * dt)
 local req = math.min(req_cap, (tonumber(s[1]) or req_cap) + dt * req_rate * factor)
 local tok = math.min(tok_cap, (tonumber(s[2]) or tok_cap) + dt * tok_rate * factor)
-local cut_at = tonumber(s[5]) or 0
+local cut_at, held_until, streak = tonumber(s[5]) or 0, tonumber(s[6]) or 0, tonumber(s[7]) or 0
 local function num(x) return string.format('%.17g', x) end
 local function save()
   redis.call('HSET', KEYS[1], 'req', num(req), 'tok', num(tok), 'at', num(math.max(at, now)),
-             'factor', num(factor), 'cut_at', num(cut_at))
+             'factor', num(factor), 'cut_at', num(cut_at), 'held_until', num(held_until), 'streak', streak)
   redis.call('EXPIRE', KEYS[1], ttl)
 end
 """
@@ -163,16 +166,29 @@ save()
 return {0, num(wait), num(factor)}
 """
 
-# KEYS: state. ARGV[8..10]: decrease, min_factor, cooldown_s.
+# KEYS: state. ARGV[8..12]: decrease, min_factor, cooldown_s, refusal_hold_s, retry_after ('' when none).
 _PENALIZE = _REFILL + """
 local decrease, min_factor, cooldown = tonumber(ARGV[8]), tonumber(ARGV[9]), tonumber(ARGV[10])
+local base_hold, retry_after = tonumber(ARGV[11]), tonumber(ARGV[12])
+local cut = 0
 if now - cut_at >= cooldown then
   factor = math.max(min_factor, factor * decrease)
   cut_at = now
+  cut = 1
 end
-req = math.min(req, 0)
+local hold = 0
+if retry_after then
+  hold = retry_after
+elseif now >= held_until then  -- refused after the last hold ended: the window is still full
+  if now - held_until > cooldown then streak = 0 end
+  hold = math.min(cooldown / 4, base_hold * 2 ^ streak)
+  streak = streak + 1
+end
+held_until = math.max(held_until, now + hold)
+req = math.min(req, -(held_until - now) * req_rate * factor)
+tok = math.min(tok, -(held_until - now) * tok_rate * factor)
 save()
-return num(factor)
+return {num(factor), cut}
 """
 
 # KEYS: state. ARGV: the Lua refill arguments. Only reads.
@@ -198,7 +214,7 @@ class RateBackend(Protocol):
 
     async def reconcile(self, delta_tokens: int) -> None: ...
 
-    async def penalize(self) -> float: ...
+    async def penalize(self, retry_after: float | None = None) -> tuple[float, bool]: ...
 
 
 class RedisRateBackend:
@@ -235,13 +251,15 @@ class RedisRateBackend:
         if delta_tokens and self.limits.tpm is not None:
             await self._redis.hincrbyfloat(self.keys[0], "tok", -delta_tokens)
 
-    async def penalize(self) -> float:
-        """The judge answered 429: slow every worker down. Returns the new factor."""
+    async def penalize(self, retry_after: float | None = None) -> tuple[float, bool]:
+        """The judge answered 429: hold every worker and slow them down. Returns the factor, and whether this 429
+        cut it (one per cooldown does; the rest of a storm only extends the hold)."""
         lim = self.limits
         cooldown = lim.window_s if lim.cooldown_s is None else lim.cooldown_s
-        factor = await self._penalize(keys=self.keys[:1],
-                                      args=[*self._refill_args(), lim.decrease, lim.min_factor, cooldown])
-        return float(factor)
+        args = [*self._refill_args(), lim.decrease, lim.min_factor, cooldown, lim.refusal_hold_s,
+                "" if retry_after is None else repr(retry_after)]
+        factor, cut = await self._penalize(keys=self.keys[:1], args=args)
+        return float(factor), bool(int(cut))
 
     async def factor(self) -> float:
         """The judge's current rate factor (1: full rate)."""
@@ -341,7 +359,8 @@ class Limiter:
                     waiter = self._live_head(monitor)
                     if waiter is None:
                         continue
-                    decision = (await self.backend.acquire(monitor, waiter.tokens, more=len(self._queues[monitor]) > 1)
+                    more = len(self._queues[monitor]) > 1
+                    decision = (await self.backend.acquire(monitor, waiter.tokens, more=more)
                                 if self.backend else Decision(True))
                     if not decision.granted:
                         waits.append(decision.wait_s)

@@ -167,8 +167,9 @@ class Transport:
                 text = outcome.choices[0].message.content or "" if outcome.choices else ""
                 return ChatResult(text=text, calls=calls, limiter_wait_s=waited)
             if outcome.status == "http_429" and self.backend is not None:
-                factor = await self.backend.penalize()
-                log.warning("judge_rate_lowered", judge=self.config.name, factor=round(factor, 3))
+                factor, cut = await self.backend.penalize(outcome.retry_after)
+                if cut:
+                    log.warning("judge_rate_lowered", judge=self.config.name, factor=round(factor, 3))
             delay = retry_delay(attempt, outcome.retry_after, rand=self.rand)
             if self.clock() - started + delay > self.config.max_retry_age_s:
                 raise JudgeFailed(outcome.status, outcome.message, calls)
