@@ -125,12 +125,13 @@ def wait_drained(client: redis.Redis, timeout: float = 900) -> None:
 
 
 def send_empty_batches(redis_url: str, count: int) -> None:
-    from worker.app import INGEST_QUEUE, app, configure
+    from schemas.broker import INGEST_QUEUE, INGEST_TASK
+    from worker.app import app, configure
 
     configure(redis_url)
     with app.producer_or_acquire() as producer:
         for _ in range(count):
-            app.send_task("vigil.ingest", args=[[]], queue=INGEST_QUEUE, producer=producer)
+            app.send_task(INGEST_TASK, args=[[]], queue=INGEST_QUEUE, producer=producer)
 
 
 def fresh_copies(turns: list[dict], copies: int) -> list[dict]:

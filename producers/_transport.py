@@ -11,14 +11,14 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any, Protocol
 
+from schemas.broker import INGEST_QUEUE, INGEST_TASK
+
 if TYPE_CHECKING:
     from celery import Celery
     from kombu import Producer
 
 __all__ = ["INGEST_QUEUE", "INGEST_TASK", "CeleryTransport", "Transport"]
 
-INGEST_TASK = "vigil.ingest"
-INGEST_QUEUE = "vigil.ingest"
 
 
 class Transport(Protocol):

@@ -18,8 +18,10 @@ from kombu.transport import redis as kombu_redis
 from kombu.transport import virtual
 from kombu.utils.json import dumps, loads
 
-__all__ = ["JOURNAL", "JOURNAL_INDEX", "TRANSPORT", "Channel", "QoS", "Transport"]
+__all__ = ["INGEST_QUEUE", "INGEST_TASK", "JOURNAL", "JOURNAL_INDEX", "TRANSPORT", "Channel", "QoS", "Transport"]
 
+INGEST_TASK = "vigil.ingest"  # args: [batch], a list of turn dicts (schemas.Turn, validated by the worker)
+INGEST_QUEUE = "vigil.ingest"
 TRANSPORT = "schemas.broker:Transport"
 JOURNAL = "vigil.journal"  # delivery tag -> [message as pushed, list key]
 JOURNAL_INDEX = "vigil.journal.index"  # delivery tag -> when last known to be safe (published, restored, seen)

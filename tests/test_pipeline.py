@@ -10,7 +10,8 @@ import pytest
 import redis
 
 from tests.pipeline import WorkerProcess, wait_drained
-from worker.app import INGEST_QUEUE, SCORE_QUEUE, app, configure
+from schemas.broker import INGEST_QUEUE, INGEST_TASK
+from worker.app import SCORE_QUEUE, app, configure
 from worker.sampling import sampled
 from worker.store import connect
 
@@ -39,7 +40,7 @@ def expected_pairs(turns: list[dict]) -> set[tuple[str, str]]:
 
 def send(redis_url: str, batch: list) -> None:
     configure(redis_url)
-    app.send_task("vigil.ingest", args=[batch], queue=INGEST_QUEUE)
+    app.send_task(INGEST_TASK, args=[batch], queue=INGEST_QUEUE)
 
 
 @pytest.fixture

