@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, HTTPServer
+
 import pytest
 import redis
 
 from worker.embedded_redis import EmbeddedRedis
+from worker.store import connect, migrate
 
 pytest_plugins = ["tests.judge_server"]
 
@@ -29,3 +34,38 @@ def redis_url(redis_server) -> str:
 def chdb_dsn(tmp_path) -> str:
     """A fresh chDB directory. Only one process may open it at a time."""
     return f"chdb://{tmp_path / 'chdb'}"
+
+
+@pytest.fixture
+def store(chdb_dsn):
+    """A migrated chDB store opened in this process (so no worker process may open the same directory)."""
+    client = connect(chdb_dsn)
+    migrate(client)
+    yield client
+    client.close()
+
+
+class _Receiver(BaseHTTPRequestHandler):
+    bodies: list[dict] = []
+
+    def do_POST(self) -> None:  # noqa: N802 (http.server's naming)
+        length = int(self.headers["Content-Length"])
+        type(self).bodies.append(json.loads(self.rfile.read(length)))
+        self.send_response(200)
+        self.end_headers()
+        self.wfile.write(b"ok")
+
+    def log_message(self, *args) -> None:
+        pass
+
+
+@pytest.fixture
+def webhook_receiver():
+    """A local HTTP server standing in for Slack; yields (url, received JSON bodies)."""
+    _Receiver.bodies = []
+    server = HTTPServer(("127.0.0.1", 0), _Receiver)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/hooks/vigil", _Receiver.bodies
+    server.shutdown()
+    server.server_close()

@@ -3,10 +3,7 @@ the webhook, the OpenTelemetry event, and the plain thresholds."""
 
 from __future__ import annotations
 
-import json
-import threading
 from datetime import UTC, datetime, timedelta
-from http.server import BaseHTTPRequestHandler, HTTPServer
 
 import pytest
 from opentelemetry.sdk.trace import TracerProvider
@@ -18,18 +15,9 @@ from tests.quality_seed import insert_scores, series
 from worker.alerts import AlertEvent, WebhookNotifier, check_alerts
 from worker.alerts.decide import decide, regression_verdict
 from worker.alerts.model import AlertState, Subject, WindowStats
-from worker.store import connect, migrate
 
 NOW = datetime(2026, 3, 2, 12, 0, tzinfo=UTC)
 WEEK = 7 * 24 * 60
-
-
-@pytest.fixture
-def store(chdb_dsn):
-    client = connect(chdb_dsn)
-    migrate(client)
-    yield client
-    client.close()
 
 
 class Recorder:
@@ -152,32 +140,6 @@ def test_too_little_data_keeps_a_firing_alert_firing():
 
     assert verdict.breach is None
     assert decide(rule, verdict, firing, NOW + timedelta(days=1)) is None
-
-
-class _Receiver(BaseHTTPRequestHandler):
-    bodies: list[dict] = []
-
-    def do_POST(self) -> None:  # noqa: N802 (http.server's naming)
-        length = int(self.headers["Content-Length"])
-        type(self).bodies.append(json.loads(self.rfile.read(length)))
-        self.send_response(200)
-        self.end_headers()
-        self.wfile.write(b"ok")
-
-    def log_message(self, *args) -> None:
-        pass
-
-
-@pytest.fixture
-def webhook_receiver():
-    """A local HTTP server standing in for Slack; yields (url, received bodies)."""
-    _Receiver.bodies = []
-    server = HTTPServer(("127.0.0.1", 0), _Receiver)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}/hooks/vigil", _Receiver.bodies
-    server.shutdown()
-    server.server_close()
 
 
 def test_the_webhook_receives_slack_compatible_json(store, webhook_receiver):

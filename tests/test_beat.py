@@ -2,16 +2,12 @@
 
 from __future__ import annotations
 
-import json
 import random
 import subprocess
 import sys
-import threading
 import time
 from datetime import UTC, datetime, timedelta
-from http.server import BaseHTTPRequestHandler, HTTPServer
 
-import pytest
 import redis
 import yaml
 
@@ -19,27 +15,6 @@ from schemas import Score, ScoreStatus, score_id
 from tests.pipeline import WorkerProcess
 from worker.sinks.write_queue import push
 from worker.store import connect
-
-
-class _Hook(BaseHTTPRequestHandler):
-    bodies: list[dict] = []
-
-    def do_POST(self) -> None:  # noqa: N802
-        type(self).bodies.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
-        self.send_response(200)
-        self.end_headers()
-
-    def log_message(self, *args) -> None:
-        pass
-
-
-@pytest.fixture
-def webhook():
-    _Hook.bodies = []
-    server = HTTPServer(("127.0.0.1", 0), _Hook)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_address[1]}/hook", _Hook.bodies
-    server.shutdown()
 
 
 def scores(now: datetime) -> list[Score]:
@@ -58,8 +33,8 @@ def scores(now: datetime) -> list[Score]:
 
 
 def test_beat_schedules_the_regression_check_and_the_writer_fires_the_alert_to_the_webhook(
-        redis_url, tmp_path, webhook):
-    url, bodies = webhook
+        redis_url, tmp_path, webhook_receiver):
+    url, bodies = webhook_receiver
     config = tmp_path / "vigil.yaml"
     config.write_text(yaml.safe_dump({
         "judges": [{"name": "offline", "kind": "baseline"}],

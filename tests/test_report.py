@@ -20,14 +20,6 @@ NOW = datetime(2026, 3, 2, 12, 0, tzinfo=UTC)
 
 
 @pytest.fixture
-def store(chdb_dsn):
-    client = connect(chdb_dsn)
-    migrate(client)
-    yield client
-    client.close()
-
-
-@pytest.fixture
 def seeded(store):
     seed_everything(store, now=NOW)
     return store

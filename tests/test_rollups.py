@@ -7,18 +7,10 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from tests.quality_seed import insert_scores, score_row, seed_everything
-from worker.store import connect, migrate
+from worker.store import migrate
 
 NOW = datetime(2026, 3, 2, 12, 0, tzinfo=UTC)
 KEY = "project, agent, monitor, scorer, scorer_version"
-
-
-@pytest.fixture
-def store(chdb_dsn):
-    client = connect(chdb_dsn)
-    migrate(client)
-    yield client
-    client.close()
 
 
 def _raw(store, bucket: str) -> list[tuple]:
