@@ -86,17 +86,17 @@ async def test_a_429_lowers_every_workers_rate_once_per_window_and_it_recovers_g
     worker_a = backend(redis, clock, rpm=60, guard_s=0.0, burst=1, recovery_per_window=0.1)
     worker_b = backend(redis, clock, rpm=60, guard_s=0.0, burst=1, recovery_per_window=0.1)
 
-    assert await worker_a.penalize() == (pytest.approx(0.8), True)
-    assert await worker_b.penalize() == (pytest.approx(0.8), False)  # the same storm: no second cut this window
+    assert await worker_a.penalize() == (pytest.approx(0.9), True)
+    assert await worker_b.penalize() == (pytest.approx(0.9), False)  # the same storm: no second cut this window
     refused = await worker_b.acquire("m", 0)  # the 429 also emptied the request bucket
     clock.now += 30
     half_recovered = await worker_b.factor()
     clock.now += 30
     second_cut, _ = await worker_a.penalize()
 
-    assert not refused.granted and refused.wait_s == pytest.approx(1.0 + 1 / 0.8)  # held 1 s, then one token
-    assert half_recovered == pytest.approx(0.85)
-    assert second_cut == pytest.approx(0.9 * 0.8)
+    assert not refused.granted and refused.wait_s == pytest.approx(1.0 + 1 / 0.9)  # held 1 s, then one token
+    assert half_recovered == pytest.approx(0.95)
+    assert second_cut == pytest.approx(1.0 * 0.9)
 
 
 async def test_a_429_holds_every_worker_for_retry_after_when_the_server_sent_one(redis):
@@ -106,7 +106,7 @@ async def test_a_429_holds_every_worker_for_retry_after_when_the_server_sent_one
     await limiter.penalize(retry_after=5.0)
     decision = await limiter.acquire("m", 0)
 
-    assert decision.wait_s == pytest.approx(5.0 + 1 / 0.8)
+    assert decision.wait_s == pytest.approx(5.0 + 1 / 0.9)
 
 
 async def test_without_retry_after_the_hold_doubles_while_the_first_call_after_it_is_refused_again(redis):

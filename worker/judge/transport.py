@@ -84,9 +84,9 @@ class Transport:
         self.limits = limits or RateLimits.of(config)
         if self.limits.limited and redis is None:
             log.warning("judge_rate_limit_off", judge=config.name, why="no redis (REDIS_URL unset)")
-        backend = RedisRateBackend(redis, config.name, self.limits) if redis and self.limits.limited else None
-        self.backend = backend
-        self.limiter = Limiter(backend, max_concurrency=config.max_concurrency)
+        limited = redis is not None and self.limits.limited
+        self.backend = RedisRateBackend(redis, config.name, self.limits) if limited else None
+        self.limiter = Limiter(self.backend, max_concurrency=config.max_concurrency)
         self.cache = ReplyCache(redis, config.cache_ttl_s) if redis is not None and config.cache_ttl_s else None
         self.fingerprint = config_fingerprint(config)
         self.expected_completion_tokens = expected_completion_tokens
