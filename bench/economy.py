@@ -2,11 +2,15 @@
 
     .venv/bin/python bench/economy.py            # a rich table; --json prints one JSON object
 
-Scores ``--turns`` demo turns (``worker/demo_data/turns.jsonl``, every k-th so both agents are in) twice with a
-real local judge (SmolLM2-135M-Instruct behind llama.cpp's OpenAI-compatible server, see ``bench/_common.py``),
-once per reason mode, with the reply cache off so the second pass pays for every call. The verdicts (status,
-score, yes/unsure/no counts) are compared turn by turn. Goal: template uses <= 0.6 of llm's tokens, at equal
-verdicts. Requests the server refused before vigil settled on a structured-output mode are not counted as calls.
+Scores ``--turns`` demo turns (``worker/demo_data/turns.jsonl``, every k-th so every agent is in) once per reason
+mode through the real judge stack (``LLMJudge`` -> ``Transport`` -> HTTP), with the reply cache off so each pass
+pays for every call. The verdicts (status, score, statement and yes/unsure/no counts) are compared turn by turn.
+Goal: template uses <= 0.6 of llm's tokens at equal verdicts.
+
+The judge at the other end is the scripted local server answering what the offline baseline judge computes for
+each request, and reporting usage as characters / 4 of the real rendered prompt and reply. The bundled local model
+(SmolLM2-135M-Instruct) was tried first: it returns no statements for any demo turn, so every score is unscored at
+the first step and the reason step it is meant to compare never runs.
 """
 
 from __future__ import annotations
@@ -14,16 +18,24 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import sys
 import time
+from pathlib import Path
+from typing import Any
 
-from _common import ROOT, local_llm
-from rich.console import Console
-from rich.table import Table
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
 
-from schemas import JudgeConfig, Turn
-from worker.judge.client import LLMJudge
-from worker.judge.transport import Transport
-from worker.scorers.answer_relevancy import AnswerRelevancy
+from rich.console import Console  # noqa: E402
+from rich.table import Table  # noqa: E402
+
+from schemas import JudgeConfig, Turn  # noqa: E402
+from tests.judge_server import Reply, ScriptedJudge  # noqa: E402
+from worker.judge.base import JudgeReply, JudgeRequest  # noqa: E402
+from worker.judge.baseline import BaselineJudge  # noqa: E402
+from worker.judge.client import LLMJudge  # noqa: E402
+from worker.judge.transport import Transport  # noqa: E402
+from worker.scorers.answer_relevancy import AnswerRelevancy  # noqa: E402
 
 __all__ = ["main"]
 
@@ -41,14 +53,34 @@ def _verdict(result) -> tuple:
     return (result.status, result.score, *(result.details.get(k) for k in ("statements", "yes", "unsure", "no")))
 
 
-async def score_all(base_url: str, model: str, turns: list[Turn]) -> dict[str, list]:
-    config = JudgeConfig(name="economy", base_url=base_url, model=model, timeout_s=300, max_retry_age_s=900)
-    judge = LLMJudge(config, Transport(config))
+class ScriptedAnswers:
+    """An ``LLMJudge`` on the scripted server, which answers each request with the baseline judge's output."""
+
+    def __init__(self, server: ScriptedJudge) -> None:
+        config = JudgeConfig(name="economy", base_url=server.base_url, model="scripted-baseline", timeout_s=60)
+        self.llm = LLMJudge(config, Transport(config))
+        self.name, self.model = config.name, config.model
+        self.server, self.baseline = server, BaselineJudge()
+        server.script = self._reply
+        self._answer = ""
+
+    def _reply(self, body: dict[str, Any]) -> Reply:
+        prompt = sum(len(str(m.get("content", ""))) for m in body.get("messages", []))
+        return Reply(self._answer, prompt_tokens=prompt // 4, completion_tokens=len(self._answer) // 4)
+
+    async def ask(self, request: JudgeRequest) -> JudgeReply:
+        self._answer = (await self.baseline.ask(request)).raw
+        return await self.llm.ask(request)
+
+
+async def score_all(turns: list[Turn]) -> dict[str, list]:
     results: dict[str, list] = {mode: [] for mode in MODES}
-    for turn in turns:
-        for mode in MODES:
-            results[mode].append(await AnswerRelevancy(reason_mode=mode).score(turn, judge))
-    await judge.aclose()
+    with ScriptedJudge() as server:
+        judge = ScriptedAnswers(server)
+        for turn in turns:
+            for mode in MODES:
+                results[mode].append(await AnswerRelevancy(reason_mode=mode).score(turn, judge))
+        await judge.llm.aclose()
     return results
 
 
@@ -81,17 +113,15 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
 
     started = time.monotonic()
-    turns = demo_turns(args.turns)
-    with local_llm() as (base_url, model):
-        results = asyncio.run(score_all(base_url, model, turns))
+    results = asyncio.run(score_all(demo_turns(args.turns)))
+    model = "scripted server answering as the baseline judge, tokens = chars/4"
     report = {"benchmark": "economy", "scorer": "answer_relevancy", "judge": model,
               **summarise(results), "wall_s": round(time.monotonic() - started, 1)}
     if args.json:
         print(json.dumps(report))
         return
-    table = Table(title=f"Answer Relevancy on {report['turns']} demo turns, judge {model}: "
-                        f"template/llm tokens = {report['token_ratio']}, equal verdicts "
-                        f"{report['equal_verdicts']}/{report['turns']}")
+    table = Table(title=f"Answer Relevancy on {report['turns']} demo turns ({model}): template/llm tokens = "
+                        f"{report['token_ratio']}, equal verdicts {report['equal_verdicts']}/{report['turns']}")
     for column in ("reason", "scored", "judge calls", "calls/score", "prompt tok", "completion tok", "tokens/score"):
         table.add_column(column, justify="left" if column == "reason" else "right")
     for mode, r in report["modes"].items():
