@@ -29,6 +29,7 @@ class JudgeConfig(_Config):
     model: str = "baseline"
     temperature: float = Field(default=0.0, ge=0.0, le=2.0)
     timeout_s: float = Field(default=60.0, gt=0)
+    max_tokens: int | None = Field(default=1024, gt=0)  # a cap on each reply, so a runaway one cannot fill the context
     rpm: int | None = Field(default=None, gt=0)  # requests per minute, across every worker
     tpm: int | None = Field(default=None, gt=0)  # tokens per minute, across every worker
     max_concurrency: int = Field(default=64, gt=0)  # in flight per worker process

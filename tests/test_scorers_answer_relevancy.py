@@ -102,13 +102,16 @@ async def test_verdicts_that_do_not_match_the_statements_one_for_one_are_unscore
     assert result.reason == "the judge gave 2 verdicts for 4 statements"
 
 
-async def test_no_statements_found_is_unscored(judge_server, llm_judge):
-    judge_server.replies.append(Reply.json({"statements": []}))
+async def test_no_statements_found_is_unscored_after_one_repair(judge_server, llm_judge):
+    """The schema asks for at least one statement (so a grammar-constrained server cannot return none): an empty
+    list is a schema violation, repaired once, then unscored with the raw reply kept."""
+    judge_server.replies.extend([Reply.json({"statements": []}), Reply.json({"statements": []})])
 
     result = await AnswerRelevancy().score(make_turn(), llm_judge)
 
     assert result.status is ScoreStatus.UNSCORED
-    assert result.reason == "the judge found no statements in the output"
+    assert "statements" in result.reason and "at least 1 item" in result.reason
+    assert len(result.calls) == 2 and result.details["raw_reply"] == '{"statements": []}'
 
 
 async def test_a_judge_that_keeps_answering_500_fails_the_score_with_its_calls(judge_server, llm_judge):
@@ -179,3 +182,12 @@ async def test_a_judge_that_cannot_explain_keeps_the_score_and_uses_the_template
 def test_config_out_of_range_is_refused_at_construction():
     with pytest.raises(ValueError, match="uncertainty_weight"):
         AnswerRelevancy(uncertainty_weight=1.5)
+
+
+async def test_only_blank_statements_are_no_statements_and_unscored(judge_server, llm_judge):
+    judge_server.replies.append(Reply.json({"statements": ["  ", ""]}))
+
+    result = await AnswerRelevancy().score(make_turn(), llm_judge)
+
+    assert result.status is ScoreStatus.UNSCORED
+    assert result.reason == "the judge found no statements in the output"

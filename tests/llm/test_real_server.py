@@ -55,7 +55,7 @@ def judge_config(llama_server) -> JudgeConfig:
     # One request at a time is what the server does anyway. A timed-out request is not retried: the server would
     # still be busy with it, and a failed result with error type "timeout" is an acceptable outcome here.
     return JudgeConfig(name="smollm2", kind="openai", base_url=llama_server.base_url, model=llama_server.model,
-                       temperature=0.0, timeout_s=240, max_retry_age_s=5, max_concurrency=1)
+                       temperature=0.0, timeout_s=240, max_retry_age_s=5, max_concurrency=1, max_tokens=300)
 
 
 @pytest.fixture

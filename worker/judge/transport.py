@@ -146,6 +146,8 @@ class Transport:
                     monitor: str) -> ChatResult:
         kwargs: dict[str, Any] = {"model": self.config.model, "messages": messages,
                                   "temperature": self.config.temperature}
+        if self.config.max_tokens is not None:
+            kwargs["max_tokens"] = self.config.max_tokens
         if response_format is not None:
             kwargs["response_format"] = response_format
         estimate = self.estimate_tokens(messages, response_format)

@@ -27,7 +27,8 @@ __all__ = [
 
 
 class Statements(BaseModel):
-    statements: list[str] = Field(description="The output's statements, in order, each self-contained.")
+    statements: list[str] = Field(min_length=1,
+                                  description="The output's statements, in order, each self-contained.")
 
 
 class Verdict(BaseModel):

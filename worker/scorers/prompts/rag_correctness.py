@@ -42,6 +42,7 @@ LABELS = {1: "completely wrong", 2: "mostly wrong", 3: "partially correct", 4: "
 
 class Evaluation(BaseModel):
     evaluation: str = Field(
+        min_length=1,
         description='"Feedback: (a feedback for the criteria) [RESULT] (an integer number between 0 and 5)"'
     )
 
