@@ -18,14 +18,36 @@ from kombu.transport import redis as kombu_redis
 from kombu.transport import virtual
 from kombu.utils.json import dumps, loads
 
-__all__ = ["INGEST_QUEUE", "INGEST_TASK", "JOURNAL", "JOURNAL_INDEX", "TRANSPORT", "Channel", "QoS", "Transport"]
+__all__ = [
+    "ALERTS_QUEUE", "INGEST_QUEUE", "INGEST_TASK", "JOURNAL", "JOURNAL_INDEX", "SCORE_QUEUE", "TRANSPORT", "Channel",
+    "QoS", "Transport",
+]
 
 INGEST_TASK = "vigil.ingest"  # args: [batch], a list of turn dicts (schemas.Turn, validated by the worker)
 INGEST_QUEUE = "vigil.ingest"
+SCORE_QUEUE = "vigil.score"
+ALERTS_QUEUE = "vigil.alerts"  # consumed only by writer processes: the alert check needs the store
+JOURNALED = frozenset({INGEST_QUEUE, SCORE_QUEUE, ALERTS_QUEUE})  # not Celery's pidbox replies and the like
 TRANSPORT = "schemas.broker:Transport"
 JOURNAL = "vigil.journal"  # delivery tag -> [message as pushed, list key]
 JOURNAL_INDEX = "vigil.journal.index"  # delivery tag -> when last known to be safe (published, restored, seen)
 _MUTEX = "vigil.journal.mutex"
+
+# One entry, atomically: gone (acked) -> forget it; unacked, or still waiting in its list (searched from the tail,
+# where the oldest messages are) -> look again a timeout later; else it was lost between pop and record -> push back.
+_RECOVER = """
+local raw = redis.call('HGET', KEYS[1], ARGV[1])
+if not raw then
+  redis.call('ZREM', KEYS[2], ARGV[1])
+  return 0
+end
+redis.call('ZADD', KEYS[2], ARGV[2], ARGV[1])
+if redis.call('HEXISTS', KEYS[3], ARGV[1]) == 1 then return 0 end
+local entry = cjson.decode(raw)
+if redis.call('LPOS', entry[2], entry[1], 'RANK', -1) then return 0 end
+redis.call('RPUSH', entry[2], entry[1])
+return 1
+"""
 
 
 def _tag(message: dict) -> str:
@@ -59,22 +81,17 @@ class QoS(kombu_redis.QoS):
     def _recover_lost(self, client, num: int) -> None:
         """Put back journal entries that are older than the visibility timeout and nowhere else."""
         now = time()
+        recover = client.register_script(_RECOVER)
         for tag in client.zrangebyscore(JOURNAL_INDEX, 0, now - self.visibility_timeout, start=0, num=num):
-            raw = client.hget(JOURNAL, tag)
-            if raw is None:
-                client.zrem(JOURNAL_INDEX, tag)
-                continue
-            payload, key = loads(raw)
-            if client.hexists(self.unacked_key, tag) or client.lpos(key, payload) is not None:
-                client.zadd(JOURNAL_INDEX, {tag: now})  # delivered or waiting: look again a timeout later
-                continue
-            client.pipeline().rpush(key, payload).zadd(JOURNAL_INDEX, {tag: now}).execute()
+            recover(keys=[JOURNAL, JOURNAL_INDEX, self.unacked_key], args=[tag, now])
 
 
 class Channel(kombu_redis.Channel):
     QoS = QoS
 
     def _put(self, queue: str, message: dict, **kwargs) -> None:
+        if queue not in JOURNALED:
+            return super()._put(queue, message, **kwargs)
         key = self._q_for_pri(queue, self._get_message_priority(message, reverse=False))
         payload = dumps(message)
         journal = (("lpush", key, payload), ("hset", JOURNAL, _tag(message), dumps([payload, key])),
@@ -92,9 +109,20 @@ class Channel(kombu_redis.Channel):
 
     def _do_restore_message(self, payload: dict, exchange: str, routing_key: str, pipe, leftmost: bool = False):
         super()._do_restore_message(payload, exchange, routing_key, pipe, leftmost)
-        for queue in self._lookup(exchange, routing_key):
+        for queue in set(self._lookup(exchange, routing_key)) & JOURNALED:
             key = self._q_for_pri(queue, self._get_message_priority(payload, reverse=False))
             pipe.hset(JOURNAL, _tag(payload), dumps([dumps(payload), key])).zadd(JOURNAL_INDEX, {_tag(payload): time()})
+
+
+    def _purge(self, queue: str) -> int:
+        """A purged message is gone on purpose: drop its journal entries too, or the sweep would bring it back."""
+        if queue in JOURNALED:
+            with self.conn_or_acquire() as client:
+                for key in (self._q_for_pri(queue, pri) for pri in self.priority_steps):
+                    tags = [_tag(loads(raw)) for raw in client.lrange(key, 0, -1)]
+                    if tags:
+                        client.pipeline().hdel(JOURNAL, *tags).zrem(JOURNAL_INDEX, *tags).execute()
+        return super()._purge(queue)
 
 
 class Transport(kombu_redis.Transport):

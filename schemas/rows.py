@@ -106,6 +106,7 @@ class PipelineEvent(BaseModel):
     monitor: str = ""
     stage: str  # received | filtered | skipped | sampled | scored | unscored | failed
     trace_id: str
+    span_id: str = ""
 
 
 class DeadLetter(BaseModel):

@@ -44,8 +44,8 @@ class ToolCall(_Strict):
 
 
 class TokenUsage(_Strict):
-    prompt_tokens: int = Field(default=0, ge=0)
-    completion_tokens: int = Field(default=0, ge=0)
+    prompt_tokens: int = Field(default=0, ge=0, le=2**32 - 1)  # the columns are UInt32
+    completion_tokens: int = Field(default=0, ge=0, le=2**32 - 1)
 
 
 def _utcnow() -> datetime:

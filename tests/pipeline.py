@@ -35,7 +35,7 @@ class WorkerProcess:
         self.home.mkdir(parents=True, exist_ok=True)
         with open(self.log, "ab") as out:
             self.process = subprocess.Popen(
-                [sys.executable, "-m", "worker", "worker", "--writer-id", "test", *args],
+                [sys.executable, "-m", "worker", "worker", *args],
                 env=self.env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
             )
         return self

@@ -8,9 +8,10 @@ import pytest
 import redis
 from kombu import Connection, Exchange, Queue
 
-from schemas.broker import JOURNAL, JOURNAL_INDEX, TRANSPORT
+from schemas.broker import JOURNAL, JOURNAL_INDEX, SCORE_QUEUE, TRANSPORT
 
-QUEUE = Queue("jobs", Exchange("jobs"), routing_key="jobs")
+QUEUE = Queue(SCORE_QUEUE, Exchange(SCORE_QUEUE), routing_key=SCORE_QUEUE)
+OTHER = Queue("celery.replies", Exchange("celery.replies"), routing_key="celery.replies")
 
 
 @pytest.fixture
@@ -20,9 +21,10 @@ def connection(redis_url):
         yield conn
 
 
-def publish(connection, body: dict) -> None:
+def publish(connection, body: dict, queue: Queue = QUEUE) -> None:
     with connection.Producer() as producer:
-        producer.publish(body, exchange=QUEUE.exchange, routing_key="jobs", declare=[QUEUE], serializer="json")
+        producer.publish(body, exchange=queue.exchange, routing_key=queue.routing_key, declare=[queue],
+                         serializer="json")
 
 
 def sweep(connection) -> None:
@@ -32,7 +34,7 @@ def sweep(connection) -> None:
 def test_a_publish_records_the_message_in_the_journal_in_the_same_transaction(redis_url, connection):
     publish(connection, {"n": 1})
     client = redis.Redis.from_url(redis_url)
-    assert client.llen("jobs") == 1
+    assert client.llen(SCORE_QUEUE) == 1
     assert client.hlen(JOURNAL) == 1 and client.zcard(JOURNAL_INDEX) == 1
 
 
@@ -49,9 +51,9 @@ def test_a_message_lost_between_pop_and_unacked_is_put_back_after_the_visibility
     the journal entry stale, sees the message nowhere, and pushes it back."""
     publish(connection, {"n": 42})
     client = redis.Redis.from_url(redis_url)
-    client.rpop("jobs")  # what BRPOP does before kombu records the delivery; then the process dies
+    client.rpop(SCORE_QUEUE)  # what BRPOP does before kombu records the delivery; then the process dies
     sweep(connection)
-    assert client.llen("jobs") == 0, "younger than the visibility timeout: not yet presumed lost"
+    assert client.llen(SCORE_QUEUE) == 0, "younger than the visibility timeout: not yet presumed lost"
     time.sleep(1.1)  # the visibility timeout of this connection: the transport's own clock, no other way to age it
     sweep(connection)
     with connection.SimpleQueue(QUEUE) as queue:
@@ -66,4 +68,18 @@ def test_a_message_still_waiting_in_its_queue_is_not_duplicated(redis_url, conne
     time.sleep(1.1)
     sweep(connection)
     client = redis.Redis.from_url(redis_url)
-    assert client.llen("jobs") == 1
+    assert client.llen(SCORE_QUEUE) == 1
+
+
+def test_only_vigils_queues_are_journaled(redis_url, connection):
+    publish(connection, {"n": 1}, queue=OTHER)
+    client = redis.Redis.from_url(redis_url)
+    assert client.llen("celery.replies") == 1 and client.hlen(JOURNAL) == 0
+
+
+def test_a_purge_forgets_the_purged_messages_so_the_sweep_cannot_bring_them_back(redis_url, connection):
+    publish(connection, {"n": 1})
+    publish(connection, {"n": 2})
+    assert connection.default_channel.queue_purge(SCORE_QUEUE) == 2
+    client = redis.Redis.from_url(redis_url)
+    assert client.hlen(JOURNAL) == 0 and client.zcard(JOURNAL_INDEX) == 0

@@ -4,13 +4,11 @@ from __future__ import annotations
 
 from celery import Celery
 
-from schemas.broker import INGEST_QUEUE, INGEST_TASK, TRANSPORT
+from schemas.broker import ALERTS_QUEUE, INGEST_QUEUE, INGEST_TASK, SCORE_QUEUE, TRANSPORT
 from worker.settings import get_settings
 
 __all__ = ["ALERTS_QUEUE", "INGEST_QUEUE", "SCORE_QUEUE", "app", "configure"]
 
-SCORE_QUEUE = "vigil.score"
-ALERTS_QUEUE = "vigil.alerts"  # consumed only by writer processes: the alert check needs the store
 
 app = Celery("vigil", include=["worker.tasks", "worker.beat"])
 
@@ -27,7 +25,9 @@ def configure(broker_url: str | None = None) -> Celery:
         # At-least-once: a task is acked after it ran; a killed worker's tasks are redelivered.
         task_acks_late=True,
         task_reject_on_worker_lost=True,
-        worker_prefetch_multiplier=4,
+        # One prefetched task per thread: a prefetched task waits in this process and must not outlive the
+        # visibility timeout there, or the sweep redelivers it while it is still held.
+        worker_prefetch_multiplier=1,
         # Deliveries a dead worker never acked go back on their queue after visibility_timeout; the sweep that
         # finds them runs every restore_interval seconds in every live worker.
         broker_transport_options={

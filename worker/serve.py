@@ -32,12 +32,13 @@ def current_writer() -> Writer | None:
     return _writer
 
 
-def start_writer(redis_url: str, dsn: str, writer_id: str) -> Writer:
+def open_writer(redis_url: str, dsn: str, writer_id: str) -> Writer:
+    """Open and migrate the store now, so a worker whose store is unreachable fails at start, not silently."""
     settings = get_settings()
     store = connect(dsn)
     migrate(store)
     return Writer(redis.Redis.from_url(redis_url), store, writer_id=writer_id,
-                  batch_rows=settings.write_batch_rows, batch_age_s=settings.write_batch_age_s).start()
+                  batch_rows=settings.write_batch_rows, batch_age_s=settings.write_batch_age_s)
 
 
 @click.command("worker")
@@ -45,7 +46,8 @@ def start_writer(redis_url: str, dsn: str, writer_id: str) -> Writer:
               help="Threads: tasks (and judge calls) in flight in this process.")
 @click.option("--writer/--no-writer", default=True, show_default=True,
               help="Also run the ClickHouse writer in this process (exactly one on chDB).")
-@click.option("--writer-id", default=None, help="Names this writer's in-flight list (default: the host name).")
+@click.option("--writer-id", default=None,
+              help="Names this writer's in-flight list (default: host name and pid, unique per process).")
 @click.option("--queues", "-Q", default=f"{INGEST_QUEUE},{SCORE_QUEUE}", show_default=True)
 @click.option("--name", "-n", default=None, help="Celery node name.")
 def worker_command(concurrency: int, writer: bool, writer_id: str | None, queues: str, name: str | None) -> None:
@@ -60,12 +62,12 @@ def worker_command(concurrency: int, writer: bool, writer_id: str | None, queues
         queues = f"{queues},{ALERTS_QUEUE}"
         redis_url = settings.redis_url or app.conf.broker_url
         dsn = settings.clickhouse_dsn or default_dsn(settings.home / "chdb")
-        wid = writer_id or socket.gethostname()
+        global _writer
+        _writer = open_writer(redis_url, dsn, writer_id or f"{socket.gethostname()}-{os.getpid()}")
 
         @signals.worker_ready.connect(weak=False)
         def _start(**_: object) -> None:
-            global _writer
-            _writer = start_writer(redis_url, dsn, wid)
+            _writer.start()
 
         @signals.worker_shutdown.connect(weak=False)
         def _stop(**_: object) -> None:

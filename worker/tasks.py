@@ -1,8 +1,9 @@
 """The pipeline's tasks: ingest (validate, store, sample, fan out) and score (the sampled monitors on one turn).
 
-Neither task ever raises out of its body: a message that cannot be processed is dead-lettered with its reason
-(a ``dead_letters`` row, a log line, a counter) and the worker goes on. Rows go to the write queue, never straight
-to ClickHouse.
+A message that cannot be processed is dead-lettered with its reason (a ``dead_letters`` row, a log line, a
+counter) and the worker goes on. When Redis itself fails (out of memory, a failover), the message is rejected
+back onto its queue rather than acked, so nothing is lost. Rows go to the write queue, never straight to
+ClickHouse.
 """
 
 from __future__ import annotations
@@ -14,8 +15,12 @@ import time
 import uuid
 from typing import Any
 
+import redis
 import structlog
 from celery import signals
+from celery.exceptions import Reject
+from kombu.exceptions import BatchPublishError
+from kombu.exceptions import OperationalError as BrokerError
 from pydantic import BaseModel, ValidationError
 
 from schemas import ScoreResult, ScoreStatus, Turn
@@ -34,6 +39,13 @@ from worker.sinks.write_queue import push
 __all__ = ["ingest", "score"]
 
 log = structlog.get_logger("vigil.tasks")
+
+_REDIS_FAILED = (redis.RedisError, BrokerError, BatchPublishError)
+
+
+def _requeue_on_redis_failure(exc: Exception) -> Reject:
+    log.error("redis refused the task's output; the message goes back on its queue", error=str(exc))
+    return Reject(exc, requeue=True)
 
 
 def validation_reason(exc: ValidationError) -> str:
@@ -95,17 +107,20 @@ def ingest(self, batch: Any) -> dict[str, int]:
             rt.telemetry.stage(monitor=monitor.name, stage=stage)
         if wanted:
             fan_out.append((turn.model_dump(mode="json"), wanted))
-    push(rt.redis, rows.items())
-    enqueued_at = time.time()
-    with app.producer_or_acquire() as producer, producer.batch():  # one pipelined round trip for the fan-out
-        for turn_json, monitor_names in fan_out:
-            score.apply_async((turn_json, monitor_names, enqueued_at), queue=SCORE_QUEUE, producer=producer)
+    try:
+        push(rt.redis, rows.items())
+        enqueued_at = time.time()
+        with app.producer_or_acquire() as producer, producer.batch():  # one pipelined round trip for the fan-out
+            for turn_json, monitor_names in fan_out:
+                score.apply_async((turn_json, monitor_names, enqueued_at), queue=SCORE_QUEUE, producer=producer)
+    except _REDIS_FAILED as exc:
+        raise _requeue_on_redis_failure(exc) from exc
     return {"turns": len(batch), "dead": len(rows["dead_letters"]), "fanned_out": len(fan_out)}
 
 
 def _event(turn: Turn, monitor: str, stage: str) -> PipelineEvent:
     return PipelineEvent(project=turn.project, agent=turn.agent, monitor=monitor, stage=stage,
-                         trace_id=turn.trace_id)
+                         trace_id=turn.trace_id, span_id=turn.span_id or "")
 
 
 @app.task(name="vigil.score", bind=True, max_retries=None)
@@ -123,7 +138,7 @@ def score(self, turn_json: Any, monitors: Any, enqueued_at: float | None = None)
                 f"monitor: unknown monitor {name!r} (configured: {sorted(configured)})", "unknown_monitor"))
     checked = _check_turn(turn_json)
     if isinstance(checked, DeadLetter):
-        push(rt.redis, [("dead_letters", [checked])])
+        push(rt.redis, [("dead_letters", [*rows["dead_letters"], checked])])
         return {}
     turn = checked
     wanted = [configured[n] for n in names if isinstance(n, str) and n in configured]
@@ -141,9 +156,17 @@ def score(self, turn_json: Any, monitors: Any, enqueued_at: float | None = None)
                                 if enqueued_at else None,
                                 calls_latency_ms=[c.latency_ms for c in result.calls if not c.cached])
         statuses[monitor.name] = str(row.status)
-    push(rt.redis, rows.items())
+    try:
+        push(rt.redis, rows.items())
+    except _REDIS_FAILED as exc:
+        raise _requeue_on_redis_failure(exc) from exc
     if paused:
-        raise self.retry(args=(turn_json, paused, enqueued_at), countdown=get_settings().paused_retry_s)
+        try:
+            retry = self.retry(args=(turn_json, paused, enqueued_at), countdown=get_settings().paused_retry_s,
+                               throw=False)
+        except _REDIS_FAILED as exc:
+            raise _requeue_on_redis_failure(exc) from exc
+        raise retry
     return statuses
 
 

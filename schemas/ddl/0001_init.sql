@@ -57,9 +57,14 @@ CREATE TABLE IF NOT EXISTS scores
     cost_usd          Float64,
     latency_ms        Float64,
     trace_time        DateTime64(3, 'UTC'),
-    scored_at         DateTime64(3, 'UTC')
+    scored_at         DateTime64(3, 'UTC'),
+    -- Which row of a score id survives: a scored one over an unscored one over a failed one, then the newest.
+    -- So a redelivered run that fails (the judge down) never replaces a good score.
+    row_rank          UInt64 MATERIALIZED
+                      multiIf(status = 'scored', 2, status = 'unscored', 1, 0) * 10000000000000
+                      + toUInt64(toUnixTimestamp64Milli(scored_at))
 )
-ENGINE = ReplacingMergeTree(scored_at)
+ENGINE = ReplacingMergeTree(row_rank)
 PARTITION BY toYYYYMM(trace_time)
 ORDER BY (project, monitor, scorer, toStartOfHour(trace_time), score_id);
 
@@ -87,7 +92,8 @@ ENGINE = ReplacingMergeTree(called_at)
 PARTITION BY toYYYYMM(called_at)
 ORDER BY (judge, toStartOfHour(called_at), call_id);
 
--- One row per (trace, monitor, stage): counting distinct rows is exact under at-least-once redelivery.
+-- One row per (turn, monitor, stage): counting distinct turns is exact under at-least-once redelivery.
+-- A turn is (trace_id, span_id): one trace may hold several evaluated spans.
 -- stage: received (monitor ''), filtered, sampled, skipped, scored, unscored, failed.
 CREATE TABLE IF NOT EXISTS pipeline_events
 (
@@ -96,17 +102,18 @@ CREATE TABLE IF NOT EXISTS pipeline_events
     agent       LowCardinality(String),
     monitor     LowCardinality(String),
     stage       LowCardinality(String),
-    trace_id    String
+    trace_id    String,
+    span_id     String
 )
 ENGINE = ReplacingMergeTree(event_time)
 PARTITION BY toYYYYMM(event_time)
-ORDER BY (project, monitor, stage, trace_id);
+ORDER BY (project, monitor, stage, trace_id, span_id);
 
 CREATE VIEW IF NOT EXISTS pipeline_counters AS
 SELECT
     toStartOfMinute(event_time) AS minute,
     project, agent, monitor, stage,
-    uniqExact(trace_id) AS count
+    uniqExact(trace_id, span_id) AS count
 FROM pipeline_events
 GROUP BY minute, project, agent, monitor, stage;
 

@@ -122,16 +122,16 @@ ORDER BY time, monitor""",
         f"""
 SELECT e.project AS project, e.agent AS agent, e.monitor AS monitor,
        any(r.received) AS received,
-       uniqExactIf(e.trace_id, e.stage = 'filtered') AS filtered,
-       uniqExactIf(e.trace_id, e.stage = 'skipped') AS skipped,
-       uniqExactIf(e.trace_id, e.stage = 'sampled') AS sampled,
-       uniqExactIf(e.trace_id, e.stage = 'scored') AS scored,
-       uniqExactIf(e.trace_id, e.stage = 'unscored') AS unscored,
-       uniqExactIf(e.trace_id, e.stage = 'failed') AS failed,
+       uniqExactIf(e.trace_id, e.span_id, e.stage = 'filtered') AS filtered,
+       uniqExactIf(e.trace_id, e.span_id, e.stage = 'skipped') AS skipped,
+       uniqExactIf(e.trace_id, e.span_id, e.stage = 'sampled') AS sampled,
+       uniqExactIf(e.trace_id, e.span_id, e.stage = 'scored') AS scored,
+       uniqExactIf(e.trace_id, e.span_id, e.stage = 'unscored') AS unscored,
+       uniqExactIf(e.trace_id, e.span_id, e.stage = 'failed') AS failed,
        if(sampled > 0, scored / sampled, NULL) AS coverage
 FROM pipeline_events AS e
 LEFT JOIN (
-    SELECT project, agent, uniqExact(trace_id) AS received
+    SELECT project, agent, uniqExact(trace_id, span_id) AS received
     FROM pipeline_events
     WHERE stage = 'received' AND $__timeFilter(event_time)
     GROUP BY project, agent
@@ -141,7 +141,7 @@ GROUP BY project, agent, monitor
 ORDER BY monitor, agent""",
         ("project", "agent", "monitor", "received", "filtered", "skipped", "sampled", "scored", "unscored",
          "failed", "coverage"),
-        "Distinct traces per stage (exact under redelivery). coverage = scored / sampled.",
+        "Distinct turns (trace, span) per stage, exact under redelivery. coverage = scored / sampled.",
     ),
     Query(
         "queue_lag", "Queue lag (scored_at − trace_time) p50 / p95", "timeseries",
@@ -305,8 +305,8 @@ GROUP BY project, agent, monitor, scorer_version"""
 
 _COVERAGE = """
 SELECT project, agent, monitor,
-       uniqExactIf(trace_id, stage = 'sampled') AS sampled,
-       uniqExactIf(trace_id, stage = 'scored') AS scored,
+       uniqExactIf(trace_id, span_id, stage = 'sampled') AS sampled,
+       uniqExactIf(trace_id, span_id, stage = 'scored') AS scored,
        if(sampled > 0, scored / sampled, 1) AS coverage
 FROM pipeline_events
 WHERE monitor != '' AND event_time >= $__toTime - INTERVAL {window_minutes} MINUTE AND event_time < $__toTime

@@ -12,13 +12,18 @@ from collections.abc import Iterable
 import redis
 from pydantic import BaseModel
 
-__all__ = ["WRITE_QUEUE", "inflight_key", "push"]
+__all__ = ["WRITE_QUEUE", "inflight_key", "owner_key", "push"]
 
 WRITE_QUEUE = "vigil.write"
 
 
 def inflight_key(writer_id: str) -> str:
     return f"{WRITE_QUEUE}.inflight.{writer_id}"
+
+
+def owner_key(writer_id: str) -> str:
+    """The heartbeat of the writer that owns ``inflight_key(writer_id)``."""
+    return f"{WRITE_QUEUE}.owner.{writer_id}"
 
 
 def push(client: redis.Redis, tables: Iterable[tuple[str, list[BaseModel]]]) -> None:

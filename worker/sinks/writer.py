@@ -1,17 +1,22 @@
 """The batching ClickHouse writer: the only process that inserts.
 
 It moves entries from the write queue to its own in-flight list (a reliable queue: LMOVE is atomic), inserts a
-batch per table when the batch is big enough or old enough, and only then clears the in-flight list. Killed
-anywhere, it finds its in-flight list on restart and inserts it again; the tables are ReplacingMergeTree on
-deterministic ids, so a replay duplicates nothing. A row that fails validation is dead-lettered, never retried
-forever, and never blocks the rest of its batch.
+batch per table when the batch is big enough or old enough, and only then clears the in-flight list. Each writer
+keeps a heartbeat key; a writer that finds an in-flight list whose owner has no heartbeat (killed, rescheduled
+under another name) moves its entries back onto the queue. A replay duplicates nothing: the tables are
+ReplacingMergeTree on deterministic ids. A row that fails validation, or that ClickHouse refuses, is
+dead-lettered, never retried forever, and never blocks the rest of its batch; a lost connection keeps the batch
+in flight and retries it.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import socket
 import threading
 import time
+import uuid
 from collections import defaultdict
 from datetime import UTC, datetime
 from hashlib import sha256
@@ -19,11 +24,12 @@ from hashlib import sha256
 import redis
 import structlog
 from clickhouse_connect.driver.client import Client
+from clickhouse_connect.driver.exceptions import DatabaseError, OperationalError
 from clickhouse_connect.driver.insert import InsertContext
 from pydantic import BaseModel, ValidationError
 
 from schemas.rows import TABLES, DeadLetter
-from worker.sinks.write_queue import WRITE_QUEUE, inflight_key
+from worker.sinks.write_queue import WRITE_QUEUE, inflight_key, owner_key
 
 __all__ = ["Writer"]
 
@@ -32,10 +38,15 @@ log = structlog.get_logger("vigil.writer")
 
 class Writer:
     def __init__(self, redis_client: redis.Redis, store: Client, *, writer_id: str = "default",
-                 batch_rows: int = 5000, batch_age_s: float = 1.0) -> None:
+                 batch_rows: int = 5000, batch_age_s: float = 1.0, heartbeat_s: float = 15.0) -> None:
         self.redis = redis_client
         self.store = store
+        self.writer_id = writer_id
         self.inflight = inflight_key(writer_id)
+        self.owner = owner_key(writer_id)
+        self.heartbeat_s = heartbeat_s
+        self._token = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        self._next_reclaim = 0.0
         self.batch_rows = batch_rows
         self.batch_age_s = batch_age_s
         self.burst = 200
@@ -89,11 +100,28 @@ class Writer:
             by_table["dead_letters"].extend(dead)
         inserted = 0
         for table, rows in by_table.items():
-            self._insert(table, rows)
-            self.written[table] += len(rows)
-            inserted += len(rows)
+            inserted += self._insert_isolating(table, rows)
         self.redis.ltrim(self.inflight, len(entries), -1)
         return inserted
+
+    def _insert_isolating(self, table: str, rows: list[BaseModel]) -> int:
+        """Insert the rows; if ClickHouse refuses the batch (not the connection), insert them one by one and
+        dead-letter the ones it refuses. Returns the rows inserted."""
+        try:
+            self._insert(table, rows)
+        except OperationalError:
+            raise
+        except (DatabaseError, ValueError, TypeError) as exc:
+            if len(rows) == 1 or table == "dead_letters":
+                if table == "dead_letters":
+                    log.error("dead letters refused by the store; dropped", error=str(exc), rows=len(rows))
+                    return 0
+                self._insert("dead_letters", [_dead(rows[0].model_dump_json(), f"{table} row refused by "
+                                                    f"ClickHouse: {exc}", "refused_row")])
+                return 0
+            return sum(self._insert_isolating(table, [row]) for row in rows)
+        self.written[table] += len(rows)
+        return len(rows)
 
     def _decode(self, entry: bytes, by_table: dict[str, list[BaseModel]], dead: list[DeadLetter]) -> None:
         try:
@@ -121,12 +149,41 @@ class Writer:
 
     # -- the loop --------------------------------------------------------------------------------------------
     def run_once(self) -> int:
+        self.beat()
         self._collect()
         return self.flush_inflight()
 
+    def claim(self) -> None:
+        """Take this writer id; wait while a live writer holds it (a crashed one's heartbeat runs out)."""
+        while not (self.redis.set(self.owner, self._token, nx=True, ex=int(self.heartbeat_s))
+                   or self.redis.get(self.owner) == self._token.encode()):
+            log.warning("writer id in use by a live writer; waiting", writer_id=self.writer_id,
+                        holder=self.redis.get(self.owner))
+            if self._stop.wait(self.heartbeat_s / 3):
+                return
+
+    def beat(self) -> None:
+        """Renew the heartbeat, and now and then take back what writers without one left in flight."""
+        self.redis.set(self.owner, self._token, ex=int(self.heartbeat_s))
+        if time.monotonic() >= self._next_reclaim:
+            self._next_reclaim = time.monotonic() + self.heartbeat_s / 3
+            self.reclaim_orphans()
+
+    def reclaim_orphans(self) -> int:
+        """Move the entries of in-flight lists whose writer has no heartbeat back to the head of the queue."""
+        moved = 0
+        for key in self.redis.scan_iter(match=inflight_key("*")):
+            orphan = key.decode().removeprefix(inflight_key(""))
+            if orphan == self.writer_id or self.redis.exists(owner_key(orphan)):
+                continue
+            while self.redis.lmove(key, WRITE_QUEUE, "RIGHT", "LEFT") is not None:
+                moved += 1
+            log.warning("reclaimed an orphaned in-flight list", writer_id=orphan, entries=moved)
+        return moved
+
     def run(self) -> None:
+        self.claim()
         log.info("writer started", inflight=self.inflight)
-        self.flush_inflight()
         while not self._stop.is_set():
             try:
                 self.run_once()
@@ -136,7 +193,11 @@ class Writer:
             except Exception as exc:  # an insert failed: keep the batch in flight and try again
                 log.exception("writer insert failed; batch kept in flight", error=str(exc))
                 self._stop.wait(1.0)
-        self.flush_inflight()
+        try:
+            self.flush_inflight()
+            self.redis.delete(self.owner)
+        except Exception:  # the batch stays in flight; the next writer with this id, or a reclaim, inserts it
+            log.exception("final flush failed; batch kept in flight")
         log.info("writer stopped", written=dict(self.written))
 
     def start(self) -> Writer:
