@@ -30,6 +30,16 @@ def redis_url(redis_server) -> str:
     return redis_server.url
 
 
+@pytest.fixture(name="redis")
+async def async_redis(redis_url):
+    """An asyncio Redis client on a flushed server (the judge transport's kind of client)."""
+    from redis.asyncio import Redis
+
+    client = Redis.from_url(redis_url)
+    yield client
+    await client.aclose()
+
+
 @pytest.fixture
 def chdb_dsn(tmp_path) -> str:
     """A fresh chDB directory. Only one process may open it at a time."""

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-from redis.asyncio import Redis
 
 from schemas import JudgeConfig, JudgeUsage
 from tests.judge_server import Reply
@@ -13,13 +12,6 @@ from worker.judge.transport import Transport
 
 MESSAGES = [{"role": "user", "content": "Is the sky blue?"}]
 FORMAT = {"type": "json_object"}
-
-
-@pytest.fixture
-async def redis(redis_url):
-    client = Redis.from_url(redis_url)
-    yield client
-    await client.aclose()
 
 
 @pytest.fixture

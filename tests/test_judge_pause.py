@@ -20,13 +20,6 @@ MESSAGES = [{"role": "user", "content": "Is the sky blue?"}]
 
 
 @pytest.fixture
-async def redis(redis_url):
-    client = Redis.from_url(redis_url)
-    yield client
-    await client.aclose()
-
-
-@pytest.fixture
 async def transport(judge_server, redis):
     config = JudgeConfig(name="judge", base_url=judge_server.base_url, model="m", api_key_env="VIGIL_TEST_KEY")
     made = Transport(config, redis=redis)

@@ -7,7 +7,6 @@ time and the retry age is exact.
 from __future__ import annotations
 
 import pytest
-from redis.asyncio import Redis
 
 from schemas import JudgeConfig
 from tests.judge_server import Reply
@@ -29,13 +28,6 @@ class FakeTime:
     async def sleep(self, seconds: float) -> None:
         self.sleeps.append(seconds)
         self.now += seconds
-
-
-@pytest.fixture
-async def redis(redis_url):
-    client = Redis.from_url(redis_url)
-    yield client
-    await client.aclose()
 
 
 @pytest.fixture
