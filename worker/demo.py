@@ -27,6 +27,7 @@ from rich.console import Console
 from rich.progress import Progress, TextColumn, TimeElapsedColumn
 
 from worker.backlog import backlog, drained
+from worker.demo_agent import KnowledgeBaseAgent
 from worker.embedded_redis import EmbeddedRedis
 from worker.emit import emit_file
 from worker.settings import bundled_config_path
@@ -49,8 +50,9 @@ def demo_turns(now: datetime | None = None) -> list[dict]:
     return turns
 
 
-def demo_config(home: Path) -> tuple[Path, str]:
-    """The bundled config; with ``VIGIL_JUDGE_BASE_URL`` set, every monitor uses that OpenAI-compatible judge."""
+def demo_config(home: Path, agent_url: str | None = None) -> tuple[Path, str]:
+    """The bundled config, plus (given the demo agent's URL) a multi-turn monitor probing that agent on a sample of
+    the support bot's turns; with ``VIGIL_JUDGE_BASE_URL`` set, every monitor uses that OpenAI-compatible judge."""
     config = yaml.safe_load(bundled_config_path().read_text(encoding="utf-8"))
     root = Path(str(resources.files("worker"))).parent  # the bundled config's paths are relative to it
     for monitor in config["monitors"]:
@@ -59,6 +61,14 @@ def demo_config(home: Path) -> tuple[Path, str]:
             params["golden"] = str(root / params["golden"])
         if "retriever" in params:
             params["retriever"]["path"] = str(root / params["retriever"]["path"])
+    if agent_url:
+        rag = next(m for m in config["monitors"] if m["scorer"] == "rag_correctness")
+        config["monitors"].append({
+            "name": "multi_turn", "scorer": "multi_turn", "judge": rag["judge"], "sampling_rate": 0.1,
+            "filters": rag["filters"],
+            "params": {"turns": 3, "retriever": rag["params"]["retriever"], "golden": rag["params"]["golden"],
+                       "agent": {"base_url": agent_url, "model": "kb-agent"}},
+        })
     base_url = os.environ.get("VIGIL_JUDGE_BASE_URL")
     if base_url:
         model = os.environ.get("VIGIL_JUDGE_MODEL", "gpt-4o-mini")
@@ -127,8 +137,12 @@ def demo_command(home: Path, timeout: float) -> None:
                           f"{server.process.pid}")
         dsn = os.environ.get("CLICKHOUSE_DSN") or f"chdb://{(home / 'chdb').resolve()}"
         console.print(f"store: {'ClickHouse at ' + dsn if dsn.startswith('http') else 'chDB (embedded) at ' + dsn}")
-        config_path, judge_used = demo_config(home)
+        agent = KnowledgeBaseAgent(str(Path(str(resources.files("worker"))) / "demo_data" / "docs" / "kb.jsonl"))
+        agent.start()
+        stack.callback(agent.stop)
+        config_path, judge_used = demo_config(home, agent.base_url)
         console.print(f"judge: {judge_used}")
+        console.print(f"agent under test (multi-turn monitor): the bundled knowledge-base agent at {agent.base_url}")
 
         env = {**os.environ, "REDIS_URL": redis_url, "CLICKHOUSE_DSN": dsn, "VIGIL_HOME": str(home),
                "VIGIL_CONFIG": str(config_path), "VIGIL_WRITE_BATCH_AGE": "0.5"}
