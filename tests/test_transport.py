@@ -122,14 +122,23 @@ async def test_a_bad_request_fails_at_once_without_retrying(judge_server, make_t
 
 
 @pytest.mark.parametrize("reply, raised", [
-    (Reply.error(400, "unsupported"), ModeRejected),
+    (Reply.error(400, "response_format type json_schema is unsupported"), ModeRejected),
     (Reply.error(500, "json_schema is not supported"), ModeRejected),
-], ids=["400", "500 about the schema"])
+], ids=["400 about the format", "500 about the schema"])
 async def test_a_refused_response_format_is_a_rejected_mode(judge_server, make_transport, reply, raised):
     judge_server.script = lambda body: reply
 
     with pytest.raises(raised):
         await make_transport().chat(step="s", messages=MESSAGES, response_format={"type": "json_object"})
+
+
+async def test_a_context_overflow_with_a_response_format_fails_without_blaming_the_format(judge_server,
+                                                                                          make_transport):
+    judge_server.script = lambda body: Reply.error(400, "the request exceeds the available context size")
+
+    with pytest.raises(JudgeFailed) as failed:
+        await make_transport().chat(step="s", messages=MESSAGES, response_format={"type": "json_object"})
+    assert failed.value.error_type == "http_400"
 
 
 async def test_a_plain_500_with_a_response_format_is_retried(judge_server, make_transport):

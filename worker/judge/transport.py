@@ -213,7 +213,8 @@ class Transport:
                 await pause(self.redis, self.config.name, reason, fingerprint=self.fingerprint)
             log.error("judge_paused", judge=self.config.name, reason=reason)
             raise JudgePaused(self.config.name, reason) from exc
-        if with_format and (status in (400, 422) or (status >= 500 and _FORMAT_COMPLAINT.search(exc.message))):
+        # Only a refusal that names the format is a refused mode: a context overflow (400) must not downgrade it.
+        if with_format and (status in (400, 422) or status >= 500) and _FORMAT_COMPLAINT.search(exc.message):
             raise ModeRejected(str(exc)) from exc
         if status in RETRYABLE or status >= 500:
             retry_after = parse_retry_after(exc.response.headers, now=time.time())
