@@ -83,8 +83,8 @@ async def test_tokens_are_estimated_before_the_call_and_reconciled_after(redis):
 
 async def test_a_429_lowers_every_workers_rate_once_per_window_and_it_recovers_gradually(redis):
     clock = Clock()
-    worker_a = backend(redis, clock, rpm=60, guard_s=0.0, burst=1, recovery_per_window=0.1)
-    worker_b = backend(redis, clock, rpm=60, guard_s=0.0, burst=1, recovery_per_window=0.1)
+    worker_a = backend(redis, clock, rpm=60, guard_s=0.0, burst=1, recovery_per_window=0.1, decrease=0.9)
+    worker_b = backend(redis, clock, rpm=60, guard_s=0.0, burst=1, recovery_per_window=0.1, decrease=0.9)
 
     assert await worker_a.penalize() == (pytest.approx(0.9), True)
     assert await worker_b.penalize() == (pytest.approx(0.9), False)  # the same storm: no second cut this window
@@ -106,7 +106,8 @@ async def test_a_429_holds_every_worker_for_retry_after_when_the_server_sent_one
     await limiter.penalize(retry_after=5.0)
     decision = await limiter.acquire("m", 0)
 
-    assert decision.wait_s == pytest.approx(5.0 + 1 / 0.9)
+    factor = RateLimits(rpm=60).decrease  # the 429 also cut the rate: one token now takes 1 / factor seconds
+    assert decision.wait_s == pytest.approx(5.0 + 1 / factor)
 
 
 async def test_without_retry_after_the_hold_doubles_while_the_first_call_after_it_is_refused_again(redis):

@@ -57,7 +57,7 @@ class RateLimits:
     guard_s: float = 0.5  # the most a call may arrive later than its grant and still be counted right
     burst: int = 3  # requests the bucket holds when idle, at most 0.5% of rpm
     token_burst_fraction: float = 0.02  # of tpm
-    decrease: float = 0.9
+    decrease: float = 0.95
     min_factor: float = 0.25
     cooldown_s: float | None = None  # None: one window
     recovery_per_window: float = 0.05
