@@ -22,8 +22,6 @@ import asyncio
 import json
 import os
 import platform
-import signal
-import subprocess
 import sys
 import tempfile
 import time
@@ -40,7 +38,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from producers import Monitor  # noqa: E402
 from schemas import VigilConfig  # noqa: E402
-from worker.backlog import drained  # noqa: E402
+from tests.pipeline import WorkerProcess  # noqa: E402
+from worker.backlog import wait_drained as drain  # noqa: E402
 from worker.demo import demo_config, demo_turns  # noqa: E402
 from worker.embedded_redis import EmbeddedRedis  # noqa: E402
 from worker.judge import build_judge  # noqa: E402
@@ -94,34 +93,16 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-class Worker:
-    def __init__(self, redis_url: str, home: Path, config: Path) -> None:
-        self.home = home
-        self.env = {**os.environ, "REDIS_URL": redis_url, "VIGIL_HOME": str(home), "VIGIL_CONFIG": str(config),
-                    "VIGIL_WRITE_BATCH_AGE": "0.2", "CLICKHOUSE_DSN": f"chdb://{home / 'chdb'}",
-                    "VIGIL_LOG_LEVEL": "WARNING"}
-        home.mkdir(parents=True, exist_ok=True)
-        with open(home / "worker.log", "wb") as log:
-            self.process = subprocess.Popen([sys.executable, "-m", "worker", "worker", "--writer-id", "bench"],
-                                            env=self.env, stdout=log, stderr=subprocess.STDOUT)
-        self.dsn = self.env["CLICKHOUSE_DSN"]
-
-    def wait_ready(self, client: redis.Redis) -> None:
-        send_empty_batches(self.env["REDIS_URL"], 1)
-        wait_drained(client)
-
-    def stop(self) -> None:
-        self.process.send_signal(signal.SIGTERM)
-        self.process.wait(120)
+def start_worker(redis_url: str, home: Path, config: Path) -> WorkerProcess:
+    """A real `vigil worker` (with its writer), ready: it has run one empty ingest batch."""
+    worker = WorkerProcess(redis_url, home, config, VIGIL_LOG_LEVEL="WARNING").start()
+    send_empty_batches(redis_url, 1)
+    wait_drained(redis.Redis.from_url(redis_url))
+    return worker
 
 
-def wait_drained(client: redis.Redis, timeout: float = 900) -> None:
-    deadline, settled = time.monotonic() + timeout, 0
-    while settled < 2:
-        if time.monotonic() > deadline:
-            raise RuntimeError("pipeline did not drain")
-        settled = settled + 1 if drained(client) else 0
-        time.sleep(0.02)
+def wait_drained(client: redis.Redis) -> None:
+    drain(client, timeout=900, interval=0.02, settle=2)  # a fine poll: it bounds the measured times
 
 
 def send_empty_batches(redis_url: str, count: int) -> None:
@@ -144,9 +125,8 @@ def fresh_copies(turns: list[dict], copies: int) -> list[dict]:
 
 def throughput(redis_url: str, home: Path, config: Path, turns: list[dict]) -> dict[str, Any]:
     client = redis.Redis.from_url(redis_url)
-    worker = Worker(redis_url, home, config)
+    worker = start_worker(redis_url, home, config)
     try:
-        worker.wait_ready(client)
         # Baseline: Celery round trips of empty ingest batches through the same worker.
         empties = 2000
         started = time.perf_counter()
@@ -173,9 +153,8 @@ def throughput(redis_url: str, home: Path, config: Path, turns: list[dict]) -> d
 
 def freshness(redis_url: str, home: Path, config: Path, turns: list[dict], rate: float) -> dict[str, Any]:
     client = redis.Redis.from_url(redis_url)
-    worker = Worker(redis_url, home, config)
+    worker = start_worker(redis_url, home, config)
     try:
-        worker.wait_ready(client)
         monitor = Monitor(redis_url=redis_url, max_queue=len(turns) + 1, spool_path=home / "spool.jsonl",
                           flush_interval=0.05)
         started = time.perf_counter()

@@ -6,14 +6,16 @@ import os
 import signal
 import subprocess
 import sys
-import time
+import uuid
 from pathlib import Path
 
 import redis
 
-from worker.backlog import backlog, drained
+from schemas.broker import INGEST_QUEUE, INGEST_TASK
+from worker.app import app, configure
+from worker.backlog import wait_drained as drain
 
-__all__ = ["WorkerProcess", "wait_drained"]
+__all__ = ["WorkerProcess", "make_turn", "send", "wait_drained"]
 
 
 class WorkerProcess:
@@ -64,14 +66,28 @@ class WorkerProcess:
 
 def wait_drained(redis_url: str, worker: WorkerProcess, timeout: float = 120) -> None:
     """Wait until nothing is queued, unacked or being written (polling Redis: the work has no other clock)."""
-    client = redis.Redis.from_url(redis_url)
-    deadline = time.monotonic() + timeout
-    settled = 0
-    while time.monotonic() < deadline:
+    def alive(_: dict[str, int]) -> None:
         if worker.process is not None and worker.process.poll() is not None:
             raise AssertionError(f"worker exited early:\n{worker.output()[-4000:]}")
-        settled = settled + 1 if drained(client) else 0
-        if settled >= 3:
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"not drained after {timeout}s: {backlog(client)}\n{worker.output()[-4000:]}")
+
+    try:
+        drain(redis.Redis.from_url(redis_url), timeout=timeout, check=alive)
+    except TimeoutError as exc:
+        raise AssertionError(f"{exc}\n{worker.output()[-4000:]}") from None
+
+
+def make_turn(i: int, agent: str = "support-bot") -> dict:
+    return {
+        "trace_id": uuid.uuid4().hex,
+        "span_id": uuid.uuid4().hex[:16],
+        "project": "acme",
+        "agent": agent,
+        "input": [{"role": "user", "content": f"How do I return order {i} that arrived damaged?"}],
+        "output": f"You can return order {i} within 30 days. Damaged items are refunded in full. "
+                  "Our office dog is called Biscuit.",
+    }
+
+
+def send(redis_url: str, batch: list) -> None:
+    configure(redis_url)
+    app.send_task(INGEST_TASK, args=[batch], queue=INGEST_QUEUE)

@@ -3,31 +3,18 @@
 from __future__ import annotations
 
 import time
-import uuid
 from pathlib import Path
 
 import pytest
 import redis
 
-from tests.pipeline import WorkerProcess, wait_drained
-from schemas.broker import INGEST_QUEUE, INGEST_TASK
+from schemas.broker import INGEST_QUEUE
+from tests.pipeline import WorkerProcess, make_turn, send, wait_drained
 from worker.app import SCORE_QUEUE, app, configure
 from worker.sampling import sampled
 from worker.store import connect
 
 CONFIG = Path(__file__).parent / "fixtures" / "pipeline.yaml"
-
-
-def make_turn(i: int, agent: str = "support-bot") -> dict:
-    return {
-        "trace_id": uuid.uuid4().hex,
-        "span_id": uuid.uuid4().hex[:16],
-        "project": "acme",
-        "agent": agent,
-        "input": [{"role": "user", "content": f"How do I return order {i} that arrived damaged?"}],
-        "output": f"You can return order {i} within 30 days. Damaged items are refunded in full. "
-                  "Our office dog is called Biscuit.",
-    }
 
 
 def expected_pairs(turns: list[dict]) -> set[tuple[str, str]]:
@@ -36,11 +23,6 @@ def expected_pairs(turns: list[dict]) -> set[tuple[str, str]]:
     pairs |= {(t["trace_id"], "relevancy-half") for t in turns
               if t["agent"] == "support-bot" and sampled(t["trace_id"], 0.5)}
     return pairs
-
-
-def send(redis_url: str, batch: list) -> None:
-    configure(redis_url)
-    app.send_task(INGEST_TASK, args=[batch], queue=INGEST_QUEUE)
 
 
 @pytest.fixture

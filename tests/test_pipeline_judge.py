@@ -11,8 +11,7 @@ import redis
 import yaml
 
 from tests.judge_server import Reply, ScriptedJudge
-from tests.pipeline import WorkerProcess, wait_drained
-from tests.test_pipeline import make_turn, send
+from tests.pipeline import WorkerProcess, make_turn, send, wait_drained
 from worker.judge.pause import PAUSED_KEY
 from worker.store import connect
 

@@ -14,8 +14,7 @@ from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from schemas import Score, ScoreStatus
-from tests.pipeline import WorkerProcess, wait_drained
-from tests.test_pipeline import make_turn, send
+from tests.pipeline import WorkerProcess, make_turn, send, wait_drained
 from worker.telemetry import Telemetry
 
 CONFIG = Path(__file__).parent / "fixtures" / "pipeline.yaml"

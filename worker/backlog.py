@@ -6,13 +6,16 @@ tasks push their rows before they are acked; the writer clears its in-flight lis
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
+
 import redis
 
 from schemas.broker import INGEST_QUEUE
 from worker.app import SCORE_QUEUE
 from worker.sinks.write_queue import WRITE_QUEUE, inflight_key
 
-__all__ = ["backlog", "drained"]
+__all__ = ["backlog", "drained", "wait_drained"]
 
 
 def backlog(client: redis.Redis) -> dict[str, int]:
@@ -28,3 +31,19 @@ def backlog(client: redis.Redis) -> dict[str, int]:
 
 def drained(client: redis.Redis) -> bool:
     return not any(backlog(client).values())
+
+
+def wait_drained(client: redis.Redis, *, timeout: float, check: Callable[[dict[str, int]], None] | None = None,
+                 interval: float = 0.1, settle: int = 3) -> None:
+    """Poll until ``settle`` polls in a row find nothing left (a task between its ack and the next delivery must
+    not pass for done). ``check`` sees each backlog and may raise (a worker that exited, a progress bar to move).
+    Raises ``TimeoutError`` with the backlog when ``timeout`` runs out."""
+    deadline, settled = time.monotonic() + timeout, 0
+    while settled < settle:
+        now = backlog(client)
+        if check is not None:
+            check(now)
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"not drained after {timeout:.0f}s: {now}")
+        settled = settled + 1 if not any(now.values()) else 0
+        time.sleep(interval)

@@ -26,7 +26,7 @@ import yaml
 from rich.console import Console
 from rich.progress import Progress, TextColumn, TimeElapsedColumn
 
-from worker.backlog import backlog, drained
+from worker.backlog import wait_drained
 from worker.demo_agent import KnowledgeBaseAgent
 from worker.embedded_redis import EmbeddedRedis
 from worker.emit import emit_file
@@ -104,18 +104,18 @@ def _stop(process: subprocess.Popen, timeout: float = 60) -> None:
 
 def _wait_scored(redis_url: str, worker: subprocess.Popen, log_path: Path, timeout: float) -> None:
     client = redis.Redis.from_url(redis_url)
-    deadline = time.monotonic() + timeout
     with Progress(TextColumn("scoring: {task.description}"), TimeElapsedColumn(), console=console) as progress:
         task = progress.add_task("", total=None)
-        settled = 0
-        while settled < 3:
+
+        def check(now: dict[str, int]) -> None:
             if worker.poll() is not None:
                 raise click.ClickException(f"the worker exited; its log: {log_path}")
-            if time.monotonic() > deadline:
-                raise click.ClickException(f"not finished after {timeout:.0f}s: {backlog(client)}")
-            settled = settled + 1 if drained(client) else 0
-            progress.update(task, description=", ".join(f"{k} {v}" for k, v in backlog(client).items()))
-            time.sleep(0.2)
+            progress.update(task, description=", ".join(f"{k} {v}" for k, v in now.items()))
+
+        try:
+            wait_drained(client, timeout=timeout, check=check, interval=0.2)
+        except TimeoutError as exc:
+            raise click.ClickException(str(exc)) from None
 
 
 @click.command("demo")

@@ -67,14 +67,13 @@ def dead_letter(queue: str, payload: Any, reason: str, error_type: str) -> DeadL
                       payload=safe[:100_000])
 
 
-def _check_turn(raw: Any) -> Turn | DeadLetter:
+def _check_turn(raw: Any, queue: str) -> Turn | DeadLetter:
     if not isinstance(raw, dict):
-        return dead_letter(INGEST_QUEUE, raw, f"turn must be a JSON object, got {type(raw).__name__}",
-                           "invalid_turn")
+        return dead_letter(queue, raw, f"turn must be a JSON object, got {type(raw).__name__}", "invalid_turn")
     try:
         return Turn.model_validate(raw)
     except ValidationError as exc:
-        return dead_letter(INGEST_QUEUE, raw, validation_reason(exc), "invalid_turn")
+        return dead_letter(queue, raw, validation_reason(exc), "invalid_turn")
 
 
 @app.task(name=INGEST_TASK, bind=True)
@@ -86,7 +85,7 @@ def ingest(self, batch: Any) -> dict[str, int]:
     if not isinstance(batch, list):
         batch = [batch]
     for raw in batch:
-        checked = _check_turn(raw)
+        checked = _check_turn(raw, INGEST_QUEUE)
         if isinstance(checked, DeadLetter):
             rows["dead_letters"].append(checked)
             continue
@@ -136,7 +135,7 @@ def score(self, turn_json: Any, monitors: Any, enqueued_at: float | None = None)
             rows["dead_letters"].append(dead_letter(
                 SCORE_QUEUE, {"turn": turn_json, "monitor": name},
                 f"monitor: unknown monitor {name!r} (configured: {sorted(configured)})", "unknown_monitor"))
-    checked = _check_turn(turn_json)
+    checked = _check_turn(turn_json, SCORE_QUEUE)
     if isinstance(checked, DeadLetter):
         push(rt.redis, [("dead_letters", [*rows["dead_letters"], checked])])
         return {}
