@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/economy.py            # a rich table; --json prints one JSON object
 
-Scores ``--turns`` demo turns (``worker/demo_data/turns.jsonl``, every k-th so every agent is in) once per reason
+Scores ``--turns`` demo turns (``worker/demo/data/turns.jsonl``, every k-th so every agent is in) once per reason
 mode through the real judge stack (``LLMJudge`` -> ``Transport`` -> HTTP), with the reply cache off so each pass
 pays for every call. The verdicts (status, score, statement and yes/unsure/no counts) are compared turn by turn.
 Goal: template uses <= 0.6 of llm's tokens at equal verdicts.
@@ -43,7 +43,7 @@ MODES = ("llm", "template")
 
 
 def demo_turns(count: int) -> list[Turn]:
-    lines = (ROOT / "worker" / "demo_data" / "turns.jsonl").read_text(encoding="utf-8").splitlines()
+    lines = (ROOT / "worker" / "demo" / "data" / "turns.jsonl").read_text(encoding="utf-8").splitlines()
     turns = [t for t in (Turn.model_validate_json(line) for line in lines) if t.question.strip() and t.output.strip()]
     step = max(1, len(turns) // count)
     return turns[::step][:count]

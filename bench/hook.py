@@ -31,7 +31,7 @@ from rich.table import Table
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from producers import Monitor  # noqa: E402
-from worker.embedded_redis import EmbeddedRedis, free_port  # noqa: E402
+from worker.demo.embedded_redis import EmbeddedRedis, free_port  # noqa: E402
 
 TURN: dict[str, Any] = {
     "input": "My invoice shows two charges for the same order. Why was I charged twice, and when will it be fixed?",

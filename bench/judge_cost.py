@@ -27,7 +27,7 @@ from rich.table import Table  # noqa: E402
 from schemas import Turn, load_config  # noqa: E402
 from tests.judge_server import ScriptedJudge  # noqa: E402
 from worker.demo import demo_config, demo_turns  # noqa: E402
-from worker.filters import matches  # noqa: E402
+from worker.pipeline.filters import matches  # noqa: E402
 from worker.scorers import build_scorer  # noqa: E402
 
 

@@ -141,7 +141,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
     args = parser.parse_args(argv)
 
-    from worker.embedded_redis import EmbeddedRedis
+    from worker.demo.embedded_redis import EmbeddedRedis
 
     over = round(args.rpm * 1.2)
     configs = [

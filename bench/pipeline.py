@@ -39,10 +39,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from producers import Monitor  # noqa: E402
 from schemas import VigilConfig  # noqa: E402
 from tests.pipeline import WorkerProcess  # noqa: E402
-from worker.backlog import wait_drained as drain  # noqa: E402
 from worker.demo import demo_config, demo_turns  # noqa: E402
-from worker.embedded_redis import EmbeddedRedis  # noqa: E402
+from worker.demo.embedded_redis import EmbeddedRedis  # noqa: E402
 from worker.judge import build_judge  # noqa: E402
+from worker.pipeline.backlog import wait_drained as drain  # noqa: E402
 from worker.scorers import build_scorer  # noqa: E402
 from worker.store import connect  # noqa: E402
 
@@ -107,7 +107,7 @@ def wait_drained(client: redis.Redis) -> None:
 
 def send_empty_batches(redis_url: str, count: int) -> None:
     from schemas.broker import INGEST_QUEUE, INGEST_TASK
-    from worker.app import app, configure
+    from worker.pipeline.app import app, configure
 
     configure(redis_url)
     with app.producer_or_acquire() as producer:

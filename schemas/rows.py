@@ -12,10 +12,11 @@ from datetime import UTC, datetime
 
 from pydantic import BaseModel, Field
 
-from schemas.score import JudgeCall, Score
+from schemas.config import MonitorConfig
+from schemas.score import JudgeCall, Score, ScoreResult, score_id
 from schemas.trace import Turn
 
-__all__ = ["DeadLetter", "JudgeCallRow", "PipelineEvent", "TABLES", "TraceRow", "trace_row"]
+__all__ = ["DeadLetter", "JudgeCallRow", "PipelineEvent", "TABLES", "TraceRow", "score_row", "trace_row"]
 
 
 def _now() -> datetime:
@@ -125,3 +126,35 @@ TABLES: dict[str, type[BaseModel]] = {
     "pipeline_events": PipelineEvent,
     "dead_letters": DeadLetter,
 }
+
+def score_row(turn: Turn, monitor: MonitorConfig, result: ScoreResult) -> Score:
+    usage = result.usage
+    value = None if result.score is None else min(max(result.score, 0.0), result.scale)
+    return Score(
+        score_id=score_id(turn.trace_id, turn.span_id, monitor.name, result.scorer_version),
+        trace_id=turn.trace_id,
+        span_id=turn.span_id or "",
+        session_id=turn.session_id or "",
+        project=turn.project,
+        agent=turn.agent,
+        environment=turn.environment,
+        monitor=monitor.name,
+        scorer=result.scorer,
+        scorer_version=result.scorer_version,
+        status=result.status,
+        score=value,
+        scale=result.scale,
+        label=result.label or "",
+        reason=result.reason or "",
+        steps_json=json.dumps([s.model_dump(mode="json") for s in result.steps], ensure_ascii=False, default=str),
+        details_json=json.dumps(result.details, ensure_ascii=False, default=str),
+        error_type=result.error_type or "",
+        judge=monitor.judge,
+        judge_model=result.judge_model or "",
+        judge_calls=usage.calls,
+        prompt_tokens=usage.prompt_tokens,
+        completion_tokens=usage.completion_tokens,
+        cost_usd=usage.cost_usd,
+        latency_ms=usage.latency_ms,
+        trace_time=turn.started_at,
+    )

@@ -9,7 +9,7 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 import pytest
 import redis
 
-from worker.embedded_redis import EmbeddedRedis
+from worker.demo.embedded_redis import EmbeddedRedis
 from worker.store import connect, migrate
 
 pytest_plugins = ["tests.judge_server"]

@@ -12,8 +12,8 @@ from pathlib import Path
 import redis
 
 from schemas.broker import INGEST_QUEUE, INGEST_TASK
-from worker.app import app, configure
-from worker.backlog import wait_drained as drain
+from worker.pipeline.app import app, configure
+from worker.pipeline.backlog import wait_drained as drain
 
 __all__ = ["WorkerProcess", "make_turn", "send", "wait_drained"]
 

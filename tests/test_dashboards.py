@@ -12,9 +12,9 @@ import pytest
 import yaml
 
 from tests.quality_seed import seed_everything
-from worker.report.grafana import DATASOURCE, alert_rules, dashboard
-from worker.report.queries import ALERT_QUERIES, DETECTOR_QUERIES, PANELS, VARIABLES, bind, render
 from worker.store import connect, migrate
+from worker.store.grafana import DATASOURCE, alert_rules, dashboard
+from worker.store.queries import ALERT_QUERIES, DETECTOR_QUERIES, PANELS, VARIABLES, bind, render
 
 ROOT = Path(__file__).resolve().parent.parent
 GRAFANA = ROOT / "deploy" / "grafana"
@@ -45,7 +45,7 @@ def _rules() -> list[dict]:
 
 
 def test_the_committed_dashboard_and_alert_rules_are_generated_from_the_shared_queries():
-    """Run `python -m worker.report.grafana` after editing worker/report/queries.py."""
+    """Run `python -m worker.store.grafana` after editing worker/store/queries.py."""
     assert BOARD == dashboard()
     assert RULES == alert_rules()
 

@@ -1,6 +1,6 @@
 """The demo's bundled data: valid turns from three agents, some bad on purpose, and a regression the detector finds.
 
-The files are ``worker/demo_data/``'s; ``labels.jsonl`` holds the ground truth the turns cannot carry.
+The files are ``worker/demo/data/``'s; ``labels.jsonl`` holds the ground truth the turns cannot carry.
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ import pytest
 
 from schemas import ScoreStatus, Turn, load_config
 
-DATA = Path(__file__).resolve().parents[1] / "worker" / "demo_data"
-ROOT = DATA.parents[1]
+DATA = Path(__file__).resolve().parents[1] / "worker" / "demo" / "data"
+ROOT = DATA.parents[2]
 ANCHOR = datetime(2026, 11, 21, 12, 0, tzinfo=UTC)
 WINDOW = timedelta(minutes=120)
 AGENTS = {"support-bot": "acme-shop", "travel-assistant": "acme-travel", "code-helper": "acme-dev"}
@@ -263,8 +263,8 @@ def test_the_rag_monitor_points_at_the_bundled_knowledge_base_and_golden_set(con
 
 
 def _pairs(config, turns) -> dict[str, list[Turn]]:
-    from worker.filters import matches
-    from worker.sampling import sampled
+    from worker.pipeline.filters import matches
+    from worker.pipeline.sampling import sampled
 
     return {m.name: [t for t in turns if matches(t, m.filters) and sampled(t.trace_id, m.sampling_rate)]
             for m in config.monitors}
@@ -296,7 +296,7 @@ def _load_generator():
 
 def test_the_committed_files_are_exactly_the_generators_output():
     for name, text in _load_generator().render_files().items():
-        assert (DATA / name).read_text(encoding="utf-8") == text, f"{name}: rerun worker/demo_data/generate.py"
+        assert (DATA / name).read_text(encoding="utf-8") == text, f"{name}: rerun worker/demo/data/generate.py"
 
 
 # ---- the regression through the real scorers and the detector's decision -----------------------------------

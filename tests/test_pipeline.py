@@ -10,8 +10,8 @@ import redis
 
 from schemas.broker import INGEST_QUEUE
 from tests.pipeline import WorkerProcess, make_turn, send, wait_drained
-from worker.app import SCORE_QUEUE, app, configure
-from worker.sampling import sampled
+from worker.pipeline.app import SCORE_QUEUE, app, configure
+from worker.pipeline.sampling import sampled
 from worker.store import connect
 
 CONFIG = Path(__file__).parent / "fixtures" / "pipeline.yaml"

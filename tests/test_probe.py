@@ -15,7 +15,8 @@ from tests.scoring_support import judge_factory, llm_judge  # noqa: F401 (fixtur
 from tests.test_multi_turn import CONFIRM, FOLLOW_UP, QUESTION, REFERENCE, WRONG, Dialogue
 from worker.judge.baseline import MODEL as BASELINE_MODEL
 from worker.scorers.multi_turn import MultiTurn
-from worker.scorers.probe import probe_command, run_probe
+from worker.cli.probe import probe_command
+from worker.scorers.probe import run_probe
 from worker.scorers.rag_correctness import GoldenItem
 from worker.store import connect
 

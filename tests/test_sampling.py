@@ -8,7 +8,7 @@ import uuid
 
 import pytest
 
-from worker.sampling import sampled
+from worker.pipeline.sampling import sampled
 
 IDS = [uuid.UUID(int=i * 7919 + 13).hex for i in range(100_000)]
 
@@ -36,7 +36,7 @@ def test_another_process_samples_exactly_the_same_ids():
     """Python's hash() is salted per process; sha256 is not, so a second interpreter must agree."""
     here = [t for t in IDS[:3000] if sampled(t, 0.3)]
     code = (
-        "import uuid; from worker.sampling import sampled;"
+        "import uuid; from worker.pipeline.sampling import sampled;"
         "ids=[uuid.UUID(int=i*7919+13).hex for i in range(3000)];"
         "print(','.join(t for t in ids if sampled(t, 0.3)))"
     )

@@ -22,7 +22,7 @@ from pydantic import ValidationError
 from producers import CeleryTransport, DropReason, Monitor, ReplayProgress, current_turn, replay
 from producers._backoff import compute_backoff
 from schemas import Turn
-from worker.embedded_redis import EmbeddedRedis, free_port
+from worker.demo.embedded_redis import EmbeddedRedis, free_port
 
 MakeMonitor = Callable[..., Monitor]
 

@@ -15,7 +15,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from schemas import Score, ScoreStatus
 from tests.pipeline import WorkerProcess, make_turn, send, wait_drained
-from worker.telemetry import Telemetry
+from worker.sinks.otel import Telemetry
 
 CONFIG = Path(__file__).parent / "fixtures" / "pipeline.yaml"
 

@@ -1,1 +1,1 @@
-"""vigil's worker side: the Celery app and tasks, sampling, scorers, the judge client, sinks, alerts, the CLI."""
+"""vigil's worker side, one room per layer: pipeline, judge, scorers, retrieval, sinks, store, alerts, report, cli, demo."""

@@ -38,7 +38,7 @@ def get_settings() -> Settings:
 
 
 def bundled_config_path() -> Path:
-    return Path(str(resources.files("worker") / "demo_data" / "vigil.yaml"))
+    return Path(str(resources.files("worker.demo") / "data" / "vigil.yaml"))
 
 
 @lru_cache(maxsize=1)

@@ -16,12 +16,17 @@ from opentelemetry import trace
 
 from schemas import AlertRule, VigilConfig
 from worker.alerts.decide import (
-    coverage_verdict, decide, failure_rate_verdict, judge_paused_verdict, regression_verdict, threshold_verdict,
+    coverage_verdict,
+    decide,
+    failure_rate_verdict,
+    judge_paused_verdict,
+    regression_verdict,
+    threshold_verdict,
 )
 from worker.alerts.model import ALERT_COLUMNS, AlertEvent, AlertState, Subject, Verdict, WindowStats
 from worker.alerts.notify import Notifier, WebhookNotifier, emit_event, log_event
 from worker.report.build import run_query
-from worker.report.queries import DETECTOR_QUERIES, bind
+from worker.store.queries import DETECTOR_QUERIES, bind
 
 __all__ = ["DEFAULT_RULES", "check_alerts"]
 

@@ -10,10 +10,19 @@ from typing import Any
 from clickhouse_connect.driver.client import Client
 
 from worker.report.model import (
-    AlertRow, DistributionBin, FunnelRow, JudgeSummary, LagPoint, MonitorSummary, PausedJudge, Point, Report,
-    ScoreSeries, WorstTurn,
+    AlertRow,
+    DistributionBin,
+    FunnelRow,
+    JudgeSummary,
+    LagPoint,
+    MonitorSummary,
+    PausedJudge,
+    Point,
+    Report,
+    ScoreSeries,
+    WorstTurn,
 )
-from worker.report.queries import PANELS, Query, render
+from worker.store.queries import PANELS, Query, render
 
 __all__ = ["build_report", "pick_interval", "run_query"]
 

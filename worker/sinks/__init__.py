@@ -1,1 +1,1 @@
-"""Where scores go: the write queue and its batching ClickHouse writer, and OpenTelemetry."""
+"""Where scores go: the write queue, its batching ClickHouse writer (one per process at most), and OpenTelemetry out."""

@@ -31,7 +31,7 @@ from pydantic import BaseModel, ValidationError
 from schemas.rows import TABLES, DeadLetter
 from worker.sinks.write_queue import WRITE_QUEUE, inflight_key, owner_key
 
-__all__ = ["Writer"]
+__all__ = ["Writer", "current_writer", "open_writer"]
 
 log = structlog.get_logger("vigil.writer")
 
@@ -216,3 +216,25 @@ def _dead(payload: bytes | str, reason: str, error_type: str) -> DeadLetter:
     return DeadLetter(dead_id=sha256(text.encode("utf-8", "replace")).hexdigest()[:32],
                       received_at=datetime.now(UTC), queue=WRITE_QUEUE, reason=reason[:4000],
                       error_type=error_type, payload=text[:100_000])
+
+
+_current: Writer | None = None
+
+
+def current_writer() -> Writer | None:
+    """This process's writer, if it runs one (then it also holds the store open)."""
+    return _current
+
+
+def open_writer(redis_url: str, dsn: str, writer_id: str) -> Writer:
+    """This process's writer: open and migrate the store now, so a worker whose store is unreachable fails at start, not silently."""
+    from worker.settings import get_settings
+    from worker.store import connect, migrate
+
+    global _current
+    settings = get_settings()
+    store = connect(dsn)
+    migrate(store)
+    _current = Writer(redis.Redis.from_url(redis_url), store, writer_id=writer_id,
+                      batch_rows=settings.write_batch_rows, batch_age_s=settings.write_batch_age_s)
+    return _current

@@ -1,4 +1,5 @@
-"""ClickHouse, through clickhouse-connect only: a server (``http://…``) or chDB in-process (``chdb:///dir``)."""
+"""ClickHouse, through clickhouse-connect only: a server (``http://…``) or chDB in-process (``chdb:///dir``); the
+migrations; and all SQL (``queries``: the report's, the detector's and Grafana's, which ``grafana`` renders)."""
 
 from worker.store.clickhouse import connect, default_dsn
 from worker.store.migrations import migrate

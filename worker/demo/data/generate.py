@@ -2,7 +2,7 @@
 
 Deterministic (a seeded ``random.Random``): running it twice writes the same bytes. Run it from the repository root:
 
-    .venv/bin/python worker/demo_data/generate.py
+    .venv/bin/python worker/demo/data/generate.py
 
 Outputs, next to this file: ``turns.jsonl`` (one ``schemas.Turn`` per line, sorted by ``started_at``),
 ``labels.jsonl`` (per trace id: good or bad, the kind of defect, whether it lies in the injected regression),

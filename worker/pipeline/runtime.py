@@ -12,7 +12,7 @@ from schemas import MonitorConfig, VigilConfig
 from worker.judge.base import Judge
 from worker.scorers.base import Scorer
 from worker.settings import get_settings, monitor_config
-from worker.telemetry import Telemetry
+from worker.sinks.otel import Telemetry
 
 __all__ = ["Runtime", "runtime"]
 
@@ -53,7 +53,7 @@ def runtime() -> Runtime:
     global _runtime, _pid
     with _lock:
         if _runtime is None or _pid != os.getpid():
-            from worker.app import app
+            from worker.pipeline.app import app
 
             _runtime = Runtime(
                 config=monitor_config(),

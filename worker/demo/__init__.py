@@ -26,10 +26,10 @@ import yaml
 from rich.console import Console
 from rich.progress import Progress, TextColumn, TimeElapsedColumn
 
-from worker.backlog import wait_drained
-from worker.demo_agent import KnowledgeBaseAgent
-from worker.embedded_redis import EmbeddedRedis
-from worker.emit import emit_file
+from worker.cli.emit import emit_file
+from worker.demo.agent import KnowledgeBaseAgent
+from worker.demo.embedded_redis import EmbeddedRedis
+from worker.pipeline.backlog import wait_drained
 from worker.settings import bundled_config_path
 
 __all__ = ["demo_command", "demo_turns"]
@@ -39,7 +39,7 @@ console = Console()
 
 def demo_turns(now: datetime | None = None) -> list[dict]:
     """The bundled turns, shifted so the newest one happened just now."""
-    path = resources.files("worker") / "demo_data" / "turns.jsonl"
+    path = resources.files("worker.demo") / "data" / "turns.jsonl"
     turns = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
     newest = max(datetime.fromisoformat(t["started_at"]) for t in turns)
     shift = (now or datetime.now(UTC)) - newest - timedelta(seconds=5)
@@ -137,7 +137,7 @@ def demo_command(home: Path, timeout: float) -> None:
                           f"{server.process.pid}")
         dsn = os.environ.get("CLICKHOUSE_DSN") or f"chdb://{(home / 'chdb').resolve()}"
         console.print(f"store: {'ClickHouse at ' + dsn if dsn.startswith('http') else 'chDB (embedded) at ' + dsn}")
-        agent = KnowledgeBaseAgent(str(Path(str(resources.files("worker"))) / "demo_data" / "docs" / "kb.jsonl"))
+        agent = KnowledgeBaseAgent(str(Path(str(resources.files("worker.demo"))) / "data" / "docs" / "kb.jsonl"))
         agent.start()
         stack.callback(agent.stop)
         config_path, judge_used = demo_config(home, agent.base_url)

@@ -10,7 +10,7 @@ from worker.settings import get_settings
 __all__ = ["ALERTS_QUEUE", "INGEST_QUEUE", "SCORE_QUEUE", "app", "configure"]
 
 
-app = Celery("vigil", include=["worker.tasks", "worker.beat"])
+app = Celery("vigil", include=["worker.pipeline.tasks", "worker.pipeline.beat"])
 
 
 def configure(broker_url: str | None = None) -> Celery:

@@ -1,4 +1,4 @@
-"""``vigil worker`` and ``vigil migrate``: a Celery worker fit for I/O-bound judge calls, and its writer.
+"""``vigil worker``, ``vigil beat`` and ``vigil migrate``: a Celery worker fit for I/O-bound judge calls, its writer.
 
 The worker runs Celery's thread pool (judge calls wait on the network, not the CPU) over the ingest and score
 queues. With ``--writer`` (the default) the same process also runs the batching ClickHouse writer: with the
@@ -12,34 +12,17 @@ import os
 import socket
 
 import click
-import redis
 from celery import signals
 
 from schemas.broker import INGEST_QUEUE
-from worker.app import ALERTS_QUEUE, SCORE_QUEUE, app, configure
 from worker.logs import configure_logging
+from worker.pipeline.app import ALERTS_QUEUE, SCORE_QUEUE, app, configure
+from worker.pipeline.beat import schedule
 from worker.settings import get_settings
-from worker.sinks.writer import Writer
+from worker.sinks import writer as process_writer
 from worker.store import connect, default_dsn, migrate
 
-__all__ = ["current_writer", "migrate_command", "worker_command"]
-
-_writer: Writer | None = None
-
-
-def current_writer() -> Writer | None:
-    """This process's writer, if it runs one (then it also holds the store open)."""
-    return _writer
-
-
-def open_writer(redis_url: str, dsn: str, writer_id: str) -> Writer:
-    """Open and migrate the store now, so a worker whose store is unreachable fails at start, not silently."""
-    settings = get_settings()
-    store = connect(dsn)
-    migrate(store)
-    return Writer(redis.Redis.from_url(redis_url), store, writer_id=writer_id,
-                  batch_rows=settings.write_batch_rows, batch_age_s=settings.write_batch_age_s)
-
+__all__ = ["beat_command", "migrate_command", "worker_command"]
 
 @click.command("worker")
 @click.option("--concurrency", "-c", default=100, show_default=True,
@@ -62,17 +45,15 @@ def worker_command(concurrency: int, writer: bool, writer_id: str | None, queues
         queues = f"{queues},{ALERTS_QUEUE}"
         redis_url = settings.redis_url or app.conf.broker_url
         dsn = settings.clickhouse_dsn or default_dsn(settings.home / "chdb")
-        global _writer
-        _writer = open_writer(redis_url, dsn, writer_id or f"{socket.gethostname()}-{os.getpid()}")
+        the_writer = process_writer.open_writer(redis_url, dsn, writer_id or f"{socket.gethostname()}-{os.getpid()}")
 
         @signals.worker_ready.connect(weak=False)
         def _start(**_: object) -> None:
-            _writer.start()
+            the_writer.start()
 
         @signals.worker_shutdown.connect(weak=False)
         def _stop(**_: object) -> None:
-            if _writer is not None:
-                _writer.stop()
+            the_writer.stop()
 
     argv = ["worker", "--pool=threads", f"--concurrency={concurrency}", f"--queues={queues}",
             "--without-gossip", "--without-mingle", f"--loglevel={settings.log_level}",
@@ -86,3 +67,14 @@ def migrate_command(dsn: str | None) -> None:
     """Apply pending ClickHouse migrations (idempotent)."""
     applied = migrate(connect(dsn or default_dsn(get_settings().home / "chdb")))
     click.echo("applied: " + (", ".join(applied) if applied else "nothing (up to date)"))
+
+
+@click.command("beat")
+def beat_command() -> None:
+    """Start Celery beat: schedules the regression check every VIGIL_ALERTS_INTERVAL seconds (run one)."""
+    settings = get_settings()
+    configure_logging(settings.log_level)
+    configure()
+    app.conf.beat_schedule = schedule()
+    settings.home.mkdir(parents=True, exist_ok=True)
+    app.start(argv=["beat", "--loglevel=INFO", f"--schedule={settings.home / 'celerybeat-schedule'}"])

@@ -12,7 +12,7 @@ from collections.abc import Callable
 import redis
 
 from schemas.broker import INGEST_QUEUE
-from worker.app import SCORE_QUEUE
+from worker.pipeline.app import SCORE_QUEUE
 from worker.sinks.write_queue import WRITE_QUEUE, inflight_key
 
 __all__ = ["backlog", "drained", "wait_drained"]

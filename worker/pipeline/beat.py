@@ -1,4 +1,4 @@
-"""The periodic regression check: ``vigil beat`` schedules it, the writer process runs it.
+"""The periodic regression check: ``vigil beat`` (``worker.cli.worker``) schedules it, the writer process runs it.
 
 The check reads and writes ClickHouse, so it runs where the store is open: the task goes to the ``vigil.alerts``
 queue, which only ``vigil worker --writer`` consumes (on chDB that is the one process allowed to open the
@@ -10,14 +10,12 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime
 
-import click
 import structlog
 
-from worker.app import ALERTS_QUEUE, app, configure
-from worker.logs import configure_logging
+from worker.pipeline.app import ALERTS_QUEUE, app
 from worker.settings import get_settings, monitor_config
 
-__all__ = ["beat_command", "check_alerts_task"]
+__all__ = ["check_alerts_task", "schedule"]
 
 log = structlog.get_logger("vigil.beat")
 
@@ -25,8 +23,8 @@ log = structlog.get_logger("vigil.beat")
 @app.task(name="vigil.check_alerts", ignore_result=True)
 def check_alerts_task() -> int:
     from worker.alerts import check_alerts
-    from worker.runtime import runtime
-    from worker.serve import current_writer
+    from worker.pipeline.runtime import runtime
+    from worker.sinks.writer import current_writer
 
     writer = current_writer()
     if writer is None:
@@ -51,14 +49,3 @@ def schedule() -> dict:
     interval = get_settings().alerts_interval_s
     return {"vigil-check-alerts": {"task": "vigil.check_alerts", "schedule": float(interval),
                                    "options": {"queue": ALERTS_QUEUE, "expires": float(interval)}}}
-
-
-@click.command("beat")
-def beat_command() -> None:
-    """Start Celery beat: schedules the regression check every VIGIL_ALERTS_INTERVAL seconds (run one)."""
-    settings = get_settings()
-    configure_logging(settings.log_level)
-    configure()
-    app.conf.beat_schedule = schedule()
-    settings.home.mkdir(parents=True, exist_ok=True)
-    app.start(argv=["beat", "--loglevel=INFO", f"--schedule={settings.home / 'celerybeat-schedule'}"])

@@ -24,15 +24,14 @@ from kombu.exceptions import OperationalError as BrokerError
 from pydantic import BaseModel, ValidationError
 
 from schemas import ScoreResult, ScoreStatus, Turn
-from schemas.rows import DeadLetter, JudgeCallRow, PipelineEvent, trace_row
-from worker import aio
 from schemas.broker import INGEST_QUEUE, INGEST_TASK
-from worker.app import SCORE_QUEUE, app
-from worker.filters import matches
+from schemas.rows import DeadLetter, JudgeCallRow, PipelineEvent, score_row, trace_row
 from worker.judge.base import JudgePaused
-from worker.rows import score_row
-from worker.runtime import runtime
-from worker.sampling import sampled
+from worker.pipeline import loop
+from worker.pipeline.app import SCORE_QUEUE, app
+from worker.pipeline.filters import matches
+from worker.pipeline.runtime import runtime
+from worker.pipeline.sampling import sampled
 from worker.settings import get_settings
 from worker.sinks.write_queue import push
 
@@ -141,7 +140,7 @@ def score(self, turn_json: Any, monitors: Any, enqueued_at: float | None = None)
         return {}
     turn = checked
     wanted = [configured[n] for n in names if isinstance(n, str) and n in configured]
-    outcomes = aio.run(_score_all(rt, turn, wanted))
+    outcomes = loop.run(_score_all(rt, turn, wanted))
     statuses, paused = {}, []
     for monitor, result, start_ns, end_ns in outcomes:
         if result is None:
