@@ -36,6 +36,8 @@ class JudgeConfig(_Config):
     max_retry_age_s: float = Field(default=300.0, gt=0)  # give up retrying 429/5xx/timeouts after this long
     price_per_prompt_token: float = Field(default=0.0, ge=0)
     price_per_completion_token: float = Field(default=0.0, ge=0)
+    # prompt tokens the provider served from its prefix cache; unset: priced as any prompt token
+    price_per_cached_prompt_token: float | None = Field(default=None, ge=0)
     cache_ttl_s: int = Field(default=0, ge=0)  # 0: no reply cache
 
     @model_validator(mode="after")

@@ -86,6 +86,7 @@ class JudgeCallRow(BaseModel):
     step: str
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    cached_prompt_tokens: int = 0
     cost_usd: float = 0.0
     latency_ms: float = 0.0
     status: str = "ok"

@@ -33,17 +33,19 @@ class JudgeCall(BaseModel):
     model: str
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    cached_prompt_tokens: int = 0  # of prompt_tokens, those the provider served from its prefix cache
     cost_usd: float = 0.0
     latency_ms: float = 0.0
     status: str = "ok"  # ok | cached | http_429 | http_500 | timeout | parse_error | ...
     attempt: int = 1
-    cached: bool = False
+    cached: bool = False  # vigil's own reply cache answered: no request was made
 
 
 class JudgeUsage(BaseModel):
     calls: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    cached_prompt_tokens: int = 0
     cost_usd: float = 0.0
     latency_ms: float = 0.0
     cache_hits: int = 0
@@ -54,6 +56,7 @@ class JudgeUsage(BaseModel):
             calls=sum(1 for c in calls if not c.cached),
             prompt_tokens=sum(c.prompt_tokens for c in calls if not c.cached),
             completion_tokens=sum(c.completion_tokens for c in calls if not c.cached),
+            cached_prompt_tokens=sum(c.cached_prompt_tokens for c in calls if not c.cached),
             cost_usd=sum(c.cost_usd for c in calls if not c.cached),
             latency_ms=sum(c.latency_ms for c in calls),
             cache_hits=sum(1 for c in calls if c.cached),

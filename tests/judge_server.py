@@ -9,6 +9,12 @@ or a raw body (``body``), headers (Retry-After), and a delay. ``requests`` recor
 time, so tests can count calls per 60-second window. ``rpm_limit`` makes the server enforce its own limit and
 answer 429 above it (counted in ``refused``): at most ``rpm_limit`` accepted requests in any ``window_s`` seconds
 (60 unless a test shortens the window, scaling the limit's time with the limiter's ``RateLimits.window_s``).
+
+``usage="chars"`` reports usage as a provider would, measured the same way for every client: prompt tokens are the
+characters of the request's messages / 4, completion tokens the reply's / 4, and ``prompt_tokens_details.
+cached_tokens`` is the longest prefix the request shares with any earlier one (its characters / 4), the way
+OpenAI-style automatic prefix caching serves a repeated static prefix. The default (``"scripted"``) reports each
+``Reply``'s own counts (and its ``cached_tokens``, when set).
 """
 
 from __future__ import annotations
@@ -37,6 +43,7 @@ class Reply:
     delay: float = 0.0
     prompt_tokens: int = 10
     completion_tokens: int = 5
+    cached_tokens: int | None = None  # reported as usage.prompt_tokens_details.cached_tokens when set
 
     @classmethod
     def json(cls, payload: Any, **kwargs: Any) -> Reply:
@@ -59,9 +66,20 @@ class Recorded:
         return "\n".join(str(m.get("content", "")) for m in self.body.get("messages", []))
 
 
+def _common_prefix(a: str, b: str) -> int:
+    n = min(len(a), len(b))
+    i = 0
+    while i < n and a[i] == b[i]:
+        i += 1
+    return i
+
+
 class ScriptedJudge:
     def __init__(self, script: Callable[[dict[str, Any]], Reply] | None = None, *, rpm_limit: int | None = None,
-                 window_s: float = 60.0):
+                 window_s: float = 60.0, usage: str = "scripted"):
+        if usage not in ("scripted", "chars"):
+            raise ValueError(f"usage must be 'scripted' or 'chars', not {usage!r}")
+        self.usage = usage
         self.script = script
         self.replies: deque[Reply] = deque()
         self.rpm_limit = rpm_limit
@@ -105,6 +123,7 @@ class ScriptedJudge:
                 self.refused += 1
                 self.requests.append(record)
                 return web.json_response({"error": {"message": "rate limit", "type": "rate_limit"}}, status=429)
+            earlier = [r.prompt for r in self.requests if r.status == 200]
             self.requests.append(record)
             reply = self._next_reply(body)
             record.status = reply.status
@@ -120,10 +139,22 @@ class ScriptedJudge:
             "model": body.get("model", "scripted"),
             "choices": [{"index": 0, "finish_reason": "stop",
                          "message": {"role": "assistant", "content": reply.content or ""}}],
-            "usage": {"prompt_tokens": reply.prompt_tokens, "completion_tokens": reply.completion_tokens,
-                      "total_tokens": reply.prompt_tokens + reply.completion_tokens},
+            "usage": self._usage(record, reply, earlier),
         }
         return web.json_response(payload, status=reply.status, headers=reply.headers)
+
+    def _usage(self, record: Recorded, reply: Reply, earlier: list[str]) -> dict[str, Any]:
+        prompt, completion, cached = reply.prompt_tokens, reply.completion_tokens, reply.cached_tokens
+        if self.usage == "chars":
+            text = record.prompt
+            prompt = len(text) // 4
+            completion = len(reply.content or "") // 4
+            cached = min(prompt, max((_common_prefix(text, e) for e in earlier), default=0) // 4)
+        usage: dict[str, Any] = {"prompt_tokens": prompt, "completion_tokens": completion,
+                                 "total_tokens": prompt + completion}
+        if cached is not None:
+            usage["prompt_tokens_details"] = {"cached_tokens": cached}
+        return usage
 
     def start(self, port: int = 0) -> ScriptedJudge:
         ready = threading.Event()

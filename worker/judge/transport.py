@@ -34,7 +34,7 @@ from worker.judge.cache import CachedReply, ReplyCache, cache_key
 from worker.judge.limiter import Limiter, RateLimits, RedisRateBackend
 from worker.judge.pause import config_fingerprint, is_paused, pause, resume
 
-__all__ = ["ChatResult", "ModeRejected", "Transport"]
+__all__ = ["ChatResult", "ModeRejected", "Transport", "cached_prompt_tokens", "judge_cost"]
 
 log = structlog.get_logger(__name__)
 
@@ -201,8 +201,9 @@ class Transport:
         if completion.usage:
             call.prompt_tokens = completion.usage.prompt_tokens
             call.completion_tokens = completion.usage.completion_tokens
-            call.cost_usd = (call.prompt_tokens * self.config.price_per_prompt_token
-                             + call.completion_tokens * self.config.price_per_completion_token)
+            call.cached_prompt_tokens = cached_prompt_tokens(completion)
+            call.cost_usd = judge_cost(self.config, call.prompt_tokens, call.completion_tokens,
+                                       call.cached_prompt_tokens)
         return completion
 
     async def _refused(self, exc: openai.APIStatusError, with_format: bool, calls: list[JudgeCall]) -> _Retry:
@@ -220,6 +221,25 @@ class Transport:
             retry_after = parse_retry_after(exc.response.headers, now=time.time())
             return _Retry(f"http_{status}", str(exc), retry_after)
         raise JudgeFailed(f"http_{status}", str(exc), calls) from exc
+
+
+def cached_prompt_tokens(completion: ChatCompletion) -> int:
+    """``usage.prompt_tokens_details.cached_tokens``: the prompt tokens the provider's prefix cache served (0 when
+    the endpoint does not say), never more than the prompt."""
+    usage = completion.usage
+    details = getattr(usage, "prompt_tokens_details", None) if usage else None
+    cached = getattr(details, "cached_tokens", None) if details else None
+    return min(max(int(cached or 0), 0), usage.prompt_tokens) if usage else 0
+
+
+def judge_cost(config: JudgeConfig, prompt_tokens: int, completion_tokens: int, cached_prompt_tokens: int = 0) -> float:
+    """The price of one call: uncached and cached prompt tokens and completion tokens at the judge's prices
+    (cached ones at ``price_per_cached_prompt_token``, else at the prompt price)."""
+    cached_price = config.price_per_cached_prompt_token
+    if cached_price is None:
+        cached_price = config.price_per_prompt_token
+    return ((prompt_tokens - cached_prompt_tokens) * config.price_per_prompt_token
+            + cached_prompt_tokens * cached_price + completion_tokens * config.price_per_completion_token)
 
 
 def _tokens_used(outcome: ChatCompletion | _Retry, estimate: int) -> int:

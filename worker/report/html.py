@@ -127,12 +127,15 @@ def _worst_section(report: Report) -> str:
 
 def _judges_section(report: Report) -> str:
     paused = {p.judge: p for p in report.paused_judges}
-    headers = ["judge", "models", "calls", "errors", "cache hits", "tokens", "cost $", "p50 ms", "p95 ms", "state"]
+    headers = ["judge", "models", "calls", "errors", "cache hits", "tokens", "prefix-cached", "cost $", "p50 ms",
+               "p95 ms", "state"]
     rows = [[escape(j.judge), escape(j.models), str(j.calls), str(j.errors), str(j.cache_hits),
-             str(j.prompt_tokens + j.completion_tokens), f"{j.cost_usd:.4f}", _num(j.p50_ms, 0), _num(j.p95_ms, 0),
+             str(j.prompt_tokens + j.completion_tokens),
+             "—" if j.cached_share is None else f"{j.cached_share:.0%}", f"{j.cost_usd:.4f}", _num(j.p50_ms, 0),
+             _num(j.p95_ms, 0),
              f'<span class="firing">paused ({escape(paused[j.judge].status)})</span>' if j.judge in paused else "ok"]
             for j in report.judges]
-    numeric = {"calls", "errors", "cache hits", "tokens", "cost $", "p50 ms", "p95 ms"}
+    numeric = {"calls", "errors", "cache hits", "tokens", "prefix-cached", "cost $", "p50 ms", "p95 ms"}
     return f"<section><h2>Judges</h2>{_table(headers, rows, numeric)}</section>"
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, computed_field
 
 __all__ = [
     "AlertRow", "DistributionBin", "FunnelRow", "JudgeSummary", "LagPoint", "MonitorSummary", "PausedJudge",
@@ -93,10 +93,17 @@ class JudgeSummary(BaseModel):
     error_rate: float = 0.0
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    cached_prompt_tokens: int = 0  # of prompt_tokens, served from the provider's prefix cache
     cost_usd: float = 0.0
     p50_ms: float | None = None
     p95_ms: float | None = None
     last_call: datetime | None = None
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def cached_share(self) -> float | None:
+        """The share of prompt tokens the provider's prefix cache served; None before any prompt token."""
+        return self.cached_prompt_tokens / self.prompt_tokens if self.prompt_tokens else None
 
 
 class PausedJudge(BaseModel):

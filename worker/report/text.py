@@ -60,14 +60,16 @@ def _worst_table(report: Report, monitor: str) -> Table | None:
 
 def _judges_table(report: Report) -> Table:
     table = Table(title="judges", title_justify="left")
-    for header in ("judge", "models", "calls", "errors", "cache hits", "tokens", "cost $", "p50 ms", "p95 ms"):
+    for header in ("judge", "models", "calls", "errors", "cache hits", "tokens", "prefix-cached", "cost $", "p50 ms",
+                   "p95 ms"):
         table.add_column(header, justify="left" if header in ("judge", "models") else "right",
                          overflow="fold" if header in ("judge", "models") else "ellipsis")
     paused = {p.judge for p in report.paused_judges}
     for j in report.judges:
         name = f"{j.judge} [red](paused)[/]" if j.judge in paused else j.judge
         table.add_row(name, j.models, str(j.calls), str(j.errors), str(j.cache_hits),
-                      str(j.prompt_tokens + j.completion_tokens), f"{j.cost_usd:.4f}", _num(j.p50_ms, 0),
+                      str(j.prompt_tokens + j.completion_tokens), _pct(j.cached_share), f"{j.cost_usd:.4f}",
+                      _num(j.p50_ms, 0),
                       _num(j.p95_ms, 0))
     return table
 

@@ -202,6 +202,7 @@ SELECT judge, arrayStringConcat(arraySort(groupUniqArray(model)), ', ') AS model
        if(count() > 0, errors / count(), 0) AS error_rate,
        sumIf(prompt_tokens, NOT cached) AS prompt_tokens,
        sumIf(completion_tokens, NOT cached) AS completion_tokens,
+       sumIf(cached_prompt_tokens, NOT cached) AS cached_prompt_tokens,
        sumIf(cost_usd, NOT cached) AS cost_usd,
        quantileIf(0.5)(latency_ms, NOT cached) AS p50_ms,
        quantileIf(0.95)(latency_ms, NOT cached) AS p95_ms,
@@ -211,7 +212,7 @@ WHERE $__timeFilter(called_at) AND {_vars("project", "monitor")}
 GROUP BY judge
 ORDER BY judge""",
         ("judge", "models", "calls", "cache_hits", "errors", "error_rate", "prompt_tokens", "completion_tokens",
-         "cost_usd", "p50_ms", "p95_ms", "last_call"),
+         "cached_prompt_tokens", "cost_usd", "p50_ms", "p95_ms", "last_call"),
     ),
     Query(
         "judge_errors", "Judge errors by status", "table",
