@@ -1,8 +1,11 @@
 """One agent turn as a scope: the ``Monitor.turn`` context manager and the ``Monitor.trace`` decorator.
 
-The scope records when the turn started and ended and, if the agent raised, the exception type in
-``metadata["error.type"]`` (the exception itself propagates untouched). Code deeper in the call can add fields
-through ``current_turn()``, e.g. the retrieved documents. Nothing here raises into agent code.
+The scope records when the turn started and ended. If the agent raised, the turn is still recorded, as Langfuse
+and LangSmith record a failed generation: the exception's type and message go in ``metadata["error.type"]`` and
+``metadata["error.message"]``, and the output is what was set before the error, or empty (the user got no answer, so
+the scorers see an empty answer); the exception itself propagates untouched. A scope that ends without an output
+and without an error is not a turn: it is counted as dropped (``no_output``) with a word in the log. Code deeper in
+the call can add fields through ``current_turn()``, e.g. the retrieved documents. Nothing here raises into agent code.
 """
 
 from __future__ import annotations
@@ -55,17 +58,36 @@ class TurnScope:
                 metadata = self.fields.get("metadata")
                 metadata = dict(metadata) if isinstance(metadata, dict) else {}
                 metadata["error.type"] = kind.__qualname__
+                metadata["error.message"] = _message(exc)
                 self.fields["metadata"] = metadata
+                if self.fields.get("output") is None:
+                    self.fields["output"] = ""
+            elif self.fields.get("output") is None:
+                from producers.monitor import DropReason  # noqa: PLC0415 - monitor.py imports this module
+
+                self.monitor._drop_now(  # noqa: SLF001 - the scope is the monitor's own helper
+                    DropReason.NO_OUTPUT, "the turn ended without an output: call t.set(output=...) in the scope, "
+                    "or return the answer from the traced function",
+                )
+                return
         except Exception:  # noqa: BLE001, S110 - never into agent code; capture still counts what it gets
             pass
         self.monitor.capture(self.fields)
+
+
+def _message(exc: BaseException | None) -> str:
+    try:
+        return str(exc)[:1000]
+    except Exception:  # noqa: BLE001 - a foreign __str__ may raise
+        return ""
 
 
 def traced(monitor: Monitor, fn: Callable[..., Any], *, input_arg: str | None, fields: dict[str, Any]) -> Callable[..., Any]:
     """Wrap ``fn`` so each call is one turn.
 
     The input is the argument named ``input_arg`` (default: the first parameter other than self/cls); the output
-    is the return value when it is a string, unless the function set ``output`` through ``current_turn()``.
+    is the return value (a string, or a response object or dict the shipper takes the answer text from), unless
+    the function set ``output`` through ``current_turn()``. A call that raises is recorded with its error.
     """
     signature = inspect.signature(fn)
     names = [name for name in signature.parameters if name not in ("self", "cls")]
@@ -82,8 +104,8 @@ def traced(monitor: Monitor, fn: Callable[..., Any], *, input_arg: str | None, f
         return TurnScope(monitor, turn)
 
     def finish(turn: TurnScope, result: Any) -> Any:
-        if isinstance(result, str):
-            turn.fields.setdefault("output", result)
+        if result is not None and turn.fields.get("output") is None:
+            turn.fields["output"] = result
         return result
 
     if inspect.iscoroutinefunction(fn):

@@ -3,11 +3,16 @@
 Values are converted to JSON data (datetimes to ISO 8601, bytes decoded with ``surrogateescape`` so that invalid
 UTF-8 reaches the worker and is dead-lettered there with the field named); a value that is not data raises
 ``Unserializable`` naming where it sits. Two shorthands are expanded: ``input`` as a string (one user message) and
-``contexts`` as a list of strings.
+``contexts`` as a list of strings. What agents return is taken as it comes: an ``output`` that is a response object
+or a dict (an OpenAI chat completion or Responses object, a LangChain/Anthropic message, ``{"content": ...}``,
+``{"output": ...}``, ``{"text": ...}``) becomes its answer text (``output_text``), and metadata values and tags that
+are not strings become strings (JSON for numbers, booleans and structures). The result is not validated here: the
+monitor checks it against ``schemas.Turn`` before shipping.
 """
 
 from __future__ import annotations
 
+import json
 import random
 from collections.abc import Callable, Mapping
 from datetime import UTC, date, datetime
@@ -18,7 +23,7 @@ from uuid import UUID
 from opentelemetry.trace import SpanContext
 from pydantic import BaseModel
 
-__all__ = ["Unserializable", "to_wire"]
+__all__ = ["Unserializable", "output_text", "to_wire"]
 
 
 class Unserializable(ValueError):
@@ -33,10 +38,16 @@ def to_wire(payload: Any, at: float, span: SpanContext | None, defaults: Mapping
         payload = payload.model_dump(mode="json", exclude_none=True)
     if not isinstance(payload, Mapping):
         raise Unserializable(f"turn: {type(payload).__name__} is not a mapping")
+    if "output" in payload and not isinstance(payload["output"], str):
+        payload = {**payload, "output": output_text(payload["output"])}
     try:
         turn: dict[str, Any] = _data(payload, "")
     except RecursionError:
         raise Unserializable("turn: nested too deeply or refers to itself") from None
+    if isinstance(turn.get("metadata"), dict):
+        turn["metadata"] = {key: _text(value) for key, value in turn["metadata"].items()}
+    if isinstance(turn.get("tags"), list):
+        turn["tags"] = [_text(tag) for tag in turn["tags"]]
     for key, value in defaults.items():
         turn.setdefault(key, value)
     if "trace_id" not in turn:
@@ -52,6 +63,57 @@ def to_wire(payload: Any, at: float, span: SpanContext | None, defaults: Mapping
     if isinstance(contexts, list):
         turn["contexts"] = [{"text": doc} if isinstance(doc, str) else doc for doc in contexts]
     return turn
+
+
+_TEXT_KEYS = ("content", "output", "text", "answer", "output_text", "message")
+
+
+def output_text(value: Any) -> str | None:
+    """The answer text in what an agent returned, or ``Unserializable`` saying what was there instead.
+
+    A string as is; ``None`` stays ``None`` (no output); bytes as on the wire; a chat completion (object or dict)
+    by ``choices[0].message.content``; an object or dict by its first text-bearing attribute or key among
+    ``content``, ``output``, ``text``, ``answer``, ``output_text``, ``message``; a list of content blocks (each with
+    a ``text``) joined by newlines.
+    """
+    text = _find_text(value, 4)
+    if text is None and value is not None:
+        raise Unserializable(
+            f"output: a {type(value).__name__} with no answer text in it (pass a str, a dict with 'content', "
+            "'output' or 'text', or a chat completion)"
+        )
+    return text
+
+
+def _find_text(value: Any, depth: int) -> Any:
+    if value is None or isinstance(value, str):
+        return value
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return value  # decoded on the wire like any bytes
+    if depth == 0 or isinstance(value, (int, float)):
+        return None
+    if isinstance(value, (list, tuple)):
+        blocks = [_find_text(block, depth - 1) for block in value if not isinstance(block, str)]
+        if not value or len(blocks) < len(value) or any(not isinstance(block, str) for block in blocks):
+            return None
+        return "\n".join(blocks)
+    get = value.get if isinstance(value, Mapping) else lambda key: getattr(value, key, None)
+    try:
+        choices = get("choices")
+        if isinstance(choices, (list, tuple)) and choices:
+            return _find_text(choices[0], depth - 1)
+        for key in _TEXT_KEYS:
+            found = _find_text(get(key), depth - 1)
+            if found is not None:
+                return found
+    except Exception:  # noqa: BLE001 - a property of a foreign object may raise anything
+        return None
+    return None
+
+
+def _text(value: Any) -> str:
+    """A metadata value or tag as a string: strings as they are, anything else as JSON."""
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, sort_keys=True)
 
 
 def _data(value: Any, path: str) -> Any:

@@ -4,15 +4,21 @@ The agent's thread does constant work: a small tuple appended to a bounded deque
 operations, and a wake-up of the shipper when a batch is full. A daemon shipper thread turns captured payloads
 into wire dicts, sends them in batches (one Redis round trip each), and while the broker is down backs off with
 jitter and spools to a bounded local file, draining it in order when the broker returns. Nothing is lost silently:
-every turn ends up shipped, in the spool, or counted as dropped with a reason (and logged).
+every turn ends up shipped, in the spool, or counted as dropped with a reason (and logged). A turn the worker would
+refuse is refused here instead: the shipper checks each one against ``schemas.Turn`` and drops what fails as
+``invalid``, naming the field, rather than let it be dead-lettered downstream where the agent never hears of it.
+
+The spool belongs to one broker and one user: by default it lives in ``$VIGIL_HOME/spool`` (or the user's cache
+directory) under a name keyed by a hash of the broker URL without its password, so turns spooled for one broker
+are never drained into another. Its path is logged the first time the monitor uses it.
 """
 
 from __future__ import annotations
 
 import atexit
+import hashlib
 import os
 import re
-import tempfile
 import threading
 import time
 import weakref
@@ -21,10 +27,12 @@ from collections.abc import Callable, Mapping
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
+import platformdirs
 from opentelemetry import trace as otel_trace
 from opentelemetry.metrics import MeterProvider
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from producers._backoff import compute_backoff
@@ -34,6 +42,7 @@ from producers._scope import TurnScope, traced
 from producers._spool import Spool
 from producers._transport import CeleryTransport, Transport
 from producers._wire import Unserializable, to_wire
+from schemas.trace import Turn
 
 __all__ = ["DropReason", "Monitor", "MonitorCounters", "MonitorSettings"]
 
@@ -54,7 +63,10 @@ class MonitorSettings(BaseSettings):
     max_queue: int = Field(default=10_000, ge=1)
     batch_size: int = Field(default=256, ge=1)
     flush_interval: float = Field(default=1.0, gt=0, description="seconds a partial batch may wait")
-    spool_path: Path | None = Field(default=None, description="default: <tmpdir>/vigil-spool-<project>-<agent>.jsonl")
+    home: Path | None = Field(default=None, description="VIGIL_HOME: the spool lives in <home>/spool")
+    spool_path: Path | None = Field(
+        default=None, description="default: <home or the user cache dir>/spool/<project>-<agent>-<broker hash>.jsonl"
+    )
     spool_max_bytes: int = Field(default=64 * 2**20, ge=0)
     backoff_initial: float = Field(default=0.5, gt=0)
     backoff_max: float = Field(default=30.0, gt=0)
@@ -63,15 +75,27 @@ class MonitorSettings(BaseSettings):
     def resolved_spool_path(self) -> Path:
         if self.spool_path is not None:
             return self.spool_path
-        name = re.sub(r"[^A-Za-z0-9_.-]", "_", f"vigil-spool-{self.project}-{self.agent}.jsonl")
-        return Path(tempfile.gettempdir()) / name
+        root = self.home if self.home is not None else platformdirs.user_cache_path("vigil")
+        name = re.sub(r"[^A-Za-z0-9_.-]", "_", f"{self.project}-{self.agent}")
+        return root / "spool" / f"{name}-{broker_key(self.redis_url)}.jsonl"
+
+
+def broker_key(url: str) -> str:
+    """A short hash naming one broker: the URL without its password, so the key never carries the secret and
+    two spellings that differ only by the password are the same broker."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    netloc = f"{parts.username + '@' if parts.username else ''}{host}{':' + str(parts.port) if parts.port else ''}"
+    return hashlib.sha256(urlunsplit(parts._replace(netloc=netloc)).encode()).hexdigest()[:16]
 
 
 class DropReason(StrEnum):
     QUEUE_FULL = "queue_full"  # the in-memory queue was at max_queue
     SPOOL_FULL = "spool_full"  # the broker was down and the spool was at spool_max_bytes
     SPOOL_ERROR = "spool_error"  # the spool could not be written, or a spooled line could not be read back
-    UNSERIALIZABLE = "unserializable"  # a value that is not JSON data (the log names the field)
+    UNSERIALIZABLE = "unserializable"  # a value that is not JSON data, or an output with no text (names the field)
+    INVALID = "invalid"  # not a turn by schemas.Turn (a required field missing, a wrong type): the worker would refuse it
+    NO_OUTPUT = "no_output"  # a turn scope or traced function ended without an output and without an error
     BAD_ARGUMENT = "bad_argument"  # capture() called with something that is not a turn
     CLOSED = "closed"  # captured after shutdown()
 
@@ -86,6 +110,7 @@ class MonitorCounters(BaseModel):
     shipped: int
     spooled: int
     dropped: dict[DropReason, int]
+    drop_details: dict[DropReason, str] = Field(default_factory=dict, description="the latest detail per reason")
     queued: int
     spool_pending: int
     spool_bytes: int
@@ -197,6 +222,7 @@ class Monitor:
             with self._lock:
                 before = self._dropped[reason]
                 self._dropped[reason] = total = before + count
+                self._drop_details[reason] = detail[:500]
             if total.bit_length() > before.bit_length():
                 _log.warning("vigil.turn_dropped", reason=str(reason), detail=detail[:500], dropped_so_far=total)
         except Exception:  # noqa: BLE001, S110 - logging must not raise into the agent either
@@ -207,12 +233,14 @@ class Monitor:
     def counters(self) -> MonitorCounters:
         with self._lock:
             dropped = dict(self._dropped)
+            details = dict(self._drop_details)
             captured = self._captured
         return MonitorCounters(
             captured=captured,
             shipped=self._shipped,
             spooled=self._spooled,
             dropped=dropped,
+            drop_details=details,
             queued=len(self._queue),
             spool_pending=self._spool.pending,
             spool_bytes=self._spool.size,
@@ -259,6 +287,8 @@ class Monitor:
         self._stopping = False
         self._captured = self._shipped = self._spooled = self._send_failures = 0
         self._dropped: Counter[DropReason] = Counter()
+        self._drop_details: dict[DropReason, str] = {}
+        self._spool_announced = False
         self._attempt, self._retry_at = 0, 0.0
         self._spool = spool
         self._thread = threading.Thread(target=self._run, name="vigil-shipper", daemon=True)
@@ -277,6 +307,8 @@ class Monitor:
             self._spool.recover()
         except OSError as exc:
             _log.error("vigil.spool_unavailable", path=str(self._spool.path), error=repr(exc))
+        if self._spool.pending:
+            self._announce_spool("recovered")
         while True:
             timed_out = not self._wake.wait(self._next_wait())
             self._wake.clear()
@@ -323,10 +355,17 @@ class Monitor:
         batch = []
         for payload, at, span in items:
             try:
-                batch.append(to_wire(payload, at, span, self._defaults))
+                turn = to_wire(payload, at, span, self._defaults)
             except Exception as exc:  # noqa: BLE001 - a builder may raise anything
                 reason = str(exc) if isinstance(exc, Unserializable) else f"building the turn failed: {exc!r}"
                 self._drop_now(DropReason.UNSERIALIZABLE, reason)
+                continue
+            try:
+                Turn.model_validate(turn)
+            except ValidationError as exc:
+                self._drop_now(DropReason.INVALID, _describe(exc))
+                continue
+            batch.append(turn)
         return batch
 
     def _send(self, batch: list[dict[str, Any]]) -> bool:
@@ -357,6 +396,12 @@ class Monitor:
             self._spool.commit(offset, len(turns) + unreadable)
         return True
 
+    def _announce_spool(self, why: str) -> None:
+        """Say once where this monitor's spool is, so an operator can find (or clear) what waits there."""
+        if not self._spool_announced:
+            self._spool_announced = True
+            _log.warning("vigil.spool_in_use", why=why, path=str(self._spool.path), pending=self._spool.pending)
+
     def _to_spool(self, batch: list[dict[str, Any]]) -> None:
         try:
             written = self._spool.append(batch)
@@ -364,6 +409,15 @@ class Monitor:
             self._drop_now(DropReason.SPOOL_ERROR, repr(exc), len(batch))
             return
         self._spooled += written
+        if written:
+            self._announce_spool("spooling")
         if written < len(batch):
             self._drop_now(DropReason.SPOOL_FULL, f"spool at {self._spool.size} bytes", len(batch) - written)
 
+
+
+def _describe(error: ValidationError) -> str:
+    """One line naming each field a turn failed on, as the worker's dead letter would."""
+    return "; ".join(
+        f"{'.'.join(str(part) for part in problem['loc']) or 'turn'}: {problem['msg']}" for problem in error.errors()[:5]
+    )

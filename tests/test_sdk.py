@@ -14,15 +14,20 @@ from typing import Any
 
 import pytest
 import redis
+from openai.types.chat import ChatCompletion
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import TracerProvider
 from pydantic import ValidationError
 
-from producers import CeleryTransport, DropReason, Monitor, ReplayProgress, current_turn, replay
+from producers import CeleryTransport, DropReason, Monitor, MonitorSettings, ReplayProgress, current_turn, replay
 from producers._backoff import compute_backoff
 from schemas import Turn
+from tests.pipeline import WorkerProcess, wait_drained
 from worker.demo.embedded_redis import EmbeddedRedis, free_port
+from worker.store import connect
+
+PIPELINE_CONFIG = Path(__file__).parent / "fixtures" / "pipeline.yaml"
 
 MakeMonitor = Callable[..., Monitor]
 
@@ -179,16 +184,18 @@ def test_garbage_is_counted_with_its_reason_and_never_raised(redis_url, make_mon
     assert [turn["output"] for turn in turns(redis_url)] == ["still fine"]
 
 
-def test_invalid_utf8_bytes_reach_the_worker_and_fail_validation_naming_the_field(redis_url, make_monitor):
+def test_invalid_utf8_bytes_are_dropped_at_capture_as_invalid_naming_the_field(redis_url, make_monitor):
+    """The worker would dead-letter such a turn; the SDK refuses it first, so the agent's counters say so."""
     monitor = make_monitor(redis_url)
 
     monitor.capture(input="q", output=b"caf\xe9")
+    monitor.capture(input="q", output="fine")
     assert monitor.flush(timeout=10)
 
-    [turn] = turns(redis_url)
-    assert turn["output"] == "caf\udce9"
-    with pytest.raises(ValidationError, match="output: invalid UTF-8"):
-        Turn.model_validate(turn)
+    counters = monitor.counters()
+    assert counters.dropped == {DropReason.INVALID: 1}
+    assert "output: invalid UTF-8" in counters.drop_details[DropReason.INVALID]
+    assert [turn["output"] for turn in turns(redis_url)] == ["fine"]
 
 
 def test_trace_ids_come_from_the_active_opentelemetry_span(redis_url, make_monitor):
@@ -384,14 +391,14 @@ def test_a_turn_scope_records_fields_times_and_the_span(redis_url, make_monitor)
     assert parsed.trace_id == format(span.get_span_context().trace_id, "032x")
 
 
-def test_a_turn_scope_lets_the_agents_exception_through_and_records_its_type(redis_url, make_monitor):
+def test_a_turn_scope_lets_the_agents_exception_through_and_records_its_type_and_message(redis_url, make_monitor):
     monitor = make_monitor(redis_url)
 
     with pytest.raises(KeyError), monitor.turn(input="q", output="partial"):
         raise KeyError("missing")
     assert monitor.flush(timeout=10)
 
-    assert turns(redis_url)[0]["metadata"] == {"error.type": "KeyError"}
+    assert turns(redis_url)[0]["metadata"] == {"error.type": "KeyError", "error.message": "'missing'"}
 
 
 def test_a_decorated_function_is_one_turn_per_call_sync_and_async(redis_url, make_monitor):
@@ -482,3 +489,227 @@ def test_the_counters_are_opentelemetry_metrics(make_monitor):
     assert points[("vigil.sdk.turns", (("outcome", "captured"),))] == 2
     assert points[("vigil.sdk.turns.dropped", (("reason", "queue_full"),))] == 1
     assert points[("vigil.sdk.queue.depth", ())] == 2
+
+
+# -- what agents actually pass: converted, or dropped with a reason, never dead-lettered downstream ---------
+
+
+class _AIMessage:
+    """Shaped like a LangChain AIMessage: the answer is ``.content``."""
+
+    def __init__(self, content: str) -> None:
+        self.content = content
+
+
+def _chat_completion(text: str) -> ChatCompletion:
+    return ChatCompletion.model_validate({
+        "id": "chatcmpl-1", "object": "chat.completion", "created": 0, "model": "gpt-x",
+        "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": text}}],
+    })
+
+
+@pytest.mark.parametrize(
+    "returned",
+    [
+        pytest.param(_chat_completion("It ships today."), id="an openai ChatCompletion object"),
+        pytest.param({"choices": [{"message": {"role": "assistant", "content": "It ships today."}}]},
+                     id="a chat completion as a dict"),
+        pytest.param({"content": "It ships today.", "role": "assistant"}, id="a dict with content"),
+        pytest.param({"output": "It ships today.", "intermediate_steps": []}, id="a dict with output"),
+        pytest.param({"text": "It ships today."}, id="a dict with text"),
+        pytest.param(_AIMessage("It ships today."), id="a message object with content"),
+        pytest.param({"content": [{"type": "text", "text": "It ships"}, {"type": "text", "text": "today."}]},
+                     id="content blocks"),
+    ],
+)
+def test_a_decorated_function_returning_a_response_object_or_dict_ships_its_answer_text(redis_url, make_monitor, returned):
+    monitor = make_monitor(redis_url)
+
+    @monitor.trace()
+    def answer(question: str) -> Any:
+        return returned
+
+    assert answer("Where is my order?") is returned
+    assert monitor.flush(timeout=10)
+
+    [wire] = turns(redis_url)
+    assert Turn.model_validate(wire).output.replace("\n", " ") == "It ships today."
+    assert monitor.counters().dropped == {}
+
+
+@pytest.mark.parametrize(
+    ("output", "named"),
+    [
+        pytest.param({"status": 200, "items": []}, "a dict with no answer text", id="a dict without text"),
+        pytest.param(42, "a int with no answer text", id="a number"),
+        pytest.param(["answer", ["doc 1"]], "a list with no answer text", id="a tuple-ish list"),
+    ],
+)
+def test_an_output_with_no_text_in_it_is_dropped_at_capture_naming_what_it_was(redis_url, make_monitor, output, named):
+    monitor = make_monitor(redis_url)
+
+    monitor.capture(input="q", output=output)
+    assert monitor.flush(timeout=10)
+
+    counters = monitor.counters()
+    assert counters.dropped == {DropReason.UNSERIALIZABLE: 1}
+    assert counters.drop_details[DropReason.UNSERIALIZABLE].startswith(f"output: {named}")
+    assert turns(redis_url) == []
+
+
+def test_metadata_values_and_tags_that_are_not_strings_are_shipped_as_strings(redis_url, make_monitor):
+    monitor = make_monitor(redis_url)
+
+    monitor.capture(input="q", output="a", metadata={"release": 2, "beta": True, "ratio": 0.5, "cfg": {"k": [1]},
+                                                     "none": None, "name": "x"}, tags=["v", 3])
+    assert monitor.flush(timeout=10)
+
+    parsed = Turn.model_validate(turns(redis_url)[0])
+    assert parsed.metadata == {"release": "2", "beta": "true", "ratio": "0.5", "cfg": '{"k": [1]}', "none": "null",
+                               "name": "x"}
+    assert parsed.tags == ["v", "3"]
+
+
+def test_a_turn_that_is_not_a_turn_is_dropped_at_capture_as_invalid_naming_the_field(redis_url, make_monitor):
+    monitor = make_monitor(redis_url)
+
+    monitor.capture(output="an answer to nothing")
+    monitor.capture(input=[{"role": "robot", "content": "q"}], output="a")
+    assert monitor.flush(timeout=10)
+
+    counters = monitor.counters()
+    assert counters.dropped == {DropReason.INVALID: 2}
+    assert "input.0.role: Input should be" in counters.drop_details[DropReason.INVALID]
+    assert turns(redis_url) == []
+
+
+def test_a_decorated_function_that_raises_is_recorded_with_its_error_and_the_exception_reaches_the_caller(
+    redis_url, make_monitor
+):
+    monitor = make_monitor(redis_url)
+    error = TimeoutError("the model did not answer in 30s")
+
+    @monitor.trace()
+    def answer(question: str) -> str:
+        raise error
+
+    @monitor.trace()
+    async def answer_later(question: str) -> str:
+        current_turn().set(output="partial answer")
+        raise ValueError("tool failed")
+
+    with pytest.raises(TimeoutError) as caught:
+        answer("Where is my order?")
+    with pytest.raises(ValueError, match="tool failed"):
+        asyncio.run(answer_later("And my refund?"))
+    assert monitor.flush(timeout=10)
+
+    assert caught.value is error
+    failed, partial = (Turn.model_validate(turn) for turn in turns(redis_url))
+    assert (failed.question, failed.output) == ("Where is my order?", "")
+    assert failed.metadata == {"error.type": "TimeoutError", "error.message": "the model did not answer in 30s"}
+    assert (partial.output, partial.metadata["error.type"]) == ("partial answer", "ValueError")
+
+
+def test_a_turn_scope_without_an_output_is_dropped_as_no_output_and_says_how_to_fix_it(redis_url, make_monitor):
+    monitor = make_monitor(redis_url)
+
+    with monitor.turn(input="q") as turn:
+        turn.set(contexts=["a document"])
+
+    @monitor.trace()
+    def forgets_to_return(question: str) -> None:
+        return None
+
+    forgets_to_return("q")
+    assert monitor.flush(timeout=10)
+
+    counters = monitor.counters()
+    assert counters.dropped == {DropReason.NO_OUTPUT: 2}
+    assert "t.set(output=...)" in counters.drop_details[DropReason.NO_OUTPUT]
+    assert turns(redis_url) == []
+
+
+def test_what_agents_pass_is_scored_by_a_real_worker_and_nothing_is_dead_lettered(redis_url, make_monitor, tmp_path):
+    """A response object, a dict, metadata numbers and a function that raised: each one shipped, then scored."""
+    monitor = make_monitor(redis_url)
+
+    @monitor.trace(trace_id="raised")
+    def crashes(question: str) -> str:
+        raise RuntimeError("upstream 503")
+
+    monitor.capture(trace_id="completion", input="Where is my order?", output=_chat_completion("It ships today."))
+    monitor.capture(trace_id="dict", input="Where is my order?", output={"output": "It ships today."})
+    monitor.capture(trace_id="metadata", input="Where is my order?", output="It ships today.",
+                    metadata={"release": 2})
+    with pytest.raises(RuntimeError):
+        crashes("Where is my order?")
+    assert monitor.flush(timeout=10) and monitor.counters().dropped == {}
+
+    worker = WorkerProcess(redis_url, tmp_path / "vigil", PIPELINE_CONFIG).start()
+    try:
+        wait_drained(redis_url, worker)
+    finally:
+        assert worker.stop() == 0
+    store = connect(worker.dsn)
+    scored = dict(store.query(
+        "SELECT trace_id, score FROM scores FINAL WHERE monitor = 'relevancy' AND status = 'scored'"
+    ).result_rows)
+    assert set(scored) == {"completion", "dict", "metadata", "raised"}
+    assert scored["raised"] == 0.0  # no answer reached the user: the empty answer scores the bottom of the scale
+    assert store.query("SELECT count() FROM dead_letters FINAL").result_rows[0][0] == 0
+
+
+# -- the spool belongs to its broker and its user -------------------------------------------------------------
+
+
+def test_two_monitors_on_two_brokers_never_drain_each_others_spool(redis_url, make_monitor, tmp_path, monkeypatch):
+    """Same project and agent, same VIGIL_HOME: what was spooled for a broker that is down stays for that broker."""
+    monkeypatch.setenv("VIGIL_HOME", str(tmp_path / "home"))
+    outage = EmbeddedRedis(port=free_port())
+    first = make_monitor(outage.url, spool_path=None)
+    for i in range(5):
+        first.capture(input=f"q{i}", output="a", metadata={"seq": str(i)})
+    assert first.shutdown(timeout=10) is False
+
+    other = make_monitor(redis_url, spool_path=None)
+    other.capture(input="for the other broker", output="a")
+    assert other.flush(timeout=10)
+
+    assert [turn["input"][0]["content"] for turn in turns(redis_url)] == ["for the other broker"]
+    assert first.settings.resolved_spool_path() != other.settings.resolved_spool_path()
+    assert first.settings.resolved_spool_path().parent == tmp_path / "home" / "spool"
+    outage.start()
+    try:
+        again = make_monitor(outage.url, spool_path=None)
+        assert again.flush(timeout=10)
+        assert [turn["metadata"]["seq"] for turn in turns(outage.url)] == ["0", "1", "2", "3", "4"]
+    finally:
+        outage.stop()
+
+
+def test_the_spool_path_never_holds_the_broker_password_and_is_logged_once_when_used(make_monitor, tmp_path, caplog):
+    url = f"redis://:s3cret-pass@127.0.0.1:{free_port()}/0"
+    monitor = make_monitor(url, spool_path=None, home=tmp_path, batch_size=2)
+    same_broker = make_monitor(url.replace("s3cret-pass", "rotated"), spool_path=None, home=tmp_path)
+
+    with caplog.at_level("WARNING", logger="vigil.producers"):
+        for i in range(6):
+            monitor.capture(input=f"q{i}", output="a")
+            monitor.flush(timeout=10)
+
+    path = monitor.settings.resolved_spool_path()
+    assert "s3cret" not in str(path) and path.exists() and monitor.counters().spooled == 6
+    assert path == same_broker.settings.resolved_spool_path()
+    announced = [json.loads(r.getMessage()) for r in caplog.records if "vigil.spool_in_use" in r.getMessage()]
+    assert [entry["path"] for entry in announced] == [str(path)]
+
+
+def test_without_vigil_home_the_spool_lives_in_the_users_cache_directory(monkeypatch, tmp_path):
+    monkeypatch.delenv("VIGIL_HOME", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+
+    path = MonitorSettings(redis_url="redis://broker:6379/0", agent="bot").resolved_spool_path()
+
+    assert path.parent == tmp_path / "cache" / "vigil" / "spool"
+    assert path.name.startswith("default-bot-")
