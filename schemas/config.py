@@ -1,14 +1,24 @@
-"""The monitor configuration: judges, monitors and alert rules, read from YAML (``vigil config check FILE``)."""
+"""The monitor configuration: judges, monitors and alert rules, read from YAML (``vigil config check FILE``).
+
+String values may name environment variables, as docker-compose does: ``${VAR}`` (required: unset is an error
+naming the field and the variable), ``${VAR:-default}`` (the default when unset or empty), ``$$`` for a literal
+``$``. Interpolation runs on the parsed values, so a variable's text never changes the YAML's structure.
+"""
 
 from __future__ import annotations
 
+import os
+import re
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-__all__ = ["AlertRule", "JudgeConfig", "MonitorConfig", "MonitorFilter", "VigilConfig", "load_config"]
+__all__ = [
+    "AlertRule", "JudgeConfig", "MonitorConfig", "MonitorFilter", "VigilConfig", "interpolate_env", "load_config",
+]
 
 ScorerName = Literal[
     "answer_relevancy", "context_relevance", "prompt_alignment", "rag_correctness", "multi_turn"
@@ -121,7 +131,45 @@ class VigilConfig(_Config):
         return next(m for m in self.monitors if m.name == name)
 
 
-def load_config(path: str | Path) -> VigilConfig:
-    """Read and validate a YAML config; pydantic's errors name the field (``monitors.0.sampling_rate``)."""
+def load_config(path: str | Path, environ: Mapping[str, str] | None = None) -> VigilConfig:
+    """Read and validate a YAML config; pydantic's errors name the field (``monitors.0.sampling_rate``), an unset
+    environment variable included."""
     data = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
+    try:
+        data = interpolate_env(data, os.environ if environ is None else environ)
+    except _UnsetVariable as exc:
+        raise ValidationError.from_exception_data(
+            "VigilConfig", [{"type": "value_error", "loc": exc.loc, "input": exc.text, "ctx": {"error": str(exc)}}]
+        ) from None
     return VigilConfig.model_validate(data)
+
+
+_VARIABLE = re.compile(r"\$\$|\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+
+
+class _UnsetVariable(ValueError):
+    def __init__(self, loc: tuple[str | int, ...], name: str, text: str) -> None:
+        super().__init__(f"environment variable {name} is not set (used as ${{{name}}})")
+        self.loc, self.text = loc, text
+
+
+def interpolate_env(value: Any, environ: Mapping[str, str], loc: tuple[str | int, ...] = ()) -> Any:
+    """``value`` with ``${VAR}`` / ``${VAR:-default}`` in its strings replaced from ``environ``."""
+    if isinstance(value, str):
+        def substitute(match: re.Match[str]) -> str:
+            name, default = match.group(1), match.group(2)
+            if name is None:
+                return "$"
+            found = environ.get(name)
+            if found:
+                return found
+            if default is not None:
+                return default
+            raise _UnsetVariable(loc, name, value)
+
+        return _VARIABLE.sub(substitute, value)
+    if isinstance(value, dict):
+        return {key: interpolate_env(item, environ, (*loc, key)) for key, item in value.items()}
+    if isinstance(value, list):
+        return [interpolate_env(item, environ, (*loc, i)) for i, item in enumerate(value)]
+    return value

@@ -3,6 +3,8 @@ validate against the Kubernetes schemas, and the pieces point at each other (mou
 
 from __future__ import annotations
 
+import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -10,11 +12,14 @@ from pathlib import Path
 import kubernetes_validate
 import pytest
 import yaml
+from pydantic import ValidationError
 
 from schemas import load_config
 
 DEPLOY = Path(__file__).resolve().parent.parent / "deploy"
 K8S_VERSION = "1.30.0"
+SECRETS = {"REDIS_PASSWORD": "r-pass-1", "CLICKHOUSE_PASSWORD": "c-pass-2", "GRAFANA_ADMIN_PASSWORD": "g-pass-3",
+           "VIGIL_JUDGE_BASE_URL": "https://judge.example/v1"}
 
 
 def _compose() -> dict:
@@ -30,13 +35,47 @@ def _by_kind(kind: str, name: str) -> dict:
     return next(doc for _, doc in _manifests() if doc["kind"] == kind and doc["metadata"]["name"] == name)
 
 
-def test_docker_compose_config_validates():
+def _compose_config(env: dict[str, str]) -> subprocess.CompletedProcess:
     assert shutil.which("docker-compose"), "docker-compose is missing: `make test` installs it (apt-get)"
+    clean = {k: v for k, v in os.environ.items() if k not in SECRETS and not k.startswith("VIGIL_")}
+    return subprocess.run(["docker-compose", "-f", str(DEPLOY / "docker-compose.yml"), "config"],
+                          capture_output=True, text=True, timeout=120, env={**clean, **env}, cwd=DEPLOY)
 
-    result = subprocess.run(["docker-compose", "-f", str(DEPLOY / "docker-compose.yml"), "config", "-q"],
-                            capture_output=True, text=True, timeout=120)
+
+def test_docker_compose_config_validates_with_the_required_secrets_set():
+    result = _compose_config(SECRETS)
 
     assert result.returncode == 0, result.stderr
+    resolved = yaml.safe_load(result.stdout)["services"]
+    assert resolved["worker"]["environment"]["REDIS_URL"] == "redis://:r-pass-1@redis:6379/0"
+    assert resolved["worker"]["environment"]["VIGIL_JUDGE_BASE_URL"] == "https://judge.example/v1"
+
+
+@pytest.mark.parametrize("missing", sorted(SECRETS))
+def test_compose_refuses_to_start_without_each_required_secret_naming_it(missing):
+    result = _compose_config({k: v for k, v in SECRETS.items() if k != missing})
+
+    assert result.returncode != 0
+    assert f"set {missing}" in result.stderr
+
+
+def test_no_password_has_a_default_in_compose():
+    text = (DEPLOY / "docker-compose.yml").read_text()
+
+    assert re.findall(r"\$\{[A-Z_]*PASSWORD:-", text) == []
+    assert "admin}" not in text and ":-vigil" not in text
+
+
+def test_stores_are_on_an_internal_network_and_published_ports_bind_to_localhost_only():
+    compose = _compose()
+    services = compose["services"]
+
+    assert compose["networks"]["backend"]["internal"] is True
+    for name in ("redis", "clickhouse", "otel-collector"):
+        assert "egress" not in services[name]["networks"], f"{name} can reach out of the host"
+    assert "ports" not in services["clickhouse"]
+    published = [(name, port) for name, service in services.items() for port in service.get("ports", [])]
+    assert published and all(port.startswith("127.0.0.1:") for _, port in published), published
 
 
 def test_compose_runs_redis_clickhouse_grafana_the_collector_and_vigil_worker_migrate_and_beat():
@@ -98,9 +137,66 @@ def test_the_worker_scales_on_queue_length_and_beat_runs_exactly_one():
 
 def test_secrets_are_referenced_never_written_into_the_manifests():
     assert "Secret" not in {doc["kind"] for _, doc in _manifests()}
-    for kind, name in (("Deployment", "vigil-worker"), ("Deployment", "vigil-beat"), ("Job", "vigil-migrate")):
-        env = {e["name"]: e for e in _by_kind(kind, name)["spec"]["template"]["spec"]["containers"][0]["env"]}
+    worker = _by_kind("Deployment", "vigil-worker")["spec"]["template"]["spec"]
+    beat = _by_kind("Deployment", "vigil-beat")["spec"]["template"]["spec"]
+    for container in (worker["containers"][0], worker["initContainers"][0], beat["containers"][0]):
+        env = {e["name"]: e for e in container["env"]}
         assert env["CLICKHOUSE_DSN"]["valueFrom"]["secretKeyRef"]["name"] == "vigil-secrets"
+
+
+def test_every_worker_pod_migrates_the_schema_before_its_worker_starts():
+    spec = _by_kind("Deployment", "vigil-worker")["spec"]["template"]["spec"]
+
+    [init] = spec["initContainers"]
+    assert init["args"] == ["migrate"] and init["image"] == spec["containers"][0]["image"]
+    assert "Job" not in {doc["kind"] for _, doc in _manifests()}  # one mechanism, not a Job racing the pods
+
+
+def test_the_worker_has_readiness_and_liveness_probes_that_ping_its_own_celery_node():
+    [worker] = _by_kind("Deployment", "vigil-worker")["spec"]["template"]["spec"]["containers"]
+    node = worker["args"][worker["args"].index("--name") + 1]
+
+    for probe in ("readinessProbe", "livenessProbe"):
+        command = " ".join(worker[probe]["exec"]["command"])
+        assert "inspect ping" in command and node.replace("%h", "$HOSTNAME") in command
+    assert _by_kind("Deployment", "vigil-beat")["spec"]["template"]["spec"]["containers"][0]["livenessProbe"]
+
+
+def test_the_judge_url_and_model_of_the_shipped_config_come_from_the_environment(tmp_path):
+    environ = {"VIGIL_JUDGE_BASE_URL": "https://judge.example/v1"}
+
+    judge = load_config(DEPLOY / "config" / "vigil.yaml", environ=environ).judge("gateway")
+    other = load_config(DEPLOY / "config" / "vigil.yaml", environ={**environ, "VIGIL_JUDGE_MODEL": "qwen2.5-7b"})
+
+    assert (judge.base_url, judge.model, judge.api_key_env) == ("https://judge.example/v1", "gpt-4o-mini",
+                                                                "VIGIL_JUDGE_API_KEY")
+    assert other.judge("gateway").model == "qwen2.5-7b"
+    with pytest.raises(ValidationError, match=r"judges\.0\.base_url\n.*VIGIL_JUDGE_BASE_URL is not set"):
+        load_config(DEPLOY / "config" / "vigil.yaml", environ={})
+    judge_map = _by_kind("ConfigMap", "vigil-judge")["data"]
+    worker_env = {e["name"]: e for e in
+                  _by_kind("Deployment", "vigil-worker")["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert worker_env["VIGIL_JUDGE_BASE_URL"]["valueFrom"]["configMapKeyRef"] == {"name": "vigil-judge",
+                                                                                  "key": "base-url"}
+    assert set(judge_map) == {"base-url", "model"}
+
+
+@pytest.mark.parametrize(
+    ("text", "environ", "expected"),
+    [
+        pytest.param("${A}", {"A": "x"}, "x", id="a set variable"),
+        pytest.param("${A:-dflt}", {}, "dflt", id="an unset variable with a default"),
+        pytest.param("${A:-dflt}", {"A": ""}, "dflt", id="an empty variable with a default"),
+        pytest.param("http://${H}:${P:-80}/v1", {"H": "h"}, "http://h:80/v1", id="inside a string"),
+        pytest.param("$${A}", {"A": "x"}, "${A}", id="$$ escapes a dollar"),
+        pytest.param("costs $5", {}, "costs $5", id="a lone dollar is left alone"),
+    ],
+)
+def test_config_strings_interpolate_environment_variables(tmp_path, text, environ, expected):
+    path = tmp_path / "vigil.yaml"
+    path.write_text(yaml.safe_dump({"judges": [{"name": "j", "base_url": text}]}))
+
+    assert load_config(path, environ=environ).judges[0].base_url == expected
 
 
 def test_the_configmap_carries_the_same_monitor_config_as_compose_and_it_validates(tmp_path):
@@ -108,5 +204,5 @@ def test_the_configmap_carries_the_same_monitor_config_as_compose_and_it_validat
     (tmp_path / "vigil.yaml").write_text(configmap["data"]["vigil.yaml"])
 
     assert configmap["data"]["vigil.yaml"] == (DEPLOY / "config" / "vigil.yaml").read_text()
-    config = load_config(tmp_path / "vigil.yaml")
+    config = load_config(tmp_path / "vigil.yaml", environ={"VIGIL_JUDGE_BASE_URL": "https://judge.example/v1"})
     assert {r.kind for r in config.alerts} == {"regression", "failure_rate", "coverage", "judge_paused"}
