@@ -8,19 +8,31 @@ still waiting in its queue was lost in that window, and goes back on its queue. 
 never lose it (vigil's rows have deterministic ids).
 
 Both sides use it through Celery: ``broker_transport = "schemas.broker:Transport"`` with a ``redis://`` URL.
+
+Anyone who can reach Redis can push anything onto a queue. An item that is not a well-formed kombu envelope (not
+JSON, not an object, no delivery tag, a body that does not decode) would raise inside kombu's delivery loop and stop
+the consumer; here it is delivered instead as a well-formed ``vigil.undeliverable`` task carrying the raw text and
+the reason, which the worker dead-letters and acks like any other task.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
+import json
+import uuid
+from queue import Empty
 from time import time
+from typing import Any
 
 from kombu.transport import redis as kombu_redis
 from kombu.transport import virtual
+from kombu.utils.encoding import bytes_to_str
 from kombu.utils.json import dumps, loads
 
 __all__ = [
-    "ALERTS_QUEUE", "INGEST_QUEUE", "INGEST_TASK", "JOURNAL", "JOURNAL_INDEX", "SCORE_QUEUE", "TRANSPORT", "Channel",
-    "QoS", "Transport",
+    "ALERTS_QUEUE", "INGEST_QUEUE", "INGEST_TASK", "JOURNAL", "JOURNAL_INDEX", "SCORE_QUEUE", "TRANSPORT",
+    "UNDELIVERABLE_TASK", "Channel", "QoS", "Transport", "envelope",
 ]
 
 INGEST_TASK = "vigil.ingest"  # args: [batch], a list of turn dicts (schemas.Turn, validated by the worker)
@@ -29,6 +41,8 @@ SCORE_QUEUE = "vigil.score"
 ALERTS_QUEUE = "vigil.alerts"  # consumed only by writer processes: the alert check needs the store
 JOURNALED = frozenset({INGEST_QUEUE, SCORE_QUEUE, ALERTS_QUEUE})  # not Celery's pidbox replies and the like
 TRANSPORT = "schemas.broker:Transport"
+UNDELIVERABLE_TASK = "vigil.undeliverable"  # args: [raw item text (truncated), queue, reason]
+UNDELIVERABLE_KEEP = 100_000  # characters of an undeliverable item kept for its dead letter
 JOURNAL = "vigil.journal"  # delivery tag -> [message as pushed, list key]
 JOURNAL_INDEX = "vigil.journal.index"  # delivery tag -> when last known to be safe (published, restored, seen)
 _MUTEX = "vigil.journal.mutex"
@@ -52,6 +66,62 @@ return 1
 
 def _tag(message: dict) -> str:
     return message["properties"]["delivery_tag"]
+
+
+def _envelope_problem(message: Any) -> str | None:
+    """Why kombu could not deliver this decoded item, or None when it can."""
+    if not isinstance(message, dict):
+        return f"envelope must be a JSON object, got {type(message).__name__}"
+    properties = message.get("properties")
+    if not isinstance(properties, dict):
+        return "envelope: properties must be an object"
+    if not isinstance(properties.get("delivery_tag"), str) or not properties["delivery_tag"]:
+        return "envelope: properties.delivery_tag must be a non-empty string"
+    info = properties.get("delivery_info")
+    if not isinstance(info, dict) or not all(isinstance(info.get(k), str) for k in ("exchange", "routing_key")):
+        return "envelope: properties.delivery_info must name an exchange and a routing_key"
+    if not isinstance(message.get("headers", {}), dict | None):
+        return "envelope: headers must be an object"
+    for key in ("content-type", "content-encoding"):
+        if not isinstance(message.get(key, ""), str | None):
+            return f"envelope: {key} must be a string"
+    body = message.get("body", "")
+    if not isinstance(body, str):
+        return "envelope: body must be a string"
+    encoding = properties.get("body_encoding")
+    if encoding not in (None, "base64"):
+        return f"envelope: unsupported body_encoding {encoding!r}"
+    if encoding == "base64":
+        try:
+            base64.b64decode(body, validate=True)
+        except (binascii.Error, ValueError) as exc:
+            return f"envelope: body is not valid base64 ({exc})"
+    return None
+
+
+def _undeliverable(text: str, queue: str, reason: str) -> dict:
+    """A well-formed Celery message (protocol 2) for the worker's dead-letter task, carrying what could not be
+    delivered."""
+    task_id = str(uuid.uuid4())
+    body = json.dumps([[text[:UNDELIVERABLE_KEEP], queue, reason], {}, {}]).encode()
+    return {
+        "body": base64.b64encode(body).decode(), "content-encoding": "utf-8", "content-type": "application/json",
+        "headers": {"lang": "py", "task": UNDELIVERABLE_TASK, "id": task_id, "root_id": task_id, "retries": 0,
+                    "argsrepr": f"(<{len(text)} characters>, {queue!r}, {reason[:200]!r})", "kwargsrepr": "{}"},
+        "properties": {"correlation_id": task_id, "delivery_mode": 2, "priority": 0, "body_encoding": "base64",
+                       "delivery_info": {"exchange": "", "routing_key": queue}, "delivery_tag": task_id},
+    }
+
+
+def envelope(item: bytes | str, queue: str) -> dict:
+    """The message kombu delivers for a raw list item: the item itself when well-formed, else an undeliverable."""
+    text = bytes_to_str(item)
+    try:
+        message = loads(text)
+    except (ValueError, TypeError, RecursionError) as exc:
+        return _undeliverable(text, queue, f"envelope is not JSON: {exc}")
+    problem = _envelope_problem(message)
+    return message if problem is None else _undeliverable(text, queue, problem)
 
 
 class QoS(kombu_redis.QoS):
@@ -88,6 +158,37 @@ class QoS(kombu_redis.QoS):
 
 class Channel(kombu_redis.Channel):
     QoS = QoS
+
+    def _brpop_read(self, **options) -> bool:
+        """kombu's, but an item that is not a well-formed envelope is delivered as an undeliverable (see above)."""
+        try:
+            try:
+                dest__item = self.client.parse_response(self.client.connection, "BRPOP", **options)
+            except self.connection_errors:
+                self.client.connection.disconnect()  # the next iteration reconnects
+                raise
+            if not dest__item:
+                raise Empty()
+            dest, item = dest__item
+            dest = bytes_to_str(dest).rsplit(self.sep, 1)[0]
+            self._queue_cycle.rotate(dest)
+            self.connection._deliver(envelope(item, dest), dest)
+            return True
+        finally:
+            self._in_poll = None
+            flush = getattr(self, "_flush_brpop_reauth", None)  # newer kombu: re-auth while the connection is idle
+            if flush is not None:
+                flush()
+
+    def _get(self, queue: str) -> dict:
+        with self.conn_or_acquire() as client:
+            for pri in self.priority_steps:
+                item = client.rpop(self._q_for_pri(queue, pri))
+                if item:
+                    self._maybe_update_queues_expire(client, queue)
+                    return envelope(item, queue)
+            self._maybe_update_queues_expire(client, queue)
+            raise Empty()
 
     def _put(self, queue: str, message: dict, **kwargs) -> None:
         if queue not in JOURNALED:

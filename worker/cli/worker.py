@@ -58,7 +58,13 @@ def worker_command(concurrency: int, writer: bool, writer_id: str | None, queues
     argv = ["worker", "--pool=threads", f"--concurrency={concurrency}", f"--queues={queues}",
             "--without-gossip", "--without-mingle", f"--loglevel={settings.log_level}",
             f"--hostname={name or f'vigil-{os.getpid()}@%h'}"]
-    app.worker_main(argv)
+    # app.worker_main drops the worker's exit status: an unrecoverable error must not look like a clean stop
+    from celery.bin.celery import celery as celery_cli
+
+    celery_cli.params[0].default = app  # what app.start does, keeping the status click returns
+    code = celery_cli.main(args=argv, standalone_mode=False)
+    if code:
+        raise SystemExit(code)
 
 
 @click.command("migrate")

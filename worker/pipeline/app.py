@@ -10,7 +10,7 @@ from worker.settings import get_settings
 __all__ = ["ALERTS_QUEUE", "INGEST_QUEUE", "SCORE_QUEUE", "app", "configure"]
 
 
-app = Celery("vigil", include=["worker.pipeline.tasks", "worker.pipeline.beat"])
+app = Celery("vigil", include=["worker.pipeline.tasks", "worker.pipeline.beat", "worker.pipeline.poison"])
 
 
 def configure(broker_url: str | None = None) -> Celery:
@@ -40,6 +40,8 @@ def configure(broker_url: str | None = None) -> Celery:
         task_routes={INGEST_TASK: {"queue": INGEST_QUEUE}, "vigil.score": {"queue": SCORE_QUEUE},
                      "vigil.check_alerts": {"queue": ALERTS_QUEUE}},
         task_default_queue=SCORE_QUEUE,
+        # Celery's consumer, but a message it cannot turn into a task is dead-lettered, not fatal (celery#1113)
+        worker_consumer="worker.pipeline.poison:Consumer",
         worker_hijack_root_logger=False,
         worker_redirect_stdouts=False,
     )

@@ -17,7 +17,6 @@ from typing import Any
 
 import redis
 import structlog
-from celery import signals
 from celery.exceptions import Reject
 from kombu.exceptions import BatchPublishError
 from kombu.exceptions import OperationalError as BrokerError
@@ -190,19 +189,3 @@ async def _score_one(rt, turn: Turn, monitor) -> tuple[Any, ScoreResult | None, 
                              error_type=type(exc).__name__, reason=str(exc)[:2000])
     log.debug("scored", status=str(result.status), score=result.score)
     return monitor, result, start_ns, time.time_ns()
-
-
-@signals.task_unknown.connect
-def _unknown_task(sender=None, name=None, id=None, message=None, exc=None, **_: Any) -> None:
-    body = getattr(message, "body", b"")
-    payload = body.decode("utf-8", "replace") if isinstance(body, bytes) else str(body)
-    push(runtime().redis, [("dead_letters", [dead_letter("celery", payload, f"task: unknown task {name!r}",
-                                                         "unknown_task")])])
-
-
-@signals.task_rejected.connect
-def _rejected(sender=None, message=None, exc=None, **_: Any) -> None:
-    body = getattr(message, "body", b"")
-    payload = body.decode("utf-8", "replace") if isinstance(body, bytes) else str(body)
-    push(runtime().redis, [("dead_letters", [dead_letter("celery", payload, f"message rejected: {exc!r}",
-                                                         "rejected_message")])])
