@@ -25,6 +25,7 @@ COMMANDS: dict[str, str] = {
     "report": "worker.cli.report:report",
     "alerts": "worker.cli.alerts:alerts",
     "judge": "worker.cli.judge:judge",
+    "eval": "worker.cli.eval:eval_command",
 }
 
 
