@@ -46,7 +46,7 @@ def series(*, start: datetime, minutes: int, every_s: int, value: Callable[[rand
 
 def seed_everything(client: Client, *, now: datetime) -> None:
     """Two agents, two monitors, two scorer versions; unscored and failed turns; judge errors and a 401; a funnel;
-    a firing regression alert and a paused judge."""
+    a firing regression alert and a paused judge; two kept `vigil eval` runs of one scorer by two judges."""
     rows = []
     for agent_i, agent in enumerate(("support-bot", "assistant")):
         for monitor in ("relevancy", "alignment"):
@@ -95,3 +95,12 @@ def seed_everything(client: Client, *, now: datetime) -> None:
     ], column_names=["alert_id", "rule", "kind", "project", "agent", "monitor", "judge", "state", "fired_at",
                      "updated_at", "recent_mean", "baseline_mean", "recent_n", "baseline_n", "p_value",
                      "effect_size", "message"])
+    client.insert("judge_evals", [
+        [_id("eval", model), "correctness.jsonl", "jsonl", "ab12", "rag_correctness", "1", "baseline" if model ==
+         "baseline-word-overlap-v1" else "openai-main", model, 200, 198, 2, 0, 100, accuracy, accuracy - 0.07,
+         accuracy + 0.06, 0.63, 0.4, now - timedelta(days=day), now - timedelta(days=day) + timedelta(minutes=3)]
+        for day, model, accuracy in ((3, "baseline-word-overlap-v1", 0.61), (1, "gpt-x", 0.78))
+    ], column_names=["run_id", "dataset", "dataset_format", "dataset_sha256", "scorer", "scorer_version", "judge",
+                     "judge_model", "n", "scored", "unscored", "failed", "pairs", "pairwise_accuracy",
+                     "pairwise_accuracy_low", "pairwise_accuracy_high", "reference_pairwise_accuracy", "spearman",
+                     "started_at", "ended_at"])

@@ -13,6 +13,7 @@ from worker.report.model import (
     AlertRow,
     DistributionBin,
     FunnelRow,
+    JudgeEval,
     JudgeSummary,
     LagPoint,
     MonitorSummary,
@@ -98,4 +99,5 @@ def build_report(
         judges=[JudgeSummary(**r) for r in rows("judge_summary")],
         paused_judges=[PausedJudge(**r) for r in rows("paused_judges")],
         alerts=[AlertRow(**r) for r in rows("recent_alerts")],
+        judge_evals=[JudgeEval(**r) for r in rows("judge_evals")],
     )

@@ -149,11 +149,25 @@ def _alerts_section(report: Report) -> str:
     return f"<section><h2>Alerts</h2>{_table(headers, rows)}</section>"
 
 
+def _evals_section(report: Report) -> str:
+    if not report.judge_evals:
+        return ""
+    headers = ["when", "scorer", "judge", "model", "dataset", "pairs", "pairwise accuracy", "95% interval",
+               "word recall", "spearman"]
+    rows = [[f"{e.started_at:%Y-%m-%d %H:%M}", escape(f"{e.scorer} v{e.scorer_version}"), escape(e.judge),
+             escape(e.judge_model), escape(e.dataset), str(e.pairs), _num(e.pairwise_accuracy),
+             "—" if e.pairwise_accuracy_low is None else f"{e.pairwise_accuracy_low:.2f}–{e.pairwise_accuracy_high:.2f}",
+             _num(e.reference_pairwise_accuracy), _num(e.spearman)] for e in report.judge_evals]
+    numeric = {"pairs", "pairwise accuracy", "word recall", "spearman"}
+    return (f"<section><h2>Judge evaluations (vigil eval): agreement with people</h2>"
+            f"{_table(headers, rows, numeric)}</section>")
+
+
 def render_html(report: Report) -> str:
     """The whole page as a string."""
     sections = [_scores_section(report), _funnel_section(report), _distribution_section(report),
                 _worst_section(report), _monitors_section(report), _judges_section(report), _lag_section(report),
-                _alerts_section(report)]
+                _alerts_section(report), _evals_section(report)]
     return (
         "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\">"
         "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'; "

@@ -7,8 +7,8 @@ from datetime import datetime
 from pydantic import BaseModel, Field, computed_field
 
 __all__ = [
-    "AlertRow", "DistributionBin", "FunnelRow", "JudgeSummary", "LagPoint", "MonitorSummary", "PausedJudge",
-    "Point", "Report", "ScoreSeries", "WorstTurn",
+    "AlertRow", "DistributionBin", "FunnelRow", "JudgeEval", "JudgeSummary", "LagPoint", "MonitorSummary",
+    "PausedJudge", "Point", "Report", "ScoreSeries", "WorstTurn",
 ]
 
 
@@ -126,6 +126,33 @@ class AlertRow(BaseModel):
     message: str = ""
 
 
+class JudgeEval(BaseModel):
+    """One kept ``vigil eval`` run: how often a judge agreed with people on a labelled dataset."""
+
+    started_at: datetime
+    scorer: str
+    scorer_version: str
+    judge: str
+    judge_model: str
+    dataset: str
+    dataset_format: str = ""
+    n: int = 0
+    pairs: int = 0
+    pairwise_accuracy: float | None = None
+    pairwise_accuracy_low: float | None = None
+    pairwise_accuracy_high: float | None = None
+    reference_pairwise_accuracy: float | None = None  # plain word recall of the reference, beside the judge
+    ties: int = 0
+    spearman: float | None = None
+    kendall_tau_b: float | None = None
+    cohen_kappa: float | None = None
+    no_verdict: int = 0  # unscored + failed items
+    abstained: int = 0
+    cost_usd: float = 0.0
+    dataset_sha256: str = ""
+    run_id: str
+
+
 class Report(BaseModel):
     """The dashboard's main panels over one time range, read with the panels' own SQL."""
 
@@ -142,6 +169,7 @@ class Report(BaseModel):
     judges: list[JudgeSummary] = Field(default_factory=list)
     paused_judges: list[PausedJudge] = Field(default_factory=list)
     alerts: list[AlertRow] = Field(default_factory=list)
+    judge_evals: list[JudgeEval] = Field(default_factory=list)
 
     def monitor_names(self) -> list[str]:
         return sorted({m.monitor for m in self.monitors} | {f.monitor for f in self.funnel})

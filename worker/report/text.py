@@ -85,6 +85,28 @@ def _alerts_table(report: Report) -> Table | None:
     return table
 
 
+def _interval(value: float | None, low: float | None, high: float | None) -> str:
+    if value is None:
+        return "—"
+    return f"{value:.2f}" if low is None or high is None else f"{value:.2f} [{low:.2f}, {high:.2f}]"
+
+
+def _evals_table(report: Report) -> Table | None:
+    if not report.judge_evals:
+        return None
+    table = Table(title="judge evaluations (vigil eval): agreement with people", title_justify="left")
+    for header in ("when", "scorer", "judge (model)", "dataset", "pairs", "pairwise acc. [95%]", "word recall",
+                   "spearman"):
+        table.add_column(header, justify="right" if header in ("pairs", "word recall", "spearman") else "left",
+                         overflow="fold")
+    for e in report.judge_evals:
+        table.add_row(f"{e.started_at:%Y-%m-%d %H:%M}", f"{e.scorer} v{e.scorer_version}",
+                      f"{e.judge} ({e.judge_model})", e.dataset, str(e.pairs),
+                      _interval(e.pairwise_accuracy, e.pairwise_accuracy_low, e.pairwise_accuracy_high),
+                      _num(e.reference_pairwise_accuracy), _num(e.spearman))
+    return table
+
+
 def render_tables(report: Report) -> Group:
     """Everything ``vigil report`` prints, as one renderable."""
     parts: list = [Text(f"vigil report {report.start:%Y-%m-%d %H:%M} → {report.end:%Y-%m-%d %H:%M} UTC")]
@@ -98,6 +120,8 @@ def render_tables(report: Report) -> Group:
         parts.append(_judges_table(report))
     if alerts := _alerts_table(report):
         parts.append(alerts)
+    if evals := _evals_table(report):
+        parts.append(evals)
     return Group(*parts)
 
 

@@ -31,6 +31,7 @@ _LAYOUT = [
     ("judge_summary", 0, 33, 12, 7), ("judge_errors", 12, 33, 6, 7), ("paused_judges", 18, 33, 6, 7),
     ("worst_turns", 0, 40, 24, 10),
     ("monitor_summary", 0, 50, 14, 8), ("recent_alerts", 14, 50, 10, 8),
+    ("judge_evals", 0, 58, 24, 8),
 ]
 
 

@@ -268,6 +268,23 @@ ORDER BY score ASC, trace_time DESC""",
         ("trace_time", "agent", "monitor", "scorer_version", "score", "label", "reason", "trace_id", "question"),
     ),
     Query(
+        "judge_evals", "Judge evaluations: agreement with human labels (vigil eval)", "table",
+        """
+SELECT started_at, scorer, scorer_version, judge, judge_model, dataset, dataset_format, n, pairs,
+       pairwise_accuracy, pairwise_accuracy_low, pairwise_accuracy_high, reference_pairwise_accuracy, ties,
+       spearman, kendall_tau_b, cohen_kappa, unscored + failed AS no_verdict, abstained, cost_usd,
+       dataset_sha256, run_id
+FROM judge_evals FINAL
+ORDER BY started_at DESC
+LIMIT 50""",
+        ("started_at", "scorer", "scorer_version", "judge", "judge_model", "dataset", "dataset_format", "n",
+         "pairs", "pairwise_accuracy", "pairwise_accuracy_low", "pairwise_accuracy_high",
+         "reference_pairwise_accuracy", "ties", "spearman", "kendall_tau_b", "cohen_kappa", "no_verdict",
+         "abstained", "cost_usd", "dataset_sha256", "run_id"),
+        "The latest 50 `vigil eval` runs, whatever the time range: how often each judge and scorer version agreed "
+        "with people (pairwise accuracy with its 95% Wilson interval), beside plain word recall of the reference.",
+    ),
+    Query(
         "recent_alerts", "Alerts", "table",
         """
 SELECT updated_at, state, kind, rule, project, agent, monitor, judge, fired_at, message
