@@ -3,11 +3,35 @@
 Imports nothing of vigil's.
 """
 
-from schemas.config import AlertRule, JudgeConfig, MonitorConfig, MonitorFilter, VigilConfig, load_config
-from schemas.score import JudgeCall, JudgeUsage, Score, ScoreResult, ScoreStatus, StepResult, score_id
-from schemas.trace import ContextDoc, Message, TokenUsage, ToolCall, Turn
+from schemas.config import (
+    AlertRule,
+    JudgeConfig,
+    MonitorConfig,
+    MonitorFilter,
+    VigilConfig,
+    load_config,
+)
+from schemas.score import (
+    JudgeCall,
+    JudgeUsage,
+    Score,
+    ScoreResult,
+    ScoreStatus,
+    StepResult,
+    score_id,
+)
+from schemas.trace import (
+    ORIGIN_HEADER,
+    ContextDoc,
+    Message,
+    Origin,
+    TokenUsage,
+    ToolCall,
+    Turn,
+)
 
 __all__ = [
+    "ORIGIN_HEADER",
     "AlertRule",
     "ContextDoc",
     "JudgeCall",
@@ -16,6 +40,7 @@ __all__ = [
     "Message",
     "MonitorConfig",
     "MonitorFilter",
+    "Origin",
     "Score",
     "ScoreResult",
     "ScoreStatus",

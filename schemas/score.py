@@ -1,4 +1,12 @@
-"""A score: what a scorer returns for one turn, and the row it becomes."""
+"""A score: what a scorer returns for one turn, and the row it becomes.
+
+Three statuses: *scored* (a verdict), *unscored* (no verdict: an unreadable judge reply, nothing to score; never a
+0) and *failed* (an error, named by ``error_type``). An agent that abstains (the rubric's 0 in the paper "RAG
+の応答正確性と連続応答性能の自動評価": "the response states it is not sure") is a verdict about the agent, so it is
+*scored*, with the label ``abstained`` and no score: it counts as an abstention of its own (the funnel stage and the
+report's ``abstained`` column) and never enters a mean. An empty answer is not an abstention: it scores the bottom
+of the scale.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +17,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-__all__ = ["JudgeCall", "JudgeUsage", "Score", "ScoreResult", "ScoreStatus", "StepResult", "score_id"]
+__all__ = ["ABSTAINED", "JudgeCall", "JudgeUsage", "Score", "ScoreResult", "ScoreStatus", "StepResult", "score_id"]
+
+ABSTAINED = "abstained"  # the label of a scored result whose agent said it is not sure (score None)
 
 
 class ScoreStatus(StrEnum):
@@ -88,6 +98,11 @@ class ScoreResult(BaseModel):
 
     def step(self, name: str) -> StepResult | None:
         return next((s for s in self.steps if s.name == name), None)
+
+    @property
+    def outcome(self) -> str:
+        """The funnel stage: the status, or ``abstained`` for a scored abstention."""
+        return ABSTAINED if self.label == ABSTAINED else str(self.status)
 
 
 def score_id(trace_id: str, span_id: str | None, monitor: str, scorer_version: str) -> str:

@@ -17,7 +17,24 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 MAX_FIELD_CHARS = 32_000
 MAX_PAYLOAD_BYTES = 2_000_000
 
-__all__ = ["MAX_FIELD_CHARS", "MAX_PAYLOAD_BYTES", "ContextDoc", "Message", "TokenUsage", "ToolCall", "Turn"]
+__all__ = [
+    "MAX_FIELD_CHARS",
+    "MAX_PAYLOAD_BYTES",
+    "ORIGINS",
+    "ORIGIN_HEADER",
+    "ContextDoc",
+    "Message",
+    "Origin",
+    "TokenUsage",
+    "ToolCall",
+    "Turn",
+]
+
+Origin = Literal["live", "probe", "follow_up"]
+"""Where a turn's traffic came from: ``live`` (real users), ``probe`` (vigil's golden-set probe asking the agent),
+``follow_up`` (a multi-turn monitor's follow-up questions). vigil never samples its own traffic again."""
+ORIGINS: tuple[str, ...] = ("live", "probe", "follow_up")
+ORIGIN_HEADER = "X-Vigil-Origin"  # the HTTP header vigil's own calls to an agent carry; agents pass it to capture()
 
 
 class _Strict(BaseModel):
@@ -74,6 +91,7 @@ class Turn(_Strict):
     tags: list[str] = Field(default_factory=list)
     metadata: dict[str, str] = Field(default_factory=dict)
     truncated: list[str] = Field(default_factory=list)
+    origin: Origin = "live"  # optional on the wire: older senders omit it
 
     @model_validator(mode="before")
     @classmethod

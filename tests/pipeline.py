@@ -33,11 +33,12 @@ class WorkerProcess:
     def dsn(self) -> str:
         return f"chdb://{(self.home / 'chdb').resolve()}"
 
-    def start(self, *args: str) -> WorkerProcess:
+    def start(self, *args: str, module: str = "worker") -> WorkerProcess:
+        """``python -m <module> worker <args>``: `vigil worker` (``module`` names a test wrapper around it)."""
         self.home.mkdir(parents=True, exist_ok=True)
         with open(self.log, "ab") as out:
             self.process = subprocess.Popen(
-                [sys.executable, "-m", "worker", "worker", *args],
+                [sys.executable, "-m", module, "worker", *args],
                 env=self.env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
             )
         return self

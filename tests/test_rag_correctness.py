@@ -58,10 +58,10 @@ async def test_the_last_result_in_the_reply_is_the_verdict(judge_server, llm_jud
                                               "result": 2}
 
 
-async def test_a_not_sure_verdict_is_unscored_never_zero(judge_server, llm_judge):
+async def test_a_not_sure_verdict_is_an_abstention_never_zero(judge_server, llm_judge):
     judge_server.replies.append(verdict("Feedback: the response says it does not know. [RESULT] 0"))
     scored = await RagCorrectness().score(rag_turn(), llm_judge)
-    assert scored.status is ScoreStatus.UNSCORED
+    assert (scored.status, scored.label) == (ScoreStatus.SCORED, "abstained")
     assert scored.score is None
     assert scored.details["result"] == 0
     assert "not sure" in scored.reason

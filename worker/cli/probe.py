@@ -67,10 +67,11 @@ def probe_command(dataset: str, agent_url: str, agent_model: str, agent_api_key_
             progress.advance(task)
 
         async def probe() -> list[ScoreResult]:
-            agent = OpenAIAgent(agent_url, model=agent_model, api_key=os.environ.get(agent_api_key_env))
+            agent = OpenAIAgent(agent_url, model=agent_model, api_key=os.environ.get(agent_api_key_env),
+                                origin="probe")
             try:
                 return await run_probe(items, scorer=scorer, agent=agent, judge=judge, concurrency=concurrency,
-                                       on_result=record)
+                                       on_result=record, monitor=monitor)
             finally:
                 await agent.aclose()
 

@@ -30,7 +30,7 @@ def _param(text: str) -> tuple[str, object]:
 
 async def _run(scorer: Scorer, judge: Judge, turn: Turn) -> ScoreResult:
     try:
-        return await scorer.score(turn, judge)
+        return await scorer.score(turn, judge, scorer.context_for(turn, monitor="cli"))
     finally:
         if isinstance(judge, LLMJudge):
             await judge.aclose()

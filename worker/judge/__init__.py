@@ -3,12 +3,20 @@
 from __future__ import annotations
 
 from schemas import JudgeConfig
-from worker.judge.base import Judge, JudgeFailed, JudgePaused, JudgeReply, JudgeRequest
+from worker.judge.base import (
+    CallContext,
+    Judge,
+    JudgeFailed,
+    JudgePaused,
+    JudgeReply,
+    JudgeRequest,
+)
 from worker.judge.baseline import BaselineJudge
 from worker.judge.client import LLMJudge
 
 __all__ = [
     "BaselineJudge",
+    "CallContext",
     "Judge",
     "JudgeFailed",
     "JudgePaused",

@@ -3,6 +3,11 @@
 A scorer never holds a prompt string or talks HTTP: it builds a ``JudgeRequest`` (the rendered prompt, the pydantic
 model the answer must fit, and the structured inputs the prompt was rendered from) and awaits ``Judge.ask``.
 An LLM judge sends the prompt; the offline baseline judge computes the same output model from ``inputs``.
+
+Every request carries a ``CallContext``: who the call is for (monitor, scorer and version, trace id, origin). It is
+built once where a score starts (the score task, ``vigil score``, the probe) and travels unchanged down to the
+transport, where the limiter shares the judge fairly between monitors and the reply cache keys on the scorer
+version, so a new prompt version is never answered from the old one's cache.
 """
 
 from __future__ import annotations
@@ -12,11 +17,35 @@ from typing import Any, Generic, Protocol, TypeVar
 
 from pydantic import BaseModel
 
-from schemas import JudgeCall
+from schemas import JudgeCall, Origin
 
-__all__ = ["Judge", "JudgeFailed", "JudgePaused", "JudgeReply", "JudgeRequest"]
+__all__ = ["CallContext", "Judge", "JudgeFailed", "JudgePaused", "JudgeReply", "JudgeRequest"]
 
 T = TypeVar("T", bound=BaseModel)
+
+
+@dataclass(frozen=True)
+class CallContext:
+    """Who a judge call is for. ``monitor`` is the limiter's fairness queue ("" shares one queue), ``scorer`` and
+    ``scorer_version`` key the reply cache, ``trace_id`` is logged, ``origin`` says whose traffic the scored turn
+    is (``live``; ``probe`` for the golden-set probe); a scorer that talks to the agent under test tags those calls
+    with it (``follow_up`` for a live turn's follow-ups)."""
+
+    monitor: str = ""
+    scorer: str = ""
+    scorer_version: str = ""
+    trace_id: str = ""
+    origin: Origin = "live"
+
+    @property
+    def cache_tag(self) -> str:
+        """What the reply cache adds to its key: the scorer and its version ("" without a scorer)."""
+        return f"{self.scorer}@{self.scorer_version}" if self.scorer else ""
+
+    @property
+    def agent_origin(self) -> Origin:
+        """The origin a scorer's own calls to the agent carry: ``probe`` under the probe, else ``follow_up``."""
+        return "probe" if self.origin == "probe" else "follow_up"
 
 
 @dataclass(frozen=True)
@@ -26,6 +55,7 @@ class JudgeRequest(Generic[T]):
     prompt: str  # the rendered user prompt, trace text fenced inside it
     output_type: type[T]
     inputs: dict[str, Any] = field(default_factory=dict)  # what the prompt was rendered from
+    context: CallContext = field(default_factory=CallContext)  # stamped by the scorer run (``ScoreRun.ask``)
 
 
 @dataclass

@@ -13,6 +13,7 @@ reply kept, which scorers turn into *unscored*. Every HTTP request made is in ``
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from enum import StrEnum
@@ -51,8 +52,11 @@ def remembered_mode(base_url: str, model: str) -> Mode | None:
     return _MODES.get((base_url, model))
 
 
+@functools.cache
 def strict_schema(output_type: type[BaseModel]) -> dict[str, Any]:
-    """The model's JSON schema in OpenAI's strict form: every property required, no extra ones, no defaults."""
+    """The model's JSON schema in OpenAI's strict form: every property required, no extra ones, no defaults.
+
+    Built once per output type (the same dict every time: do not mutate it)."""
 
     def tighten(node: Any) -> Any:
         if isinstance(node, dict):
@@ -100,6 +104,12 @@ def parse_output(text: str, output_type: type[T]) -> T:
         raise ValueError(f"the JSON does not match the schema ({problems})") from None
 
 
+@functools.cache
+def _schema_instruction(output_type: type[BaseModel]) -> str:
+    schema = json.dumps(strict_schema(output_type), ensure_ascii=False, separators=(",", ":"))
+    return SCHEMA_INSTRUCTION.format(schema=schema)
+
+
 def _response_format(mode: Mode, step: str, schema: dict[str, Any]) -> dict[str, Any] | None:
     if mode is Mode.JSON_SCHEMA:
         name = re.sub(r"[^A-Za-z0-9_-]", "_", step)[:64]
@@ -121,12 +131,10 @@ class LLMJudge:
 
     async def ask(self, request: JudgeRequest[T]) -> JudgeReply[T]:
         schema = strict_schema(request.output_type)
-        instructions = request.instructions + "\n\n" + SCHEMA_INSTRUCTION.format(
-            schema=json.dumps(schema, ensure_ascii=False, separators=(",", ":"))
-        )
+        instructions = request.instructions + "\n\n" + _schema_instruction(request.output_type)
         messages = [{"role": "system", "content": instructions}, {"role": "user", "content": request.prompt}]
         calls: list[JudgeCall] = []
-        raw = await self._complete(request.step, messages, schema, calls)
+        raw = await self._complete(request, messages, schema, calls)
         try:
             return JudgeReply(output=parse_output(raw, request.output_type), raw=raw, calls=calls)
         except ValueError as exc:
@@ -134,7 +142,7 @@ class LLMJudge:
             first_error = str(exc)
         messages += [{"role": "assistant", "content": raw},
                      {"role": "user", "content": REPAIR_PROMPT.format(error=first_error)}]
-        raw = await self._complete(request.step, messages, schema, calls)
+        raw = await self._complete(request, messages, schema, calls)
         try:
             return JudgeReply(output=parse_output(raw, request.output_type), raw=raw, calls=calls)
         except ValueError as exc:
@@ -147,15 +155,19 @@ class LLMJudge:
         await self.transport.client.close()
 
     async def _complete(
-        self, step: str, messages: list[dict[str, str]], schema: dict[str, Any], calls: list[JudgeCall]
+        self, request: JudgeRequest[Any], messages: list[dict[str, str]], schema: dict[str, Any],
+        calls: list[JudgeCall],
     ) -> str:
-        """One completion in the best mode the endpoint takes; refused modes are recorded and skipped."""
+        """One completion in the best mode the endpoint takes; refused modes are recorded and skipped. The request's
+        call context reaches the transport: its monitor for fairness, its scorer version for the cache key."""
+        step, context = request.step, request.context
         remembered = _MODES.get(self._endpoint)
         modes = _ORDER[_ORDER.index(remembered):] if remembered else _ORDER
         for mode in modes:
             try:
                 result = await self.transport.chat(
-                    step=step, messages=messages, response_format=_response_format(mode, step, schema)
+                    step=step, messages=messages, response_format=_response_format(mode, step, schema),
+                    monitor=context.monitor, cache_key_extra=context.cache_tag,
                 )
             except ModeRejected:
                 calls.append(JudgeCall(step=step, model=self.model, status=f"mode_rejected:{mode}"))

@@ -148,7 +148,7 @@ def score(self, turn_json: Any, monitors: Any, enqueued_at: float | None = None)
         row = score_row(turn, monitor, result)
         rows["scores"].append(row)
         rows["judge_calls"].extend(JudgeCallRow.of(call, index, score=row) for index, call in enumerate(result.calls))
-        rows["pipeline_events"].append(_event(turn, monitor.name, str(row.status)))
+        rows["pipeline_events"].append(_event(turn, monitor.name, result.outcome))
         rt.telemetry.emit_score(row, start_ns=start_ns, end_ns=end_ns, lag_s=(start_ns / 1e9 - enqueued_at)
                                 if enqueued_at else None,
                                 calls_latency_ms=[c.latency_ms for c in result.calls if not c.cached])
@@ -178,7 +178,7 @@ async def _score_one(rt, turn: Turn, monitor) -> tuple[Any, ScoreResult | None, 
     scorer = None
     try:
         scorer = rt.scorer(monitor)
-        result = await scorer.score(turn, rt.judge(monitor.judge))
+        result = await scorer.score(turn, rt.judge(monitor.judge), scorer.context_for(turn, monitor.name))
     except JudgePaused as exc:
         log.warning("judge paused; the score waits", judge=exc.judge, reason=exc.reason)
         return monitor, None, start_ns, time.time_ns()

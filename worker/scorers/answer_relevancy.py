@@ -3,45 +3,50 @@
 Steps: ``preprocess`` (the judge splits the output into statements), ``analyze`` (a yes / unsure / no verdict per
 statement), ``reason``. Score ``((yes + uncertainty_weight · unsure) / statements) · scale``. An empty output scores
 0 without a judge call; a trace without a user message, no statements, or verdicts that do not match the
-statements one for one are *unscored*.
+statements one for one are *unscored*. The label is the band of the "Score Interpretation" in the seed "Answer
+Relevancy Scorer".
 """
 
 from __future__ import annotations
 
 from typing import ClassVar
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from schemas import ScoreResult, Turn
-from worker.judge.base import Judge, JudgeRequest
-from worker.scorers._run import ReasonMode, ScoreRun, Unscorable
-from worker.scorers.formulas import answer_relevancy_score
+from worker.judge.base import JudgeRequest
+from worker.scorers import base
+from worker.scorers.base import ReasonedScorer, ScoreRun, Unscorable
+from worker.scorers.formulas import Bands, answer_relevancy_score
 from worker.scorers.prompts import answer_relevancy as prompts
 from worker.scorers.prompts.common import Reason
 
 __all__ = ["AnswerRelevancy"]
 
 
-class AnswerRelevancy(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+class Details(base.Details):
+    empty_output: bool | None = None
+    statements: int | None = None
+    yes: int | None = None
+    unsure: int | None = None
+    no: int | None = None
 
+
+class AnswerRelevancy(ReasonedScorer):
     name: ClassVar[str] = "answer_relevancy"
     version: ClassVar[str] = "1"
+    bands: ClassVar[Bands] = ((1.0, "fully relevant"), (0.7, "mostly relevant"), (0.4, "partially relevant"),
+                              (0.1, "minimally relevant"), (0.0, "not relevant"))
+    Details: ClassVar[type[base.Details]] = Details
 
     uncertainty_weight: float = Field(default=0.3, ge=0.0, le=1.0)
-    scale: float = Field(default=1.0, gt=0.0)
-    reason_mode: ReasonMode = "llm"
-
-    async def score(self, turn: Turn, judge: Judge) -> ScoreResult:
-        run = ScoreRun(self.name, self.version, self.scale, judge)
-        return await run.outcome(lambda: self._score(turn, run))
 
     async def _score(self, turn: Turn, run: ScoreRun) -> ScoreResult:
         question, output = turn.question, turn.output
         if not question.strip():
             raise Unscorable("the trace has no user message for the output to be relevant to")
         if not output.strip():
-            run.details["empty_output"] = True
+            run.details.empty_output = True
             return run.scored(0.0, "The output is empty, so it addresses nothing the question asks.")
 
         extracted = await run.ask("preprocess", JudgeRequest(
@@ -63,7 +68,7 @@ class AnswerRelevancy(BaseModel):
         verdicts = [v.result for v in analysis.results]
         score = answer_relevancy_score(verdicts, uncertainty_weight=self.uncertainty_weight, scale=self.scale)
         counts = {v: verdicts.count(v) for v in ("yes", "unsure", "no")}
-        run.details.update(statements=len(statements), **counts)
+        run.details.set(statements=len(statements), **counts)
 
         summary = prompts.summarise(score=score, scale=self.scale, **counts)
         judged = [{"statement": s, "result": v.result, "reason": v.reason}

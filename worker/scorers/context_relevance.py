@@ -7,7 +7,9 @@ they are the default, and only a scorer told ``use_trace_contexts=False`` with n
 construction. A trace with no context piece to rate is *unscored* without calling the judge.
 
 Steps: ``analyze`` (a relevance level and a used flag per piece, and the missing items), ``reason``. Score: the
-seed's formula (``formulas.context_relevance_score``).
+seed's formula (``formulas.context_relevance_score``). An empty response used none of its context: it scores 0
+without a judge call. The label is the band of the score interpretation in the seed "リファレンス:
+コンテキスト関連度スコアラー" (Context Relevance scorer reference).
 """
 
 from __future__ import annotations
@@ -19,9 +21,10 @@ from typing import Any, ClassVar
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from schemas import Message, ScoreResult, Turn
-from worker.judge.base import Judge, JudgeRequest
-from worker.scorers._run import InvalidInput, ReasonMode, ScoreRun, Unscorable
-from worker.scorers.formulas import context_relevance_score
+from worker.judge.base import JudgeRequest
+from worker.scorers import base
+from worker.scorers.base import InvalidInput, ReasonedScorer, ScoreRun, Unscorable
+from worker.scorers.formulas import Bands, context_relevance_score
 from worker.scorers.prompts import context_relevance as prompts
 from worker.scorers.prompts.common import Reason
 
@@ -38,18 +41,25 @@ class Penalties(BaseModel):
     max_missing_context_penalty: float = Field(default=0.5, ge=0.0)
 
 
-class ContextRelevance(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+class Details(base.Details):
+    empty_response: bool | None = None
+    contexts: int | None = None
+    levels: list[str] | None = None
+    used: list[bool] | None = None
+    missing_context: list[str] | None = None
 
+
+class ContextRelevance(ReasonedScorer):
     name: ClassVar[str] = "context_relevance"
     version: ClassVar[str] = "1"
+    bands: ClassVar[Bands] = ((0.9, "very high relevance"), (0.7, "good relevance"), (0.4, "mixed relevance"),
+                              (0.0, "low relevance"))
+    Details: ClassVar[type[base.Details]] = Details
 
     context: list[str] | None = None
     context_extractor: ContextExtractor | None = None
     use_trace_contexts: bool = True
     penalties: Penalties = Field(default_factory=Penalties)
-    scale: float = Field(default=1.0, gt=0.0)
-    reason_mode: ReasonMode = "llm"
 
     @field_validator("context_extractor", mode="before")
     @classmethod
@@ -85,10 +95,6 @@ class ContextRelevance(BaseModel):
             pieces = turn.context_texts if self.use_trace_contexts else []
         return [p for p in pieces if p.strip()]
 
-    async def score(self, turn: Turn, judge: Judge) -> ScoreResult:
-        run = ScoreRun(self.name, self.version, self.scale, judge)
-        return await run.outcome(lambda: self._score(turn, run))
-
     async def _score(self, turn: Turn, run: ScoreRun) -> ScoreResult:
         contexts = self.contexts_for(turn)
         if not contexts:
@@ -96,6 +102,9 @@ class ContextRelevance(BaseModel):
         question, response = turn.question, turn.output
         if not question.strip():
             raise Unscorable("the trace has no user message to rate the context against")
+        if not response.strip():
+            run.details.empty_response = True
+            return run.scored(0.0, "The response is empty: it used none of the context it was given.")
 
         analysis = await run.ask("analyze", JudgeRequest(
             step=f"{self.name}.analyze", instructions=prompts.INSTRUCTIONS,
@@ -116,7 +125,7 @@ class ContextRelevance(BaseModel):
             missing_context_per_item=p.missing_context_per_item,
             max_missing_context_penalty=p.max_missing_context_penalty, scale=self.scale,
         )
-        run.details.update(contexts=len(contexts), levels=levels, used=used, missing_context=missing)
+        run.details.set(contexts=len(contexts), levels=levels, used=used, missing_context=missing)
 
         summary = prompts.summarise(score=score, scale=self.scale, levels=levels, used=used, missing=len(missing))
         template = f"Context relevance {summary}."

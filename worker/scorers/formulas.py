@@ -14,7 +14,9 @@ __all__ = [
     "SYSTEM_WEIGHTS",
     "USER_WEIGHTS",
     "VERDICTS",
+    "Bands",
     "answer_relevancy_score",
+    "band_label",
     "clamp",
     "context_relevance_score",
     "lscore",
@@ -31,6 +33,15 @@ SYSTEM_WEIGHTS: Mapping[str, float] = {
     "intent": 0.35, "requirements": 0.35, "completeness": 0.15, "appropriateness": 0.15,
 }
 USER_SHARE_IN_BOTH = 0.7
+
+
+Bands = tuple[tuple[float, str], ...]
+"""A seed's interpretation of a score: (lowest score / scale of the band, its label), best band first."""
+
+
+def band_label(bands: Bands, fraction: float) -> str:
+    """The label of the first band whose floor ``fraction`` (score / scale) reaches; the last band below that."""
+    return next((label for floor, label in bands if fraction >= floor - 1e-9), bands[-1][1])
 
 
 def clamp(value: float, scale: float) -> float:

@@ -13,8 +13,17 @@ turns``. The result's score is ``wscore(σ, turns) / 5 · scale``; σ, wscore, l
 The offline baseline judge composes by joining the agent's answers, asks about the reference's content words the
 tentative answer lacks (until it scores 4), and revises nothing.
 
+A dialogue whose verdicts are all 0 (every answer was "not sure") is the agent abstaining: scored, labelled
+``abstained``, no score. The label of a score is the rubric level (the paper "RAG の応答正確性と連続応答性能の自動評価",
+Figure 5) its wscore falls in.
+
 The agent under test is any callable ``(messages) -> str`` (sync or async, OpenAI-style messages) or an
 OpenAI-compatible chat endpoint (``OpenAIAgent``). Its errors make the result *failed* (``agent_error``).
+
+vigil's questions to the agent are vigil's own traffic, and are tagged so: ``OpenAIAgent`` sends the origin
+(``follow_up`` for a live turn's follow-ups, ``probe`` under the golden-set probe) as the ``X-Vigil-Origin`` header
+and as OpenAI ``metadata.vigil_origin``. An agent that passes it to ``capture(..., origin=...)`` (see
+``producers.origin_of``) keeps those turns out of sampling, so the probe never feeds itself.
 """
 
 from __future__ import annotations
@@ -27,15 +36,21 @@ from typing import Any, ClassVar
 import openai
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from schemas import ContextDoc, ScoreResult, ScoreStatus, StepResult, Turn
-from worker.judge.base import Judge, JudgeRequest
+from schemas import ORIGIN_HEADER, ContextDoc, Origin, ScoreResult, Turn
+from worker.judge.base import CallContext, Judge, JudgeRequest
 from worker.judge.baseline import content_words, register
 from worker.retrieval import RetrieverConfig
-from worker.scorers._run import ScoreRun, Unscorable
-from worker.scorers.formulas import lscore, mscore, wscore
+from worker.scorers import base
+from worker.scorers.base import AgentFailed, Scorer, ScoreRun, Unscorable
+from worker.scorers.formulas import Bands, lscore, mscore, wscore
 from worker.scorers.prompts import multi_turn as prompts
 from worker.scorers.prompts.rag_correctness import Verdict
-from worker.scorers.rag_correctness import MAX_RESULT, RagCorrectness, judge_correctness
+from worker.scorers.rag_correctness import (
+    MAX_RESULT,
+    RUBRIC_BANDS,
+    RagCorrectness,
+    judge_correctness,
+)
 
 __all__ = ["Agent", "AgentEndpoint", "MultiTurn", "OpenAIAgent"]
 
@@ -44,15 +59,19 @@ Agent = Callable[[Messages], str | Awaitable[str]]
 
 
 class OpenAIAgent:
-    """The agent under test behind an OpenAI-compatible chat endpoint; each call sends the whole session."""
+    """The agent under test behind an OpenAI-compatible chat endpoint; each call sends the whole session, tagged
+    with ``origin`` (the ``X-Vigil-Origin`` header and ``metadata.vigil_origin``)."""
 
     def __init__(self, base_url: str, *, model: str = "default", api_key: str | None = None,
-                 timeout_s: float = 120.0) -> None:
+                 timeout_s: float = 120.0, origin: Origin = "follow_up") -> None:
         self.model = model
-        self.client = openai.AsyncOpenAI(base_url=base_url, api_key=api_key or "not-needed", timeout=timeout_s)
+        self.origin = origin
+        self.client = openai.AsyncOpenAI(base_url=base_url, api_key=api_key or "not-needed", timeout=timeout_s,
+                                         default_headers={ORIGIN_HEADER: origin})
 
     async def __call__(self, messages: Messages) -> str:
-        completion = await self.client.chat.completions.create(model=self.model, messages=messages)
+        completion = await self.client.chat.completions.create(model=self.model, messages=messages,
+                                                               metadata={"vigil_origin": self.origin})
         return completion.choices[0].message.content or "" if completion.choices else ""
 
     async def aclose(self) -> None:
@@ -69,39 +88,46 @@ class AgentEndpoint(BaseModel):
     api_key_env: str = "AGENT_API_KEY"
     timeout_s: float = Field(default=120.0, gt=0)
 
-    def open(self) -> OpenAIAgent:
+    def open(self, origin: Origin = "follow_up") -> OpenAIAgent:
         return OpenAIAgent(self.base_url, model=self.model, api_key=os.environ.get(self.api_key_env),
-                           timeout_s=self.timeout_s)
-
-
-class _AgentFailed(Exception):
-    pass
+                           timeout_s=self.timeout_s, origin=origin)
 
 
 async def _ask(agent: Agent | None, messages: Messages) -> str:
     if agent is None:
-        raise _AgentFailed("no agent under test to ask the follow-up question: set params.agent {base_url, model}")
+        raise AgentFailed("no agent under test to ask the follow-up question: set params.agent {base_url, model}")
     try:
         reply = agent(list(messages))
         if inspect.isawaitable(reply):
             reply = await reply
     except Exception as exc:  # the agent under test is foreign code: any error is its failure, recorded
-        raise _AgentFailed(f"{type(exc).__name__}: {exc}") from exc
+        raise AgentFailed(f"{type(exc).__name__}: {exc}") from exc
     return str(reply)
 
 
-class MultiTurn(BaseModel):
+class Details(base.Details):
+    reference_source: str | None = None
+    turns: int | None = None
+    sigma: list[int] | None = None
+    history: list[dict[str, str]] | None = None
+    context_ids: list[str | None] | None = None
+    wscore: float | None = None
+    lscore: int | None = None
+    mscore: int | None = None
+    final_answer: str | None = None
+
+
+class MultiTurn(Scorer):
     """Params: ``turns`` (n, 5), ``scale`` (1.0), ``retriever`` (the evaluation agent's E3 contexts; none without
     it), ``golden`` (references for traces without one), ``agent`` ({base_url, model}: where a trace's follow-up
     questions go)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
     name: ClassVar[str] = "multi_turn"
     version: ClassVar[str] = "1"
+    bands: ClassVar[Bands] = RUBRIC_BANDS
+    Details: ClassVar[type[base.Details]] = Details
 
     turns: int = Field(default=5, ge=1, le=20)
-    scale: float = Field(default=1.0, gt=0.0)
     retriever: RetrieverConfig | None = None
     golden: str | None = None
     agent: AgentEndpoint | None = None
@@ -114,36 +140,24 @@ class MultiTurn(BaseModel):
     def _correctness(self) -> RagCorrectness:
         return RagCorrectness(retriever=self.retriever, golden=self.golden)
 
-    async def score(self, turn: Turn, judge: Judge) -> ScoreResult:
-        """The trace's answer is turn 1; the follow-up questions go to ``params.agent``."""
-        run = ScoreRun(self.name, self.version, self.scale, judge)
-        return await self._outcome(run, lambda: self._score(turn, run))
-
     async def evaluate(self, *, question: str, reference: str, agent: Agent, judge: Judge,
-                       opening: Messages | None = None) -> ScoreResult:
+                       opening: Messages | None = None, context: CallContext | None = None) -> ScoreResult:
         """The T1–T7 dialogue for one (question, reference answer). ``opening``, when given, is the session so far
-        ending with the agent's answer to ``question``: it stands for the first T1."""
-        run = ScoreRun(self.name, self.version, self.scale, judge)
-        return await self._outcome(run, lambda: self._dialogue(run, question, reference, agent, opening))
-
-    async def _outcome(self, run: ScoreRun, body: Callable[[], Awaitable[ScoreResult]]) -> ScoreResult:
-        try:
-            return await run.outcome(body)
-        except _AgentFailed as exc:
-            return ScoreResult(
-                run_id=run.run_id, scorer=self.name, scorer_version=self.version, status=ScoreStatus.FAILED,
-                scale=self.scale, reason=f"the agent under test failed: {exc}", steps=run.steps,
-                details=run.details, error_type="agent_error", judge_model=run.judge.model, calls=run.calls,
-            )
+        ending with the agent's answer to ``question``: it stands for the first T1. Without ``context`` the calls
+        are the probe's."""
+        run = self.start(judge, context or CallContext(monitor="probe", scorer=self.name,
+                                                       scorer_version=self.version, origin="probe"))
+        return await run.outcome(lambda: self._dialogue(run, question, reference, agent, opening))
 
     async def _score(self, turn: Turn, run: ScoreRun) -> ScoreResult:
+        """The trace's answer is turn 1; the follow-up questions go to ``params.agent``, tagged as vigil's."""
         found = self._correctness().reference_for(turn)
         if found is None:
             raise Unscorable("no reference answer: the trace has none and no golden set holds its question")
-        run.details["reference_source"] = found[1]
+        run.details.reference_source = found[1]
         opening = [{"role": m.role, "content": m.content} for m in turn.input if m.role in ("user", "assistant")]
         opening.append({"role": "assistant", "content": turn.output})
-        agent = self.agent.open() if self.agent is not None else None
+        agent = self.agent.open(run.context.agent_origin) if self.agent is not None else None
         try:
             return await self._dialogue(run, turn.question, found[0], agent, opening)
         finally:
@@ -157,14 +171,14 @@ class MultiTurn(BaseModel):
         session: Messages = list(opening or [])
         history: list[dict[str, str]] = []
         sigma: list[int] = []
-        run.details.update(turns=self.turns, sigma=sigma, history=history, context_ids=[c.id for c in contexts])
+        run.details.set(turns=self.turns, sigma=sigma, history=history, context_ids=[c.id for c in contexts])
         query = question
         for number in range(1, self.turns + 1):
             if not (number == 1 and session):  # T1
                 session.append({"role": "user", "content": query})
                 session.append({"role": "assistant", "content": await _ask(agent, session)})
             history.append({"question": query, "answer": session[-1]["content"]})
-            run.steps.append(StepResult(name=f"turn{number}.ask", prompt=query, result=history[-1]))
+            run.note(f"turn{number}.ask", history[-1], prompt=query)
             composed = await self._compose(run, number, question, history)  # T2
             verdict = await judge_correctness(run, step=f"turn{number}.evaluate", question=question,  # T3
                                               contexts=contexts, response=composed, reference=reference)
@@ -218,9 +232,13 @@ class MultiTurn(BaseModel):
 
     def _scored(self, run: ScoreRun, sigma: list[int], final: str) -> ScoreResult:
         w, length, best = wscore(sigma, self.turns), lscore(sigma), mscore(sigma)
-        run.details.update(wscore=w, lscore=length, mscore=best, final_answer=final)
-        reason = (f"σ = {sigma} over at most {self.turns} turns: wscore {w:.3g}, lscore {length}, mscore {best} "
-                  f"(of {MAX_RESULT}). Final answer: {final}")
+        run.details.set(wscore=w, lscore=length, mscore=best, final_answer=final)
+        summary = f"σ = {sigma} over at most {self.turns} turns"
+        if not any(sigma):
+            return run.abstained(f"{summary}: every verdict was 0, the agent said it is not sure. "
+                                 f"Final answer: {final}")
+        reason = (f"{summary}: wscore {w:.3g}, lscore {length}, mscore {best} (of {MAX_RESULT}). "
+                  f"Final answer: {final}")
         return run.scored(w / MAX_RESULT * self.scale, reason)
 
 

@@ -21,6 +21,7 @@ from pydantic import BaseModel
 from schemas import MonitorConfig, ScoreResult, ScoreStatus, Turn
 from schemas.rows import JudgeCallRow, score_row, trace_row
 from worker.judge import Judge
+from worker.judge.base import CallContext
 from worker.scorers.multi_turn import Agent, MultiTurn
 from worker.scorers.rag_correctness import GoldenItem
 
@@ -41,17 +42,18 @@ class ProbeLabels:
 
 async def run_probe(
     items: Sequence[GoldenItem], *, scorer: MultiTurn, agent: Agent, judge: Judge, concurrency: int = 4,
-    on_result: Callable[[int, GoldenItem, ScoreResult, datetime], None] | None = None,
+    on_result: Callable[[int, GoldenItem, ScoreResult, datetime], None] | None = None, monitor: str = "probe",
 ) -> list[ScoreResult]:
     """The dialogue for every item, ``concurrency`` at a time; ``on_result(index, item, result, started_at)`` as
-    each finishes. Results come back in the items' order."""
+    each finishes. Results come back in the items' order. The judge calls are the ``monitor``'s, origin ``probe``."""
     gate = asyncio.Semaphore(concurrency)
+    context = CallContext(monitor=monitor, scorer=scorer.name, scorer_version=scorer.version, origin="probe")
 
     async def one(index: int, item: GoldenItem) -> ScoreResult:
         async with gate:
             started = datetime.now(UTC)
             result = await scorer.evaluate(question=item.question, reference=item.reference, agent=agent,
-                                           judge=judge)
+                                           judge=judge, context=context)
         if on_result is not None:
             on_result(index, item, result, started)
         return result
@@ -66,7 +68,8 @@ def rows_for(index: int, item: GoldenItem, result: ScoreResult, labels: ProbeLab
     turn = Turn(trace_id=f"probe:{labels.run_id}:{item.id or index}", session_id=labels.run_id,
                 project=labels.project, agent=labels.agent, environment=labels.environment, started_at=started_at,
                 input=[{"role": "user", "content": item.question}],
-                output=history[0]["answer"] if history else "", reference=item.reference, tags=["probe"])
+                output=history[0]["answer"] if history else "", reference=item.reference, tags=["probe"],
+                origin="probe")
     monitor = MonitorConfig(name=labels.monitor, scorer="multi_turn", judge=labels.judge)
     score = score_row(turn, monitor, result)
     calls = [JudgeCallRow.of(call, i, score=score) for i, call in enumerate(result.calls)]

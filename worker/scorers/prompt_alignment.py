@@ -9,19 +9,19 @@ as ``user`` and the reason says so; ``system`` on such a trace is *unscored*.
 
 The seed makes a missing user prompt or response an error: a trace without a user message is *failed* with error
 type ``invalid_input`` and a reason saying what is missing (a ``Turn`` always has an output, so a missing response
-is refused at ingest). An empty response scores 0 with a reason, without a judge call.
+is refused at ingest). An empty response scores 0 with a reason, without a judge call. The label is the band of
+the score interpretation in the seed "リファレンス: Prompt Alignment Scorer".
 """
 
 from __future__ import annotations
 
 from typing import Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
-
 from schemas import ScoreResult, Turn
-from worker.judge.base import Judge, JudgeRequest
-from worker.scorers._run import InvalidInput, ReasonMode, ScoreRun, Unscorable
-from worker.scorers.formulas import prompt_alignment_score
+from worker.judge.base import JudgeRequest
+from worker.scorers import base
+from worker.scorers.base import InvalidInput, ReasonedScorer, ScoreRun, Unscorable
+from worker.scorers.formulas import Bands, prompt_alignment_score
 from worker.scorers.prompts import prompt_alignment as prompts
 from worker.scorers.prompts.common import Reason
 
@@ -35,19 +35,22 @@ def system_instructions(turn: Turn) -> str:
     return "\n\n".join(m.content for m in turn.input if m.role == "system" and m.content.strip())
 
 
-class PromptAlignment(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+class Details(base.Details):
+    empty_response: bool | None = None
+    mode: str | None = None
+    user: dict[str, float] | None = None
+    system: dict[str, float] | None = None
+    note: str | None = None
 
+
+class PromptAlignment(ReasonedScorer):
     name: ClassVar[str] = "prompt_alignment"
     version: ClassVar[str] = "1"
+    bands: ClassVar[Bands] = ((0.9, "excellent alignment"), (0.8, "very good alignment"), (0.7, "good alignment"),
+                              (0.6, "moderate alignment"), (0.4, "poor alignment"), (0.0, "very poor alignment"))
+    Details: ClassVar[type[base.Details]] = Details
 
     evaluation_mode: Literal["user", "system", "both"] = "both"
-    scale: float = Field(default=1.0, gt=0.0)
-    reason_mode: ReasonMode = "llm"
-
-    async def score(self, turn: Turn, judge: Judge) -> ScoreResult:
-        run = ScoreRun(self.name, self.version, self.scale, judge)
-        return await run.outcome(lambda: self._score(turn, run))
 
     async def _score(self, turn: Turn, run: ScoreRun) -> ScoreResult:
         prompt, response, system = turn.question, turn.output, system_instructions(turn)
@@ -55,11 +58,11 @@ class PromptAlignment(BaseModel):
             raise InvalidInput("prompt alignment needs both the user's prompt and the agent's response; "
                                "the trace has no user message")
         if not response.strip():
-            run.details["empty_response"] = True
+            run.details.empty_response = True
             return run.scored(0.0, "The response is empty: it meets none of the prompt's intent or requirements.")
         if self.evaluation_mode == "system" and not system:
             raise Unscorable("system mode, but the trace has no system instructions to comply with")
-        run.details["mode"] = self.evaluation_mode
+        run.details.mode = self.evaluation_mode
 
         user = system_side = None
         analyses: dict[str, Any] = {}
@@ -81,10 +84,10 @@ class PromptAlignment(BaseModel):
         user_dims = user.dimensions() if user else None
         system_dims = system_side.dimensions() if system_side else None
         score = prompt_alignment_score(user_dims, system_dims, mode=self.evaluation_mode, scale=self.scale)
-        run.details.update(user=user_dims, system=system_dims)
+        run.details.set(user=user_dims, system=system_dims)
         no_system = self.evaluation_mode == "both" and system_side is None
         if no_system:
-            run.details["note"] = prompts.NO_SYSTEM_NOTE
+            run.details.note = prompts.NO_SYSTEM_NOTE
 
         summary = prompts.summarise(score=score, scale=self.scale, mode=self.evaluation_mode, user=user_dims,
                                     system=system_dims)

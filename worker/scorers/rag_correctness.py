@@ -3,9 +3,11 @@
 One ``evaluate`` step: the Figure 5 rubric (0–5) over the question, the contexts, the response and the reference
 answer. Contexts come from the monitor's retriever queried with question + reference answer (the paper's E3, the
 default when a retriever is configured) or from the trace (E2). The reference answer is the trace's, else the
-golden set's for the trace's question; with neither the trace is *unscored*. A verdict of 0 ("not sure") or a reply
-without a ``[RESULT]`` in 0–5 is *unscored*. The score is ``result / 5 · scale``; the raw 0–5 is
-``details.result``.
+golden set's for the trace's question; with neither the trace is *unscored*. A reply without a ``[RESULT]`` in 0–5
+is *unscored*. A verdict of 0 (the rubric's "the response states it is not sure") is the agent abstaining: scored,
+labelled ``abstained``, with no score, so the paper's mean that excludes score 0 is the report's mean and the
+abstention rate is counted on its own. An empty response scores 0 (the bottom of the scale) without a judge call.
+The score is ``result / 5 · scale``; the raw 0–5 is ``details.result``; the label is the rubric's level.
 """
 
 from __future__ import annotations
@@ -16,18 +18,24 @@ from functools import lru_cache
 from pathlib import Path
 from typing import ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, Field, model_validator
 
-from schemas import ContextDoc, ScoreResult, StepResult, Turn
-from worker.judge.base import Judge, JudgeFailed, JudgeRequest
+from schemas import ContextDoc, ScoreResult, Turn
+from worker.judge.base import JudgeReply, JudgeRequest
 from worker.retrieval import RetrieverConfig
-from worker.scorers._run import ScoreRun, Unscorable
+from worker.scorers import base
+from worker.scorers.base import Scorer, ScoreRun, Unscorable
+from worker.scorers.formulas import Bands
 from worker.scorers.prompts import rag_correctness as prompts
 
 __all__ = ["MAX_RESULT", "GoldenItem", "RagCorrectness", "judge_correctness", "load_golden"]
 
 MAX_RESULT = 5
 STEP = "rag_correctness.evaluate"
+# The rubric's levels (the paper's Figure 5) as bands of result / 5.
+RUBRIC_BANDS: Bands = tuple((level / MAX_RESULT, prompts.LABELS[level]) for level in range(MAX_RESULT, 1, -1)) + (
+    (0.0, prompts.LABELS[1]),)
+EMPTY_FEEDBACK = "The response is empty: it gives none of the reference answer."
 
 
 class GoldenItem(BaseModel):
@@ -59,45 +67,49 @@ def _references(path: str, mtime_ns: int) -> dict[str, str]:
     return {_key(item.question): item.reference for item in load_golden(path)}
 
 
+def _verdict(reply: JudgeReply[prompts.Evaluation]) -> tuple[prompts.Verdict, dict[str, object]]:
+    """The reply's ``evaluation`` field, or (a Prometheus-trained judge writing its native format instead of the
+    JSON asked for) the raw text, read for its ``[RESULT] n``."""
+    verdict = prompts.parse_verdict(reply.output.evaluation if reply.output is not None else reply.raw)
+    if verdict is None:
+        raise ValueError(f"has no [RESULT] between 0 and {MAX_RESULT}")
+    return verdict, {"feedback": verdict.feedback, "result": verdict.score}
+
+
 async def judge_correctness(
     run: ScoreRun, *, step: str, question: str, contexts: Sequence[ContextDoc], response: str, reference: str
 ) -> prompts.Verdict:
-    """One Figure 5 verdict, recorded on ``run`` as step ``step``. Unscorable when no 0–5 ``[RESULT]`` is found.
-
-    The reply's ``evaluation`` field is parsed; a reply that is not the JSON asked for but still carries a
-    ``[RESULT] n`` (a Prometheus-trained judge writing its native format) is parsed from the raw text."""
+    """One Figure 5 verdict, recorded on ``run`` as step ``step``; Unscorable when no 0–5 ``[RESULT]`` is found.
+    An empty response is the rubric's bottom (1, "completely wrong") without a judge call: saying nothing is not
+    the same as saying one is not sure."""
+    if not response.strip():
+        run.note(step, {"feedback": EMPTY_FEEDBACK, "result": 1})
+        return prompts.Verdict(score=1, feedback=EMPTY_FEEDBACK)
     prompt = prompts.render(question=question, contexts=contexts, response=response, reference=reference)
-    request = JudgeRequest(step=STEP, instructions=prompts.INSTRUCTIONS, prompt=prompt,
-                           output_type=prompts.Evaluation,
-                           inputs={"question": question, "contexts": [c.text for c in contexts],
-                                   "response": response, "reference": reference})
-    try:
-        reply = await run.judge.ask(request)
-    except JudgeFailed as exc:
-        run.calls.extend(exc.calls)
-        raise
-    run.calls.extend(reply.calls)
-    text = reply.output.evaluation if reply.output is not None else reply.raw
-    verdict = prompts.parse_verdict(text)
-    if verdict is None:
-        run.steps.append(StepResult(name=step, prompt=prompt, result={"raw": reply.raw}))
-        run.details["raw_reply"] = reply.raw
-        raise Unscorable(f"the judge's {step} reply has no [RESULT] between 0 and {MAX_RESULT}")
-    run.steps.append(StepResult(name=step, prompt=prompt,
-                                result={"feedback": verdict.feedback, "result": verdict.score}))
-    return verdict
+    return await run.ask(step, JudgeRequest(
+        step=STEP, instructions=prompts.INSTRUCTIONS, prompt=prompt, output_type=prompts.Evaluation,
+        inputs={"question": question, "contexts": [c.text for c in contexts], "response": response,
+                "reference": reference},
+    ), parse=_verdict)
 
 
-class RagCorrectness(BaseModel):
+class Details(base.Details):
+    reference_source: str | None = None
+    context_source: str | None = None
+    context_ids: list[str | None] | None = None
+    empty_output: bool | None = None
+    result: int | None = None
+
+
+class RagCorrectness(Scorer):
     """Params: ``scale`` (1.0), ``retriever`` ({kind, path, top_k}), ``contexts`` ("e3" | "e2"; e3 when a
     retriever is configured), ``golden`` (a JSONL of question → reference for traces without one)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
     name: ClassVar[str] = "rag_correctness"
     version: ClassVar[str] = "1"
+    bands: ClassVar[Bands] = RUBRIC_BANDS
+    Details: ClassVar[type[base.Details]] = Details
 
-    scale: float = Field(default=1.0, gt=0.0)
     retriever: RetrieverConfig | None = None
     contexts: Literal["e2", "e3"] | None = None
     golden: str | None = None
@@ -131,10 +143,6 @@ class RagCorrectness(BaseModel):
         retriever = self.retriever.open()
         return await asyncio.to_thread(retriever.search, f"{question}\n{reference}", self.retriever.top_k)
 
-    async def score(self, turn: Turn, judge: Judge) -> ScoreResult:
-        run = ScoreRun(self.name, self.version, self.scale, judge)
-        return await run.outcome(lambda: self._score(turn, run))
-
     async def _score(self, turn: Turn, run: ScoreRun) -> ScoreResult:
         found = self.reference_for(turn)
         if found is None:
@@ -142,12 +150,15 @@ class RagCorrectness(BaseModel):
         reference, reference_source = found
         source = self.context_source
         contexts = await self.retrieve(turn.question, reference) if source == "e3" else list(turn.contexts)
-        run.details.update(reference_source=reference_source, context_source=source,
-                           context_ids=[doc.id for doc in contexts])
+        run.details.set(reference_source=reference_source, context_source=source,
+                        context_ids=[doc.id for doc in contexts])
+        if not turn.output.strip():
+            run.details.empty_output = True
+            return run.scored(0.0, EMPTY_FEEDBACK)
         verdict = await judge_correctness(run, step="evaluate", question=turn.question, contexts=contexts,
                                           response=turn.output, reference=reference)
-        run.details["result"] = verdict.score
+        run.details.result = verdict.score
         if verdict.score == 0:
-            raise Unscorable(f"the judge is not sure (result 0): {verdict.feedback}")
-        result = run.scored(verdict.score / MAX_RESULT * self.scale, verdict.feedback)
-        return result.model_copy(update={"label": prompts.LABELS[verdict.score]})
+            return run.abstained(f"The agent abstained (result 0, the response states it is not sure): "
+                                 f"{verdict.feedback}")
+        return run.scored(verdict.score / MAX_RESULT * self.scale, verdict.feedback)
