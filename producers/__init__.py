@@ -9,7 +9,7 @@ Imports ``schemas`` at most and never ``worker``: this package lives inside agen
 from producers._scope import TurnScope, current_turn
 from producers._transport import INGEST_QUEUE, INGEST_TASK, CeleryTransport, Transport
 from producers.monitor import DropReason, Monitor, MonitorCounters, MonitorSettings
-from producers.otel import GenAISpanProcessor, turn_from_span
+from producers.otel import GenAISpanProcessor, turns_from_spans
 from producers.replay import ReplayProgress, ReplayResult, replay
 
 __all__ = [
@@ -27,5 +27,5 @@ __all__ = [
     "TurnScope",
     "current_turn",
     "replay",
-    "turn_from_span",
+    "turns_from_spans",
 ]

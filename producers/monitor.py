@@ -36,6 +36,7 @@ from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from producers._backoff import compute_backoff
+from producers._http import HTTPTransport
 from producers._log import get_logger
 from producers._metrics import observe
 from producers._scope import TurnScope, traced
@@ -50,13 +51,16 @@ _log = get_logger()
 
 
 class MonitorSettings(BaseSettings):
-    """Monitor configuration; each field can come from the environment (``VIGIL_<FIELD>``, and ``REDIS_URL``)."""
+    """Monitor configuration; each field can come from the environment (``VIGIL_<FIELD>``, and ``REDIS_URL``).
+    With ``intake_url`` (``VIGIL_INTAKE_URL``) turns go to ``vigil intake`` over HTTP, and Redis is not used."""
 
     model_config = SettingsConfigDict(env_prefix="VIGIL_", extra="forbid", populate_by_name=True)
 
     redis_url: str = Field(
         default="redis://127.0.0.1:6379/0", validation_alias=AliasChoices("redis_url", "REDIS_URL")
     )
+    intake_url: str | None = Field(default=None, description="ship to `vigil intake` over HTTP instead of Redis")
+    intake_token: str | None = Field(default=None, description="bearer token for the intake, if it asks for one")
     project: str = "default"
     agent: str = "agent"
     environment: str = "production"
@@ -146,6 +150,8 @@ class Monitor:
             settings["redis_url"] = redis_url
         self.settings = MonitorSettings(**settings)
         s = self.settings
+        if transport is None and s.intake_url:
+            transport = HTTPTransport(s.intake_url, token=s.intake_token, timeout=s.socket_timeout)
         self._transport = transport or CeleryTransport(s.redis_url, socket_timeout=s.socket_timeout)
         self._backoff = {"initial": s.backoff_initial, "maximum": s.backoff_max}
         self._defaults = {"project": s.project, "agent": s.agent, "environment": s.environment}
@@ -183,7 +189,8 @@ class Monitor:
 
     def capture_deferred(self, build: Callable[[], Mapping[str, Any]]) -> bool:
         """Queue a turn whose dict ``build()`` makes later, on the shipper thread (for producers whose
-        conversion is not constant work, like the span processor). A failing ``build`` counts as unserializable."""
+        conversion is not constant work, like the span processor). ``build`` may return a list of turns (counted
+        as captured once built). A failing ``build`` counts as unserializable."""
         try:
             return self._enqueue((build, time.time(), None))
         except Exception as exc:  # noqa: BLE001
@@ -355,17 +362,24 @@ class Monitor:
         batch = []
         for payload, at, span in items:
             try:
-                turn = to_wire(payload, at, span, self._defaults)
+                if callable(payload) and not isinstance(payload, (Mapping, BaseModel)):
+                    payload = payload()
+                if isinstance(payload, list):  # a deferred builder made any number of turns (a whole trace)
+                    with self._lock:
+                        self._captured += len(payload) - 1
+                turns = [to_wire(p, at, span, self._defaults) for p in (payload if isinstance(payload, list)
+                                                                         else [payload])]
             except Exception as exc:  # noqa: BLE001 - a builder may raise anything
                 reason = str(exc) if isinstance(exc, Unserializable) else f"building the turn failed: {exc!r}"
                 self._drop_now(DropReason.UNSERIALIZABLE, reason)
                 continue
-            try:
-                Turn.model_validate(turn)
-            except ValidationError as exc:
-                self._drop_now(DropReason.INVALID, _describe(exc))
-                continue
-            batch.append(turn)
+            for turn in turns:
+                try:
+                    Turn.model_validate(turn)
+                except ValidationError as exc:
+                    self._drop_now(DropReason.INVALID, _describe(exc))
+                    continue
+                batch.append(turn)
         return batch
 
     def _send(self, batch: list[dict[str, Any]]) -> bool:

@@ -31,11 +31,12 @@ from kombu.utils.encoding import bytes_to_str
 from kombu.utils.json import dumps, loads
 
 __all__ = [
-    "ALERTS_QUEUE", "INGEST_QUEUE", "INGEST_TASK", "JOURNAL", "JOURNAL_INDEX", "SCORE_QUEUE", "TRANSPORT",
+    "ALERTS_QUEUE", "INGEST_QUEUE", "INGEST_TASK", "JOURNAL", "JOURNAL_INDEX", "SCORE_QUEUE", "SPANS_TASK", "TRANSPORT",
     "UNDELIVERABLE_TASK", "Channel", "QoS", "Transport", "envelope",
 ]
 
 INGEST_TASK = "vigil.ingest"  # args: [batch], a list of turn dicts (schemas.Turn, validated by the worker)
+SPANS_TASK = "vigil.spans"  # args: [spans], a list of span records (schemas.spans.SpanRecord) from `vigil intake`
 INGEST_QUEUE = "vigil.ingest"
 SCORE_QUEUE = "vigil.score"
 ALERTS_QUEUE = "vigil.alerts"  # consumed only by writer processes: the alert check needs the store

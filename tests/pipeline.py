@@ -6,6 +6,8 @@ import os
 import signal
 import subprocess
 import sys
+import time
+import urllib.request
 import uuid
 from pathlib import Path
 
@@ -15,7 +17,7 @@ from schemas.broker import INGEST_QUEUE, INGEST_TASK
 from worker.pipeline.app import app, configure
 from worker.pipeline.backlog import wait_drained as drain
 
-__all__ = ["WorkerProcess", "make_turn", "send", "wait_drained"]
+__all__ = ["IntakeProcess", "WorkerProcess", "make_turn", "send", "wait_drained"]
 
 
 class WorkerProcess:
@@ -56,6 +58,48 @@ class WorkerProcess:
             self.process.send_signal(signal.SIGTERM)
             try:
                 self.process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.process.pid, signal.SIGKILL)
+                self.process.wait(30)
+        return self.process.returncode
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace")
+
+
+class IntakeProcess:
+    """A `vigil intake` subprocess on a free port; its log under ``home``."""
+
+    def __init__(self, redis_url: str, home: Path, **env: str) -> None:
+        from worker.demo.embedded_redis import free_port
+
+        self.env = {**os.environ, "REDIS_URL": redis_url, **env}
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        home.mkdir(parents=True, exist_ok=True)
+        self.log = home / f"intake-{self.port}.log"
+        self.process: subprocess.Popen | None = None
+
+    def start(self, timeout: float = 30) -> IntakeProcess:
+        with open(self.log, "ab") as out:
+            self.process = subprocess.Popen([sys.executable, "-m", "worker", "intake", "--port", str(self.port)],
+                                            env=self.env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                with urllib.request.urlopen(f"{self.url}/healthz", timeout=1):
+                    return self
+            except OSError:
+                if self.process.poll() is not None or time.monotonic() > deadline:
+                    raise AssertionError(f"vigil intake did not start:\n{self.output()}") from None
+                time.sleep(0.05)
+
+    def stop(self) -> int:
+        assert self.process is not None
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(30)
             except subprocess.TimeoutExpired:
                 os.killpg(self.process.pid, signal.SIGKILL)
                 self.process.wait(30)

@@ -16,6 +16,7 @@ __all__ = ["COMMANDS", "main"]
 COMMANDS: dict[str, str] = {
     "demo": "worker.demo:demo_command",
     "worker": "worker.cli.worker:worker_command",
+    "intake": "worker.cli.intake:intake_command",
     "beat": "worker.cli.worker:beat_command",
     "migrate": "worker.cli.worker:migrate_command",
     "config": "worker.cli.config:config",

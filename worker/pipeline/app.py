@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from celery import Celery
 
-from schemas.broker import ALERTS_QUEUE, INGEST_QUEUE, INGEST_TASK, SCORE_QUEUE, TRANSPORT
+from schemas.broker import ALERTS_QUEUE, INGEST_QUEUE, INGEST_TASK, SCORE_QUEUE, SPANS_TASK, TRANSPORT
 from worker.settings import get_settings
 
 __all__ = ["ALERTS_QUEUE", "INGEST_QUEUE", "SCORE_QUEUE", "app", "configure"]
 
 
-app = Celery("vigil", include=["worker.pipeline.tasks", "worker.pipeline.beat", "worker.pipeline.poison"])
+app = Celery("vigil", include=["worker.pipeline.tasks", "worker.pipeline.beat", "worker.pipeline.poison",
+                               "worker.intake.tasks"])
 
 
 def configure(broker_url: str | None = None) -> Celery:
@@ -38,6 +39,7 @@ def configure(broker_url: str | None = None) -> Celery:
         },
         broker_connection_retry_on_startup=True,
         task_routes={INGEST_TASK: {"queue": INGEST_QUEUE}, "vigil.score": {"queue": SCORE_QUEUE},
+                     SPANS_TASK: {"queue": INGEST_QUEUE}, "vigil.assemble_traces": {"queue": INGEST_QUEUE},
                      "vigil.check_alerts": {"queue": ALERTS_QUEUE}},
         task_default_queue=SCORE_QUEUE,
         # Celery's consumer, but a message it cannot turn into a task is dead-lettered, not fatal (celery#1113)

@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 
 import structlog
 
-from worker.pipeline.app import ALERTS_QUEUE, app
+from worker.pipeline.app import ALERTS_QUEUE, INGEST_QUEUE, app
 from worker.settings import get_settings, monitor_config
 
 __all__ = ["check_alerts_task", "schedule"]
@@ -46,6 +46,11 @@ def _paused(client) -> dict[str, str]:
 
 
 def schedule() -> dict:
+    from worker.intake.settings import intake_settings
+
     interval = get_settings().alerts_interval_s
+    sweep = max(intake_settings().settle_s, 5.0)  # a backstop: each span batch schedules its own sweep
     return {"vigil-check-alerts": {"task": "vigil.check_alerts", "schedule": float(interval),
-                                   "options": {"queue": ALERTS_QUEUE, "expires": float(interval)}}}
+                                   "options": {"queue": ALERTS_QUEUE, "expires": float(interval)}},
+            "vigil-assemble-traces": {"task": "vigil.assemble_traces", "schedule": sweep,
+                                      "options": {"queue": INGEST_QUEUE, "expires": sweep}}}

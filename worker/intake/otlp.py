@@ -1,0 +1,157 @@
+"""OTLP/HTTP trace requests in and out: decoding ``ExportTraceServiceRequest`` (protobuf or JSON) into span records,
+and encoding the answers (``ExportTraceServiceResponse`` with ``partial_success``, ``google.rpc.Status`` on errors).
+
+A span whose ids are not OTLP ids (a 16-byte trace id and an 8-byte span id, not all zeros) is rejected, and the
+answer's ``partial_success`` says which and why; the others are kept.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from google.protobuf import json_format
+from google.protobuf.message import DecodeError
+from google.rpc import status_pb2
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+    ExportTracePartialSuccess,
+    ExportTraceServiceRequest,
+    ExportTraceServiceResponse,
+)
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue
+
+from schemas.spans import SpanRecord
+
+__all__ = ["Decoded", "UndecodableBody", "decode_traces", "encode_error", "encode_response"]
+
+_ZERO_TRACE, _ZERO_SPAN = bytes(16), bytes(8)
+_ID_FIELDS = ("traceId", "spanId", "parentSpanId", "trace_id", "span_id", "parent_span_id")
+_MAX_REASONS = 10
+
+
+class UndecodableBody(ValueError):
+    """The body is not an ``ExportTraceServiceRequest`` in the declared encoding; the message says why."""
+
+
+@dataclass
+class Decoded:
+    spans: list[SpanRecord] = field(default_factory=list)
+    rejected: int = 0
+    reasons: list[str] = field(default_factory=list)
+
+    def reject(self, where: str, why: str) -> None:
+        self.rejected += 1
+        if len(self.reasons) < _MAX_REASONS:
+            self.reasons.append(f"{where}: {why}")
+
+    @property
+    def error_message(self) -> str:
+        more = self.rejected - len(self.reasons)
+        return "; ".join(self.reasons) + (f"; and {more} more" if more > 0 else "")
+
+
+def decode_traces(body: bytes, *, json_body: bool) -> Decoded:
+    """The span records in one export request; raises ``UndecodableBody``."""
+    request = ExportTraceServiceRequest()
+    if json_body:
+        try:
+            data = json.loads(body)
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise UndecodableBody(f"body is not JSON: {exc}") from None
+        if not isinstance(data, dict):
+            raise UndecodableBody(f"body must be a JSON object, got {type(data).__name__}")
+        try:
+            json_format.ParseDict(_hex_ids_to_base64(data), request, ignore_unknown_fields=True)
+        except (json_format.ParseError, ValueError, TypeError) as exc:
+            raise UndecodableBody(f"not an OTLP ExportTraceServiceRequest: {exc}") from None
+    else:
+        try:
+            request.ParseFromString(body)
+        except (DecodeError, ValueError) as exc:
+            raise UndecodableBody(f"not a protobuf ExportTraceServiceRequest: {exc}") from None
+    return _records(request)
+
+
+def _records(request: ExportTraceServiceRequest) -> Decoded:
+    out = Decoded()
+    for r, resource_spans in enumerate(request.resource_spans):
+        resource = _attributes(resource_spans.resource.attributes)
+        for s, scope_spans in enumerate(resource_spans.scope_spans):
+            for i, span in enumerate(scope_spans.spans):
+                where = f"resource_spans[{r}].scope_spans[{s}].spans[{i}]"
+                if len(span.trace_id) != 16 or span.trace_id == _ZERO_TRACE:
+                    out.reject(where, f"trace_id must be 16 bytes and not all zero (got {len(span.trace_id)} bytes)")
+                    continue
+                if len(span.span_id) != 8 or span.span_id == _ZERO_SPAN:
+                    out.reject(where, f"span_id must be 8 bytes and not all zero (got {len(span.span_id)} bytes)")
+                    continue
+                parent = span.parent_span_id
+                out.spans.append({
+                    "trace_id": span.trace_id.hex(),
+                    "span_id": span.span_id.hex(),
+                    "parent_id": parent.hex() if len(parent) == 8 and parent != _ZERO_SPAN else None,
+                    "name": span.name,
+                    "start": span.start_time_unix_nano,
+                    "end": span.end_time_unix_nano,
+                    "attributes": _attributes(span.attributes),
+                    "events": [{"name": e.name, "time": e.time_unix_nano, "attributes": _attributes(e.attributes)}
+                               for e in span.events],
+                    "resource": resource,
+                })
+    return out
+
+
+def _attributes(pairs) -> dict[str, Any]:
+    return {kv.key: _value(kv.value) for kv in pairs}
+
+
+def _value(value: AnyValue) -> Any:
+    kind = value.WhichOneof("value")
+    if kind is None:
+        return None
+    if kind == "array_value":
+        return [_value(v) for v in value.array_value.values]
+    if kind == "kvlist_value":
+        return _attributes(value.kvlist_value.values)
+    if kind == "bytes_value":
+        return base64.b64encode(value.bytes_value).decode("ascii")
+    return getattr(value, kind)
+
+
+def _hex_ids_to_base64(data: Any) -> Any:
+    """OTLP/JSON writes span and trace ids as hex, where protobuf's JSON mapping expects base64."""
+    if isinstance(data, dict):
+        out = {}
+        for key, value in data.items():
+            if key in _ID_FIELDS and isinstance(value, str):
+                try:
+                    value = base64.b64encode(bytes.fromhex(value)).decode("ascii")
+                except ValueError:
+                    raise UndecodableBody(f"{key}: {value[:40]!r} is not a hex id") from None
+                out[key] = value
+            else:
+                out[key] = _hex_ids_to_base64(value)
+        return out
+    if isinstance(data, list):
+        return [_hex_ids_to_base64(item) for item in data]
+    return data
+
+
+def encode_response(decoded: Decoded, *, json_body: bool) -> bytes:
+    response = ExportTraceServiceResponse()
+    if decoded.rejected:
+        response.partial_success.CopyFrom(ExportTracePartialSuccess(rejected_spans=decoded.rejected,
+                                                                    error_message=decoded.error_message))
+    if json_body:
+        return json_format.MessageToJson(response, indent=None).encode()
+    return response.SerializeToString()
+
+
+def encode_error(code: int, message: str, *, json_body: bool) -> bytes:
+    """A ``google.rpc.Status`` body, as OTLP/HTTP asks for failed requests."""
+    status = status_pb2.Status(code=code, message=message)
+    if json_body:
+        return json_format.MessageToJson(status, indent=None).encode()
+    return status.SerializeToString()

@@ -1,0 +1,72 @@
+"""How the intake writes: Celery task messages on the journaled Redis transport (``schemas.broker``), one Redis
+transaction per request, never retried here: a failure is answered 503 and the sender retries (OTLP exporters do).
+
+Each publishing thread owns its producer and connection; a failed publish drops that connection, so the next
+request connects again (to a Redis that may be back).
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import redis
+from celery import Celery
+from kombu.exceptions import OperationalError
+
+from schemas.broker import INGEST_QUEUE, TRANSPORT
+
+__all__ = ["BROKER_ERRORS", "Publisher"]
+
+BROKER_ERRORS = (redis.RedisError, OperationalError, ConnectionError, TimeoutError, OSError)
+
+
+class Publisher:
+    def __init__(self, redis_url: str, *, socket_timeout: float = 5.0) -> None:
+        self.app = Celery("vigil-intake", broker=redis_url, set_as_current=False)
+        self.app.conf.update(
+            broker_transport=TRANSPORT,
+            task_serializer="json",
+            accept_content=["json"],
+            broker_connection_retry=False,
+            broker_connection_retry_on_startup=False,
+            broker_transport_options={"socket_timeout": socket_timeout, "socket_connect_timeout": socket_timeout,
+                                      "max_retries": 0},
+        )
+        self._local = threading.local()
+        self._producers: list[Any] = []
+        self._lock = threading.Lock()
+
+    def send(self, task: str, payload: list[Any], what: str) -> None:
+        """Publish ``task(payload)`` on the ingest queue or raise one of ``BROKER_ERRORS``."""
+        producer = getattr(self._local, "producer", None)
+        if producer is None:
+            producer = self.app.amqp.Producer(self.app.connection_for_write(), auto_declare=False)
+            self._local.producer = producer
+            with self._lock:
+                self._producers.append(producer)
+        try:
+            self.app.send_task(task, args=[payload], queue=INGEST_QUEUE, producer=producer, retry=False,
+                               ignore_result=True, argsrepr=f"[<{len(payload)} {what}>]", kwargsrepr="{}")
+        except BaseException:
+            self._local.producer = None
+            self._release(producer)
+            raise
+
+    def _release(self, producer: Any) -> None:
+        with self._lock:
+            if producer in self._producers:
+                self._producers.remove(producer)
+        try:
+            producer.connection.release()
+        except Exception:  # noqa: BLE001, S110 - a broken connection may fail to close; it is dropped either way
+            pass
+
+    def close(self) -> None:
+        with self._lock:
+            producers, self._producers = self._producers, []
+        for producer in producers:
+            try:
+                producer.connection.release()
+            except Exception:  # noqa: BLE001, S110
+                pass

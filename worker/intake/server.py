@@ -1,0 +1,154 @@
+"""``vigil intake``'s HTTP server (aiohttp): OTLP/HTTP traces and vigil's own turn batches, into Redis.
+
+Routes:
+
+- ``POST /v1/traces``: an OTLP ``ExportTraceServiceRequest``, ``application/x-protobuf`` or ``application/json``,
+  optionally gzip-compressed. 200 with ``partial_success`` naming the spans it rejected and why; 400 for a body it
+  cannot decode; 413 above ``VIGIL_INTAKE_MAX_BYTES`` (decompressed); 415 for another content type; 503 with
+  ``Retry-After`` when Redis does not take the spans. A 200 means every span not named as rejected is in Redis.
+- ``POST /v1/turns``: a JSON list of turns (what ``producers.Monitor`` ships with ``VIGIL_INTAKE_URL``), published
+  as one ``vigil.ingest`` task; the worker validates each turn and dead-letters the bad ones, as on the Redis path.
+- ``GET /healthz``: 200.
+
+With ``VIGIL_INTAKE_TOKEN`` set, the POST routes need ``Authorization: Bearer <token>`` (401 otherwise). The server
+keeps no state between requests: run as many as needed behind a load balancer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import json
+from concurrent.futures import ThreadPoolExecutor
+
+import structlog
+from aiohttp import web
+from aiohttp.web_protocol import RequestPayloadError
+
+from schemas.broker import INGEST_TASK, SPANS_TASK
+from worker.intake.otlp import (
+    UndecodableBody,
+    decode_traces,
+    encode_error,
+    encode_response,
+)
+from worker.intake.publish import BROKER_ERRORS, Publisher
+from worker.intake.settings import IntakeSettings
+
+__all__ = ["make_app"]
+
+log = structlog.get_logger("vigil.intake")
+
+_PROTOBUF, _JSON = "application/x-protobuf", "application/json"
+# google.rpc.Code values for the Status body of a failed request
+_INVALID_ARGUMENT, _UNAUTHENTICATED, _UNAVAILABLE, _RESOURCE_EXHAUSTED = 3, 16, 14, 8
+
+_PUBLISHER = web.AppKey("publisher", Publisher)
+_SETTINGS = web.AppKey("settings", IntakeSettings)
+_POOL = web.AppKey("pool", ThreadPoolExecutor)
+
+
+def make_app(redis_url: str, settings: IntakeSettings, *, publish_threads: int = 8) -> web.Application:
+    app = web.Application(client_max_size=settings.max_bytes, middlewares=[_errors, _auth])
+    app[_SETTINGS] = settings
+    app[_PUBLISHER] = Publisher(redis_url, socket_timeout=settings.publish_timeout_s)
+    app[_POOL] = ThreadPoolExecutor(publish_threads, thread_name_prefix="vigil-intake-publish")
+    app.router.add_post("/v1/traces", traces)
+    app.router.add_post("/v1/turns", turns)
+    app.router.add_get("/healthz", healthz)
+    app.on_cleanup.append(_close)
+    return app
+
+
+async def _close(app: web.Application) -> None:
+    app[_POOL].shutdown(wait=True)
+    app[_PUBLISHER].close()
+
+
+def _is_json(request: web.Request) -> bool:
+    return request.content_type == _JSON
+
+
+def _error(status: int, code: int, message: str, request: web.Request, **headers: str) -> web.Response:
+    json_body = _is_json(request) or request.path == "/v1/turns"
+    return web.Response(status=status, body=encode_error(code, message, json_body=json_body),
+                        content_type=_JSON if json_body else _PROTOBUF, headers=headers)
+
+
+@web.middleware
+async def _errors(request: web.Request, handler) -> web.StreamResponse:
+    try:
+        return await handler(request)
+    except web.HTTPRequestEntityTooLarge as exc:
+        log.warning("request too large", path=request.path, limit=exc.text)
+        return _error(413, _RESOURCE_EXHAUSTED, f"request body over {request.app[_SETTINGS].max_bytes} bytes",
+                      request)
+    except RequestPayloadError as exc:  # a body that could not be read, or not decompressed
+        log.warning("unreadable request body", path=request.path, error=str(exc))
+        return _error(400, _INVALID_ARGUMENT, "unreadable body: " + " ".join(str(exc).split()), request)
+
+
+@web.middleware
+async def _auth(request: web.Request, handler) -> web.StreamResponse:
+    token = request.app[_SETTINGS].token
+    if token is not None and request.method == "POST":
+        given = request.headers.get("Authorization", "")
+        if not hmac.compare_digest(given.encode(), f"Bearer {token.get_secret_value()}".encode()):
+            return _error(401, _UNAUTHENTICATED, "missing or wrong bearer token", request,
+                          **{"WWW-Authenticate": "Bearer"})
+    return await handler(request)
+
+
+async def _publish(request: web.Request, task: str, payload: list, what: str) -> web.Response | None:
+    """Hand ``payload`` to Redis; None when it was taken, else the 503 to answer."""
+    app = request.app
+    try:
+        await asyncio.get_running_loop().run_in_executor(app[_POOL], app[_PUBLISHER].send, task, payload, what)
+    except BROKER_ERRORS as exc:
+        retry_after = app[_SETTINGS].retry_after_s
+        log.error("redis refused the request; answered 503", path=request.path, items=len(payload), error=repr(exc),
+                  retry_after=retry_after)
+        return _error(503, _UNAVAILABLE, f"cannot store the {what} now ({type(exc).__name__}); retry later",
+                      request, **{"Retry-After": str(retry_after)})
+    return None
+
+
+async def traces(request: web.Request) -> web.Response:
+    if request.content_type not in (_PROTOBUF, _JSON):
+        return _error(415, _INVALID_ARGUMENT, f"content type {request.content_type!r}: send {_PROTOBUF} or {_JSON}",
+                      request)
+    json_body = _is_json(request)
+    body = await request.read()
+    try:
+        decoded = decode_traces(body, json_body=json_body)
+    except UndecodableBody as exc:
+        log.warning("undecodable OTLP body", error=str(exc))
+        return _error(400, _INVALID_ARGUMENT, str(exc), request)
+    if decoded.spans:
+        refused = await _publish(request, SPANS_TASK, decoded.spans, "spans")
+        if refused is not None:
+            return refused
+    if decoded.rejected:
+        log.warning("spans rejected", rejected=decoded.rejected, reasons=decoded.error_message[:1000])
+    return web.Response(body=encode_response(decoded, json_body=json_body),
+                        content_type=_JSON if json_body else _PROTOBUF)
+
+
+async def turns(request: web.Request) -> web.Response:
+    if request.content_type != _JSON:
+        return _error(415, _INVALID_ARGUMENT, f"content type {request.content_type!r}: send {_JSON}", request)
+    try:
+        batch = json.loads(await request.read())
+    except (ValueError, UnicodeDecodeError) as exc:
+        return _error(400, _INVALID_ARGUMENT, f"body is not JSON: {exc}", request)
+    if not isinstance(batch, list) or not all(isinstance(turn, dict) for turn in batch):
+        return _error(400, _INVALID_ARGUMENT, "body must be a JSON list of turn objects", request)
+    if batch:
+        refused = await _publish(request, INGEST_TASK, batch, "turns")
+        if refused is not None:
+            return refused
+    return web.json_response({"accepted": len(batch)})
+
+
+async def healthz(request: web.Request) -> web.Response:
+    return web.Response(text="ok")

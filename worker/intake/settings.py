@@ -1,0 +1,27 @@
+"""The intake's settings, from the environment (``VIGIL_INTAKE_*``), shared by ``vigil intake`` and the workers."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+from pydantic import Field, SecretStr
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+__all__ = ["IntakeSettings", "intake_settings"]
+
+
+class IntakeSettings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="VIGIL_INTAKE_", extra="ignore")
+
+    token: SecretStr | None = Field(default=None, description="when set, requests need 'Authorization: Bearer …'")
+    max_bytes: int = Field(default=16 * 2**20, gt=0, description="largest request body, after decompression")
+    retry_after_s: int = Field(default=5, ge=1, description="Retry-After of a 503 while Redis refuses writes")
+    publish_timeout_s: float = Field(default=5.0, gt=0, description="per Redis command when publishing")
+    settle_s: float = Field(default=10.0, ge=0, description="a trace is assembled this long after its last span")
+    keep_s: int = Field(default=3600, gt=0, description="how long a trace's spans are kept for late spans")
+    lease_s: int = Field(default=120, gt=0, description="a claimed trace not released after this is claimed again")
+
+
+@lru_cache(maxsize=1)
+def intake_settings() -> IntakeSettings:
+    return IntakeSettings()
