@@ -16,7 +16,7 @@ from schemas.config import MonitorConfig
 from schemas.score import JudgeCall, Score, ScoreResult, score_id
 from schemas.trace import Turn
 
-__all__ = ["TABLES", "DeadLetter", "JudgeCallRow", "PipelineEvent", "TraceRow", "score_row", "trace_row"]
+__all__ = ["DeadLetter", "JudgeCallRow", "PipelineEvent", "TABLES", "TraceRow", "score_row", "trace_row"]
 
 
 def _now() -> datetime:
