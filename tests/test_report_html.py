@@ -76,6 +76,6 @@ def test_the_charts_are_laid_out_with_their_lines_and_bars_in_the_rendered_dom(p
     score_chart = score_chart[:score_chart.index("</svg>")]
     assert score_chart.count('<path class="series"') == 8  # 2 agents × 2 monitors × 2 scorer versions
     funnel = dom[dom.index('data-chart="funnel-relevancy"'):]
-    assert [label for label in re.findall(r'<rect class="bar" data-label="(\w+)"', funnel)[:5]] == [
-        "received", "sampled", "scored", "unscored", "failed"]
+    assert [label for label in re.findall(r'<rect class="bar" data-label="(\w+)"', funnel)[:6]] == [
+        "received", "sampled", "scored", "abstained", "unscored", "failed"]
     assert "Worst turns" in dom and "answer was off-topic" in dom

@@ -11,8 +11,12 @@
 -- rollups.
 -- No TTL here (backfilled history would vanish on insert); set retention per deployment (deploy/README.md).
 -- Scores are kept on their own scale; `mean` and `quantiles` are of score / scale (0..1), so monitors compare.
+--
+-- Each statement naming {rollup} is one definition, run once per rollup (scores_1m by toStartOfMinute,
+-- scores_1h by toStartOfHour: worker.store.migrations.ROLLUPS). The materialized views that fill them are defined
+-- in 0004 (which replaced the views this migration first created, one copy per rollup).
 
-CREATE TABLE IF NOT EXISTS scores_1m
+CREATE TABLE IF NOT EXISTS scores_{rollup}
 (
     bucket            DateTime('UTC'),
     project           LowCardinality(String),
@@ -36,53 +40,6 @@ CREATE TABLE IF NOT EXISTS scores_1m
 ENGINE = AggregatingMergeTree
 PARTITION BY toYYYYMM(bucket)
 ORDER BY (project, monitor, agent, scorer, scorer_version, bucket);
-
-CREATE MATERIALIZED VIEW IF NOT EXISTS scores_1m_mv TO scores_1m AS
-SELECT
-    toStartOfMinute(trace_time) AS bucket,
-    project, agent, monitor, scorer, scorer_version,
-    countState() AS rows,
-    countIfState(status = 'scored') AS scored,
-    countIfState(status = 'unscored') AS unscored,
-    countIfState(status = 'failed') AS failed,
-    avgIfState(ifNull(score, 0) / if(scale > 0, scale, 1), status = 'scored' AND score IS NOT NULL) AS mean,
-    varSampIfState(ifNull(score, 0) / if(scale > 0, scale, 1), status = 'scored' AND score IS NOT NULL) AS variance,
-    quantilesTDigestIfState(0.1, 0.5, 0.9)(ifNull(score, 0) / if(scale > 0, scale, 1),
-                                            status = 'scored' AND score IS NOT NULL) AS quantiles,
-    sumState(toUInt64(judge_calls)) AS judge_calls,
-    sumState(toUInt64(prompt_tokens)) AS prompt_tokens,
-    sumState(toUInt64(completion_tokens)) AS completion_tokens,
-    sumState(cost_usd) AS cost_usd,
-    quantilesTDigestState(0.5, 0.95)(toFloat64(greatest(dateDiff('millisecond', trace_time, scored_at), 0)) / 1000)
-        AS lag_seconds
-FROM scores
-GROUP BY bucket, project, agent, monitor, scorer, scorer_version;
-
-CREATE TABLE IF NOT EXISTS scores_1h AS scores_1m
-ENGINE = AggregatingMergeTree
-PARTITION BY toYYYYMM(bucket)
-ORDER BY (project, monitor, agent, scorer, scorer_version, bucket);
-
-CREATE MATERIALIZED VIEW IF NOT EXISTS scores_1h_mv TO scores_1h AS
-SELECT
-    toStartOfHour(trace_time) AS bucket,
-    project, agent, monitor, scorer, scorer_version,
-    countState() AS rows,
-    countIfState(status = 'scored') AS scored,
-    countIfState(status = 'unscored') AS unscored,
-    countIfState(status = 'failed') AS failed,
-    avgIfState(ifNull(score, 0) / if(scale > 0, scale, 1), status = 'scored' AND score IS NOT NULL) AS mean,
-    varSampIfState(ifNull(score, 0) / if(scale > 0, scale, 1), status = 'scored' AND score IS NOT NULL) AS variance,
-    quantilesTDigestIfState(0.1, 0.5, 0.9)(ifNull(score, 0) / if(scale > 0, scale, 1),
-                                            status = 'scored' AND score IS NOT NULL) AS quantiles,
-    sumState(toUInt64(judge_calls)) AS judge_calls,
-    sumState(toUInt64(prompt_tokens)) AS prompt_tokens,
-    sumState(toUInt64(completion_tokens)) AS completion_tokens,
-    sumState(cost_usd) AS cost_usd,
-    quantilesTDigestState(0.5, 0.95)(toFloat64(greatest(dateDiff('millisecond', trace_time, scored_at), 0)) / 1000)
-        AS lag_seconds
-FROM scores
-GROUP BY bucket, project, agent, monitor, scorer, scorer_version;
 
 -- judge_paused alerts name the judge; the other kinds leave it empty.
 ALTER TABLE alerts ADD COLUMN IF NOT EXISTS judge LowCardinality(String) DEFAULT '' AFTER monitor

@@ -20,9 +20,11 @@ class MonitorSummary(BaseModel):
     scorer_versions: str
     turns: int
     scored: int
+    abstained: int = 0  # the agent said it is not sure: a verdict, with no score
     unscored: int
     failed: int
-    mean_score: float | None = None  # score / scale, 0..1
+    abstention_rate: float | None = None  # abstained / (scored + abstained)
+    mean_score: float | None = None  # score / scale, 0..1, of scored turns (abstentions excluded)
     p50_score: float | None = None
     last_scored_at: datetime | None = None
 
@@ -34,11 +36,13 @@ class FunnelRow(BaseModel):
     received: int = 0
     filtered: int = 0
     skipped: int = 0
+    probe: int = 0  # vigil's own traffic (probe follow-ups), never sampled
     sampled: int = 0
     scored: int = 0
+    abstained: int = 0
     unscored: int = 0
     failed: int = 0
-    coverage: float | None = None  # scored / sampled
+    coverage: float | None = None  # (scored + abstained) / sampled
 
 
 class Point(BaseModel):

@@ -1,4 +1,9 @@
-"""Versioned, idempotent migrations: ``schemas/ddl/NNNN_name.sql``, applied in order, each recorded once."""
+"""Versioned, idempotent migrations: ``schemas/ddl/NNNN_name.sql``, applied in order, each recorded once.
+
+A statement that names ``{rollup}`` is one definition for every rollup: it runs once per entry of ``ROLLUPS``,
+with ``{rollup}`` replaced by the rollup's suffix (``1m``, ``1h``) and ``{bucket}`` by its bucketing function, so
+the per-minute and per-hour tables and views cannot drift apart.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +11,9 @@ from importlib import resources
 
 from clickhouse_connect.driver.client import Client
 
-__all__ = ["migrate", "pending"]
+__all__ = ["ROLLUPS", "migrate", "pending"]
+
+ROLLUPS: dict[str, str] = {"1m": "toStartOfMinute", "1h": "toStartOfHour"}  # suffix -> bucketing function
 
 _LEDGER = """
 CREATE TABLE IF NOT EXISTS schema_migrations
@@ -27,7 +34,14 @@ def _files() -> list[tuple[int, str, str]]:
 
 def _statements(sql: str) -> list[str]:
     lines = [line for line in sql.splitlines() if not line.strip().startswith("--")]
-    return [s.strip() for s in "\n".join(lines).split(";") if s.strip()]
+    out = []
+    for statement in (s.strip() for s in "\n".join(lines).split(";")):
+        if "{rollup}" in statement:
+            out += [statement.replace("{rollup}", suffix).replace("{bucket}", bucket)
+                    for suffix, bucket in ROLLUPS.items()]
+        elif statement:
+            out.append(statement)
+    return out
 
 
 def pending(client: Client) -> list[tuple[int, str]]:

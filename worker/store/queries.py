@@ -53,9 +53,11 @@ _PANEL_LIST = [
 SELECT project, agent, monitor, scorer,
        arrayStringConcat(arraySort(groupUniqArray(scorer_version)), ', ') AS scorer_versions,
        count() AS turns,
-       countIf(status = 'scored') AS scored,
+       countIf(status = 'scored' AND label != 'abstained') AS scored,
+       countIf(status = 'scored' AND label = 'abstained') AS abstained,
        countIf(status = 'unscored') AS unscored,
        countIf(status = 'failed') AS failed,
+       if(scored + abstained > 0, abstained / (scored + abstained), NULL) AS abstention_rate,
        avgIf({_SCORE}, status = 'scored') AS mean_score,
        quantileIf(0.5)({_SCORE}, status = 'scored') AS p50_score,
        max(scored_at) AS last_scored_at
@@ -63,9 +65,10 @@ FROM scores FINAL
 WHERE $__timeFilter(trace_time) AND {_vars("project", "agent", "monitor")}
 GROUP BY project, agent, monitor, scorer
 ORDER BY monitor, agent""",
-        ("project", "agent", "monitor", "scorer", "scorer_versions", "turns", "scored", "unscored", "failed",
-         "mean_score", "p50_score", "last_scored_at"),
-        "Exact counts from scores FINAL: unscored (no verdict) and failed (an error) are told apart from low scores.",
+        ("project", "agent", "monitor", "scorer", "scorer_versions", "turns", "scored", "abstained", "unscored",
+         "failed", "abstention_rate", "mean_score", "p50_score", "last_scored_at"),
+        "Exact counts from scores FINAL: unscored (no verdict) and failed (an error) are told apart from low scores; "
+        "abstained (the agent said it is not sure) is counted on its own and is not in the mean.",
     ),
     Query(
         "score_over_time", "Mean score per monitor and agent, by scorer version", "timeseries",
@@ -107,28 +110,31 @@ ORDER BY monitor, bin""",
         ("monitor", "bin", "turns"), "Scored turns in ten bins of score / scale (bin 0.9 holds 0.9..1.0).",
     ),
     Query(
-        "status_over_time", "Turns per status (scored, unscored, failed)", "timeseries",
+        "status_over_time", "Turns per status (scored, abstained, unscored, failed)", "timeseries",
         f"""
 SELECT $__timeInterval(bucket) AS time, monitor,
-       countIfMerge(scored) AS scored, countIfMerge(unscored) AS unscored, countIfMerge(failed) AS failed
+       countIfMerge(scored) AS scored, countIfMerge(abstained) AS abstained, countIfMerge(unscored) AS unscored,
+       countIfMerge(failed) AS failed
 FROM scores_1m
 WHERE $__timeFilter(bucket) AND {_vars("project", "agent", "monitor")}
 GROUP BY time, monitor
 ORDER BY time, monitor""",
-        ("time", "monitor", "scored", "unscored", "failed"),
+        ("time", "monitor", "scored", "abstained", "unscored", "failed"),
     ),
     Query(
-        "coverage_funnel", "Coverage funnel: received → sampled → scored / unscored / failed", "table",
+        "coverage_funnel", "Coverage funnel: received → sampled → scored / abstained / unscored / failed", "table",
         f"""
 SELECT e.project AS project, e.agent AS agent, e.monitor AS monitor,
        any(r.received) AS received,
        uniqExactIf(e.trace_id, e.span_id, e.stage = 'filtered') AS filtered,
        uniqExactIf(e.trace_id, e.span_id, e.stage = 'skipped') AS skipped,
+       uniqExactIf(e.trace_id, e.span_id, e.stage = 'probe') AS probe,
        uniqExactIf(e.trace_id, e.span_id, e.stage = 'sampled') AS sampled,
        uniqExactIf(e.trace_id, e.span_id, e.stage = 'scored') AS scored,
+       uniqExactIf(e.trace_id, e.span_id, e.stage = 'abstained') AS abstained,
        uniqExactIf(e.trace_id, e.span_id, e.stage = 'unscored') AS unscored,
        uniqExactIf(e.trace_id, e.span_id, e.stage = 'failed') AS failed,
-       if(sampled > 0, scored / sampled, NULL) AS coverage
+       if(sampled > 0, (scored + abstained) / sampled, NULL) AS coverage
 FROM pipeline_events AS e
 LEFT JOIN (
     SELECT project, agent, uniqExact(trace_id, span_id) AS received
@@ -139,9 +145,10 @@ LEFT JOIN (
 WHERE e.monitor != '' AND $__timeFilter(e.event_time) AND {_vars("project", "agent", "monitor", alias="e.")}
 GROUP BY project, agent, monitor
 ORDER BY monitor, agent""",
-        ("project", "agent", "monitor", "received", "filtered", "skipped", "sampled", "scored", "unscored",
-         "failed", "coverage"),
-        "Distinct turns (trace, span) per stage, exact under redelivery. coverage = scored / sampled.",
+        ("project", "agent", "monitor", "received", "filtered", "skipped", "probe", "sampled", "scored",
+         "abstained", "unscored", "failed", "coverage"),
+        "Distinct turns (trace, span) per stage, exact under redelivery. probe: vigil's own traffic (probe "
+        "follow-ups), never sampled. coverage = (scored + abstained) / sampled: turns that got a verdict.",
     ),
     Query(
         "queue_lag", "Queue lag (scored_at − trace_time) p50 / p95", "timeseries",
