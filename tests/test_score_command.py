@@ -69,4 +69,5 @@ def test_a_failed_score_is_printed_and_exits_1(tmp_path):
                                     write_trace(tmp_path, input=[{"role": "system", "content": "Be brief."}])])
 
     assert out.exit_code == 1
-    assert json.loads(out.output)["error_type"] == "invalid_input"
+    assert json.loads(out.stdout)["error_type"] == "invalid_input"
+    assert out.stderr.startswith("vigil: error: the score failed (invalid_input)")

@@ -2,11 +2,16 @@
 
 A subcommand's module is imported only when it runs (or when ``--help`` lists it), so ``vigil report`` never pays
 for Celery or the demo, and the demo's room (``worker.demo``) is reached only through ``vigil demo``.
+
+Every mistake, in any command, ends here as one line on stderr and a non-zero exit (``_Table.main``); ``--debug``
+shows the traceback instead. Nothing printed here carries a password (``worker.cli.errors.redact``).
 """
 
 from __future__ import annotations
 
 import importlib
+import os
+import sys
 
 import click
 
@@ -24,6 +29,7 @@ COMMANDS: dict[str, str] = {
     "score": "worker.cli.score:score_command",
     "probe": "worker.cli.probe:probe_command",
     "report": "worker.cli.report:report",
+    "show": "worker.cli.show:show_command",
     "alerts": "worker.cli.alerts:alerts",
     "judge": "worker.cli.judge:judge",
     "eval": "worker.cli.eval:eval_command",
@@ -43,7 +49,57 @@ class _Table(click.Group):
         module, attribute = target.split(":")
         return getattr(importlib.import_module(module), attribute)
 
+    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
+        """Run a command; any mistake becomes one line on stderr and exit != 0 (a usage mistake exits 2)."""
+        from worker.cli.errors import one_line, redact
 
-@click.group(cls=_Table)
-def main() -> None:
+        argv = list(sys.argv[1:] if args is None else args)
+        debug = "--debug" in argv[: next((i for i, a in enumerate(argv) if a in COMMANDS), len(argv))] or \
+            bool(os.environ.get("VIGIL_DEBUG"))
+        try:
+            code = super().main(argv, prog_name or "vigil", complete_var, standalone_mode=False, **extra)
+        except click.UsageError as exc:
+            where = exc.ctx.command_path if exc.ctx else "vigil"
+            _fail(f"{where}: {redact(' '.join(exc.format_message().split()))} (see `{where} --help`)", 2)
+        except click.ClickException as exc:
+            _fail(redact(" ".join(exc.format_message().split())), exc.exit_code)
+        except (click.Abort, KeyboardInterrupt):
+            _fail("interrupted", 130)
+        except Exception as exc:
+            if debug:
+                raise
+            _fail(one_line(exc), 1)
+        sys.exit(code if isinstance(code, int) else 0)
+
+
+def _fail(message: str, code: int) -> None:
+    click.echo(f"vigil: error: {message}", err=True)
+    sys.exit(code)
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("vigil")
+    except PackageNotFoundError:
+        return "unknown"
+
+
+@click.group(cls=_Table, context_settings={"help_option_names": ["-h", "--help"]},
+             epilog="""\b
+Examples:
+  vigil demo                                  the whole pipeline on this machine, then its report
+  vigil report                                scores per monitor from the store in $VIGIL_HOME (default .vigil)
+  vigil report --serve                        the same as a live page on http://127.0.0.1:8765
+  vigil config check vigil.yaml               validate a monitor config, building every scorer and judge
+  VIGIL_CONFIG=vigil.yaml vigil worker        score turns as they arrive
+  vigil show TRACE_ID                         one turn with all its scores, steps and reasons""")
+@click.version_option(_version(), "--version", "-V", prog_name="vigil", message="%(prog)s %(version)s")
+@click.option("--debug", is_flag=True, envvar="VIGIL_DEBUG",
+              help="Show the full traceback when a command fails (and the drivers' own logs).")
+def main(debug: bool) -> None:
     """vigil: online quality monitoring for LLM agents."""
+    from worker.cli.errors import quiet_logs
+
+    quiet_logs(debug)

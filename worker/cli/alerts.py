@@ -6,7 +6,7 @@ import click
 
 from schemas import VigilConfig, load_config
 from worker.alerts.check import DEFAULT_RULES, check_alerts
-from worker.store import connect, default_dsn
+from worker.store.clickhouse import connect_for_reading, require_tables
 
 __all__ = ["alerts"]
 
@@ -21,12 +21,20 @@ def alerts() -> None:
               default=None, help="Monitor config YAML whose alert rules to run (default: VIGIL_CONFIG).")
 @click.option("--dsn", default=None, help="ClickHouse DSN (default: CLICKHOUSE_DSN, else the embedded chDB store).")
 def check(config_path: str | None, dsn: str | None) -> None:
-    """Check every alert rule now; print what fired, was re-sent or resolved."""
+    """Check every alert rule now; print what fired, was re-sent or resolved.
+
+    \b
+    Examples:
+      VIGIL_CONFIG=vigil.yaml vigil alerts check
+      vigil alerts check --config vigil.yaml
+    """
     config = load_config(config_path) if config_path else VigilConfig()
     if not config.alerts:
         config = config.model_copy(update={"alerts": DEFAULT_RULES})
         click.echo(f"no alert rules configured; using the defaults: {', '.join(r.name for r in DEFAULT_RULES)}")
-    events = check_alerts(connect(dsn or default_dsn()), config)
+    client = connect_for_reading(dsn)
+    require_tables(client, "scores_1m", "scores_1h", "alerts")
+    events = check_alerts(client, config)
     for event in events:
         click.echo(event.text())
     click.echo(f"{len(events)} alert event(s)")

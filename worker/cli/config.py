@@ -1,15 +1,110 @@
-"""``vigil config check FILE``: validate a monitor config; errors name the field."""
+"""``vigil config check FILE``: validate a monitor config the way a worker will use it; errors name the field.
+
+Beyond the YAML schema, ``check_config`` builds every judge and every monitor's scorer from its params (so a typo in
+a param, ``uncertanty_weight``, or a bad value, ``evaluation_mode: bothh``, is an error now, not a failed score per
+turn later), checks that the files the params name exist, and warns about monitors that will score nothing (RAG
+correctness with neither reference answers in the traces nor a golden set). ``vigil worker`` runs the same check at
+start and refuses an invalid config with the same one line.
+"""
 
 from __future__ import annotations
 
-import sys
+from dataclasses import dataclass, field
+from pathlib import Path
 
 import click
+import yaml
 from pydantic import ValidationError
 
-from schemas import load_config
+from schemas import VigilConfig
 
-__all__ = ["config"]
+__all__ = ["CheckedConfig", "ConfigError", "check_config", "config"]
+
+
+class ConfigError(ValueError):
+    """An invalid monitor config; the message is one line naming the file and the fields."""
+
+
+@dataclass
+class CheckedConfig:
+    config: VigilConfig
+    warnings: list[str] = field(default_factory=list)
+
+
+def _where(loc: tuple) -> str:
+    return ".".join(str(part) for part in loc) or "(top level)"
+
+
+def _validation(prefix: str, exc: ValidationError) -> list[str]:
+    return [f"{prefix}{'.' if prefix and error['loc'] else ''}{_where(error['loc']) if error['loc'] else ''}: "
+            f"{error['msg']}" for error in exc.errors()]
+
+
+def _files(params: dict, where: str) -> list[str]:
+    """Errors for the files a monitor's params name that do not exist (a retriever's path, a golden set)."""
+    problems = []
+    retriever = params.get("retriever")
+    if isinstance(retriever, dict) and isinstance(retriever.get("path"), str) and \
+            not Path(retriever["path"]).exists():
+        problems.append(f"{where}.retriever.path: {retriever['path']!r} does not exist "
+                        f"(relative paths are read from {Path.cwd()})")
+    golden = params.get("golden")
+    if isinstance(golden, str) and not Path(golden).is_file():
+        problems.append(f"{where}.golden: {golden!r} is not a file (relative paths are read from {Path.cwd()})")
+    return problems
+
+
+def check_config(path: str | Path) -> CheckedConfig:
+    """The config at ``path``, validated and with every judge and scorer built; a ``ConfigError`` otherwise."""
+    from worker.judge import build_judge
+    from worker.scorers import build_scorer
+
+    try:
+        data = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read: {exc.strerror}") from exc
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        raise ConfigError(f"{path}: not valid YAML{at}: {getattr(exc, 'problem', None) or exc}") from exc
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: (top level): expected a mapping with judges, monitors and alerts, "
+                          f"got {type(data).__name__}")
+    try:
+        cfg = VigilConfig.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(f"{path}: " + "; ".join(_validation("", exc))) from exc
+
+    problems: list[str] = []
+    warnings: list[str] = []
+    for index, judge in enumerate(cfg.judges):
+        try:
+            build_judge(judge)
+        except (ValueError, TypeError) as exc:
+            problems.append(f"judges.{index} ({judge.name}): {exc}")
+    for index, monitor in enumerate(cfg.monitors):
+        where = f"monitors.{index}.params"
+        missing = _files(monitor.params, where)
+        problems += missing
+        if missing:
+            continue
+        try:
+            build_scorer(monitor)
+        except ValueError as exc:
+            cause = exc.__cause__
+            if isinstance(cause, ValidationError):
+                problems += [f"{where}.{_where(e['loc'])} ({monitor.name}): {e['msg']}" if e["loc"] else
+                             f"{where} ({monitor.name}): {e['msg']}" for e in cause.errors()]
+            else:
+                problems.append(f"{where} ({monitor.name}): {exc}")
+            continue
+        if monitor.scorer == "rag_correctness" and not monitor.params.get("golden"):
+            warnings.append(f"monitor {monitor.name!r} (rag_correctness) has no golden set: it scores only turns "
+                            "that carry a reference answer and leaves every other turn unscored (set "
+                            "params.golden to a JSONL of question/reference, or send reference= with each turn)")
+    if problems:
+        raise ConfigError(f"{path}: " + "; ".join(problems))
+    return CheckedConfig(cfg, warnings)
 
 
 @click.group()
@@ -18,14 +113,18 @@ def config() -> None:
 
 
 @config.command("check")
-@click.argument("path", type=click.Path(exists=True, dir_okay=False))
+@click.argument("path", type=click.Path(dir_okay=False))
 def config_check(path: str) -> None:
-    """Validate a monitor config YAML; errors name the field."""
-    try:
-        cfg = load_config(path)
-    except ValidationError as exc:
-        for error in exc.errors():
-            where = ".".join(str(part) for part in error["loc"]) or "(top level)"
-            click.echo(f"{path}: {where}: {error['msg']}", err=True)
-        sys.exit(1)
+    """Validate a monitor config YAML: the schema, every judge and scorer built from its params, the files they
+    name. Errors name the field; warnings say which monitors will leave turns unscored.
+
+    \b
+    Examples:
+      vigil config check vigil.yaml
+      vigil config check "$VIGIL_CONFIG"
+    """
+    checked = check_config(path)
+    cfg = checked.config
+    for warning in checked.warnings:
+        click.echo(f"warning: {warning}", err=True)
     click.echo(f"{path}: ok ({len(cfg.judges)} judges, {len(cfg.monitors)} monitors, {len(cfg.alerts)} alert rules)")

@@ -7,7 +7,13 @@ from pathlib import Path
 
 import click
 from rich.console import Console
-from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import (
+    BarColumn,
+    DownloadColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+)
 
 __all__ = ["emit_command", "emit_file"]
 

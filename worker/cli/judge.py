@@ -1,7 +1,8 @@
 """``vigil judge status`` and ``vigil judge resume NAME``: what an operator needs when a judge stops answering.
 
-Both read the shared state in Redis (``REDIS_URL``): pauses (``pause``) and each judge's adaptive rate factor
-(``limiter``).
+The state comes from where it lives: the configured judges (``VIGIL_CONFIG``), their pauses (``pause``) and adaptive
+rate factors (``limiter``) in the workers' Redis (``REDIS_URL``), and their calls, errors and last call in the store
+(``judge_calls``, read as ``vigil report`` reads it, also while a worker runs).
 """
 
 from __future__ import annotations
@@ -9,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import os
-import sys
 
 import click
 from redis.asyncio import Redis
@@ -21,13 +21,16 @@ from worker.judge.pause import paused_judges, resume
 
 __all__ = ["judge"]
 
+_EPOCH = dt.datetime(2000, 1, 1, tzinfo=dt.UTC)
+
 
 def _redis() -> Redis:
     url = os.environ.get("REDIS_URL")
     if not url:
-        click.echo("REDIS_URL is not set: the judges' shared state lives in the workers' Redis", err=True)
-        sys.exit(2)
-    return Redis.from_url(url, decode_responses=True)
+        unset = click.ClickException("REDIS_URL is not set: the judges' shared state lives in the workers' Redis")
+        unset.exit_code = 2  # a setup mistake, as a usage error is
+        raise unset
+    return Redis.from_url(url, decode_responses=True, socket_connect_timeout=5, socket_timeout=10)
 
 
 async def _status() -> tuple[dict, dict[str, float]]:
@@ -46,40 +49,87 @@ async def _status() -> tuple[dict, dict[str, float]]:
         await redis.aclose()
 
 
-async def _resume(name: str) -> bool:
+async def _resume(name: str) -> tuple[bool, list[str]]:
     redis = _redis()
     try:
-        return await resume(redis, name)
+        return await resume(redis, name), sorted(await paused_judges(redis))
     finally:
         await redis.aclose()
 
 
+def _configured() -> dict[str, str]:
+    """The judges of ``VIGIL_CONFIG`` (name -> kind and model), or none when it is unset."""
+    from schemas import load_config
+
+    path = os.environ.get("VIGIL_CONFIG")
+    if not path:
+        return {}
+    return {j.name: f"{j.kind} {j.model}" if j.kind == "openai" else "baseline (offline)"
+            for j in load_config(path).judges}
+
+
+def _calls(dsn: str | None) -> tuple[dict[str, dict], str | None]:
+    """Each judge's calls, errors and last call from the store; with why not, when the store cannot be read."""
+    from worker.report.build import run_query
+    from worker.store.clickhouse import StoreError, connect_for_reading, require_tables
+    from worker.store.queries import PANELS
+
+    try:
+        client = connect_for_reading(dsn)
+        require_tables(client, "judge_calls")
+        rows = run_query(client, PANELS["judge_summary"], start=_EPOCH, end=dt.datetime.now(dt.UTC))
+    except StoreError as exc:
+        return {}, str(exc)
+    return {row["judge"]: row for row in rows}, None
+
+
 @click.group()
 def judge() -> None:
-    """Judges: pauses and rate limits."""
+    """Judges: their state, pauses and rate limits.
+
+    \b
+    Examples:
+      vigil judge status
+      vigil judge resume gpt-judge
+    """
 
 
 @judge.command("status")
-def judge_status() -> None:
-    """Paused judges (reason, since) and every judge's current rate factor (1 = full configured rate)."""
+@click.option("--dsn", default=None, help="ClickHouse DSN for the call counts (default: CLICKHOUSE_DSN, else the "
+                                          "embedded chDB store).")
+def judge_status(dsn: str | None) -> None:
+    """Every judge: configured (VIGIL_CONFIG), paused or active (reason, since), its rate factor (1 = the full
+    configured rate) and its calls, errors and last call from the store."""
     paused, factors = asyncio.run(_status())
-    table = Table("judge", "state", "since (UTC)", "reason", "rate factor")
-    for name in sorted(set(paused) | set(factors)):
+    configured = _configured()
+    calls, unread = _calls(dsn)
+    names = sorted(set(configured) | set(paused) | set(factors) | set(calls))
+    if not names:
+        raise click.ClickException("no judge found: none configured (set VIGIL_CONFIG), none paused or rate-limited "
+                                   "in Redis, no judge call in the store" + (f" ({unread})" if unread else ""))
+    table = Table("judge", "kind", "state", "since (UTC)", "reason", "rate factor", "calls", "errors", "last call")
+    for name in names:
         pause = paused.get(name)
         since = dt.datetime.fromtimestamp(pause.since, dt.UTC).strftime("%Y-%m-%d %H:%M:%S") if pause else ""
-        table.add_row(name, "paused" if pause else "active", since, pause.reason if pause else "",
-                      f"{factors.get(name, 1.0):.2f}")
-    if not table.row_count:
-        click.echo("no judge state in Redis yet (no judge has been called)")
-        return
-    Console(width=160).print(table)
+        row = calls.get(name)
+        table.add_row(name, configured.get(name, "(not in VIGIL_CONFIG)" if configured else ""),
+                      "paused" if pause else "active", since, pause.reason if pause else "",
+                      f"{factors.get(name, 1.0):.2f}", str(row["calls"] + row["cache_hits"]) if row else "0",
+                      str(row["errors"]) if row else "0",
+                      row["last_call"].strftime("%Y-%m-%d %H:%M:%S") if row and row["last_call"] else "")
+    Console(width=200).print(table)
+    if unread:
+        click.echo(f"calls: not read ({unread})", err=True)
 
 
 @judge.command("resume")
 @click.argument("name")
 def judge_resume(name: str) -> None:
-    """Lift the pause on judge NAME; its waiting work runs again."""
-    if asyncio.run(_resume(name)):
-        click.echo(f"judge {name!r} resumed")
-    else:
-        click.echo(f"judge {name!r} was not paused")
+    """Lift the pause on judge NAME; its waiting work runs again. An error when NAME is not paused."""
+    configured = _configured()
+    if configured and name not in configured:
+        raise click.ClickException(f"unknown judge {name!r}: VIGIL_CONFIG has {', '.join(sorted(configured))}")
+    resumed, still_paused = asyncio.run(_resume(name))
+    if not resumed:
+        raise click.ClickException(f"judge {name!r} is not paused (paused: {', '.join(still_paused) or 'none'})")
+    click.echo(f"judge {name!r} resumed")

@@ -9,7 +9,13 @@ from datetime import datetime
 
 import click
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+)
 
 from schemas import JudgeConfig, ScoreResult
 from worker.judge import JudgePaused, build_judge

@@ -9,7 +9,7 @@ import click
 from worker.report.build import build_report
 from worker.report.html import write_html
 from worker.report.text import print_report
-from worker.store import connect, default_dsn
+from worker.store.clickhouse import connect_for_reading, require_tables
 
 __all__ = ["report"]
 
@@ -23,8 +23,19 @@ __all__ = ["report"]
               help="Also write a static HTML page with charts to this file.")
 def report(dsn: str | None, hours: float | None, monitors: tuple[str, ...], as_json: bool,
            html_path: str | None) -> None:
-    """Scores per monitor: counts per status, mean score, coverage, the worst turns with reasons."""
-    client = connect(dsn or default_dsn())
+    """Scores per monitor: counts per status, mean score, coverage, the worst turns with reasons.
+
+    Reads the store in $VIGIL_HOME (default .vigil), also while `vigil worker` runs, or CLICKHOUSE_DSN.
+
+    \b
+    Examples:
+      vigil report
+      vigil report --hours 24 --monitor answer_relevancy
+      vigil report --json | jq '.monitors[] | {monitor, mean_score}'
+      vigil report --html report.html
+    """
+    client = connect_for_reading(dsn)
+    require_tables(client, "scores", "scores_1h", "pipeline_events", "alerts")
     now = datetime.now(UTC)
     start = now - timedelta(hours=hours) if hours else None
     result = build_report(client, start=start, now=now, variables={"monitor": list(monitors) or None})

@@ -47,20 +47,30 @@ async def _run(scorer: Scorer, judge: Judge, turn: Turn) -> ScoreResult:
               help="A scorer param; VALUE is read as JSON when it parses (10, true, [\"a\"]), else as text.")
 @click.option("--reason", type=click.Choice(["llm", "template", "none"]), default="llm", show_default=True,
               help="How the reason is written.")
+@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), default=60.0, show_default=True,
+              help="Seconds to keep trying the judge (each call and its retries) before the score fails.")
 def score_command(scorer_name: str, trace_path: Path, judge_base_url: str | None, model: str | None,
-                  params: tuple[str, ...], reason: str) -> None:
-    """Score one trace and print the result as JSON (exit 1 when the score failed, 2 when the judge is paused)."""
+                  params: tuple[str, ...], reason: str, timeout: float) -> None:
+    """Score one trace and print the result as JSON on stdout (exit 1 when the score failed, 2 when the judge is
+    paused); logs and errors go to stderr, so the output pipes into jq.
+
+    \b
+    Examples:
+      vigil score --scorer answer_relevancy --trace turn.json
+      vigil score --scorer prompt_alignment --trace turn.json --param evaluation_mode=both
+      vigil score --scorer answer_relevancy --trace turn.json \\
+          --judge-base-url http://localhost:8000/v1 --model gpt-4o-mini --timeout 20 | jq .score
+    """
     if judge_base_url and not model:
         raise click.UsageError("--model is required with --judge-base-url")
     try:
         turn = Turn.model_validate_json(trace_path.read_bytes())
     except ValidationError as exc:
-        for error in exc.errors():
-            where = ".".join(str(part) for part in error["loc"]) or "(top level)"
-            click.echo(f"{trace_path}: {where}: {error['msg']}", err=True)
-        sys.exit(1)
+        problems = [f"{'.'.join(str(p) for p in e['loc']) or '(top level)'}: {e['msg']}" for e in exc.errors()]
+        raise click.ClickException(f"{trace_path}: not a turn: {'; '.join(problems)}") from None
     if judge_base_url:
-        judge_config = JudgeConfig(name="cli", base_url=judge_base_url, model=model)
+        judge_config = JudgeConfig(name="cli", base_url=judge_base_url, model=model, timeout_s=timeout,
+                                   max_retry_age_s=timeout)
     else:
         judge_config = JudgeConfig(name="baseline", kind="baseline")
     try:
@@ -71,8 +81,9 @@ def score_command(scorer_name: str, trace_path: Path, judge_base_url: str | None
     try:
         result = asyncio.run(_run(scorer, build_judge(judge_config), turn))
     except JudgePaused as exc:
-        click.echo(str(exc), err=True)
-        sys.exit(2)
+        raise click.ClickException(str(exc)) from None  # the judge refused the credentials or model
     click.echo(result.model_dump_json(indent=2))
     if result.status is ScoreStatus.FAILED:
+        click.echo(f"vigil: error: the score failed ({result.error_type or 'error'}): "
+                   f"{' '.join((result.reason or '').split())[:400]}", err=True)
         sys.exit(1)

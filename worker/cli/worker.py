@@ -15,10 +15,11 @@ import click
 from celery import signals
 
 from schemas.broker import INGEST_QUEUE
+from worker.cli.config import CheckedConfig, check_config
 from worker.logs import configure_logging
 from worker.pipeline.app import ALERTS_QUEUE, SCORE_QUEUE, app, configure
 from worker.pipeline.beat import schedule
-from worker.settings import get_settings
+from worker.settings import bundled_config_path, get_settings
 from worker.sinks import writer as process_writer
 from worker.store import connect, default_dsn, migrate
 
@@ -34,8 +35,17 @@ __all__ = ["beat_command", "migrate_command", "worker_command"]
 @click.option("--queues", "-Q", default=f"{INGEST_QUEUE},{SCORE_QUEUE}", show_default=True)
 @click.option("--name", "-n", default=None, help="Celery node name.")
 def worker_command(concurrency: int, writer: bool, writer_id: str | None, queues: str, name: str | None) -> None:
-    """Start a Celery worker (thread pool) and, unless --no-writer, the batching ClickHouse writer."""
+    """Start a Celery worker (thread pool) and, unless --no-writer, the batching ClickHouse writer.
+
+    The monitor config (VIGIL_CONFIG) is checked first, as `vigil config check` does; an invalid one stops here.
+
+    \b
+    Examples:
+      VIGIL_CONFIG=vigil.yaml REDIS_URL=redis://localhost:6379/0 vigil worker
+      vigil worker --no-writer -c 200      # more scoring capacity beside the one writer (chDB)
+    """
     settings = get_settings()
+    _announce(check_config(settings.config_path or bundled_config_path()))
     configure_logging(settings.log_level)
     configure()
     # Celery's own "received"/"succeeded" line per task costs more CPU than scoring does; vigil logs its outcomes.
@@ -65,6 +75,15 @@ def worker_command(concurrency: int, writer: bool, writer_id: str | None, queues
     code = celery_cli.main(args=argv, standalone_mode=False)
     if code:
         raise SystemExit(code)
+
+
+def _announce(checked: CheckedConfig) -> None:
+    """Say which monitors this worker runs (and what the config check warned about)."""
+    for warning in checked.warnings:
+        click.echo(f"warning: {warning}", err=True)
+    monitors = checked.config.monitors
+    click.echo(f"monitors ({len(monitors)}): " + (", ".join(
+        f"{m.name} ({m.scorer}, rate {m.sampling_rate:g}, judge {m.judge})" for m in monitors) or "none"), err=True)
 
 
 @click.command("migrate")

@@ -55,6 +55,7 @@ class Writer:
         self.lock = threading.Lock()  # the store is shared with the alert checker in the same process
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self.reads = None  # on chDB: the ReadServer answering other local processes' queries (open_writer)
 
     # -- one batch -------------------------------------------------------------------------------------------
     def _collect(self) -> int:
@@ -206,6 +207,8 @@ class Writer:
         return self
 
     def stop(self, timeout: float = 30.0) -> None:
+        if self.reads is not None:
+            self.reads.stop()
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout)
@@ -227,9 +230,12 @@ def current_writer() -> Writer | None:
 
 
 def open_writer(redis_url: str, dsn: str, writer_id: str) -> Writer:
-    """This process's writer: open and migrate the store now, so a worker whose store is unreachable fails at start, not silently."""
+    """This process's writer: open and migrate the store now, so a worker whose store is unreachable fails at start,
+    not silently. On chDB it also serves reads of the store to other local processes (``vigil report``)."""
     from worker.settings import get_settings
     from worker.store import connect, migrate
+    from worker.store.clickhouse import chdb_dir
+    from worker.store.read_server import ReadServer
 
     global _current
     settings = get_settings()
@@ -237,4 +243,7 @@ def open_writer(redis_url: str, dsn: str, writer_id: str) -> Writer:
     migrate(store)
     _current = Writer(redis.Redis.from_url(redis_url), store, writer_id=writer_id,
                       batch_rows=settings.write_batch_rows, batch_age_s=settings.write_batch_age_s)
+    if (directory := chdb_dir(dsn)) is not None:
+        _current.reads = ReadServer(connect(dsn), directory, writer_client=store,
+                                    writer_lock=_current.lock).start()
     return _current

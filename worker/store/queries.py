@@ -16,7 +16,8 @@ from datetime import datetime
 from typing import Literal
 
 __all__ = [
-    "ALERT_QUERIES", "DETECTOR_QUERIES", "PANELS", "PAUSING_STATUSES", "VARIABLES", "Query", "bind", "render",
+    "ALERT_QUERIES", "DETECTOR_QUERIES", "PANELS", "PAUSING_STATUSES", "TURN_QUERIES", "VARIABLES", "Query", "bind",
+    "render",
 ]
 
 PanelKind = Literal["timeseries", "table", "barchart", "alert", "variable"]
@@ -415,6 +416,48 @@ FROM (
 GROUP BY judge""",
             ("judge", "value"), "1 while a judge's latest call was refused or a judge_paused alert is firing.",
         ),
+    ]
+}
+
+# ``vigil show TRACE_ID``: one turn (every span of the trace) with all its scores and judge calls. A prefix of the
+# trace id is enough when it is unique. Bound server-side: {trace_id:String}.
+TURN_QUERIES: dict[str, Query] = {
+    q.name: q
+    for q in [
+        Query("turn", "The turn's spans", "table", """
+SELECT trace_id, span_id, session_id, project, agent, environment, started_at, ended_at, system, input_json,
+       question, output, contexts_json, reference, tool_calls_json, model, prompt_tokens, completion_tokens, tags,
+       metadata, truncated
+FROM traces FINAL
+WHERE startsWith(trace_id, {trace_id:String})
+ORDER BY started_at, span_id
+LIMIT 20""",
+              ("trace_id", "span_id", "session_id", "project", "agent", "environment", "started_at", "ended_at",
+               "system", "input_json", "question", "output", "contexts_json", "reference", "tool_calls_json",
+               "model", "prompt_tokens", "completion_tokens", "tags", "metadata", "truncated")),
+        Query("scores", "Every score of the turn", "table", """
+SELECT trace_id, span_id, monitor, scorer, scorer_version, status, score, scale, label, reason, steps_json,
+       details_json, error_type, judge, judge_model, judge_calls, prompt_tokens, completion_tokens, cost_usd,
+       latency_ms, scored_at
+FROM scores FINAL
+WHERE startsWith(trace_id, {trace_id:String})
+ORDER BY monitor, span_id""",
+              ("trace_id", "span_id", "monitor", "scorer", "scorer_version", "status", "score", "scale", "label",
+               "reason", "steps_json", "details_json", "error_type", "judge", "judge_model", "judge_calls",
+               "prompt_tokens", "completion_tokens", "cost_usd", "latency_ms", "scored_at")),
+        Query("stages", "The turn's way through the pipeline", "table", """
+SELECT monitor, stage, min(event_time) AS at
+FROM pipeline_events
+WHERE startsWith(trace_id, {trace_id:String})
+GROUP BY monitor, stage
+ORDER BY at, monitor""",
+              ("monitor", "stage", "at")),
+        Query("dead_letters", "Dead letters that carried the trace id", "table", """
+SELECT received_at, queue, error_type, reason
+FROM dead_letters FINAL
+WHERE startsWith(JSONExtractString(payload, 'trace_id'), {trace_id:String})
+ORDER BY received_at""",
+              ("received_at", "queue", "error_type", "reason")),
     ]
 }
 

@@ -1,0 +1,111 @@
+"""Reading the embedded store while a real `vigil worker` process holds it: report, show and alerts check ask the
+worker (its read endpoint, found next to the chDB directory under VIGIL_HOME), and nothing else can write there."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import clickhouse_connect
+import pytest
+
+from tests.pipeline import WorkerProcess, make_turn, send, wait_drained
+from worker.store.read_server import endpoint_path, read_endpoint
+
+CONFIG = Path(__file__).parent / "fixtures" / "pipeline.yaml"
+
+
+def vigil(home: Path, *args: str) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k not in ("CLICKHOUSE_DSN", "VIGIL_CONFIG")}
+    env.update(VIGIL_HOME=str(home), COLUMNS="200")
+    return subprocess.run([sys.executable, "-m", "worker", *args], env=env, capture_output=True, text=True,
+                          timeout=120, check=False)
+
+
+def wait_for_endpoint(worker: WorkerProcess, timeout: float = 60):
+    deadline = time.monotonic() + timeout  # the worker opens and migrates the store before it serves
+    while (endpoint := read_endpoint(worker.home / "chdb")) is None:
+        assert worker.process.poll() is None, worker.output()[-3000:]
+        assert time.monotonic() < deadline, worker.output()[-3000:]
+        time.sleep(0.2)
+    return endpoint
+
+
+@pytest.fixture
+def running(redis_url, tmp_path):
+    """A worker that has scored 12 turns and is still running (so it holds the chDB directory)."""
+    worker = WorkerProcess(redis_url, tmp_path / "vigil", CONFIG)
+    turns = [make_turn(i) for i in range(12)]
+    send(redis_url, turns)
+    worker.start()
+    wait_drained(redis_url, worker)
+    yield worker, turns
+    worker.stop()
+
+
+def test_report_reads_the_scores_while_the_worker_holds_the_embedded_store(running):
+    worker, turns = running
+    wait_for_endpoint(worker)
+
+    run = vigil(worker.home, "report", "--json")
+
+    assert worker.process.poll() is None, "the worker still runs"
+    assert run.returncode == 0, run.stderr
+    monitors = {m["monitor"]: m for m in json.loads(run.stdout)["monitors"]}
+    assert monitors["relevancy"]["scored"] == len(turns)
+
+
+def test_show_prints_a_turn_with_its_scores_and_reasons_while_the_worker_runs(running):
+    worker, turns = running
+    wait_for_endpoint(worker)
+    turn = turns[3]
+
+    text = vigil(worker.home, "show", turn["trace_id"])
+    data = vigil(worker.home, "show", turn["trace_id"][:12], "--json")
+
+    assert text.returncode == 0, text.stderr
+    assert turn["input"][0]["content"] in text.stdout and "Biscuit" in text.stdout
+    assert "relevancy" in text.stdout and "reason:" in text.stdout
+    scores = json.loads(data.stdout)["scores"]
+    assert {s["monitor"] for s in scores} >= {"relevancy"}
+    assert all(s["reason"] and s["steps"] for s in scores if s["status"] == "scored")
+
+
+def test_alerts_check_runs_while_the_worker_runs(running):
+    worker, _ = running
+    wait_for_endpoint(worker)
+
+    run = vigil(worker.home, "alerts", "check")
+
+    assert run.returncode == 0, run.stderr
+    assert "alert event(s)" in run.stdout
+
+
+def test_the_read_endpoint_refuses_writes_and_strangers(running):
+    worker, _ = running
+    endpoint = wait_for_endpoint(worker)
+    client = clickhouse_connect.get_client(host=endpoint.host, port=endpoint.port, password=endpoint.password,
+                                           compress=False)
+    with pytest.raises(Exception, match="only read-only statements"):
+        client.command("TRUNCATE TABLE scores")
+    with pytest.raises(Exception, match="only inserts into alerts"):
+        client.insert("scores", [["x"]], column_names=["trace_id"])
+    with pytest.raises(Exception, match="AUTHENTICATION_FAILED|wrong password"):
+        clickhouse_connect.get_client(host=endpoint.host, port=endpoint.port, password="guess", compress=False)
+    assert oct(endpoint_path(worker.home / "chdb").stat().st_mode & 0o777) == "0o600"
+
+
+def test_after_the_worker_stops_the_endpoint_is_gone_and_report_opens_the_store_itself(running):
+    worker, turns = running
+    wait_for_endpoint(worker)
+    assert worker.stop() == 0
+
+    run = vigil(worker.home, "report", "--json")
+
+    assert not endpoint_path(worker.home / "chdb").exists()
+    assert run.returncode == 0, run.stderr
+    assert {m["monitor"]: m["scored"] for m in json.loads(run.stdout)["monitors"]}["relevancy"] == len(turns)

@@ -1,0 +1,138 @@
+"""``vigil show TRACE_ID``: one turn as vigil saw it: the question, the answer, every score with its steps and reason.
+
+Reads the store as ``vigil report`` does (also while ``vigil worker`` runs). A unique prefix of the trace id will do.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import click
+from rich.console import Console, Group
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+
+from worker.store.clickhouse import connect_for_reading, require_tables
+from worker.store.queries import TURN_QUERIES
+
+__all__ = ["show_command"]
+
+_MIN_PREFIX = 6
+
+
+def _rows(client, name: str, trace_id: str) -> list[dict[str, Any]]:
+    query = TURN_QUERIES[name]
+    result = client.query(query.sql, parameters={"trace_id": trace_id})
+    return [dict(zip(query.columns, row, strict=True)) for row in result.result_rows]
+
+
+def _json(text: str) -> Any:
+    try:
+        return json.loads(text) if text else None
+    except ValueError:
+        return text
+
+
+def load_turn(client, trace_id: str) -> dict[str, Any]:
+    """The turn's spans, scores, pipeline stages and dead letters, as plain data (what ``--json`` prints)."""
+    spans = _rows(client, "turn", trace_id)
+    scores = _rows(client, "scores", trace_id)
+    dead = _rows(client, "dead_letters", trace_id)
+    ids = sorted({r["trace_id"] for r in spans + scores})
+    if len(ids) > 1:
+        raise click.ClickException(f"trace id prefix {trace_id!r} matches {len(ids)} traces "
+                                   f"({', '.join(ids[:3])}{', …' if len(ids) > 3 else ''}): give more of it")
+    if not spans and not scores and not dead:
+        raise click.ClickException(f"no turn with trace id {trace_id!r} in the store (`vigil report` lists the "
+                                   "worst turns with their trace ids)")
+    for span in spans:
+        for key in ("input_json", "contexts_json", "tool_calls_json"):
+            span[key.removesuffix("_json")] = _json(span.pop(key))
+    for score in scores:
+        score["steps"] = _json(score.pop("steps_json")) or []
+        score["details"] = _json(score.pop("details_json")) or {}
+    stages = _rows(client, "stages", ids[0] if ids else trace_id)
+    return {"trace_id": ids[0] if ids else trace_id, "spans": spans, "scores": scores, "stages": stages,
+            "dead_letters": dead}
+
+
+def _score_panel(score: dict[str, Any], verbose: bool) -> Panel:
+    value = "—" if score["score"] is None else f"{score['score']:.3g} / {score['scale']:g}"
+    head = Text.assemble((f"{score['monitor']}", "bold"), f"  {score['scorer']} v{score['scorer_version']}  ",
+                         (score["status"], {"scored": "green", "unscored": "yellow"}.get(score["status"], "red")),
+                         f"  score {value}", f"  label {score['label']}" if score["label"] else "",
+                         f"  error {score['error_type']}" if score["error_type"] else "")
+    parts: list = [head, Text(f"reason: {score['reason'] or '—'}")]
+    steps = Table("step", "result", box=None, show_header=True, pad_edge=False)
+    for step in score["steps"]:
+        result = step.get("result")
+        steps.add_row(str(step.get("name", "")), Text(json.dumps(result, ensure_ascii=False)[:1000]
+                                                       if not isinstance(result, str) else result[:1000]))
+        if verbose and step.get("prompt"):
+            steps.add_row("", Text(f"prompt: {step['prompt']}", style="dim"))
+    if score["steps"]:
+        parts.append(steps)
+    parts.append(Text(f"judge {score['judge']} ({score['judge_model']}): {score['judge_calls']} calls, "
+                      f"{score['prompt_tokens'] + score['completion_tokens']} tokens, ${score['cost_usd']:.4f}, "
+                      f"{score['latency_ms']:.0f} ms; scored {score['scored_at']:%Y-%m-%d %H:%M:%S}", style="dim"))
+    return Panel(Group(*parts), expand=True)
+
+
+def _render(turn: dict[str, Any], verbose: bool) -> Group:
+    parts: list = []
+    for span in turn["spans"]:
+        title = (f"turn {span['trace_id']} span {span['span_id']}: {span['project']}/{span['agent']}"
+                 f"{' (' + span['environment'] + ')' if span['environment'] else ''}, "
+                 f"{span['started_at']:%Y-%m-%d %H:%M:%S} UTC")
+        body = [Text.assemble(("question: ", "bold"), span["question"] or "—"),
+                Text.assemble(("answer: ", "bold"), span["output"] or "—")]
+        if span["reference"]:
+            body.append(Text.assemble(("reference: ", "bold"), span["reference"]))
+        for doc in span["contexts"] or []:
+            text = doc.get("text", "") if isinstance(doc, dict) else str(doc)
+            body.append(Text(f"context {doc.get('id', '') if isinstance(doc, dict) else ''}: {text[:300]}",
+                             style="dim"))
+        if span["metadata"]:
+            body.append(Text(f"metadata: {dict(span['metadata'])}", style="dim"))
+        if span["truncated"]:
+            body.append(Text(f"truncated: {', '.join(span['truncated'])}", style="yellow"))
+        parts.append(Panel(Group(*body), title=title, title_align="left"))
+    if not turn["spans"]:
+        parts.append(Text(f"turn {turn['trace_id']}: not in the traces table (scored or dead-lettered only)"))
+    if turn["scores"]:
+        parts += [_score_panel(s, verbose) for s in turn["scores"]]
+    else:
+        parts.append(Text("no scores: " + (", ".join(f"{s['monitor'] or 'ingest'} {s['stage']}"
+                                                     for s in turn["stages"]) or "no monitor sampled it")))
+    for dead in turn["dead_letters"]:
+        parts.append(Text(f"dead letter ({dead['queue']}, {dead['error_type']}): {dead['reason']}", style="red"))
+    return Group(*parts)
+
+
+@click.command("show")
+@click.argument("trace_id")
+@click.option("--dsn", default=None, help="ClickHouse DSN (default: CLICKHOUSE_DSN, else the embedded chDB store).")
+@click.option("--json", "as_json", is_flag=True, help="Print the turn and its scores as JSON.")
+@click.option("--prompts", is_flag=True, help="Also print the prompt each step sent to the judge.")
+def show_command(trace_id: str, dsn: str | None, as_json: bool, prompts: bool) -> None:
+    """One turn with all its scores, their steps and reasons, and its way through the pipeline.
+
+    \b
+    Examples:
+      vigil show 4bf92f3577b34da6a3ce929d0e0e4736
+      vigil show 4bf92f35 --prompts
+      vigil show 4bf92f35 --json | jq '.scores[] | {monitor, score, reason}'
+    """
+    trace_id = trace_id.strip()
+    if len(trace_id) < _MIN_PREFIX:
+        raise click.BadParameter(f"give at least {_MIN_PREFIX} characters of the trace id", param_hint="TRACE_ID")
+    client = connect_for_reading(dsn)
+    require_tables(client, "traces", "scores", "pipeline_events", "dead_letters")
+    turn = load_turn(client, trace_id)
+    if as_json:
+        click.echo(json.dumps(turn, default=str, ensure_ascii=False, indent=2))
+        return
+    Console().print(_render(turn, prompts))
+
