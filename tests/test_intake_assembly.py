@@ -1,0 +1,119 @@
+"""Whole traces become turns (``schemas.spans.assemble``), the rules one at a time; and the in-process
+``GenAISpanProcessor`` runs the same assembly on the real OpenTelemetry SDK's spans."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from opentelemetry.sdk.trace import TracerProvider
+
+from producers import GenAISpanProcessor
+from schemas import Turn
+from schemas.spans import assemble
+from tests.test_sdk import make_monitor, turns  # noqa: F401 - the fixture is shared
+
+TRACE = "0af7651916cd43dd8448eb211c80319c"
+
+
+def span(span_id: str, parent: str | None, start: int, **attributes: Any) -> dict[str, Any]:
+    return {"trace_id": TRACE, "span_id": span_id.ljust(16, "0"), "parent_id": parent and parent.ljust(16, "0"),
+            "name": span_id, "start": start, "end": start + 10, "attributes": attributes,
+            "resource": {"service.name": "shop"}}
+
+
+def chat(span_id: str, parent: str | None, start: int, question: str, answer: str, **extra: Any) -> dict[str, Any]:
+    return span(span_id, parent, start, **{"gen_ai.operation.name": "chat", "gen_ai.prompt": question,
+                                           "gen_ai.completion": answer, **extra})
+
+
+def test_without_an_agent_root_each_top_level_llm_span_is_its_own_turn():
+    spans = [span("a1", None, 0), chat("b1", "a1", 1, "first?", "one"), chat("c1", "a1", 30, "second?", "two")]
+
+    result = assemble(spans)
+
+    assert [(t["span_id"][:2], t["output"]) for t in result] == [("b1", "one"), ("c1", "two")]
+
+
+def test_nested_agents_make_one_turn_for_the_outermost():
+    spans = [span("a1", None, 0, **{"gen_ai.operation.name": "invoke_agent", "gen_ai.prompt": "q", "gen_ai.completion": "a"}),
+             span("a2", "a1", 1, **{"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "sub"}),
+             chat("c1", "a2", 2, "inner?", "inner")]
+
+    [turn] = assemble(spans)
+
+    assert (turn["span_id"][:2], turn["agent"], turn["output"]) == ("a1", "sub", "a")
+
+
+def test_an_agent_root_without_its_own_messages_takes_the_first_llm_input_and_the_last_llm_output():
+    spans = [span("a1", None, 0, **{"gen_ai.operation.name": "invoke_agent"}),
+             chat("c1", "a1", 1, "What is the refund window?", "let me look"),
+             chat("c2", "a1", 50, "tool said 30 days", "30 days.", **{"gen_ai.request.model": "big"})]
+
+    [turn] = assemble(spans)
+
+    assert (turn["input"][-1]["content"], turn["output"], turn["model"]) == ("What is the refund window?", "30 days.",
+                                                                              "big")
+
+
+def test_tool_calls_come_from_the_llm_output_when_the_trace_has_no_tool_spans():
+    output = json.dumps([{"role": "assistant", "tool_calls": [
+        {"id": "x", "type": "function", "function": {"name": "weather", "arguments": '{"city": "Oslo"}'}}]}])
+    spans = [span("c1", None, 0, **{"gen_ai.operation.name": "chat", "gen_ai.prompt": "Weather in Oslo?",
+                                    "gen_ai.completion": output})]
+
+    [turn] = assemble(spans)
+
+    assert turn["tool_calls"] == [{"name": "weather", "arguments": {"city": "Oslo"}}]
+
+
+def test_a_span_delivered_twice_counts_once():
+    spans = [chat("c1", None, 0, "q?", "a"), chat("c1", None, 0, "q?", "a")]
+
+    assert len(assemble(spans)) == 1
+
+
+def test_a_trace_without_genai_content_has_no_turns():
+    assert assemble([span("a1", None, 0, **{"http.route": "/x"}), span("b1", "a1", 1)]) == []
+
+
+def test_assembled_turns_are_valid_turns():
+    spans = [span("a1", None, 0, **{"openinference.span.kind": "AGENT", "input.value": json.dumps({"input": "hi"}),
+                                    "output.value": "hello", "agent.name": "greeter"}),
+             span("r1", "a1", 1, **{"openinference.span.kind": "RETRIEVER",
+                                    "retrieval.documents.0.document.content": "greetings doc",
+                                    "retrieval.documents.0.document.id": 7})]
+
+    [turn] = assemble(spans)
+
+    model = Turn.model_validate(turn)
+    assert (model.question, model.output, model.contexts[0].id) == ("hi", "hello", "7")
+
+
+def test_the_span_processor_makes_one_turn_of_an_in_process_agent_trace(redis_url, make_monitor):  # noqa: F811
+    monitor = make_monitor(redis_url)
+    provider = TracerProvider()
+    provider.add_span_processor(GenAISpanProcessor(monitor))
+    tracer = provider.get_tracer("agent")
+
+    with tracer.start_as_current_span("invoke_agent", attributes={"gen_ai.operation.name": "invoke_agent"}) as root:
+        with tracer.start_as_current_span("plan", attributes={"gen_ai.operation.name": "chat",
+                                                             "gen_ai.prompt": "Can I pay by invoice?",
+                                                             "gen_ai.completion": "search billing docs"}):
+            pass
+        with tracer.start_as_current_span("retrieve", attributes={
+                "openinference.span.kind": "RETRIEVER",
+                "retrieval.documents.0.document.content": "Invoices are accepted for business accounts."}):
+            pass
+        with tracer.start_as_current_span("answer", attributes={"gen_ai.operation.name": "chat",
+                                                               "gen_ai.prompt": "Can I pay by invoice?",
+                                                               "gen_ai.completion": "Yes, on business accounts."}):
+            pass
+    assert monitor.flush(timeout=10)
+
+    [wire] = turns(redis_url)
+    turn = Turn.model_validate(wire)
+    assert turn.span_id == format(root.get_span_context().span_id, "016x")
+    assert (turn.question, turn.output) == ("Can I pay by invoice?", "Yes, on business accounts.")
+    assert turn.context_texts == ["Invoices are accepted for business accounts."]
+    assert monitor.counters().captured == 1
