@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.sdk._logs.export import InMemoryLogRecordExporter
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
@@ -126,3 +127,48 @@ def test_the_worker_exports_evaluation_spans_over_otlp_parented_to_the_agents_sp
     assert parents == {(t["trace_id"], t["span_id"]) for t in turns}
     names = {a.key for span in _Collector.spans for a in span.attributes}
     assert {"gen_ai.evaluation.name", "gen_ai.evaluation.score.value", "gen_ai.evaluation.explanation"} <= names
+
+
+@pytest.fixture
+def events():
+    """Telemetry whose log records (the spec's events) land in memory."""
+    logs = InMemoryLogRecordExporter()
+    t = Telemetry.create(span_exporter=InMemorySpanExporter(), metric_reader=InMemoryMetricReader(), log_exporter=logs)
+    yield t, logs
+    t.shutdown()
+
+
+def emitted(t: Telemetry, logs: InMemoryLogRecordExporter, score: Score, **kwargs) -> list:
+    now = time.time_ns()
+    t.emit_score(score, start_ns=now - 1_000_000, end_ns=now, calls_latency_ms=[], lag_s=None, **kwargs)
+    t.logger_provider.force_flush()
+    return [r.log_record for r in logs.get_finished_logs()]
+
+
+def test_each_score_is_a_gen_ai_evaluation_result_event_in_the_evaluated_spans_context(events):
+    t, logs = events
+
+    [record] = emitted(t, logs, a_score(), response_id="chatcmpl-123")
+
+    assert record.event_name == "gen_ai.evaluation.result"
+    assert (record.trace_id, record.span_id) == (int("0af7651916cd43dd8448eb211c80319c", 16),
+                                                 int("b7ad6b7169203331", 16))
+    attributes = dict(record.attributes)
+    assert {key: attributes[key] for key in (
+        "gen_ai.evaluation.name", "gen_ai.evaluation.score.value", "gen_ai.evaluation.score.label",
+        "gen_ai.evaluation.explanation", "gen_ai.response.id", "vigil.scorer.version", "vigil.judge.model")} == {
+        "gen_ai.evaluation.name": "relevancy", "gen_ai.evaluation.score.value": 0.75,
+        "gen_ai.evaluation.score.label": "good", "gen_ai.evaluation.explanation": "3 of 4 statements answer the question",
+        "gen_ai.response.id": "chatcmpl-123", "vigil.scorer.version": "1", "vigil.judge.model": "baseline"}
+    assert "error.type" not in attributes
+
+
+def test_a_failed_scores_event_carries_its_error_type(events):
+    t, logs = events
+
+    [record] = emitted(t, logs, a_score(status=ScoreStatus.FAILED, score=None, label="", reason="",
+                                        error_type="timeout"))
+
+    assert record.attributes["error.type"] == "timeout"
+    assert "gen_ai.evaluation.score.value" not in record.attributes
+    assert "gen_ai.response.id" not in record.attributes

@@ -151,7 +151,8 @@ def score(self, turn_json: Any, monitors: Any, enqueued_at: float | None = None)
         rows["pipeline_events"].append(_event(turn, monitor.name, result.outcome))
         rt.telemetry.emit_score(row, start_ns=start_ns, end_ns=end_ns, lag_s=(start_ns / 1e9 - enqueued_at)
                                 if enqueued_at else None,
-                                calls_latency_ms=[c.latency_ms for c in result.calls if not c.cached])
+                                calls_latency_ms=[c.latency_ms for c in result.calls if not c.cached],
+                                response_id=turn.metadata.get("response_id"))
         statuses[monitor.name] = str(row.status)
     try:
         push(rt.redis, rows.items())

@@ -1,10 +1,15 @@
-"""OpenTelemetry out: one evaluation span per score, parented to the evaluated span, and the pipeline's metrics.
+"""OpenTelemetry out, per score: the GenAI conventions' ``gen_ai.evaluation.result`` event, an evaluation span, and
+the pipeline's metrics.
+
+The event is what the conventions define: a log record named ``gen_ai.evaluation.result``, emitted through the
+OpenTelemetry Logs API in the evaluated span's context (its trace id and span id), with
+``gen_ai.evaluation.name``, ``gen_ai.evaluation.score.value``, ``gen_ai.evaluation.score.label``,
+``gen_ai.evaluation.explanation``, ``gen_ai.response.id`` when the turn named one, ``error.type`` when the scorer
+failed, and vigil's ``vigil.scorer.version`` and ``vigil.judge.model``. The evaluation span, a child of the evaluated
+span, carries the same attributes (and the same event as a span event) for trace views that do not show logs.
 
 Export goes over OTLP/HTTP when ``OTEL_EXPORTER_OTLP_ENDPOINT`` is set (the SDK reads the standard OTEL_*
-variables); tests pass in-memory exporters to ``Telemetry``. The span carries the GenAI evaluation attributes
-``gen_ai.evaluation.name``, ``gen_ai.evaluation.score.value``, ``gen_ai.evaluation.score.label``,
-``gen_ai.evaluation.explanation`` and ``error.type`` when the scorer failed, and the same attributes as a
-``gen_ai.evaluation.result`` event.
+variables, per signal too); tests pass in-memory exporters to ``Telemetry``.
 """
 
 from __future__ import annotations
@@ -14,6 +19,9 @@ import re
 from dataclasses import dataclass
 
 from opentelemetry import trace
+from opentelemetry._logs import SeverityNumber
+from opentelemetry.sdk._logs import LoggerProvider
+from opentelemetry.sdk._logs.export import BatchLogRecordProcessor, LogRecordExporter
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import MetricReader, PeriodicExportingMetricReader
 from opentelemetry.sdk.resources import Resource
@@ -23,7 +31,9 @@ from opentelemetry.trace import NonRecordingSpan, SpanContext, SpanKind, TraceFl
 
 from schemas import Score, ScoreStatus
 
-__all__ = ["Telemetry", "parent_context"]
+__all__ = ["EVALUATION_EVENT", "Telemetry", "parent_context"]
+
+EVALUATION_EVENT = "gen_ai.evaluation.result"
 
 _TRACE_ID = re.compile(r"^[0-9a-f]{32}$")
 _SPAN_ID = re.compile(r"^[0-9a-f]{16}$")
@@ -42,10 +52,11 @@ def parent_context(trace_id: str, span_id: str | None):
 class Telemetry:
     tracer_provider: TracerProvider
     meter_provider: MeterProvider
+    logger_provider: LoggerProvider
 
     @classmethod
     def create(cls, *, span_exporter: SpanExporter | None = None, metric_reader: MetricReader | None = None,
-               service_name: str = "vigil-worker") -> Telemetry:
+               log_exporter: LogRecordExporter | None = None, service_name: str = "vigil-worker") -> Telemetry:
         resource = Resource.create({"service.name": service_name})
         tracer_provider = TracerProvider(resource=resource)
         readers: list[MetricReader] = []
@@ -56,6 +67,13 @@ class Telemetry:
             span_exporter = OTLPSpanExporter()
         if span_exporter is not None:
             tracer_provider.add_span_processor(BatchSpanProcessor(span_exporter))
+        logger_provider = LoggerProvider(resource=resource)
+        if log_exporter is None and (otlp or os.environ.get("OTEL_EXPORTER_OTLP_LOGS_ENDPOINT")):
+            from opentelemetry.exporter.otlp.proto.http._log_exporter import OTLPLogExporter
+
+            log_exporter = OTLPLogExporter()
+        if log_exporter is not None:
+            logger_provider.add_log_record_processor(BatchLogRecordProcessor(log_exporter))
         if metric_reader is None and otlp:
             from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
 
@@ -63,12 +81,13 @@ class Telemetry:
         if metric_reader is not None:
             readers.append(metric_reader)
         meter_provider = MeterProvider(resource=resource, metric_readers=readers)
-        telemetry = cls(tracer_provider, meter_provider)
+        telemetry = cls(tracer_provider, meter_provider, logger_provider)
         telemetry._instruments()
         return telemetry
 
     def _instruments(self) -> None:
         self.tracer = self.tracer_provider.get_tracer("vigil")
+        self.events = self.logger_provider.get_logger("vigil")
         meter = self.meter_provider.get_meter("vigil")
         self.pipeline = meter.create_counter("vigil.pipeline.turns", description="turns per monitor and stage")
         self.scores = meter.create_counter("vigil.scores", description="scores per monitor, scorer and status")
@@ -85,8 +104,9 @@ class Telemetry:
         self.pipeline.add(count, {"monitor": monitor, "stage": stage})
 
     def emit_score(self, score: Score, *, start_ns: int, end_ns: int, calls_latency_ms: list[float],
-                   lag_s: float | None) -> None:
-        """The evaluation span (remote-parented to the evaluated span) and the score's metrics."""
+                   lag_s: float | None, response_id: str | None = None) -> None:
+        """The ``gen_ai.evaluation.result`` event and the evaluation span (both in the evaluated span's context, when
+        the turn has OpenTelemetry ids), and the score's metrics."""
         attributes: dict[str, str | float | int] = {
             "gen_ai.evaluation.name": score.monitor,
             "vigil.scorer": score.scorer,
@@ -106,10 +126,13 @@ class Telemetry:
             attributes["gen_ai.evaluation.explanation"] = score.reason[:4000]
         if score.status == ScoreStatus.FAILED:
             attributes["error.type"] = score.error_type or "unknown"
-        span = self.tracer.start_span(f"evaluation {score.monitor}", context=parent_context(score.trace_id,
-                                      score.span_id or None), kind=SpanKind.INTERNAL, attributes=attributes,
-                                      start_time=start_ns)
-        span.add_event("gen_ai.evaluation.result", attributes=attributes, timestamp=end_ns)
+        evaluated = parent_context(score.trace_id, score.span_id or None)
+        self.events.emit(event_name=EVALUATION_EVENT, context=evaluated, timestamp=end_ns,
+                         severity_number=SeverityNumber.ERROR if "error.type" in attributes else SeverityNumber.INFO,
+                         attributes=_event_attributes(score, attributes, response_id))
+        span = self.tracer.start_span(f"evaluation {score.monitor}", context=evaluated, kind=SpanKind.INTERNAL,
+                                      attributes=attributes, start_time=start_ns)
+        span.add_event(EVALUATION_EVENT, attributes=attributes, timestamp=end_ns)
         if score.status == ScoreStatus.FAILED:
             span.set_status(trace.Status(trace.StatusCode.ERROR, score.error_type or ""))
         span.end(end_time=end_ns)
@@ -128,4 +151,19 @@ class Telemetry:
 
     def shutdown(self) -> None:
         self.tracer_provider.shutdown()
+        self.logger_provider.shutdown()
         self.meter_provider.shutdown()
+
+
+def _event_attributes(score: Score, attributes: dict[str, str | float | int],
+                      response_id: str | None) -> dict[str, str | float | int]:
+    """The event's attributes: the conventions' evaluation attributes, then vigil's own."""
+    event = {key: value for key, value in attributes.items() if key.startswith("gen_ai.evaluation.")}
+    if response_id:
+        event["gen_ai.response.id"] = response_id
+    if "error.type" in attributes:
+        event["error.type"] = attributes["error.type"]
+    event.update({"vigil.scorer.version": score.scorer_version, "vigil.judge.model": score.judge_model,
+                  "vigil.scorer": score.scorer, "vigil.score.status": str(score.status),
+                  "vigil.score_id": score.score_id})
+    return event
