@@ -23,6 +23,8 @@ from uuid import UUID
 from opentelemetry.trace import SpanContext
 from pydantic import BaseModel
 
+from schemas.trace import WIRE_VERSION
+
 __all__ = ["Unserializable", "output_text", "to_wire"]
 
 
@@ -50,6 +52,7 @@ def to_wire(payload: Any, at: float, span: SpanContext | None, defaults: Mapping
         turn["tags"] = [_text(tag) for tag in turn["tags"]]
     for key, value in defaults.items():
         turn.setdefault(key, value)
+    turn.setdefault("schema_version", WIRE_VERSION)  # a worker on an older contract ignores fields it does not know
     if "trace_id" not in turn:
         if span is not None and span.is_valid:
             turn["trace_id"] = format(span.trace_id, "032x")

@@ -4,11 +4,17 @@ Text fields longer than ``MAX_FIELD_CHARS`` are truncated and the truncation is 
 a payload larger than ``MAX_PAYLOAD_BYTES`` is refused with an error naming its largest field (the worker
 dead-letters it). Strings must be valid UTF-8: a lone surrogate (what undecodable bytes become) is an error
 naming the field.
+
+The wire contract is versioned (``WIRE_VERSION``; a turn without ``schema_version`` is version 1). A field vigil
+does not know is an error naming it, unless the turn says it comes from a newer contract: then fields this version
+does not know are ignored, so a newer SDK's optional field does not dead-letter every turn at an older worker.
+Adding a field to these models: bump ``WIRE_VERSION``.
 """
 
 from __future__ import annotations
 
 import json
+import typing
 from datetime import UTC, datetime
 from typing import Any, Literal
 
@@ -16,10 +22,12 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 MAX_FIELD_CHARS = 32_000
 MAX_PAYLOAD_BYTES = 2_000_000
+WIRE_VERSION = 2  # the turn contract this code speaks (2: origin); a newer one has its unknown fields ignored
 
 __all__ = [
     "MAX_FIELD_CHARS",
     "MAX_PAYLOAD_BYTES",
+    "WIRE_VERSION",
     "ORIGINS",
     "ORIGIN_HEADER",
     "ContextDoc",
@@ -72,6 +80,7 @@ def _utcnow() -> datetime:
 class Turn(_Strict):
     """One finished agent turn: what was asked, what was answered, and what it was answered from."""
 
+    schema_version: int = Field(default=WIRE_VERSION, ge=1, strict=True)
     trace_id: str = Field(min_length=1, max_length=128)
     span_id: str | None = Field(default=None, max_length=64)
     session_id: str | None = Field(default=None, max_length=256)
@@ -98,15 +107,21 @@ class Turn(_Strict):
     def _limit_size(cls, data: Any) -> Any:
         if not isinstance(data, dict):
             return data
-        size = len(json.dumps(data, default=str, ensure_ascii=False).encode("utf-8", "surrogatepass"))
-        if size > MAX_PAYLOAD_BYTES:
-            field, length = _largest_field(data)
-            raise ValueError(
-                f"payload is {size} bytes, over the limit of {MAX_PAYLOAD_BYTES}; largest field {field} "
-                f"holds {length} characters"
-            )
-        truncated = list(data.get("truncated") or [])
-        data = _truncate(data, "", truncated)
+        try:
+            size = len(json.dumps(data, default=str, ensure_ascii=False).encode("utf-8", "surrogatepass"))
+            if size > MAX_PAYLOAD_BYTES:
+                field, length = _largest_field(data)
+                raise ValueError(
+                    f"payload is {size} bytes, over the limit of {MAX_PAYLOAD_BYTES}; largest field {field} "
+                    f"holds {length} characters"
+                )
+            version = data.get("schema_version")
+            if isinstance(version, int) and not isinstance(version, bool) and version > WIRE_VERSION:
+                data = _known_only(data, cls)
+            truncated = list(data.get("truncated") or [])
+            data = _truncate(data, "", truncated)
+        except RecursionError:
+            raise ValueError("payload is nested too deeply (or refers to itself)") from None
         if truncated:
             data["truncated"] = truncated
         return data
@@ -138,6 +153,31 @@ class Turn(_Strict):
     @property
     def context_texts(self) -> list[str]:
         return [doc.text for doc in self.contexts]
+
+
+def _known_only(data: dict[str, Any], model: type[BaseModel]) -> dict[str, Any]:
+    """``data`` without the keys ``model`` (and the models nested in it) does not declare."""
+    kept = {}
+    for key, value in data.items():
+        field = model.model_fields.get(key)
+        if field is None:
+            continue
+        inner = _nested_model(field.annotation)
+        if inner is not None and isinstance(value, dict):
+            value = _known_only(value, inner)
+        elif inner is not None and isinstance(value, list):
+            value = [_known_only(v, inner) if isinstance(v, dict) else v for v in value]
+        kept[key] = value
+    return kept
+
+
+def _nested_model(annotation: Any) -> type[BaseModel] | None:
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in typing.get_args(annotation):
+        if (found := _nested_model(arg)) is not None:
+            return found
+    return None
 
 
 def _truncate(value: Any, path: str, truncated: list[str]) -> Any:

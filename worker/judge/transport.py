@@ -197,6 +197,10 @@ class Transport:
         except openai.APIConnectionError as exc:
             call.status, call.latency_ms = "connection_error", (self.clock() - started) * 1000
             return _Retry("connection_error", str(exc))
+        except (ValueError, TypeError, openai.APIResponseValidationError) as exc:  # a 200 that is not a completion
+            call.status, call.latency_ms = "bad_response", (self.clock() - started) * 1000
+            raise JudgeFailed("bad_response", f"the judge answered with a body that is not a chat completion: "
+                              f"{type(exc).__name__}: {str(exc)[:200]}", calls) from None
         call.latency_ms = (self.clock() - started) * 1000
         if completion.usage:
             call.prompt_tokens = completion.usage.prompt_tokens

@@ -56,7 +56,10 @@ def validation_reason(exc: ValidationError) -> str:
 
 
 def dead_letter(queue: str, payload: Any, reason: str, error_type: str) -> DeadLetter:
-    text = payload if isinstance(payload, str) else json.dumps(payload, default=repr, ensure_ascii=False)
+    try:
+        text = payload if isinstance(payload, str) else json.dumps(payload, default=repr, ensure_ascii=False)
+    except (RecursionError, ValueError):  # nested too deeply, or refers to itself
+        text = f"<{type(payload).__name__} that cannot be serialised>"
     safe = text.encode("utf-8", "replace").decode("utf-8")  # lone surrogates cannot be stored
     dead_id = hashlib.sha256(f"{queue}\x1f{safe}".encode()).hexdigest()[:32]
     log.warning("dead-lettered", queue=queue, reason=reason[:500], error_type=error_type)
@@ -72,6 +75,8 @@ def _check_turn(raw: Any, queue: str) -> Turn | DeadLetter:
         return Turn.model_validate(raw)
     except ValidationError as exc:
         return dead_letter(queue, raw, validation_reason(exc), "invalid_turn")
+    except Exception as exc:  # noqa: BLE001 (RecursionError and the like: this turn is the problem, not the batch)
+        return dead_letter(queue, raw, f"turn could not be validated: {type(exc).__name__}: {exc}", "invalid_turn")
 
 
 @app.task(name=INGEST_TASK, bind=True)
@@ -102,8 +107,8 @@ def ingest(self, batch: Any) -> dict[str, int]:
                 wanted.append(monitor.name)
             rows["pipeline_events"].append(_event(turn, monitor.name, stage))
             rt.telemetry.stage(monitor=monitor.name, stage=stage)
-        if wanted:
-            fan_out.append((turn.model_dump(mode="json"), wanted))
+        if wanted:  # the turn as it came: a re-serialised one carries every default (and can outgrow the limit)
+            fan_out.append((raw, wanted))
     try:
         push(rt.redis, rows.items())
         enqueued_at = time.time()
