@@ -81,7 +81,7 @@ def test_stores_are_on_an_internal_network_and_published_ports_bind_to_localhost
 def test_compose_runs_redis_clickhouse_grafana_the_collector_and_vigil_worker_migrate_and_beat():
     services = _compose()["services"]
 
-    assert set(services) == {"redis", "clickhouse", "migrate", "worker", "beat", "otel-collector", "grafana"}
+    assert set(services) == {"redis", "clickhouse", "migrate", "worker", "beat", "intake", "otel-collector", "grafana"}
     assert services["worker"]["command"][0] == "worker"
     assert services["beat"]["command"] == ["beat"]
     assert services["migrate"]["command"] == ["migrate"]
@@ -111,6 +111,33 @@ def test_the_collector_pipelines_use_only_defined_receivers_processors_and_expor
     for pipeline in config["service"]["pipelines"].values():
         for part in ("receivers", "processors", "exporters"):
             assert set(pipeline[part]) <= set(config[part])
+
+
+def test_the_collector_forwards_agents_spans_to_vigil_intake_but_not_vigils_own():
+    config = yaml.safe_load((DEPLOY / "otel" / "collector.yaml").read_text())
+    services = _compose()["services"]
+
+    exporter = config["exporters"]["otlphttp/vigil"]
+    host, port = re.match(r"http://([\w-]+):(\d+)$", exporter["endpoint"]).groups()
+    assert host in services and services[host]["command"][:1] == ["intake"]
+    assert services[host]["command"][services[host]["command"].index("--port") + 1] == port
+    [pipeline] = [p for p in config["service"]["pipelines"].values() if "otlphttp/vigil" in p["exporters"]]
+    assert "otlp" in pipeline["receivers"]
+    [own] = [name for name in pipeline["processors"] if name.startswith("filter")]
+    assert 'instrumentation_scope.name == "vigil"' in config["processors"][own]["traces"]["span"]
+    assert exporter["headers"]["Authorization"] == "Bearer ${env:VIGIL_INTAKE_TOKEN}"
+    assert "VIGIL_INTAKE_TOKEN" in services["otel-collector"]["environment"]
+
+
+def test_the_intake_service_reaches_its_pods_and_needs_only_redis():
+    deployment, service = _by_kind("Deployment", "vigil-intake"), _by_kind("Service", "vigil-intake")
+    [container] = deployment["spec"]["template"]["spec"]["containers"]
+
+    assert container["args"][0] == "intake"
+    assert service["spec"]["selector"] == deployment["spec"]["template"]["metadata"]["labels"]
+    assert service["spec"]["ports"][0]["targetPort"] in {p["name"] for p in container["ports"]}
+    assert container["readinessProbe"]["httpGet"]["path"] == "/healthz"
+    assert {e["name"] for e in container["env"]} == {"REDIS_URL", "VIGIL_INTAKE_TOKEN"}
 
 
 @pytest.mark.parametrize("name_and_doc", _manifests(), ids=lambda item: item[0])
