@@ -63,9 +63,9 @@ class TurnScope:
                 if self.fields.get("output") is None:
                     self.fields["output"] = ""
             elif self.fields.get("output") is None:
-                from producers.monitor import DropReason  # noqa: PLC0415 - monitor.py imports this module
+                from producers.monitor import DropReason  # here: monitor.py imports this module
 
-                self.monitor._drop_now(  # noqa: SLF001 - the scope is the monitor's own helper
+                self.monitor._drop_now(  # the scope is the monitor's own helper
                     DropReason.NO_OUTPUT, "the turn ended without an output: call t.set(output=...) in the scope, "
                     "or return the answer from the traced function",
                 )
@@ -78,7 +78,7 @@ class TurnScope:
 def _message(exc: BaseException | None) -> str:
     try:
         return str(exc)[:1000]
-    except Exception:  # noqa: BLE001 - a foreign __str__ may raise
+    except Exception:  # a foreign __str__ may raise
         return ""
 
 

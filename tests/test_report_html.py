@@ -3,10 +3,12 @@ drawn. Not skipped when Chromium is missing: the test setup installs it, so its 
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import struct
 import subprocess
+import sys
 import zlib
 from datetime import UTC, datetime
 from pathlib import Path
@@ -15,6 +17,7 @@ import pytest
 
 from tests.quality_seed import seed_everything
 from worker.report import build_report, write_html
+from worker.report.build import MIN_TURNS_PER_BUCKET
 from worker.store import connect, migrate
 
 NOW = datetime(2026, 3, 2, 12, 0, tzinfo=UTC)
@@ -31,14 +34,45 @@ def _chromium(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
 
 
 @pytest.fixture(scope="module")
-def page(tmp_path_factory) -> Path:
+def seeded_report(tmp_path_factory):
     root = tmp_path_factory.mktemp("report")
     client = connect(f"chdb://{root / 'chdb'}")
     migrate(client)
     seed_everything(client, now=NOW)
     report = build_report(client, now=NOW)
     client.close()
-    return write_html(report, root / "report.html")
+    return report, write_html(report, root / "report.html")
+
+
+@pytest.fixture(scope="module")
+def page(seeded_report) -> Path:
+    return seeded_report[1]
+
+
+@pytest.fixture(scope="module")
+def demo_home(tmp_path_factory) -> Path:
+    """`vigil demo` run once for the module, as `make demo` runs it; its store and its report.html stay behind."""
+    home = tmp_path_factory.mktemp("demo") / "demo"
+    env = {k: v for k, v in os.environ.items() if k not in ("REDIS_URL", "CLICKHOUSE_DSN", "VIGIL_JUDGE_BASE_URL")}
+    run = subprocess.run([sys.executable, "-m", "worker", "demo", "--home", str(home)], env=env,
+                         capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, (run.stdout + run.stderr)[-4000:]
+    return home
+
+
+def _chart(dom: str, name: str) -> str:
+    start = dom.index(f'data-chart="{name}"')
+    return dom[start:dom.index("</svg>", start)]
+
+
+_DOT = re.compile(r'<circle class="dot" cx="[\d.]+" cy="([\d.]+)"[^>]*><title>[^<]*: mean ([\d.]+) of (\d+) turns'
+                  r'(?:, 95% interval ([\d.]+)–([\d.]+))?</title>')
+
+
+def _dots(chart: str) -> list[tuple[float, float, int, float | None, float | None]]:
+    """(y pixel, mean, turns, interval low, interval high) of each bucket drawn, left to right."""
+    return [(float(cy), float(mean), int(n), float(lo) if lo else None, float(hi) if hi else None)
+            for cy, mean, n, lo, hi in _DOT.findall(chart)]
 
 
 def _png_pixels(path: Path) -> tuple[int, int, bytes]:
@@ -68,14 +102,79 @@ def test_the_page_renders_in_headless_chromium_to_a_screenshot_with_something_dr
 def test_the_charts_are_laid_out_with_their_lines_and_bars_in_the_rendered_dom(page, tmp_path):
     dom = _chromium(tmp_path, "--dump-dom", page.as_uri()).stdout
 
-    charts = dict(re.findall(r'<svg class="chart" data-chart="([^"]+)"[^>]*data-drawn-width="(\d+)"', dom))
-    assert {"score-over-time", "funnel-alignment", "funnel-relevancy", "distribution-alignment",
-            "distribution-relevancy", "queue-lag"} <= set(charts)
+    charts = dict(re.findall(r'<svg class="chart[^"]*" data-chart="([^"]+)"[^>]*data-drawn-width="(\d+)"', dom))
+    assert {"monitor-relevancy-support-bot", "monitor-alignment-assistant", "funnel-alignment", "funnel-relevancy",
+            "distribution-alignment", "distribution-relevancy", "queue-lag"} <= set(charts)
     assert all(int(width) > 0 for width in charts.values())
-    score_chart = dom[dom.index('data-chart="score-over-time"'):]
-    score_chart = score_chart[:score_chart.index("</svg>")]
-    assert score_chart.count('<path class="series"') == 8  # 2 agents × 2 monitors × 2 scorer versions
     funnel = dom[dom.index('data-chart="funnel-relevancy"'):]
     assert [label for label in re.findall(r'<rect class="bar" data-label="(\w+)"', funnel)[:6]] == [
         "received", "sampled", "scored", "abstained", "unscored", "failed"]
     assert "Worst turns" in dom and "answer was off-topic" in dom
+
+
+def test_each_monitor_gets_one_small_chart_with_its_95_percent_band_and_labelled_axes(seeded_report, tmp_path):
+    report, page = seeded_report
+    dom = _chromium(tmp_path, "--dump-dom", page.as_uri()).stdout
+
+    drawn = re.findall(r'<svg class="chart monitor-chart" data-chart="monitor-([^"]+)"[^>]*data-drawn-width="(\d+)"',
+                       dom)
+    expected = {f"{m.monitor}-{m.agent}" for m in report.monitors if m.scored}
+    assert sorted(name for name, _ in drawn) == sorted(expected)  # one each, no more
+    for name, width in drawn:
+        chart = _chart(dom, f"monitor-{name}")
+        assert int(width) > 0 and re.search(r'class="band" d="M[^"]+ Z"', chart), f"{name} has no interval band"
+        assert ">mean score</text>" in chart and "time (UTC), buckets of" in chart
+        for _, mean, _, low, high in _dots(chart):
+            assert low is not None and low <= mean <= high
+    assert 'class="alert-mark"' in _chart(dom, "monitor-relevancy-support-bot")  # the seeded firing alert
+
+
+def test_the_score_histograms_have_a_labelled_count_axis(page, tmp_path):
+    dom = _chromium(tmp_path, "--dump-dom", page.as_uri()).stdout
+
+    histogram = _chart(dom, "distribution-relevancy")
+
+    assert ">turns</text>" in histogram and ">score (0..1)</text>" in histogram
+    assert len(re.findall(r'<text class="tick"[^>]*text-anchor="end">\d+</text>', histogram)) == 3
+
+
+def test_worst_turns_are_listed_per_monitor_with_question_answer_and_reason(seeded_report):
+    report, page = seeded_report
+    html = page.read_text()
+
+    assert {w.monitor for w in report.worst_turns} == {"relevancy", "alignment"}
+    worst = html[html.index("Worst turns per monitor"):]
+    for monitor in ("alignment", "relevancy"):
+        table = worst[worst.index(f'<h3 class="worst" data-monitor="{monitor}">'):]
+        table = table[:table.index("</table>")]
+        rows = re.findall(r"<tr><td", table)
+        assert 0 < len(rows) <= 5
+        assert '<td class="question">' in table and '<td class="answer">' in table and "answer was off-topic" in table
+
+
+def test_the_demos_regression_shows_as_a_drop_beyond_the_interval_in_the_support_bots_charts(demo_home, tmp_path):
+    """The demo's own report.html: the support bot's last bucket (its v2 release) is drawn below every earlier bucket
+    of at least MIN_TURNS_PER_BUCKET turns, and its whole 95% interval lies under the earlier turns' mean."""
+    dom = _chromium(tmp_path, "--dump-dom", (demo_home / "report.html").as_uri()).stdout
+
+    for monitor in ("answer_relevancy", "context_relevance", "rag_correctness"):
+        dots = _dots(_chart(dom, f"monitor-{monitor}-support-bot"))
+        *before, last = dots
+        earlier_mean = sum(mean * n for _, mean, n, _, _ in before) / sum(n for _, _, n, _, _ in before)
+        assert last[4] is not None and last[4] < earlier_mean, f"{monitor}: {last} vs earlier mean {earlier_mean:.2f}"
+        assert last[0] > max(cy for cy, _, n, _, _ in before if n >= MIN_TURNS_PER_BUCKET), monitor
+
+
+def test_a_report_of_the_demos_store_marks_the_alerts_where_they_fired(demo_home, tmp_path):
+    client = connect(f"chdb://{demo_home / 'chdb'}")
+    report = build_report(client)
+    client.close()
+    page = write_html(report, tmp_path / "report.html")
+
+    dom = _chromium(tmp_path, "--dump-dom", page.as_uri()).stdout
+
+    fired = {(a.agent, a.monitor) for a in report.alerts if a.state == "firing"}
+    assert ("support-bot", "answer_relevancy") in fired
+    for agent, monitor in fired:
+        assert 'class="alert-mark"' in _chart(dom, f"monitor-{monitor}-{agent}")
+    assert 'class="alert-mark"' not in _chart(dom, "monitor-prompt_alignment-travel-assistant")

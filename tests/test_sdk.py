@@ -18,9 +18,16 @@ from openai.types.chat import ChatCompletion
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import TracerProvider
-from pydantic import ValidationError
 
-from producers import CeleryTransport, DropReason, Monitor, MonitorSettings, ReplayProgress, current_turn, replay
+from producers import (
+    CeleryTransport,
+    DropReason,
+    Monitor,
+    MonitorSettings,
+    ReplayProgress,
+    current_turn,
+    replay,
+)
 from producers._backoff import compute_backoff
 from schemas import Turn
 from tests.pipeline import WorkerProcess, wait_drained

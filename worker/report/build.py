@@ -11,11 +11,13 @@ from clickhouse_connect.driver.client import Client
 
 from worker.report.model import (
     AlertRow,
+    BandPoint,
     DistributionBin,
     FunnelRow,
     JudgeEval,
     JudgeSummary,
     LagPoint,
+    MonitorChart,
     MonitorSummary,
     PausedJudge,
     Point,
@@ -23,12 +25,13 @@ from worker.report.model import (
     ScoreSeries,
     WorstTurn,
 )
-from worker.store.queries import PANELS, Query, render
+from worker.store.queries import PANELS, REPORT_QUERIES, Query, render
 
-__all__ = ["build_report", "pick_interval", "run_query"]
+__all__ = ["build_report", "chart_interval", "pick_interval", "run_query"]
 
 _INTERVALS = (60, 300, 900, 1800, 3600, 3 * 3600, 6 * 3600, 12 * 3600, 86400)
 _DEFAULT_SPAN = timedelta(hours=24)
+MIN_TURNS_PER_BUCKET = 8  # a mean of fewer sampled scores has an interval too wide to read a change from
 
 
 def _clean(value: Any) -> Any:
@@ -49,6 +52,46 @@ def pick_interval(start: datetime, end: datetime, *, max_points: int = 120) -> i
     """The smallest bucket (in seconds) that keeps a chart at or under ``max_points`` points."""
     span = max((end - start).total_seconds(), 60.0)
     return next((s for s in _INTERVALS if span / s <= max_points), _INTERVALS[-1])
+
+
+def chart_interval(minutes: Sequence[tuple[datetime, int]], start: datetime, end: datetime, *,
+                   min_turns: int = MIN_TURNS_PER_BUCKET, max_points: int = 120) -> int:
+    """The bucket width for one monitor's chart, chosen from how its scored turns spread over time.
+
+    ``minutes`` holds (minute, scored turns) where there were any. The smallest width (at most ``max_points``
+    buckets over the range) whose typical bucket, the median of the non-empty ones, holds ``min_turns`` scores;
+    the widest when none does. Bursty traffic gets narrow buckets where it is dense, sparse traffic wide ones.
+    """
+    floor = pick_interval(start, end, max_points=max_points)
+    for width in (w for w in _INTERVALS if w >= floor):
+        buckets: dict[int, int] = {}
+        for minute, turns in minutes:
+            key = int(minute.timestamp()) // width
+            buckets[key] = buckets.get(key, 0) + turns
+        counts = sorted(buckets.values())
+        if counts and counts[(len(counts) - 1) // 2] >= min_turns:
+            return width
+    return _INTERVALS[-1]
+
+
+def _charts(client: Client, args: dict[str, Any], alerts: list[AlertRow]) -> list[MonitorChart]:
+    """One chart per (agent, monitor): each its own bucket width, the panel's SQL run once per width."""
+    density: dict[tuple[str, str], list[tuple[datetime, int]]] = {}
+    for row in run_query(client, REPORT_QUERIES["score_density"], **args):
+        density.setdefault((row["agent"], row["monitor"]), []).append((row["minute"], row["scored"]))
+    widths = {key: chart_interval(minutes, args["start"], args["end"]) for key, minutes in density.items()}
+    charts = {key: MonitorChart(agent=key[0], monitor=key[1], interval_s=width) for key, width in widths.items()}
+    for width in sorted(set(widths.values())):
+        for row in run_query(client, PANELS["score_mean_ci"], **{**args, "interval_s": width}):
+            key = (row["agent"], row["monitor"])
+            if widths.get(key) == width and row["mean_score"] is not None:
+                charts[key].points.append(BandPoint(time=row["time"], turns=row["turns"], mean=row["mean_score"],
+                                                    ci_low=row["ci_low"], ci_high=row["ci_high"]))
+    for alert in alerts:
+        for key, chart in charts.items():
+            if alert.monitor == key[1] and alert.agent in ("", key[0]) and alert.fired_at not in chart.alerts:
+                chart.alerts.append(alert.fired_at)
+    return [charts[key] for key in sorted(charts, key=lambda k: (k[1], k[0]))]
 
 
 def _data_start(client: Client, end: datetime) -> datetime:
@@ -88,16 +131,18 @@ def build_report(
     def rows(name: str) -> list[dict[str, Any]]:
         return run_query(client, PANELS[name], **args)
 
+    alerts = [AlertRow(**r) for r in rows("recent_alerts")]
     return Report(
         generated_at=now, start=start, end=end, interval_s=interval_s,
         monitors=[MonitorSummary(**r) for r in rows("monitor_summary")],
         funnel=[FunnelRow(**r) for r in rows("coverage_funnel")],
         score_over_time=_series(rows("score_over_time")),
+        charts=_charts(client, args, alerts),
         distribution=[DistributionBin(**r) for r in rows("score_distribution")],
         queue_lag=[LagPoint(**r) for r in rows("queue_lag")],
         worst_turns=[WorstTurn(**r) for r in rows("worst_turns")],
         judges=[JudgeSummary(**r) for r in rows("judge_summary")],
         paused_judges=[PausedJudge(**r) for r in rows("paused_judges")],
-        alerts=[AlertRow(**r) for r in rows("recent_alerts")],
+        alerts=alerts,
         judge_evals=[JudgeEval(**r) for r in rows("judge_evals")],
     )

@@ -10,7 +10,16 @@ from html import escape
 from pathlib import Path
 
 from worker.report.model import Report
-from worker.report.svg import PALETTE, Bar, Line, bar_rows, histogram, line_chart
+from worker.report.svg import (
+    PALETTE,
+    Band,
+    Bar,
+    Line,
+    band_chart,
+    bar_rows,
+    histogram,
+    line_chart,
+)
 
 __all__ = ["render_html", "write_html"]
 
@@ -32,6 +41,11 @@ td.agent, td.monitor, td.when, td.judge { white-space: nowrap; }
 svg.chart { display: block; } svg .grid { stroke: #e5e7eb; } svg .axis { stroke: #9ca3af; }
 svg .series { fill: none; stroke-width: 2; } svg text { font-size: 11px; fill: #4b5563; }
 svg .legend { font-size: 12px; fill: #111827; } svg .label { font-size: 12px; fill: #111827; }
+svg .band { fill-opacity: 0.18; stroke: none; } svg .axis-label { font-size: 11px; fill: #6b7280; }
+svg .alert-mark line { stroke: #dc2626; stroke-width: 1.5; stroke-dasharray: 4 3; } svg .alert-mark path { fill: #dc2626; }
+.chart-head { font-size: 13px; margin: 4px 0 0; color: #374151; } .chart-head b { color: #111827; }
+.muted { color: #6b7280; font-size: 12px; } td.answer, td.question { max-width: 320px; }
+.monitor-block { width: 448px; } .monitor-block .chart-head { min-height: 36px; }
 """
 
 # After layout, each chart records the size it was drawn at: a headless browser's DOM dump shows it was rendered.
@@ -63,10 +77,29 @@ def _table(headers: list[str], rows: list[list[str]], numeric: set[str] = frozen
 
 
 def _scores_section(report: Report) -> str:
-    lines = [Line(s.label, [(p.time, p.value) for p in s.points]) for s in report.score_over_time]
-    chart = line_chart("score-over-time", lines, start=report.start, end=report.end, y_max=1.0,
-                       y_label="mean score (0..1)", gap_s=3 * report.interval_s)
-    return f"<section><h2>Scores over time</h2>{chart}</section>"
+    """One small chart per monitor and agent: the mean, its 95% interval as a band, the alerts that fired."""
+    summaries = {(m.agent, m.monitor): m for m in report.monitors}
+    blocks = []
+    for i, chart in enumerate(report.charts):
+        summary = summaries.get((chart.agent, chart.monitor))
+        overall = ""
+        if summary is not None and summary.mean_score is not None:
+            ci = summary.mean_ci
+            overall = (f" · mean {summary.mean_score:.2f}"
+                       + (f" (95% interval {ci[0]:.2f}–{ci[1]:.2f})" if ci else "") + f" of {summary.scored} scored")
+        fired = f' · <span class="firing">{len(chart.alerts)} alert(s)</span>' if chart.alerts else ""
+        svg = band_chart(f"monitor-{chart.monitor}-{chart.agent}",
+                         [Band(p.time, p.mean, p.ci_low, p.ci_high, p.turns) for p in chart.points],
+                         start=report.start, end=report.end, interval_s=chart.interval_s, alerts=chart.alerts,
+                         color=PALETTE[i % len(PALETTE)])
+        blocks.append(f'<div class="monitor-block" data-monitor="{escape(chart.monitor)}" '
+                      f'data-agent="{escape(chart.agent)}"><div class="chart-head"><b>{escape(chart.monitor)}</b> on '
+                      f'{escape(chart.agent)}<span class="muted">{escape(overall)}</span>{fired}</div>{svg}</div>')
+    body = "".join(blocks) or "<p>no scored turns in this range</p>"
+    note = ('<p class="muted">The scores are a sample of the turns: the shaded band is the 95% interval of each '
+            "bucket's mean (wide: few turns). Red marks: alerts fired. Each chart's bucket width is chosen from "
+            "how its scores spread.</p>")
+    return f'<section><h2>Scores over time, per monitor</h2>{note}<div class="grid-2">{body}</div></section>'
 
 
 def _funnel_section(report: Report) -> str:
@@ -118,12 +151,25 @@ def _monitors_section(report: Report) -> str:
     return f"<section><h2>Monitors</h2>{_table(headers, rows, numeric)}</section>"
 
 
+def _clip(text: str | None, limit: int = 400) -> str:
+    text = text or ""
+    return escape(text if len(text) <= limit else text[:limit] + "…")
+
+
 def _worst_section(report: Report) -> str:
-    headers = ["score", "monitor", "agent", "when", "question", "reason", "trace_id"]
-    rows = [[f'<span class="bad">{w.score:.2f}</span>', escape(w.monitor), escape(w.agent),
-             f"{w.trace_time:%Y-%m-%d %H:%M}", escape(w.question or ""), escape(w.reason),
-             f"<code>{escape(w.trace_id)}</code>"] for w in report.worst_turns]
-    return f"<section><h2>Worst turns</h2>{_table(headers, rows, {'score'})}</section>"
+    by_monitor: dict[str, list] = defaultdict(list)
+    for w in report.worst_turns:
+        by_monitor[w.monitor].append(w)
+    headers = ["score", "agent", "when", "question", "answer", "reason", "trace_id"]
+    blocks = []
+    for monitor in sorted(by_monitor):
+        rows = [[f'<span class="bad">{w.score:.2f}</span>', escape(w.agent), f"{w.trace_time:%Y-%m-%d %H:%M}",
+                 _clip(w.question), _clip(w.answer), _clip(w.reason, 600), f"<code>{escape(w.trace_id)}</code>"]
+                for w in by_monitor[monitor]]
+        blocks.append(f'<h3 class="worst" data-monitor="{escape(monitor)}">{escape(monitor)}</h3>'
+                      f"{_table(headers, rows, {'score'})}")
+    body = "".join(blocks) or "<p>no scored turns in this range</p>"
+    return f"<section><h2>Worst turns per monitor</h2>{body}</section>"
 
 
 def _judges_section(report: Report) -> str:

@@ -7,9 +7,13 @@ from datetime import datetime
 from pydantic import BaseModel, Field, computed_field
 
 __all__ = [
-    "AlertRow", "DistributionBin", "FunnelRow", "JudgeEval", "JudgeSummary", "LagPoint", "MonitorSummary",
-    "PausedJudge", "Point", "Report", "ScoreSeries", "WorstTurn",
+    "AlertRow", "BandPoint", "DistributionBin", "FunnelRow", "JudgeEval", "JudgeSummary", "LagPoint", "MonitorChart",
+    "MonitorSummary", "PausedJudge", "Point", "Report", "ScoreSeries", "WorstTurn",
 ]
+
+
+def _interval(low: float | None, high: float | None) -> tuple[float, float] | None:
+    return None if low is None or high is None else (low, high)
 
 
 class MonitorSummary(BaseModel):
@@ -25,8 +29,16 @@ class MonitorSummary(BaseModel):
     failed: int
     abstention_rate: float | None = None  # abstained / (scored + abstained)
     mean_score: float | None = None  # score / scale, 0..1, of scored turns (abstentions excluded)
+    ci_low: float | None = None
+    ci_high: float | None = None
     p50_score: float | None = None
     last_scored_at: datetime | None = None
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def mean_ci(self) -> tuple[float, float] | None:
+        """The 95% interval of ``mean_score``: the scores are a sample of the turns. None below two scores."""
+        return _interval(self.ci_low, self.ci_high)
 
 
 class FunnelRow(BaseModel):
@@ -63,6 +75,31 @@ class ScoreSeries(BaseModel):
         return f"{self.agent} / {self.monitor} @ v{self.scorer_version}"
 
 
+class BandPoint(BaseModel):
+    """One bucket of a monitor's chart: the mean of its scored turns and that mean's 95% interval."""
+
+    time: datetime
+    turns: int
+    mean: float
+    ci_low: float | None = None
+    ci_high: float | None = None
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def mean_ci(self) -> tuple[float, float] | None:
+        return _interval(self.ci_low, self.ci_high)
+
+
+class MonitorChart(BaseModel):
+    """One monitor on one agent over time, in buckets of ``interval_s`` chosen from how its scores spread."""
+
+    agent: str
+    monitor: str
+    interval_s: int
+    points: list[BandPoint] = Field(default_factory=list)
+    alerts: list[datetime] = Field(default_factory=list, description="when alerts on this monitor fired")
+
+
 class DistributionBin(BaseModel):
     monitor: str
     bin: float  # lower edge of a 0.1-wide bin of score / scale
@@ -86,6 +123,7 @@ class WorstTurn(BaseModel):
     reason: str = ""
     trace_id: str
     question: str | None = None
+    answer: str | None = None
 
 
 class JudgeSummary(BaseModel):
@@ -167,6 +205,7 @@ class Report(BaseModel):
     monitors: list[MonitorSummary] = Field(default_factory=list)
     funnel: list[FunnelRow] = Field(default_factory=list)
     score_over_time: list[ScoreSeries] = Field(default_factory=list)
+    charts: list[MonitorChart] = Field(default_factory=list)
     distribution: list[DistributionBin] = Field(default_factory=list)
     queue_lag: list[LagPoint] = Field(default_factory=list)
     worst_turns: list[WorstTurn] = Field(default_factory=list)

@@ -24,14 +24,15 @@ DASHBOARD_UID = "vigil-quality"
 
 # (panel, x, y, w, h): a 24-column grid, top to bottom in the order an on-call engineer reads it.
 _LAYOUT = [
-    ("score_over_time", 0, 0, 16, 9), ("score_distribution", 16, 0, 8, 9),
-    ("score_quantiles", 0, 9, 12, 8), ("status_over_time", 12, 9, 12, 8),
-    ("coverage_funnel", 0, 17, 14, 8), ("queue_lag", 14, 17, 10, 8),
-    ("judge_calls", 0, 25, 8, 8), ("judge_tokens_cost", 8, 25, 8, 8), ("judge_latency", 16, 25, 8, 8),
-    ("judge_summary", 0, 33, 12, 7), ("judge_errors", 12, 33, 6, 7), ("paused_judges", 18, 33, 6, 7),
-    ("worst_turns", 0, 40, 24, 10),
-    ("monitor_summary", 0, 50, 14, 8), ("recent_alerts", 14, 50, 10, 8),
-    ("judge_evals", 0, 58, 24, 8),
+    ("score_mean_ci", 0, 0, 8, 8),  # repeated per monitor: one small chart each, three to a row
+    ("score_over_time", 0, 8, 16, 9), ("score_distribution", 16, 8, 8, 9),
+    ("score_quantiles", 0, 17, 12, 8), ("status_over_time", 12, 17, 12, 8),
+    ("coverage_funnel", 0, 25, 14, 8), ("queue_lag", 14, 25, 10, 8),
+    ("judge_calls", 0, 33, 8, 8), ("judge_tokens_cost", 8, 33, 8, 8), ("judge_latency", 16, 33, 8, 8),
+    ("judge_summary", 0, 41, 12, 7), ("judge_errors", 12, 41, 6, 7), ("paused_judges", 18, 41, 6, 7),
+    ("worst_turns", 0, 48, 24, 10),
+    ("monitor_summary", 0, 58, 14, 8), ("recent_alerts", 14, 58, 10, 8),
+    ("judge_evals", 0, 66, 24, 8),
 ]
 
 
@@ -85,6 +86,17 @@ def _panel(index: int, query: Query, x: int, y: int, w: int, h: int) -> dict[str
             "min": 0, "max": 1,
             "displayName": "${__field.labels.agent} / ${__field.labels.monitor} @ v${__field.labels.scorer_version}",
         }
+    if query.name == "score_mean_ci":  # one panel per monitor; per agent its mean and the 95% interval dashed
+        panel |= {"repeat": "monitor", "repeatDirection": "h", "maxPerRow": 3}
+        panel["fieldConfig"]["defaults"] |= {"min": 0, "max": 1,
+                                             "displayName": "${__field.labels.agent} ${__field.name}"}
+        panel["fieldConfig"]["overrides"] = [
+            {"matcher": {"id": "byRegexp", "options": "^ci_(low|high).*"},
+             "properties": [{"id": "custom.lineStyle", "value": {"fill": "dash", "dash": [4, 4]}},
+                            {"id": "custom.lineWidth", "value": 1}]},
+            {"matcher": {"id": "byRegexp", "options": "^turns.*"},
+             "properties": [{"id": "custom.hideFrom", "value": {"viz": True, "legend": True, "tooltip": False}}]},
+        ]
     if query.kind == "barchart":  # long (monitor, bin, turns) to one bar series per monitor
         panel["transformations"] = [{"id": "groupingToMatrix", "options": {
             "columnField": "monitor", "rowField": "bin", "valueField": "turns"}}]

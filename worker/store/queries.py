@@ -16,7 +16,8 @@ from datetime import datetime
 from typing import Literal
 
 __all__ = [
-    "ALERT_QUERIES", "DETECTOR_QUERIES", "PANELS", "PAUSING_STATUSES", "TURN_QUERIES", "VARIABLES", "Query", "bind",
+    "ALERT_QUERIES", "DETECTOR_QUERIES", "PANELS", "PAUSING_STATUSES", "REPORT_QUERIES", "TURN_QUERIES", "VARIABLES",
+    "Query", "bind",
     "render",
 ]
 
@@ -47,6 +48,21 @@ def _vars(*columns: str, alias: str = "") -> str:
 
 _SCORE = "score / if(scale > 0, scale, 1)"  # every chart shows scores on 0..1, whatever the scorer's scale
 
+# Student's t quantile for a two-sided 95% interval: the table for 1..30 degrees of freedom, Cornish-Fisher's
+# expansion beyond (within 1e-4 of the exact quantile from 31 on).
+_T95 = ("[12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.16, 2.145, 2.131, "
+        "2.12, 2.11, 2.101, 2.093, 2.086, 2.08, 2.074, 2.069, 2.064, 2.06, 2.056, 2.052, 2.048, 2.045, 2.042]")
+
+
+def _mean_ci(mean: str, variance: str, n: str) -> str:
+    """``ci_low, ci_high``: the 95% interval of a mean of ``n`` scores (t interval, clamped to 0..1; NULL below 2).
+
+    Sampled scores estimate the monitor's mean over all turns: the interval says how far the estimate may be off."""
+    t = f"if({n} <= 31, arrayElement({_T95}, toUInt32({n} - 1)), 1.959964 + 2.372271 / ({n} - 1) + 2.822499 / pow({n} - 1, 2))"
+    half = f"{t} * sqrt({variance} / {n})"
+    return (f"if({n} >= 2 AND isFinite({variance}), greatest({mean} - {half}, 0), NULL) AS ci_low, "
+            f"if({n} >= 2 AND isFinite({variance}), least({mean} + {half}, 1), NULL) AS ci_high")
+
 _PANEL_LIST = [
     Query(
         "monitor_summary", "Monitors: turns per status and mean score", "table",
@@ -60,6 +76,7 @@ SELECT project, agent, monitor, scorer,
        countIf(status = 'failed') AS failed,
        if(scored + abstained > 0, abstained / (scored + abstained), NULL) AS abstention_rate,
        avgIf({_SCORE}, status = 'scored') AS mean_score,
+       {_mean_ci("mean_score", f"varSampIf({_SCORE}, status = 'scored')", "scored")},
        quantileIf(0.5)({_SCORE}, status = 'scored') AS p50_score,
        max(scored_at) AS last_scored_at
 FROM scores FINAL
@@ -67,9 +84,28 @@ WHERE $__timeFilter(trace_time) AND {_vars("project", "agent", "monitor")}
 GROUP BY project, agent, monitor, scorer
 ORDER BY monitor, agent""",
         ("project", "agent", "monitor", "scorer", "scorer_versions", "turns", "scored", "abstained", "unscored",
-         "failed", "abstention_rate", "mean_score", "p50_score", "last_scored_at"),
+         "failed", "abstention_rate", "mean_score", "ci_low", "ci_high", "p50_score", "last_scored_at"),
         "Exact counts from scores FINAL: unscored (no verdict) and failed (an error) are told apart from low scores; "
-        "abstained (the agent said it is not sure) is counted on its own and is not in the mean.",
+        "abstained (the agent said it is not sure) is counted on its own and is not in the mean. "
+        "ci_low..ci_high: the 95% interval of the mean (the scores are a sample of the turns).",
+    ),
+    Query(
+        "score_mean_ci", "$monitor: mean score with its 95% interval", "timeseries",
+        f"""
+SELECT time, agent, monitor, turns, mean_score,
+       {_mean_ci("mean_score", "variance", "turns")}
+FROM (
+    SELECT $__timeInterval(bucket) AS time, agent, monitor,
+           countIfMerge(scored) AS turns, avgIfMerge(mean) AS mean_score, varSampIfMerge(variance) AS variance
+    FROM scores_1m
+    WHERE $__timeFilter(bucket) AND {_vars("project", "agent", "monitor")}
+    GROUP BY time, agent, monitor
+    HAVING turns > 0
+)
+ORDER BY time, agent, monitor""",
+        ("time", "agent", "monitor", "turns", "mean_score", "ci_low", "ci_high"),
+        "The mean of the sampled scores per bucket and its 95% t interval: a wide band is few turns, not a "
+        "change. Score / scale, so 1.0 is best on every scorer.", "percentunit",
     ),
     Query(
         "score_over_time", "Mean score per monitor and agent, by scorer version", "timeseries",
@@ -252,7 +288,7 @@ ORDER BY judge""",
         "A judge whose latest call was refused (401/402/403/404), or a firing judge_paused alert.",
     ),
     Query(
-        "worst_turns", "Worst recent turns, with reasons", "table",
+        "worst_turns", "Worst recent turns per monitor: question, answer, reason", "table",
         f"""
 WITH worst AS (
     SELECT trace_time, project, agent, monitor, scorer_version, {_SCORE} AS score_norm, label, reason, trace_id
@@ -260,20 +296,22 @@ WITH worst AS (
     WHERE status = 'scored' AND score IS NOT NULL AND $__timeFilter(trace_time)
       AND {_vars("project", "agent", "monitor")}
     ORDER BY score_norm ASC, trace_time DESC
-    LIMIT 20
+    LIMIT 5 BY monitor
 )
 SELECT w.trace_time AS trace_time, w.agent AS agent, w.monitor AS monitor, w.scorer_version AS scorer_version,
        w.score_norm AS score, w.label AS label, w.reason AS reason, w.trace_id AS trace_id,
-       t.question AS question
+       t.question AS question, t.answer AS answer
 FROM worst AS w
 LEFT JOIN (
-    SELECT trace_id, any(question) AS question
+    SELECT trace_id, any(question) AS question, any(output) AS answer
     FROM traces
     WHERE trace_id IN (SELECT trace_id FROM worst)
     GROUP BY trace_id
 ) AS t ON t.trace_id = w.trace_id
-ORDER BY score ASC, trace_time DESC""",
-        ("trace_time", "agent", "monitor", "scorer_version", "score", "label", "reason", "trace_id", "question"),
+ORDER BY monitor, score ASC, trace_time DESC""",
+        ("trace_time", "agent", "monitor", "scorer_version", "score", "label", "reason", "trace_id", "question",
+         "answer"),
+        "The five lowest-scored turns of each monitor in the range.",
     ),
     Query(
         "judge_evals", "Judge evaluations: agreement with human labels (vigil eval)", "table",
@@ -305,6 +343,21 @@ LIMIT 50""",
 ]
 
 PANELS: dict[str, Query] = {q.name: q for q in _PANEL_LIST}
+
+# What the report reads besides the panels: how the scored turns spread over time, to pick each chart's bucket.
+REPORT_QUERIES: dict[str, Query] = {
+    "score_density": Query(
+        "score_density", "Scored turns per minute, per monitor", "table",
+        f"""
+SELECT agent, monitor, bucket AS minute, countIfMerge(scored) AS scored
+FROM scores_1m
+WHERE $__timeFilter(bucket) AND {_vars("project", "agent", "monitor")}
+GROUP BY agent, monitor, minute
+HAVING scored > 0
+ORDER BY agent, monitor, minute""",
+        ("agent", "monitor", "minute", "scored"),
+    ),
+}
 
 VARIABLES: dict[str, Query] = {
     name: Query(name, name, "variable", f"SELECT DISTINCT {name} FROM scores_1h ORDER BY {name}", (name,))
