@@ -4,11 +4,13 @@ Imports ``schemas`` at most and never ``worker``: this package lives inside agen
 
     monitor = Monitor(agent="support-bot")          # REDIS_URL from the environment
     monitor.capture(input="How do I reset it?", output=answer, contexts=docs)
+    monitor.capture(..., origin=origin_of(request.headers))  # vigil's own follow-ups are never sampled again
 """
 
 from producers._scope import TurnScope, current_turn
 from producers._transport import INGEST_QUEUE, INGEST_TASK, CeleryTransport, Transport
 from producers.monitor import DropReason, Monitor, MonitorCounters, MonitorSettings
+from producers.origin import origin_of
 from producers.otel import GenAISpanProcessor, turns_from_spans
 from producers.replay import ReplayProgress, ReplayResult, replay
 
@@ -26,6 +28,7 @@ __all__ = [
     "Transport",
     "TurnScope",
     "current_turn",
+    "origin_of",
     "replay",
     "turns_from_spans",
 ]

@@ -106,7 +106,7 @@ class PipelineEvent(BaseModel):
     project: str
     agent: str
     monitor: str = ""
-    stage: str  # received | filtered | skipped | sampled | scored | unscored | failed
+    stage: str  # received | filtered | skipped | probe | sampled | scored | abstained | unscored | failed
     trace_id: str
     span_id: str = ""
 

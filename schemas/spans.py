@@ -22,7 +22,8 @@ again, with spans that arrived late, gives the same turn id, so its row and its 
 ``llm.model_name``, ``llm.token_count.*``, ``retrieval.documents.N.document.{content,id,score}``, ``tool.*``).
 Agent name: ``gen_ai.agent.name``, ``agent.name``, else the resource's ``service.name``; session:
 ``gen_ai.conversation.id`` or ``session.id``; environment: the resource's ``deployment.environment[.name]``;
-project: the resource's ``vigil.project``.
+project: the resource's ``vigil.project``; origin: ``vigil.origin`` on any of the turn's spans (an agent sets it
+from vigil's ``X-Vigil-Origin`` header: ``producers.origin_of``), so vigil's own traffic is never sampled.
 """
 
 from __future__ import annotations
@@ -32,6 +33,8 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any, NotRequired, TypedDict
+
+from schemas.trace import ORIGIN_ATTRIBUTE, ORIGINS
 
 __all__ = ["SpanEvent", "SpanRecord", "assemble", "is_genai"]
 
@@ -183,6 +186,9 @@ def _turn(root: SpanRecord, kind: str, members: list[SpanRecord], kinds: Mapping
         "environment": resource.get("deployment.environment.name") or resource.get("deployment.environment"),
         "project": resource.get("vigil.project"),
     }
+    origin = _first(everyone, ORIGIN_ATTRIBUTE)
+    if origin in ORIGINS:
+        optional["origin"] = origin
     if last_llm is not None:
         llm_attrs = last_llm["attributes"]
         optional["model"] = (llm_attrs.get("gen_ai.response.model") or llm_attrs.get("gen_ai.request.model")

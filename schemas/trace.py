@@ -29,7 +29,9 @@ __all__ = [
     "MAX_PAYLOAD_BYTES",
     "WIRE_VERSION",
     "ORIGINS",
+    "ORIGIN_ATTRIBUTE",
     "ORIGIN_HEADER",
+    "ORIGIN_METADATA_KEY",
     "ContextDoc",
     "Message",
     "Origin",
@@ -43,6 +45,8 @@ Origin = Literal["live", "probe", "follow_up"]
 ``follow_up`` (a multi-turn monitor's follow-up questions). vigil never samples its own traffic again."""
 ORIGINS: tuple[str, ...] = ("live", "probe", "follow_up")
 ORIGIN_HEADER = "X-Vigil-Origin"  # the HTTP header vigil's own calls to an agent carry; agents pass it to capture()
+ORIGIN_METADATA_KEY = "vigil_origin"  # the same, in the OpenAI request's ``metadata``
+ORIGIN_ATTRIBUTE = "vigil.origin"  # the same, as a span attribute (read by the span processor and vigil intake)
 
 
 class _Strict(BaseModel):

@@ -60,6 +60,7 @@ class Recorded:
     at: float  # time.monotonic() at arrival
     body: dict[str, Any]
     status: int = 0
+    headers: dict[str, str] = field(default_factory=dict)  # as sent (HTTP header names are case-insensitive)
 
     @property
     def prompt(self) -> str:
@@ -117,7 +118,7 @@ class ScriptedJudge:
             return web.json_response({"error": {"message": "bad json"}}, status=400)
         now = time.monotonic()
         with self._lock:
-            record = Recorded(at=now, body=body)
+            record = Recorded(at=now, body=body, headers={k.lower(): v for k, v in request.headers.items()})
             if self._over_limit(now):
                 record.status = 429
                 self.refused += 1

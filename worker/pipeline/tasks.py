@@ -81,7 +81,8 @@ def _check_turn(raw: Any, queue: str) -> Turn | DeadLetter:
 
 @app.task(name=INGEST_TASK, bind=True)
 def ingest(self, batch: Any) -> dict[str, int]:
-    """Validate each turn, store its row, and fan out one score task per turn naming the monitors that sample it."""
+    """Validate each turn, store its row, and fan out one score task per turn naming the monitors that sample it.
+    A turn of vigil's own traffic (origin ``probe`` or ``follow_up``) is stored but never sampled: stage ``probe``."""
     rt = runtime()
     rows: dict[str, list[BaseModel]] = {"traces": [], "pipeline_events": [], "dead_letters": []}
     fan_out: list[tuple[dict[str, Any], list[str]]] = []
@@ -98,7 +99,9 @@ def ingest(self, batch: Any) -> dict[str, int]:
         rt.telemetry.stage(monitor="", stage="received")
         wanted = []
         for monitor in rt.config.monitors:
-            if not matches(turn, monitor.filters):
+            if turn.origin != "live":
+                stage = "probe"  # vigil's own traffic (the probe, its follow-ups): never sampled again
+            elif not matches(turn, monitor.filters):
                 stage = "filtered"
             elif not sampled(turn.trace_id, monitor.sampling_rate):
                 stage = "skipped"
