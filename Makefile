@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test test-llm bench clean
+.PHONY: demo test test-llm bench bench-peers clean
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -54,5 +54,18 @@ $(BIN)/.llm-installed: $(BIN)/.installed Makefile
 test-llm: $(BIN)/.llm-installed
 	$(BIN)/pytest -q -m llm
 
+# `make bench-peers`: the peers bench/economy.py measures vigil against, in a virtualenv of their own (.bench-venv,
+# ignored by git) so they never enter vigil's. deepeval is pinned: its prompts are what the benchmark compares.
+DEEPEVAL_VERSION := 4.3.1
+BENCH_VENV := .bench-venv
+
+$(BENCH_VENV)/.installed: Makefile
+	$(PYTHON) -m venv $(BENCH_VENV)
+	$(BENCH_VENV)/bin/pip install -q --upgrade pip
+	$(BENCH_VENV)/bin/pip install -q 'deepeval==$(DEEPEVAL_VERSION)'
+	touch $@
+
+bench-peers: $(BENCH_VENV)/.installed
+
 clean:
-	rm -rf $(VENV) .vigil
+	rm -rf $(VENV) $(BENCH_VENV) .vigil

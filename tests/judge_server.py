@@ -31,7 +31,7 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-__all__ = ["Recorded", "Reply", "ScriptedJudge", "judge_server"]
+__all__ = ["Recorded", "Reply", "ScriptedJudge", "judge_server", "message_text"]
 
 
 @dataclass
@@ -64,7 +64,15 @@ class Recorded:
 
     @property
     def prompt(self) -> str:
-        return "\n".join(str(m.get("content", "")) for m in self.body.get("messages", []))
+        """The messages' text, in order (a content given as parts counts its text parts)."""
+        return "\n".join(message_text(m) for m in self.body.get("messages", []))
+
+
+def message_text(message: dict[str, Any]) -> str:
+    content = message.get("content") or ""
+    if isinstance(content, list):
+        return "".join(str(part.get("text", "")) for part in content if isinstance(part, dict))
+    return str(content)
 
 
 def _common_prefix(a: str, b: str) -> int:

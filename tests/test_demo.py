@@ -19,7 +19,7 @@ def test_the_demo_scores_every_sampled_turn_reports_from_clickhouse_raises_the_r
     assert "offline BASELINE judge" in out, "the demo says which judge it used"
     assert re.search(r"scored every sampled turn of 264 in", out)
     for monitor in ("answer_relevancy", "context_relevance", "prompt_alignment", "rag_correctness", "multi_turn"):
-        assert f"monitor {monitor} ({monitor} v1)" in out, f"{monitor} missing from the report"
+        assert f"monitor {monitor} ({monitor} v2)" in out, f"{monitor} missing from the report"
     assert "Baseline judge (word overlap, no LLM): score" in out, "reasons are read back"
     assert re.search(r"ALERT answer_relevancy on acme-shop/support-bot: mean 0\.\d+ over the last 120 min", out)
     assert (tmp_path / "demo" / "report.html").stat().st_size > 10_000

@@ -142,12 +142,25 @@ async def test_an_unauthorised_judge_is_paused_not_failed(judge_server, judge_fa
         await judge_factory().ask(REQUEST)
 
 
-async def test_the_prompt_goes_verbatim_and_the_instructions_state_the_schema(judge_server, judge_factory):
+async def test_with_strict_json_schema_the_schema_is_said_once_in_the_response_format(judge_server, judge_factory):
     judge_server.replies.append(Reply.json(GOOD))
 
     await judge_factory().ask(REQUEST)
 
     system, user = judge_server.requests[0].body["messages"]
+    assert system == {"role": "system", "content": "You judge."}
+    assert user == {"role": "user", "content": "Is the sky blue?"}
+    assert judge_server.requests[0].body["response_format"]["json_schema"]["schema"]["required"] == ["verdict", "reason"]
+
+
+async def test_outside_json_schema_the_instructions_state_the_schema_and_the_prompt_goes_verbatim(
+        judge_server, judge_factory):
+    judge_server.script = llama_cpp
+    judge = judge_factory()
+
+    await judge.ask(REQUEST)
+
+    system, user = judge_server.requests[1].body["messages"]
     assert system["role"] == "system" and system["content"].startswith("You judge.\n\nReply with one JSON object")
     assert '"enum":["yes","no"]' in system["content"]
     assert user == {"role": "user", "content": "Is the sky blue?"}

@@ -30,7 +30,7 @@ class Dialogue:
         server.script = self
 
     def __call__(self, body: dict[str, Any]) -> Reply:
-        prompt = body["messages"][-1]["content"]
+        prompt = "\n".join(m["content"] for m in body["messages"])  # the task is in the system message
         if "###Task Description:" in prompt:
             self.steps.append("evaluate")
             return Reply.json({"evaluation": f"Feedback: scripted. [RESULT] {self.verdicts.popleft()}"})
@@ -221,7 +221,8 @@ async def test_the_prompts_follow_figures_6_and_7(judge_server, llm_judge):
     compose, _, query, revise, _ = prompts
     assert "ask a series of questions to the Question and Answer System (QA)" in systems[0]
     assert "ask a question to the Question and Answer System (QA)" in systems[2]
-    assert "Generate a correct and complete answer to the target question" in compose and WRONG in compose
-    assert "EVAL's evaluation of this tentative answer is that" in query and "Score: 3" in query
-    assert "(If no additional questions are needed, leave blank)" in query and REFERENCE in query
-    assert "may not contain information described solely in the reference answer" in revise
+    assert "Generate a correct and complete answer to the target question" in systems[0] and WRONG in compose
+    assert "EVAL's evaluation of it" in systems[2] and "EVAL's evaluation>>>" in query and "Score: 3" in query
+    assert "(If no additional questions are needed, leave blank)" in systems[2] and REFERENCE in query
+    assert "may not contain information described solely in the reference answer" in systems[3]
+    assert "tentative answer>>>" in revise and "reference answer (score 5)>>>" in revise

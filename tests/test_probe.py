@@ -101,7 +101,7 @@ async def test_results_come_back_in_dataset_order_whatever_order_they_finish_in(
     """The first question's agent call waits until the last question's has been made, so it finishes late."""
     items = [GoldenItem(question=f"question {i}", reference="the answer") for i in range(6)]
     judge_server.script = lambda body: Reply.json(
-        {"answer": "the answer", "explanation": "-"} if "###Task Description:" not in body["messages"][-1]["content"]
+        {"answer": "the answer", "explanation": "-"} if "###Task Description:" not in body["messages"][0]["content"]
         else {"evaluation": "Feedback: right [RESULT] 5"})
     last_asked = asyncio.Event()
     finished: list[int] = []

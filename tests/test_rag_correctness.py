@@ -146,15 +146,19 @@ async def test_e2_shows_the_trace_contexts_even_with_a_retriever(judge_server, k
 async def test_the_prompt_follows_figure_5(judge_server, llm_judge):
     judge_server.replies.append(verdict("Feedback: ok [RESULT] 4"))
     scored = await RagCorrectness().score(rag_turn(), llm_judge)
+    system, user = (m["content"] for m in judge_server.requests[0].body["messages"])
     prompt = scored.step("evaluate").prompt
-    sections = ["###Task Description:", "###The instruction to evaluate:", "###Contexts:", "###Question:",
-                "###Response to evaluate:", "###Reference Answer (Score 5):", "###Score Rubrics:", "###Feedback:"]
-    positions = [prompt.index(section) for section in sections]
-    assert positions == sorted(positions)
-    assert "Score 0: The response states it is not sure." in prompt
-    assert "(no context documents)" in prompt
+    assert prompt == user
+    static = ["###Task Description:", "###The instruction to evaluate:", "###Score Rubrics:"]  # the static prefix
+    data = ["###Contexts:", "###Question:", "###Response to evaluate:", "###Reference Answer (Score 5):",
+            "###Feedback:"]
+    assert [system.index(section) for section in static] == sorted(system.index(section) for section in static)
+    assert [user.index(section) for section in data] == sorted(user.index(section) for section in data)
+    assert user.rstrip().endswith("###Feedback:")
+    assert "Score 0: The response states it is not sure." in system
+    assert "(no context documents)" in user
     for text in (QUESTION, ANSWER, REFERENCE):
-        assert text in prompt
+        assert text in user and text not in system
 
 
 async def test_a_hostile_response_is_fenced_and_cannot_close_its_fence(judge_server, llm_judge):

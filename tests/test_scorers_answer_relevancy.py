@@ -42,7 +42,7 @@ async def test_scripted_verdicts_give_the_seed_formula_score(judge_server, llm_j
     assert result.step("analyze").result == {"results": VERDICTS}
     assert result.details == {"statements": 4, "yes": 2, "unsure": 1, "no": 1}
     assert (result.usage.calls, result.usage.prompt_tokens, result.usage.completion_tokens) == (3, 840, 175)
-    assert (result.scorer, result.scorer_version, result.scale) == ("answer_relevancy", "1", 1.0)
+    assert (result.scorer, result.scorer_version, result.scale) == ("answer_relevancy", "2", 1.0)
 
 
 async def test_uncertainty_weight_and_scale_are_config(judge_server, llm_judge):

@@ -73,7 +73,8 @@ async def test_the_rendered_prompt_fences_question_response_and_each_context(jud
                         ("response", "He won it for explaining the photoelectric effect."),
                         ("context[2]", "Bananas are rich in potassium.")]:
         assert f"<<<DATA_{nonce} {label}>>>\n{text}\n<<<END_DATA_{nonce}>>>" in prompt
-    assert "Rate each of the 3 context pieces below (context[0] to context[2])" in prompt
+    assert "Give exactly 3 evaluations, context[0] to context[2]." in prompt
+    assert "Rate each context piece" in judge_server.requests[0].body["messages"][0]["content"]
 
 
 async def test_the_extractor_wins_over_static_context_and_the_traces_own(judge_server, llm_judge):

@@ -70,7 +70,7 @@ async def test_the_system_analysis_fences_the_system_instructions_prompt_and_res
     assert f"<<<DATA_{nonce} system_instructions>>>\n{SYSTEM}\n<<<END_DATA_{nonce}>>>" in prompt
     assert f"<<<DATA_{nonce} user_prompt>>>\n{TURN.question}\n<<<END_DATA_{nonce}>>>" in prompt
     assert f"<<<DATA_{nonce} response>>>\n{TURN.output}\n<<<END_DATA_{nonce}>>>" in prompt
-    assert "judge compliance with the system instructions" in prompt
+    assert "judge compliance with the system instructions" in judge_server.requests[1].body["messages"][0]["content"]
     assert SYSTEM not in result.step("analyze_user").prompt
 
 

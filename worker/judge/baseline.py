@@ -146,6 +146,13 @@ def _relevance(inputs: Mapping[str, Any]) -> dict[str, Any]:
     return {"results": results}
 
 
+def _judged_statements(inputs: Mapping[str, Any]) -> dict[str, Any]:
+    """Statements and their verdicts in one answer (Answer Relevancy's fused step)."""
+    statements = sentences(inputs["output"])
+    verdicts = _relevance({"question": inputs["question"], "statements": statements})["results"]
+    return {"statements": [{"statement": s, **v} for s, v in zip(statements, verdicts, strict=True)]}
+
+
 def _level(coverage: float) -> str:
     return "high" if coverage >= 0.5 else "medium" if coverage >= 0.25 else "low" if coverage > 0 else "none"
 
@@ -200,8 +207,11 @@ def _rubric(inputs: Mapping[str, Any]) -> dict[str, Any]:
 _HANDLERS.update({
     "answer_relevancy.preprocess": _statements,
     "answer_relevancy.analyze": _relevance,
+    "answer_relevancy.judge": _judged_statements,
     "context_relevance.analyze": _context_relevance,
     "prompt_alignment.analyze_user": lambda inputs: _alignment(inputs["prompt"], inputs["response"]),
     "prompt_alignment.analyze_system": lambda inputs: _alignment(inputs["system"], inputs["response"]),
+    "prompt_alignment.analyze": lambda inputs: {"user": _alignment(inputs["prompt"], inputs["response"]),
+                                                "system": _alignment(inputs["system"], inputs["response"])},
     "rag_correctness.evaluate": _rubric,
 })

@@ -3,8 +3,9 @@
 Modes, best first: ``json_schema`` (strict), ``json_object`` with the schema (what llama.cpp's server takes; it
 answers 500 to ``json_schema``), then plain text from which the last JSON object is taken. The first mode that
 works for an endpoint (base_url + model) is remembered for the life of the process; a remembered mode that is
-later refused falls through to the next, which is then remembered. Every mode also states the schema in the
-instructions, so a prompt reads the same whichever mode carries it.
+later refused falls through to the next, which is then remembered. The schema is said once: ``json_schema`` carries
+it in the response format (the provider shows it to the model), the other modes state it after the instructions,
+so the system message stays the same for every call of a step (a static prefix the provider can cache).
 
 The reply is validated against the request's pydantic model. One repair attempt sends the validation error
 back; if that reply fails too, the answer is ``JudgeReply(output=None, error="parse_error: …")`` with the raw
@@ -131,10 +132,10 @@ class LLMJudge:
 
     async def ask(self, request: JudgeRequest[T]) -> JudgeReply[T]:
         schema = strict_schema(request.output_type)
-        instructions = request.instructions + "\n\n" + _schema_instruction(request.output_type)
-        messages = [{"role": "system", "content": instructions}, {"role": "user", "content": request.prompt}]
+        stated = request.instructions + "\n\n" + _schema_instruction(request.output_type)
+        messages = [{"role": "system", "content": request.instructions}, {"role": "user", "content": request.prompt}]
         calls: list[JudgeCall] = []
-        raw = await self._complete(request, messages, schema, calls)
+        raw = await self._complete(request, messages, schema, calls, stated)
         try:
             return JudgeReply(output=parse_output(raw, request.output_type), raw=raw, calls=calls)
         except ValueError as exc:
@@ -142,7 +143,7 @@ class LLMJudge:
             first_error = str(exc)
         messages += [{"role": "assistant", "content": raw},
                      {"role": "user", "content": REPAIR_PROMPT.format(error=first_error)}]
-        raw = await self._complete(request, messages, schema, calls)
+        raw = await self._complete(request, messages, schema, calls, stated)
         try:
             return JudgeReply(output=parse_output(raw, request.output_type), raw=raw, calls=calls)
         except ValueError as exc:
@@ -156,17 +157,19 @@ class LLMJudge:
 
     async def _complete(
         self, request: JudgeRequest[Any], messages: list[dict[str, str]], schema: dict[str, Any],
-        calls: list[JudgeCall],
+        calls: list[JudgeCall], stated: str,
     ) -> str:
         """One completion in the best mode the endpoint takes; refused modes are recorded and skipped. The request's
-        call context reaches the transport: its monitor for fairness, its scorer version for the cache key."""
+        call context reaches the transport: its monitor for fairness, its scorer version for the cache key. Outside
+        ``json_schema`` the system message is ``stated``: the instructions followed by the schema."""
         step, context = request.step, request.context
         remembered = _MODES.get(self._endpoint)
         modes = _ORDER[_ORDER.index(remembered):] if remembered else _ORDER
         for mode in modes:
+            sent = messages if mode is Mode.JSON_SCHEMA else [{"role": "system", "content": stated}, *messages[1:]]
             try:
                 result = await self.transport.chat(
-                    step=step, messages=messages, response_format=_response_format(mode, step, schema),
+                    step=step, messages=sent, response_format=_response_format(mode, step, schema),
                     monitor=context.monitor, cache_key_extra=context.cache_tag,
                 )
             except ModeRejected:

@@ -1,15 +1,16 @@
 """Answer Relevancy (seeds 000, 001): how much of the output addresses the question.
 
-Steps: ``preprocess`` (the judge splits the output into statements), ``analyze`` (a yes / unsure / no verdict per
-statement), ``reason``. Score ``((yes + uncertainty_weight · unsure) / statements) · scale``. An empty output scores
-0 without a judge call; a trace without a user message, no statements, or verdicts that do not match the
-statements one for one are *unscored*. The label is the band of the "Score Interpretation" in the seed "Answer
+Steps (``steps: separate``, the seeds'): ``preprocess`` (the judge splits the output into statements), ``analyze``
+(a yes / unsure / no verdict per statement), ``reason``. ``steps: fused`` makes the first two one call, ``judge``
+(statements with their verdicts), with the same verdict semantics. Score ``((yes + uncertainty_weight · unsure) /
+statements) · scale``. An empty output scores 0 without a judge call; a trace without a user message, no
+statements, or verdicts that do not match the statements one for one are *unscored*. The label is the band of the "Score Interpretation" in the seed "Answer
 Relevancy Scorer".
 """
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import ClassVar, Literal
 
 from pydantic import Field
 
@@ -34,12 +35,13 @@ class Details(base.Details):
 
 class AnswerRelevancy(ReasonedScorer):
     name: ClassVar[str] = "answer_relevancy"
-    version: ClassVar[str] = "1"
+    version: ClassVar[str] = "2"
     bands: ClassVar[Bands] = ((1.0, "fully relevant"), (0.7, "mostly relevant"), (0.4, "partially relevant"),
                               (0.1, "minimally relevant"), (0.0, "not relevant"))
     Details: ClassVar[type[base.Details]] = Details
 
     uncertainty_weight: float = Field(default=0.3, ge=0.0, le=1.0)
+    steps: Literal["separate", "fused"] = "separate"
 
     async def _score(self, turn: Turn, run: ScoreRun) -> ScoreResult:
         question, output = turn.question, turn.output
@@ -49,35 +51,52 @@ class AnswerRelevancy(ReasonedScorer):
             run.details.empty_output = True
             return run.scored(0.0, "The output is empty, so it addresses nothing the question asks.")
 
-        extracted = await run.ask("preprocess", JudgeRequest(
-            step=f"{self.name}.preprocess", instructions=prompts.INSTRUCTIONS,
-            prompt=prompts.render_extract(output=output), output_type=prompts.Statements,
-            inputs={"output": output},
-        ))
-        statements = [s for s in extracted.statements if s.strip()]
-        if not statements:
-            raise Unscorable("the judge found no statements in the output")
-
-        analysis = await run.ask("analyze", JudgeRequest(
-            step=f"{self.name}.analyze", instructions=prompts.INSTRUCTIONS,
-            prompt=prompts.render_analyze(question=question, statements=statements), output_type=prompts.Verdicts,
-            inputs={"question": question, "statements": statements},
-        ))
-        if len(analysis.results) != len(statements):
-            raise Unscorable(f"the judge gave {len(analysis.results)} verdicts for {len(statements)} statements")
-        verdicts = [v.result for v in analysis.results]
+        if self.steps == "fused":
+            statements, results = await self._judge_fused(run, question, output)
+        else:
+            statements, results = await self._judge_separately(run, question, output)
+        verdicts = [v.result for v in results]
         score = answer_relevancy_score(verdicts, uncertainty_weight=self.uncertainty_weight, scale=self.scale)
         counts = {v: verdicts.count(v) for v in ("yes", "unsure", "no")}
         run.details.set(statements=len(statements), **counts)
 
         summary = prompts.summarise(score=score, scale=self.scale, **counts)
         judged = [{"statement": s, "result": v.result, "reason": v.reason}
-                  for s, v in zip(statements, analysis.results, strict=True)]
+                  for s, v in zip(statements, results, strict=True)]
         template = f"Answer relevancy {summary}."
         reason = await run.reason(self.reason_mode, template=template, request=lambda: JudgeRequest(
-            step=f"{self.name}.reason", instructions=prompts.INSTRUCTIONS,
+            step=f"{self.name}.reason", instructions=prompts.REASON_SYSTEM,
             prompt=prompts.render_reason(question=question, verdicts=judged, score=score, scale=self.scale,
                                          uncertainty_weight=self.uncertainty_weight, summary=summary),
             output_type=Reason, inputs={"summary": summary, "score": score, "scale": self.scale},
         ))
         return run.scored(score, reason)
+
+    async def _judge_separately(self, run: ScoreRun, question: str, output: str) -> tuple[list[str], list]:
+        extracted = await run.ask("preprocess", JudgeRequest(
+            step=f"{self.name}.preprocess", instructions=prompts.EXTRACT_SYSTEM,
+            prompt=prompts.render_extract(output=output), output_type=prompts.Statements,
+            inputs={"output": output},
+        ))
+        statements = [s for s in extracted.statements if s.strip()]
+        if not statements:
+            raise Unscorable("the judge found no statements in the output")
+        analysis = await run.ask("analyze", JudgeRequest(
+            step=f"{self.name}.analyze", instructions=prompts.ANALYZE_SYSTEM,
+            prompt=prompts.render_analyze(question=question, statements=statements), output_type=prompts.Verdicts,
+            inputs={"question": question, "statements": statements},
+        ))
+        if len(analysis.results) != len(statements):
+            raise Unscorable(f"the judge gave {len(analysis.results)} verdicts for {len(statements)} statements")
+        return statements, analysis.results
+
+    async def _judge_fused(self, run: ScoreRun, question: str, output: str) -> tuple[list[str], list]:
+        judged = await run.ask("judge", JudgeRequest(
+            step=f"{self.name}.judge", instructions=prompts.FUSED_SYSTEM,
+            prompt=prompts.render_fused(question=question, output=output), output_type=prompts.JudgedStatements,
+            inputs={"question": question, "output": output},
+        ))
+        kept = [j for j in judged.statements if j.statement.strip()]
+        if not kept:
+            raise Unscorable("the judge found no statements in the output")
+        return [j.statement for j in kept], kept

@@ -51,7 +51,7 @@ class Details(base.Details):
 
 class ContextRelevance(ReasonedScorer):
     name: ClassVar[str] = "context_relevance"
-    version: ClassVar[str] = "1"
+    version: ClassVar[str] = "2"
     bands: ClassVar[Bands] = ((0.9, "very high relevance"), (0.7, "good relevance"), (0.4, "mixed relevance"),
                               (0.0, "low relevance"))
     Details: ClassVar[type[base.Details]] = Details
@@ -107,7 +107,7 @@ class ContextRelevance(ReasonedScorer):
             return run.scored(0.0, "The response is empty: it used none of the context it was given.")
 
         analysis = await run.ask("analyze", JudgeRequest(
-            step=f"{self.name}.analyze", instructions=prompts.INSTRUCTIONS,
+            step=f"{self.name}.analyze", instructions=prompts.ANALYZE_SYSTEM,
             prompt=prompts.render_analyze(question=question, response=response, contexts=contexts),
             output_type=prompts.ContextAnalysis,
             inputs={"question": question, "response": response, "contexts": contexts},
@@ -130,7 +130,7 @@ class ContextRelevance(ReasonedScorer):
         summary = prompts.summarise(score=score, scale=self.scale, levels=levels, used=used, missing=len(missing))
         template = f"Context relevance {summary}."
         reason = await run.reason(self.reason_mode, template=template, request=lambda: JudgeRequest(
-            step=f"{self.name}.reason", instructions=prompts.INSTRUCTIONS,
+            step=f"{self.name}.reason", instructions=prompts.REASON_SYSTEM,
             prompt=prompts.render_reason(
                 question=question, evaluations=[e.model_dump() for e in evaluations], missing=missing, score=score,
                 scale=self.scale, summary=summary, unused_penalty=p.unused_high_relevance_context,

@@ -123,7 +123,7 @@ class MultiTurn(Scorer):
     questions go)."""
 
     name: ClassVar[str] = "multi_turn"
-    version: ClassVar[str] = "1"
+    version: ClassVar[str] = "2"
     bands: ClassVar[Bands] = RUBRIC_BANDS
     Details: ClassVar[type[base.Details]] = Details
 
@@ -197,7 +197,7 @@ class MultiTurn(Scorer):
 
     async def _compose(self, run: ScoreRun, number: int, question: str, history: list[dict[str, str]]) -> str:
         composed = await run.ask(f"turn{number}.compose", JudgeRequest(
-            step=f"{self.name}.compose", instructions=prompts.COMPOSE_INSTRUCTIONS,
+            step=f"{self.name}.compose", instructions=prompts.COMPOSE_SYSTEM,
             prompt=prompts.render_compose(question=question, history=history), output_type=prompts.Composition,
             inputs={"question": question, "history": list(history)},
         ))
@@ -207,7 +207,7 @@ class MultiTurn(Scorer):
                           tentative: str, verdict: Verdict, reference: str) -> str:
         evaluation = f"{verdict.feedback} Score: {verdict.score}"
         nxt = await run.ask(f"turn{number}.query", JudgeRequest(
-            step=f"{self.name}.query", instructions=prompts.QUERY_INSTRUCTIONS,
+            step=f"{self.name}.query", instructions=prompts.QUERY_SYSTEM,
             prompt=prompts.render_query(question=question, history=history, tentative=tentative,
                                         evaluation=evaluation, reference=reference),
             output_type=prompts.NextQuery,
@@ -220,7 +220,7 @@ class MultiTurn(Scorer):
                         tentative: str, reference: str, contexts: Sequence[ContextDoc]) -> tuple[str, int]:
         """T6 and T7: the tentative answer revised to the reference answer's grain, and its score."""
         revised = await run.ask(f"turn{number}.revise", JudgeRequest(
-            step=f"{self.name}.revise", instructions=prompts.COMPOSE_INSTRUCTIONS,
+            step=f"{self.name}.revise", instructions=prompts.REVISE_SYSTEM,
             prompt=prompts.render_revise(question=question, history=history, tentative=tentative,
                                          reference=reference),
             output_type=prompts.Composition,

@@ -45,12 +45,13 @@ class Details(base.Details):
 
 class PromptAlignment(ReasonedScorer):
     name: ClassVar[str] = "prompt_alignment"
-    version: ClassVar[str] = "1"
+    version: ClassVar[str] = "2"
     bands: ClassVar[Bands] = ((0.9, "excellent alignment"), (0.8, "very good alignment"), (0.7, "good alignment"),
                               (0.6, "moderate alignment"), (0.4, "poor alignment"), (0.0, "very poor alignment"))
     Details: ClassVar[type[base.Details]] = Details
 
     evaluation_mode: Literal["user", "system", "both"] = "both"
+    steps: Literal["separate", "fused"] = "separate"
 
     async def _score(self, turn: Turn, run: ScoreRun) -> ScoreResult:
         prompt, response, system = turn.question, turn.output, system_instructions(turn)
@@ -65,21 +66,27 @@ class PromptAlignment(ReasonedScorer):
         run.details.mode = self.evaluation_mode
 
         user = system_side = None
-        analyses: dict[str, Any] = {}
-        if self.evaluation_mode in ("user", "both"):
+        if self.steps == "fused" and self.evaluation_mode == "both" and system:
+            both = await run.ask("analyze", JudgeRequest(
+                step=f"{self.name}.analyze", instructions=prompts.FUSED_SYSTEM,
+                prompt=prompts.render_fused(system=system, prompt=prompt, response=response),
+                output_type=prompts.Alignments, inputs={"system": system, "prompt": prompt, "response": response},
+            ))
+            user, system_side = both.user, both.system
+        if user is None and self.evaluation_mode in ("user", "both"):
             user = await run.ask("analyze_user", JudgeRequest(
-                step=f"{self.name}.analyze_user", instructions=prompts.INSTRUCTIONS,
+                step=f"{self.name}.analyze_user", instructions=prompts.ANALYZE_USER_SYSTEM,
                 prompt=prompts.render_analyze_user(prompt=prompt, response=response), output_type=prompts.Alignment,
                 inputs={"prompt": prompt, "response": response},
             ))
-            analyses["user"] = user.model_dump()
-        if system and self.evaluation_mode in ("system", "both"):
+        if system_side is None and system and self.evaluation_mode in ("system", "both"):
             system_side = await run.ask("analyze_system", JudgeRequest(
-                step=f"{self.name}.analyze_system", instructions=prompts.INSTRUCTIONS,
+                step=f"{self.name}.analyze_system", instructions=prompts.ANALYZE_SYSTEM_SYSTEM,
                 prompt=prompts.render_analyze_system(system=system, prompt=prompt, response=response),
                 output_type=prompts.Alignment, inputs={"system": system, "prompt": prompt, "response": response},
             ))
-            analyses["system"] = system_side.model_dump()
+        analyses: dict[str, Any] = {side: analysis.model_dump() for side, analysis in
+                                    (("user", user), ("system", system_side)) if analysis is not None}
 
         user_dims = user.dimensions() if user else None
         system_dims = system_side.dimensions() if system_side else None
@@ -93,7 +100,7 @@ class PromptAlignment(ReasonedScorer):
                                     system=system_dims)
         template = f"Prompt alignment {summary}." + (f" {prompts.NO_SYSTEM_NOTE}" if no_system else "")
         reason = await run.reason(self.reason_mode, template=template, request=lambda: JudgeRequest(
-            step=f"{self.name}.reason", instructions=prompts.INSTRUCTIONS,
+            step=f"{self.name}.reason", instructions=prompts.REASON_SYSTEM,
             prompt=prompts.render_reason(analyses=analyses, score=score, scale=self.scale, summary=summary),
             output_type=Reason, inputs={"summary": summary, "score": score, "scale": self.scale},
         ))

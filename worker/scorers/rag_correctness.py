@@ -87,7 +87,7 @@ async def judge_correctness(
         return prompts.Verdict(score=1, feedback=EMPTY_FEEDBACK)
     prompt = prompts.render(question=question, contexts=contexts, response=response, reference=reference)
     return await run.ask(step, JudgeRequest(
-        step=STEP, instructions=prompts.INSTRUCTIONS, prompt=prompt, output_type=prompts.Evaluation,
+        step=STEP, instructions=prompts.SYSTEM, prompt=prompt, output_type=prompts.Evaluation,
         inputs={"question": question, "contexts": [c.text for c in contexts], "response": response,
                 "reference": reference},
     ), parse=_verdict)
@@ -106,7 +106,7 @@ class RagCorrectness(Scorer):
     retriever is configured), ``golden`` (a JSONL of question → reference for traces without one)."""
 
     name: ClassVar[str] = "rag_correctness"
-    version: ClassVar[str] = "1"
+    version: ClassVar[str] = "2"
     bands: ClassVar[Bands] = RUBRIC_BANDS
     Details: ClassVar[type[base.Details]] = Details
 

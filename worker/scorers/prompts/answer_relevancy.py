@@ -1,4 +1,10 @@
-"""Answer Relevancy (seeds 000, 001): split the output into statements, judge each against the question, explain."""
+"""Answer Relevancy (seeds 000, 001): split the output into statements, judge each against the question, explain.
+
+``steps: separate`` asks for the statements (``preprocess``) and then the verdicts (``analyze``), as the seeds do;
+``steps: fused`` asks for both in one call (``judge``): the verdicts are the same per-statement judgements, the
+statements just arrive with them. Each step's system message is static (``common``); the trace goes in the user
+message.
+"""
 
 from __future__ import annotations
 
@@ -9,91 +15,89 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from worker.judge.fence import fence
-from worker.scorers.prompts.common import DATA_STANCE, data_header, fenced_json, nonce_for
+from worker.scorers.prompts.common import data_message, fenced_json, nonce_for
 
 __all__ = [
-    "ANALYZE_PROMPT",
-    "EXTRACT_PROMPT",
-    "INSTRUCTIONS",
-    "REASON_PROMPT",
+    "ANALYZE_SYSTEM",
+    "CRITERIA",
+    "EXTRACT_SYSTEM",
+    "FUSED_SYSTEM",
+    "REASON_SYSTEM",
+    "JudgedStatement",
+    "JudgedStatements",
     "Statements",
     "Verdict",
     "Verdicts",
     "render_analyze",
     "render_extract",
+    "render_fused",
     "render_reason",
     "summarise",
 ]
 
+Result = Literal["yes", "unsure", "no"]
+
 
 class Statements(BaseModel):
-    statements: list[str] = Field(min_length=1,
-                                  description="The output's statements, in order, each self-contained.")
+    statements: list[str] = Field(min_length=1)
 
 
 class Verdict(BaseModel):
-    result: Literal["yes", "unsure", "no"]
-    reason: str = Field(description="Why this statement is or is not relevant to the question.")
+    result: Result
+    reason: str = Field(description="One sentence.")
 
 
 class Verdicts(BaseModel):
-    results: list[Verdict] = Field(description="One verdict per statement, in the order of the statements.")
+    results: list[Verdict]
 
 
-INSTRUCTIONS = f"""You are a balanced, careful answer relevancy evaluator. You judge whether an AI output addresses \
-what the question asks. You judge relevance only, not factual correctness; you consider completeness and the \
-level of detail.
+class JudgedStatement(BaseModel):
+    statement: str
+    result: Result
+    reason: str = Field(description="One sentence.")
 
-{DATA_STANCE}"""
 
-EXTRACT_PROMPT = """{header}
+class JudgedStatements(BaseModel):
+    statements: list[JudgedStatement] = Field(min_length=1)
 
-Break the output below into meaningful statements, keeping the context each needs to be understood on its own. \
-Keep the output's order and wording. Short fragments, greetings and single words count as statements too. \
-Statements are quoted from the output; do not judge them yet.
 
-Example: the output "Shoes. They can be returned free within 30 days. Thanks for asking!" gives the statements \
-"Shoes.", "Shoes can be returned free within 30 days.", "Thanks for asking!".
+# The seeds' criteria, said once and shared by every step's system message.
+CRITERIA = """You evaluate answer relevancy: how well an AI output addresses the question. Judge relevance to \
+the question only, not factual correctness; completeness and level of detail count."""
 
-{output}"""
+_SPLIT = """Break the output into meaningful statements, in order, keeping the context each needs to stand alone; \
+short fragments and single words count too."""
 
-ANALYZE_PROMPT = """{header}
+_VERDICTS = """Give each statement a verdict and a one-sentence reason:
+- yes: directly addresses what the question asks (full weight)
+- unsure: related or partly addresses it, an approximate match (partial weight)
+- no: unrelated to the question, an error message or empty (no weight)"""
 
-For each statement (a JSON array, in order) decide whether it is relevant to the question:
-- "yes": the statement directly addresses what the question asks (full weight).
-- "unsure": the statement is related or partially addresses it, an approximate match (partial weight).
-- "no": the statement is unrelated to the question, or is an error message or empty (no weight).
-Give exactly {count} verdicts, one per statement, in the same order, each with a one-sentence reason.
+EXTRACT_SYSTEM = f"{CRITERIA}\n\n{_SPLIT} Quote them; do not judge them yet."
+ANALYZE_SYSTEM = f"{CRITERIA}\n\n{_VERDICTS}\nOne verdict per statement, in the statements' order."
+FUSED_SYSTEM = f"{CRITERIA}\n\n{_SPLIT}\n{_VERDICTS}"
+REASON_SYSTEM = f"""{CRITERIA}
 
-{question}
-
-{statements}"""
-
-REASON_PROMPT = """{header}
-
-An answer relevancy score of {score} on a scale of 0 to {scale} was computed as \
-((yes + {uncertainty_weight} × unsure) / statements) × scale from the verdicts below: {summary}.
-Explain the score in two or three sentences: what in the output addresses the question and what does not. \
-Do not change or argue with the score.
-
-{question}
-
-{verdicts}"""
+Explain the given score in two or three sentences from the verdicts: what in the output addresses the question \
+and what does not. Do not change or argue with the score."""
 
 
 def render_extract(*, output: str) -> str:
     nonce = nonce_for(output)
-    return EXTRACT_PROMPT.format(header=data_header(nonce), output=fence(output, nonce=nonce, label="output"))
+    return data_message(nonce, fence(output, nonce=nonce, label="output"))
+
+
+def render_fused(*, question: str, output: str) -> str:
+    nonce = nonce_for(question, output)
+    return data_message(nonce, fence(question, nonce=nonce, label="question"),
+                        fence(output, nonce=nonce, label="output"))
 
 
 def render_analyze(*, question: str, statements: Sequence[str]) -> str:
     nonce = nonce_for(question, *statements)
-    return ANALYZE_PROMPT.format(
-        header=data_header(nonce),
-        count=len(statements),
-        question=fence(question, nonce=nonce, label="question"),
-        statements=fenced_json(list(statements), nonce=nonce, label="statements"),
-    )
+    return data_message(nonce, fence(question, nonce=nonce, label="question"),
+                        fenced_json(list(statements), nonce=nonce, label="statements"),
+                        f"Give exactly {len(statements)} verdicts.")
 
 
 def summarise(*, score: float, scale: float, yes: int, unsure: int, no: int) -> str:
@@ -108,12 +112,8 @@ def render_reason(
     summary: str,
 ) -> str:
     nonce = nonce_for(question, json.dumps(list(verdicts), ensure_ascii=False))
-    return REASON_PROMPT.format(
-        header=data_header(nonce),
-        score=f"{score:.3g}",
-        scale=f"{scale:g}",
-        uncertainty_weight=f"{uncertainty_weight:g}",
-        summary=summary,
-        question=fence(question, nonce=nonce, label="question"),
-        verdicts=fenced_json(list(verdicts), nonce=nonce, label="verdicts"),
+    return data_message(
+        nonce, fence(question, nonce=nonce, label="question"),
+        fenced_json(list(verdicts), nonce=nonce, label="verdicts"),
+        f"The score, ((yes + {uncertainty_weight:g} × unsure) / statements) × {scale:g}: {summary}.",
     )

@@ -3,6 +3,8 @@ paper's Figure 6: compose for T2, revise for T6) and the question-generation age
 
 The answer-evaluation agent (T3, T7) is the correctness judge of ``prompts.rag_correctness``. The figures' "Answer:
 …, Explanation: …" and "Query: …, Explanation: …" formats are the fields of ``Composition`` and ``NextQuery``.
+Each system message is the figure's system prompt and its task, in the figures' words (static); the user message
+holds the fenced target question, Q/A history, tentative answer, EVAL's evaluation and reference answer.
 """
 
 from __future__ import annotations
@@ -12,14 +14,12 @@ from collections.abc import Mapping, Sequence
 from pydantic import BaseModel, Field
 
 from worker.judge.fence import fence
-from worker.scorers.prompts.common import DATA_STANCE, data_header, fenced_json, nonce_for
+from worker.scorers.prompts.common import data_message, fenced_json, nonce_for
 
 __all__ = [
-    "COMPOSE_INSTRUCTIONS",
-    "COMPOSE_PROMPT",
-    "QUERY_INSTRUCTIONS",
-    "QUERY_PROMPT",
-    "REVISE_PROMPT",
+    "COMPOSE_SYSTEM",
+    "QUERY_SYSTEM",
+    "REVISE_SYSTEM",
     "Composition",
     "NextQuery",
     "render_compose",
@@ -29,31 +29,20 @@ __all__ = [
 
 
 class Composition(BaseModel):
-    answer: str = Field(description="The answer to the target question.")
-    explanation: str = Field(description="How the answer was obtained from the Q/A history.")
+    answer: str
+    explanation: str
 
 
 class NextQuery(BaseModel):
-    query: str = Field(description="The next query to QA; an empty string when no additional query is needed.")
-    explanation: str = Field(description="Why this query is, or no query is, needed.")
+    query: str = Field(description="Empty when no additional query is needed.")
+    explanation: str
 
 
-_SYSTEM = """You are trying to {task} to the Question and Answer System (QA), which uses the entire session history \
+_ROLE = """You are trying to {task} to the Question and Answer System (QA), which uses the entire session history \
 for generating answers, and get an answer that the Evaluation System (EVAL) would judge the answer as a complete \
-correct answer (of score 5) for the target question given in the user message.
+correct answer (of score 5) for the target question given in the user message."""
 
-{stance}"""
-
-COMPOSE_INSTRUCTIONS = _SYSTEM.format(task="ask a series of questions", stance=DATA_STANCE)
-QUERY_INSTRUCTIONS = _SYSTEM.format(task="ask a question", stance=DATA_STANCE)
-
-COMPOSE_PROMPT = """{header}
-
-The target question:
-{question}
-
-The below is a history of questions and answers between you and QA:
-{history}
+COMPOSE_SYSTEM = _ROLE.format(task="ask a series of questions") + """
 
 Generate a correct and complete answer to the target question by selecting and summarizing information in the \
 history of Q/A session. Note that the responses from the QA are not necessarily correct, but only information \
@@ -61,43 +50,22 @@ contained in, or that can be inferred from, the answers from QA must be used.
 
 Give the answer and an explanation."""
 
-REVISE_PROMPT = """{header}
+REVISE_SYSTEM = _ROLE.format(task="ask a series of questions") + """
 
-The target question:
-{question}
-
-The following is a question and answer history between you and QA in its current state. (Note that the responses \
-from the QA are not necessarily correct.):
-{history}
-Based on this Q/A history, you have the tentative answer
-{tentative}
-to the target question.
-A reference answer (of score 5) for the target question is that
-{reference}
-
+Given are the question and answer history between you and QA in its current state (note that the responses from \
+the QA are not necessarily correct), your tentative answer to the target question, and a reference answer (of \
+score 5) for it.
 Revise the tentative answer to a complete and correct answer. The revised response may delete or rephrase \
 information in the tentative response or add information inferred from previous responses from the QA, according \
 to reference answer, but may not contain information described solely in the reference answer.
 
 Give the revised answer and an explanation."""
 
-QUERY_PROMPT = """{header}
+QUERY_SYSTEM = _ROLE.format(task="ask a question") + """
 
-The target question:
-{question}
-
-The following is a question and answer history between you and QA in its current state. (Note that the responses \
-from the QA are not necessarily correct.):
-{history}
-
-Based on this Q/A history, you have the tentative answer
-{tentative}
-to the target question.
-EVAL's evaluation of this tentative answer is that
-{evaluation}
-A reference answer (of score 5) for the target question is that
-{reference}
-
+Given are the question and answer history between you and QA in its current state (note that the responses from \
+the QA are not necessarily correct), your tentative answer to the target question, EVAL's evaluation of it, and a \
+reference answer (of score 5) for it.
 Complete the below tasks:
 1. Decide if additional queries are needed to the QA to obtain or confirm any unknown information for revising the \
 tentative answer to ones that EVAL would judge to be the complete correct answer to the target question. Here, you \
@@ -116,25 +84,19 @@ def _texts(history: Sequence[Mapping[str, str]]) -> list[str]:
 
 
 def render_compose(*, question: str, history: Sequence[Mapping[str, str]]) -> str:
-    """T2. ``history`` is the Q/A session so far, ``[{"question", "answer"}, …]``."""
+    """T2: an answer composed from the Q/A history alone."""
     nonce = nonce_for(question, *_texts(history))
-    return COMPOSE_PROMPT.format(
-        header=data_header(nonce),
-        question=fence(question, nonce=nonce, label="target question"),
-        history=fenced_json(list(history), nonce=nonce, label="Q/A history"),
-    )
+    return data_message(nonce, fence(question, nonce=nonce, label="target question"),
+                        fenced_json(list(history), nonce=nonce, label="Q/A history"))
 
 
 def render_revise(*, question: str, history: Sequence[Mapping[str, str]], tentative: str, reference: str) -> str:
     """T6: the tentative answer rewritten to the reference answer's grain."""
     nonce = nonce_for(question, tentative, reference, *_texts(history))
-    return REVISE_PROMPT.format(
-        header=data_header(nonce),
-        question=fence(question, nonce=nonce, label="target question"),
-        history=fenced_json(list(history), nonce=nonce, label="Q/A history"),
-        tentative=fence(tentative, nonce=nonce, label="tentative answer"),
-        reference=fence(reference, nonce=nonce, label="reference answer"),
-    )
+    return data_message(nonce, fence(question, nonce=nonce, label="target question"),
+                        fenced_json(list(history), nonce=nonce, label="Q/A history"),
+                        fence(tentative, nonce=nonce, label="tentative answer"),
+                        fence(reference, nonce=nonce, label="reference answer (score 5)"))
 
 
 def render_query(
@@ -142,11 +104,8 @@ def render_query(
 ) -> str:
     """T4 and T5: whether another query is needed, and which."""
     nonce = nonce_for(question, tentative, evaluation, reference, *_texts(history))
-    return QUERY_PROMPT.format(
-        header=data_header(nonce),
-        question=fence(question, nonce=nonce, label="target question"),
-        history=fenced_json(list(history), nonce=nonce, label="Q/A history"),
-        tentative=fence(tentative, nonce=nonce, label="tentative answer"),
-        evaluation=fence(evaluation, nonce=nonce, label="EVAL's evaluation"),
-        reference=fence(reference, nonce=nonce, label="reference answer"),
-    )
+    return data_message(nonce, fence(question, nonce=nonce, label="target question"),
+                        fenced_json(list(history), nonce=nonce, label="Q/A history"),
+                        fence(tentative, nonce=nonce, label="tentative answer"),
+                        fence(evaluation, nonce=nonce, label="EVAL's evaluation"),
+                        fence(reference, nonce=nonce, label="reference answer (score 5)"))

@@ -10,26 +10,29 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from worker.judge.fence import fence
-from worker.scorers.prompts.common import DATA_STANCE, data_header, fenced_json, nonce_for
+from worker.scorers.prompts.common import data_message, fenced_json, nonce_for
 
 __all__ = [
-    "ANALYZE_SYSTEM_PROMPT",
-    "ANALYZE_USER_PROMPT",
-    "INSTRUCTIONS",
+    "ANALYZE_SYSTEM_SYSTEM",
+    "ANALYZE_USER_SYSTEM",
+    "CRITERIA",
+    "FUSED_SYSTEM",
     "NO_SYSTEM_NOTE",
-    "REASON_PROMPT",
+    "REASON_SYSTEM",
     "Alignment",
+    "Alignments",
     "Dimension",
     "RequirementCheck",
     "render_analyze_system",
     "render_analyze_user",
+    "render_fused",
     "render_reason",
     "summarise",
 ]
 
 
 class Dimension(BaseModel):
-    score: float = Field(ge=0.0, le=1.0, description="From 0 (not at all) to 1 (fully).")
+    score: float = Field(ge=0.0, le=1.0)
     reasoning: str
 
 
@@ -39,8 +42,8 @@ class RequirementCheck(BaseModel):
 
 
 class Alignment(BaseModel):
-    primary_intent: str = Field(description="The core request or behaviour asked for, in one sentence.")
-    requirement_checks: list[RequirementCheck] = Field(description="Each explicit requirement and whether it is met.")
+    primary_intent: str = Field(description="One sentence.")
+    requirement_checks: list[RequirementCheck]
     intent: Dimension
     requirements: Dimension
     completeness: Dimension
@@ -51,68 +54,59 @@ class Alignment(BaseModel):
                 "completeness": self.completeness.score, "appropriateness": self.appropriateness.score}
 
 
-INSTRUCTIONS = f"""You are a strict, fair evaluator of how well an AI agent's response aligns with what it was \
-asked to do. You score four dimensions from 0 to 1 and justify each briefly.
+class Alignments(BaseModel):
+    """Both analyses from one call (``steps: fused``), each judged on its own criteria."""
 
-{DATA_STANCE}"""
+    user: Alignment
+    system: Alignment
 
-ANALYZE_USER_PROMPT = """{header}
 
-Evaluate how well the response aligns with the user's prompt:
+# The seed's criteria, said once and shared by every step's system message.
+CRITERIA = """You evaluate how well an AI agent's response aligns with what it was asked to do, on four dimensions scored from 0 (not at all) to 1 (fully), each justified briefly. An empty or evasive response scores low on every dimension."""
+
+_USER_DIMENSIONS = """Alignment with the user's prompt:
 - intent: does the response address the user's core request?
-- requirements: is every explicit requirement of the user met? List each one in requirement_checks.
-- completeness: is the response thorough enough for the user's needs?
-- appropriateness: do its format and tone match what the user expects (a list when a list is asked for, code \
-when code is asked for)?
-An empty or evasive response scores low on every dimension.
+- requirements: is every explicit requirement of the user met? List each in requirement_checks.
+- completeness: is it thorough enough for the user's needs?
+- appropriateness: do its format and tone match what the user expects (a list when a list is asked for, code when \
+code is)?"""
 
-{prompt}
-
-{response}"""
-
-ANALYZE_SYSTEM_PROMPT = """{header}
-
-Evaluate how well the response complies with the system instructions the agent was given (the user's prompt is \
-shown for context only; judge compliance with the system instructions, not satisfaction of the user):
+_SYSTEM_DIMENSIONS = """Compliance with the system instructions the agent was given (the user's prompt is context \
+only; judge compliance with the system instructions, not satisfaction of the user):
 - intent: does the response follow the system's behavioural guidelines?
-- requirements: is every system constraint respected? List each one in requirement_checks.
-- completeness: does the response comply with all of the system's rules, not just some?
-- appropriateness: do its format and tone match the system's specification?
+- requirements: is every system constraint respected? List each in requirement_checks.
+- completeness: does it comply with all of the system's rules, not just some?
+- appropriateness: do its format and tone match the system's specification?"""
 
-{system}
+ANALYZE_USER_SYSTEM = f"{CRITERIA}\n\n{_USER_DIMENSIONS}"
+ANALYZE_SYSTEM_SYSTEM = f"{CRITERIA}\n\n{_SYSTEM_DIMENSIONS}"
+FUSED_SYSTEM = f"""{CRITERIA} Give two separate analyses.
 
-{prompt}
+user: {_USER_DIMENSIONS}
 
-{response}"""
+system: {_SYSTEM_DIMENSIONS}"""
 
 NO_SYSTEM_NOTE = "The trace has no system instructions, so the score is the user alignment alone."
 
-REASON_PROMPT = """{header}
+REASON_SYSTEM = f"""{CRITERIA}
 
-A prompt alignment score of {score} on a scale of 0 to {scale} was computed from the analyses below: {summary}.
-Explain the score in two or three sentences: where the response meets the prompt and where it falls short. \
-Do not change or argue with the score.
-
-{analyses}"""
+Explain the given score in two or three sentences from the analyses: where the response meets the prompt and where \
+it falls short. Do not change or argue with the score."""
 
 
 def render_analyze_user(*, prompt: str, response: str) -> str:
     nonce = nonce_for(prompt, response)
-    return ANALYZE_USER_PROMPT.format(
-        header=data_header(nonce),
-        prompt=fence(prompt, nonce=nonce, label="user_prompt"),
-        response=fence(response, nonce=nonce, label="response"),
-    )
+    return data_message(nonce, fence(prompt, nonce=nonce, label="user_prompt"),
+                        fence(response, nonce=nonce, label="response"))
 
 
 def render_analyze_system(*, system: str, prompt: str, response: str) -> str:
     nonce = nonce_for(system, prompt, response)
-    return ANALYZE_SYSTEM_PROMPT.format(
-        header=data_header(nonce),
-        system=fence(system, nonce=nonce, label="system_instructions"),
-        prompt=fence(prompt, nonce=nonce, label="user_prompt"),
-        response=fence(response, nonce=nonce, label="response"),
-    )
+    return data_message(nonce, fence(system, nonce=nonce, label="system_instructions"),
+                        fence(prompt, nonce=nonce, label="user_prompt"), fence(response, nonce=nonce, label="response"))
+
+
+render_fused = render_analyze_system  # the same three pieces of data, both analyses asked for at once
 
 
 def _dims(values: Mapping[str, float]) -> str:
@@ -133,7 +127,5 @@ def summarise(
 
 def render_reason(*, analyses: Mapping[str, Any], score: float, scale: float, summary: str) -> str:
     nonce = nonce_for(json.dumps(analyses, ensure_ascii=False))
-    return REASON_PROMPT.format(
-        header=data_header(nonce), score=f"{score:.3g}", scale=f"{scale:g}", summary=summary,
-        analyses=fenced_json(dict(analyses), nonce=nonce, label="analyses"),
-    )
+    return data_message(nonce, fenced_json(dict(analyses), nonce=nonce, label="analyses"),
+                        f"The score, on a scale of 0 to {scale:g}: {summary}.")

@@ -1,7 +1,9 @@
 """RAG correctness (seed 002, method I): the Prometheus-style 0–5 rubric of the paper's Figure 5.
 
 The judge sees the question, the contexts, the response and the reference answer (the score-5 example) and writes
-"Feedback: … [RESULT] n". The reply travels in the JSON field ``evaluation``; the verdict is the *last*
+"Feedback: … [RESULT] n". The figure's static parts (the task description, the instruction, the score rubric) are
+the system message, in the figure's words; the user message holds the fenced data in the figure's order and ends
+with the figure's ``###Feedback:``. The reply travels in the JSON field ``evaluation``; the verdict is the *last*
 ``[RESULT] n`` in it, and only the integers 0–5 the rubric offers are verdicts.
 """
 
@@ -15,13 +17,12 @@ from pydantic import BaseModel, Field
 
 from schemas import ContextDoc
 from worker.judge.fence import fence
-from worker.scorers.prompts.common import DATA_STANCE, data_header, nonce_for
+from worker.scorers.prompts.common import data_message, nonce_for
 
 __all__ = [
-    "INSTRUCTIONS",
     "LABELS",
-    "PROMPT",
     "RUBRIC",
+    "SYSTEM",
     "Evaluation",
     "Verdict",
     "parse_verdict",
@@ -41,10 +42,7 @@ LABELS = {1: "completely wrong", 2: "mostly wrong", 3: "partially correct", 4: "
 
 
 class Evaluation(BaseModel):
-    evaluation: str = Field(
-        min_length=1,
-        description='"Feedback: (a feedback for the criteria) [RESULT] (an integer number between 0 and 5)"'
-    )
+    evaluation: str = Field(min_length=1)
 
 
 @dataclass(frozen=True)
@@ -53,12 +51,8 @@ class Verdict:
     feedback: str
 
 
-INSTRUCTIONS = f"""You are a fair judge assistant tasked with providing clear, objective feedback based on a \
-specific criteria, ensuring each assessment reflects the absolute standards set for performance.
-
-{DATA_STANCE}"""
-
-PROMPT = """{header}
+SYSTEM = """You are a fair judge assistant tasked with providing clear, objective feedback based on a specific \
+criteria, ensuring each assessment reflects the absolute standards set for performance.
 
 ###Task Description:
 An instruction, a question, context documents, a response to evaluate, a reference answer that gets a score of 5, \
@@ -73,19 +67,10 @@ between 0 and 5)". It is the value of the "evaluation" field of your reply.
 Evaluate the below given response based on the contexts and the reference answer. The evaluation should be based \
 strongly on the fact that the reference answer is a correct answer to the question. So make sure if the response \
 implies the reference answer, the response is also correct.
-###Contexts:
-{contexts}
-###Question:
-{question}
-###Response to evaluate:
-{response}
-###Reference Answer (Score 5):
-{reference}
 ###Score Rubrics:
 [If the context contains the correct information and the reference answer is completely correct, what is score of \
 the response based on the following criteria?]
-{rubric}
-###Feedback:"""
+""" + "\n".join(f"Score {score}: {text}" for score, text in RUBRIC.items())
 
 _RESULT = re.compile(r"\[RESULT\]\s*[:=]?\s*\(?\s*(-?\d+(?:\.\d+)?)", re.IGNORECASE)
 _FEEDBACK = re.compile(r"^\s*(?:###\s*)?Feedback\s*:\s*", re.IGNORECASE)
@@ -96,13 +81,13 @@ def render(*, question: str, contexts: Sequence[ContextDoc], response: str, refe
     nonce = nonce_for(question, response, reference, *texts)
     fenced = [fence(text, nonce=nonce, label=f"context {i}" + (f" ({doc.id})" if doc.id else ""))
               for i, (doc, text) in enumerate(zip(contexts, texts, strict=True), start=1)]
-    return PROMPT.format(
-        header=data_header(nonce),
-        contexts="\n".join(fenced) or "(no context documents)",
-        question=fence(question, nonce=nonce, label="question"),
-        response=fence(response, nonce=nonce, label="response"),
-        reference=fence(reference, nonce=nonce, label="reference answer"),
-        rubric="\n".join(f"Score {score}: {text}" for score, text in RUBRIC.items()),
+    return data_message(
+        nonce,
+        "###Contexts:\n" + ("\n".join(fenced) or "(no context documents)"),
+        "###Question:\n" + fence(question, nonce=nonce, label="question"),
+        "###Response to evaluate:\n" + fence(response, nonce=nonce, label="response"),
+        "###Reference Answer (Score 5):\n" + fence(reference, nonce=nonce, label="reference answer"),
+        "###Feedback:",
     )
 
 
