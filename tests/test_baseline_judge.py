@@ -1,4 +1,6 @@
-"""The offline baseline judge: deterministic word-overlap heuristics, labelled as a baseline wherever it appears."""
+"""The offline baseline judge: deterministic word-overlap heuristics, labelled as a baseline wherever it appears.
+
+Every example here is written for these tests (none is a line of a published dataset)."""
 
 from __future__ import annotations
 
@@ -9,10 +11,20 @@ from schemas import JudgeConfig, ScoreStatus
 from tests.scoring_support import make_turn
 from worker.judge import BaselineJudge, LLMJudge, build_judge
 from worker.judge.base import JudgeFailed, JudgeRequest
-from worker.judge.baseline import MODEL, content_words, recall_rubric, register, sentences, word_recall
+from worker.judge.baseline import (
+    MODEL,
+    content_words,
+    contradicted,
+    correctness,
+    is_abstention,
+    register,
+    sentences,
+    word_recall,
+)
 from worker.scorers.answer_relevancy import AnswerRelevancy
 from worker.scorers.context_relevance import ContextRelevance
 from worker.scorers.prompt_alignment import PromptAlignment
+from worker.scorers.rag_correctness import RagCorrectness
 
 BASELINE = BaselineJudge(JudgeConfig(name="offline", kind="baseline"))
 
@@ -38,6 +50,7 @@ def test_sentences_split_at_sentence_ends_and_line_breaks(text, expected):
         pytest.param("glass", {"glass"}, id="double-s-is-not-a-plural"),
         pytest.param("光電効果", {"光電", "電効", "効果"}, id="cjk-bigrams"),
         pytest.param("a I x_y", set(), id="single-letters-dropped"),
+        pytest.param("5 legs, 12 eyes", {"5", "leg", "12", "eye"}, id="numbers-kept-whatever-their-length"),
     ],
 )
 def test_content_words_keep_what_carries_meaning(text, expected):
@@ -45,18 +58,16 @@ def test_content_words_keep_what_carries_meaning(text, expected):
 
 
 @pytest.mark.parametrize(
-    ("response", "expected"),
+    ("response", "bucket"),
     [
         pytest.param("UNION removes duplicates; UNION ALL keeps them.", 5, id="everything-recalled"),
         pytest.param("UNION keeps them.", 3, id="half-recalled"),
         pytest.param("The weather is fine.", 1, id="nothing-recalled"),
-        pytest.param("I'm not sure, sorry.", 0, id="not-sure-is-0"),
-        pytest.param("", 0, id="empty-is-0"),
     ],
 )
-def test_the_rubric_maps_word_recall_against_the_reference_onto_0_to_5(response, expected):
-    reference = "UNION removes duplicates, UNION ALL keeps them."
-    assert recall_rubric(response, reference) == expected
+def test_the_rubric_result_is_word_recall_of_the_reference_inside_the_old_buckets(response, bucket):
+    result, _ = correctness(response, "UNION removes duplicates, UNION ALL keeps them.")
+    assert int(result) == bucket
 
 
 def test_word_recall_is_the_share_of_the_references_content_words():
@@ -135,3 +146,155 @@ async def test_an_unknown_step_fails_rather_than_guessing():
 def test_build_judge_picks_the_backend_by_kind():
     assert isinstance(build_judge(JudgeConfig(name="b", kind="baseline")), BaselineJudge)
     assert isinstance(build_judge(JudgeConfig(name="l", base_url="http://127.0.0.1:9/v1", model="m")), LLMJudge)
+
+
+# --- abstention: only when the response essentially is one ---------------------------------------------------------
+
+@pytest.mark.parametrize("response", ["I don't know.", "I'm not sure, sorry.",
+                                      "Unfortunately I cannot answer that from the provided documents.",
+                                      "I'm not sure when the museum opens."])
+def test_a_response_that_only_says_it_is_not_sure_is_an_abstention(response):
+    assert is_abstention(response, "When does the museum open?")
+    assert correctness(response, "The museum opens at 9 am.", "When does the museum open?")[0] == 0
+
+
+def test_an_answer_that_merely_contains_not_sure_is_an_answer():
+    response = ("The bridge was finished in 1932 after eight years of work; historians are not sure how many "
+                "workers it employed, but its steel arch still carries trains and cars across the harbour.")
+    reference = "The bridge was finished in 1932 and carries trains and cars across the harbour."
+
+    assert not is_abstention(response, "When was the bridge finished?")
+    assert correctness(response, reference, "When was the bridge finished?")[0] >= 4
+
+
+def test_an_empty_response_is_the_bottom_of_the_scale_not_an_abstention():
+    assert correctness("", "The museum opens at 9 am.") == (1.0, "the response is empty")
+    assert correctness("   \n", "The museum opens at 9 am.")[0] == 1.0
+
+
+async def test_the_rag_scorer_records_an_abstention_and_scores_an_answer_quoting_not_sure():
+    reference = "Owls hunt mostly at night using their hearing."
+    quiet = make_turn(input=[{"role": "user", "content": "When do owls hunt?"}], output="I don't know, sorry.",
+                      reference=reference)
+    quoting = quiet.model_copy(update={"output": "Owls hunt mostly at night; I'm not sure about every species, "
+                                                 "but their hearing guides them."})
+
+    abstained = await RagCorrectness().score(quiet, BASELINE)
+    answered = await RagCorrectness().score(quoting, BASELINE)
+
+    assert (abstained.label, abstained.score) == ("abstained", None)
+    assert answered.status is ScoreStatus.SCORED and answered.score > 0.6
+
+
+# --- answer relevancy: restating or padding the question is not relevant --------------------------------------------
+
+QUESTION = "What causes the seasons on Earth?"
+
+
+async def _relevancy(output: str, question: str = QUESTION) -> float:
+    turn = make_turn(input=[{"role": "user", "content": question}], output=output)
+    return (await AnswerRelevancy(reason_mode="template").score(turn, BASELINE)).score
+
+
+async def test_restating_the_question_is_not_relevant():
+    assert await _relevancy("What causes the seasons on Earth? The causes of seasons on Earth.") == 0.0
+
+
+async def test_padding_with_the_questions_words_loses_to_an_answer():
+    padded = await _relevancy("Seasons, Earth, causes: Earth seasons causes seasons.")
+    answer = await _relevancy("The tilt of Earth's axis causes the seasons as it orbits the sun.")
+
+    assert padded == 0.0 and answer == 1.0
+
+
+async def test_a_terse_answer_is_not_zero_relevant():
+    assert await _relevancy("8", question="How many legs does a spider have?") > 0
+
+
+# --- prompt alignment: echoing the prompt is not aligned ------------------------------------------------------------
+
+async def _alignment(prompt: str, output: str) -> float:
+    turn = make_turn(input=[{"role": "user", "content": prompt}], output=output)
+    return (await PromptAlignment(evaluation_mode="user", reason_mode="none").score(turn, BASELINE)).score
+
+
+async def test_echoing_the_prompt_is_not_aligned():
+    prompt = "Write a short poem about autumn leaves falling in the park."
+    echo = await _alignment(prompt, prompt)
+    poem = await _alignment(prompt, "Red leaves drift and spin,\nautumn settles on the park,\nbenches wear gold coats.")
+
+    assert echo == 0.0 and poem > 0.3
+
+
+async def test_a_terse_correct_reply_is_not_zero_aligned():
+    assert await _alignment("What is 7 times 6? Reply with the number only.", "42") > 0
+
+
+# --- rag correctness: contradictions it can see cheaply lower it ----------------------------------------------------
+
+@pytest.mark.parametrize(
+    ("reference", "right", "wrong"),
+    [
+        pytest.param("Marie Curie discovered polonium in 1898.", "Marie Curie discovered polonium in 1898.",
+                     "Marie Curie never discovered polonium.", id="negation"),
+        pytest.param("The lighthouse is 48 metres tall.", "The lighthouse is 48 metres tall.",
+                     "The lighthouse is 65 metres tall.", id="another-number"),
+        pytest.param("The Danube flows into the Black Sea.", "The Danube flows into the Black Sea.",
+                     "The Danube flows into the North Sea.", id="another-name"),
+    ],
+)
+def test_a_visible_contradiction_lowers_correctness_by_at_least_a_bucket(reference, right, wrong):
+    assert contradicted(wrong, reference) is not None and contradicted(right, reference) is None
+    assert correctness(right, reference)[0] - correctness(wrong, reference)[0] >= 1
+
+
+@pytest.mark.parametrize(
+    ("reference", "response"),
+    [
+        pytest.param("Vitamin C is found in oranges and peppers.", "Vitamin C is not only found in oranges but "
+                     "also in peppers.", id="not-only-is-no-negation"),
+        pytest.param("Lyon is the third city of France [2].", "Lyon is the third city of France [7].",
+                     id="source-markers-are-not-numbers"),
+        pytest.param("The Danube flows into the Black Sea.", "The Danube flows into the Black Sea, a journey that "
+                     "does not pass through Spain.", id="a-negation-far-from-the-key-words"),
+    ],
+)
+def test_what_only_looks_like_a_contradiction_is_not_one(reference, response):
+    assert contradicted(response, reference) is None
+
+
+def test_a_contradicting_sentence_in_a_longer_answer_costs_only_its_own_credit():
+    reference = "Bees make honey from nectar. They store it in wax combs."
+    clean = "Bees make honey from nectar. They store it in wax combs."
+    one_wrong = "Bees do not make honey from nectar. They store it in wax combs."
+
+    assert correctness(clean, reference)[0] > correctness(one_wrong, reference)[0] > correctness(
+        "They store it.", reference)[0]
+
+
+# --- a continuous score: clearly different answers rarely tie -------------------------------------------------------
+
+def test_answers_in_the_same_old_bucket_get_different_results_in_recall_order():
+    reference = "Copper conducts heat and electricity well, resists corrosion, and is easy to shape into wire."
+    more = correctness("Copper conducts heat, electricity and resists corrosion.", reference)[0]
+    less = correctness("Copper conducts heat and electricity well.", reference)[0]
+
+    assert int(more) == int(less) == 3 and more > less
+
+
+def test_the_same_words_in_the_references_order_beat_them_scrambled():
+    reference = "Heavy rain causes floods in river valleys."
+    ordered = correctness("Heavy rain causes floods in river valleys.", reference)[0]
+    scrambled = correctness("Valleys river floods causes rain heavy.", reference)[0]
+
+    assert word_recall("Valleys river floods causes rain heavy.", reference) == 1.0
+    assert ordered > scrambled
+
+
+# --- terse correct answers are not 0 --------------------------------------------------------------------------------
+
+def test_a_terse_correct_answer_keeps_most_of_its_credit():
+    question = "What is the capital of Australia?"
+    result, _ = correctness("Canberra.", "The capital of Australia is Canberra.", question)
+
+    assert result > 3 and result > correctness("Sydney.", "The capital of Australia is Canberra.", question)[0]

@@ -68,7 +68,8 @@ async def test_a_not_sure_verdict_is_an_abstention_never_zero(judge_server, llm_
 
 
 @pytest.mark.parametrize("text", ["Feedback: looks fine to me.", "Feedback: great. [RESULT] 7",
-                                  "Feedback: almost. [RESULT] 4.5"], ids=["no-result", "outside-0-5", "fraction"])
+                                  "Feedback: hmm. [RESULT] 0.5"], ids=["no-result", "outside-0-5",
+                                                                     "fraction-between-not-sure-and-wrong"])
 async def test_a_reply_without_an_offered_verdict_is_unscored_with_the_raw_reply_kept(judge_server, text, llm_judge):
     judge_server.script = lambda body: verdict(text)
     scored = await RagCorrectness().score(rag_turn(), llm_judge)
@@ -180,7 +181,8 @@ def test_e3_without_a_retriever_is_a_configuration_error():
     ("Feedback: fine [RESULT]: (3)", (3, "fine")),
     ("[RESULT] 0", (0, "")),
     ("Feedback: [RESULT] 5 ... no, [RESULT] 1", (1, "[RESULT] 5 ... no,")),
-], ids=["plain", "punctuated", "bare-zero", "last-wins"])
+    ("Feedback: close. [RESULT] 3.47", (3.47, "close.")),
+], ids=["plain", "punctuated", "bare-zero", "last-wins", "finer-scale-kept"])
 def test_parse_verdict_reads_the_last_result(text, expected):
     parsed = parse_verdict(text)
     assert (parsed.score, parsed.feedback) == expected

@@ -1,11 +1,15 @@
 """The offline baseline judge: no LLM, deterministic, fast, and labelled ``baseline`` in every row it produces.
 
-It answers a ``JudgeRequest`` by computing the step's output from ``request.inputs`` with word-overlap heuristics
-(the paper's word-recall baseline family): statements by sentence segmentation, relevance by content-word overlap
-with the question, context relevance by overlap with the question and the response, prompt alignment by overlap
-and length, the RAG rubric by word recall against the reference. Steps dispatch through a table; a scorer
-module adds its own steps with ``register(step, handler)``. A ``*.reason`` step without a handler of its own
-returns the request's ``inputs["summary"]``.
+It is a heuristic, and says so: it answers a ``JudgeRequest`` by computing the step's output from
+``request.inputs`` with word-overlap rules (the paper's word-recall baseline family). Statements by sentence
+segmentation; relevance by content words shared with the question *and* something added to it (a statement that
+only restates the question's words is not relevant; a lone terse answer is "unsure", not "no"); context relevance
+by overlap with the question and the response; prompt alignment by overlap and length, discounted when the response
+mostly echoes the prompt; the RAG rubric by word recall of the reference (words the question already holds count
+half), continuous inside the rubric's buckets, with the credit of sentences that visibly contradict the reference
+(a negation, or another number or name, beside its key words) withdrawn, and 0 ("not sure") only when the response
+essentially is an abstention. Steps dispatch through a table; a scorer module adds its own steps with
+``register(step, handler)``. A ``*.reason`` step without a handler of its own returns ``inputs["summary"]``.
 """
 
 from __future__ import annotations
@@ -25,8 +29,10 @@ __all__ = [
     "MODEL",
     "BaselineJudge",
     "Handler",
+    "contradicted",
     "content_words",
-    "recall_rubric",
+    "correctness",
+    "is_abstention",
     "register",
     "sentences",
     "word_recall",
@@ -35,7 +41,7 @@ __all__ = [
 T = TypeVar("T", bound=BaseModel)
 Handler = Callable[[Mapping[str, Any]], dict[str, Any]]
 
-MODEL = "baseline-word-overlap-v1"
+MODEL = "baseline-word-overlap-v2"
 _HANDLERS: dict[str, Handler] = {}
 
 _STOPWORDS = frozenset("""
@@ -48,7 +54,30 @@ very was we were what when where which while who whom why will with would you yo
 _CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff66-\uff9f"
 _TOKEN = re.compile(f"[{_CJK}]+|[^\\W_]+")
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+|(?<=[。！？])|\n+")
-_NOT_SURE = re.compile(r"(?i)\b(i (do not|don't) know|not sure|cannot answer|can't answer)\b|わかりません|分かりません")
+# What an agent says when it abstains. A response is an abstention only when, these phrases and the question's own
+# words aside, almost nothing is left (``is_abstention``): a long answer that quotes "not sure" is an answer.
+_NOT_SURE = re.compile(
+    r"(?i)\b(i\s*(do not|don't|dont)\s+know|not\s+(sure|certain)|(cannot|can't|can ?not|unable to)\s+"
+    r"(answer|say|tell|determine|find|help)|no (information|idea)|(do not|don't) have (enough |any )?information"
+    r"|not (mentioned|provided|stated|given) in)\b|わかりません|分かりません|わからない|不明です"
+)
+_ABSTAIN_WORDS = frozenset("""
+sorry unfortunately information context document provided answer question sure certain know able unable cannot
+can't exact exactly idea mention mentioned stated given find found say tell determine help afraid enough data
+source sources based text passage available regarding specific detail details
+""".split())
+_ABSTAIN_SUBSTANCE = 3  # at most this many content words of its own, and an abstention phrase: an abstention
+_NEGATION = re.compile(r"(?i)not|no|never|neither|nor|none|cannot|without|isn't|wasn't|doesn't|didn't|don't|won't")
+_NOT_ONLY = re.compile(r"(?i)\bnot (only|just|merely)\b")
+# Word recall through the rubric's old bucket floors (0.2 -> 2, 0.4 -> 3, 0.65 -> 4) to 5 at full recall: the
+# integer part is the bucket, the rest is where in it the response falls, so different answers rarely tie.
+_KNOTS = ((0.0, 1.0), (0.2, 2.0), (0.4, 3.0), (0.65, 4.0), (1.0, 5.0))
+QUESTION_WORD_WEIGHT = 0.5  # a reference word the question already holds is worth half of one it does not
+CONTRADICTED_CREDIT = 0.5  # what a reference word is worth when the response says it only while contradicting it
+RESTATED_SHARE = 0.25  # a statement adding fewer of its own words than this share restates the question
+TERSE_WORDS = 4  # content words: a lone statement this short is a terse answer
+ECHO_NOVELTY = 0.3  # a response at least this share of its own words (not the prompt's) is no echo
+PHRASE_WEIGHT = 0.01  # a tie-breaker: the share of the reference's phrases kept weighs 1% of the recall
 
 
 def _normalise(word: str) -> str:
@@ -59,13 +88,14 @@ def _normalise(word: str) -> str:
 
 
 def content_words(text: str) -> set[str]:
-    """Lower-cased words that carry meaning (no stopwords, plural ``s`` dropped); CJK runs as character bigrams."""
+    """Lower-cased words that carry meaning (no stopwords, plural ``s`` dropped, numbers kept whatever their length);
+    CJK runs as character bigrams."""
     words: set[str] = set()
     for match in _TOKEN.finditer(text):
         token = match.group()
         if re.match(f"[{_CJK}]", token):
             words.update(token[i:i + 2] for i in range(max(1, len(token) - 1)))
-        elif len(token) > 1 and token.lower() not in _STOPWORDS:
+        elif (len(token) > 1 or token.isdigit()) and token.lower() not in _STOPWORDS:
             words.add(_normalise(token))
     return words
 
@@ -85,12 +115,138 @@ def word_recall(response: str, reference: str) -> float:
     return _share(content_words(response), content_words(reference))
 
 
-def recall_rubric(response: str, reference: str) -> int:
-    """Word recall mapped onto the paper's 0–5 rubric; 0 when the response says it is not sure or is empty."""
-    if not response.strip() or _NOT_SURE.search(response):
-        return 0
-    recall = word_recall(response, reference)
-    return next(score for floor, score in ((0.85, 5), (0.65, 4), (0.4, 3), (0.2, 2), (0.0, 1)) if recall >= floor)
+def is_abstention(response: str, question: str = "") -> bool:
+    """Whether the response essentially *is* an abstention: it says it is not sure (or cannot answer) and, that
+    phrase, the question's words and apologetic filler aside, has at most ``_ABSTAIN_SUBSTANCE`` words of its own."""
+    if not _NOT_SURE.search(response):
+        return False
+    rest = content_words(_NOT_SURE.sub(" ", response)) - content_words(question) - _ABSTAIN_WORDS
+    return len(rest) <= _ABSTAIN_SUBSTANCE
+
+
+_CITATION = re.compile(r"\[\d+(?:[,\s]*\d+)*\]")  # "[4]", "[1, 2]": a source marker, not a claim's number
+_WORD = re.compile(f"[{_CJK}]+|\\d+(?:[.,]\\d+)?|[^\\W_]+(?:'[a-z]+)?")
+_NEAR = 3  # tokens: how close a negation, number or name must stand to a key word to be about it
+
+
+def _tokens(text: str) -> list[str]:
+    return [m.group() for m in _WORD.finditer(_CITATION.sub(" ", text))]
+
+
+def _is_number(token: str) -> bool:
+    return token[0].isdigit()
+
+
+def _is_name(token: str) -> bool:
+    return token[0].isupper() and token.lower() not in _STOPWORDS and not _is_number(token)
+
+
+def _is_negation(token: str) -> bool:
+    return bool(_NEGATION.fullmatch(token)) or token.lower().endswith("n't")
+
+
+def _near(tokens: list[str], keys: set[str], test: Callable[[str], bool]) -> dict[str, set[str]]:
+    """For each key word, the tokens passing ``test`` within ``_NEAR`` tokens of it."""
+    found: dict[str, set[str]] = {}
+    for i, token in enumerate(tokens):
+        key = _normalise(token)
+        if key not in keys:
+            continue
+        window = tokens[max(0, i - _NEAR): i] + tokens[i + 1: i + 1 + _NEAR]
+        hits = {t.lower().replace(",", ".") for t in window if test(t)}
+        if hits:
+            found.setdefault(key, set()).update(hits)
+    return found
+
+
+def contradicted(statement: str, reference: str, question: str = "") -> str | None:
+    """Why ``statement`` visibly contradicts the reference sentence it restates, or None.
+
+    The statement must be about one reference sentence: share at least two of its content words and at least half
+    of them (the key words). Visible means, beside a key word (within ``_NEAR`` tokens): a negation where the
+    reference sentence has none ("not", "never", "n't" …; "not only" is no negation); or a number where the
+    reference sentence has another beside the same key word, and the statement nowhere gives the reference's; or
+    a name (a capitalised word neither the reference nor the question holds) where the reference sentence has
+    another beside the same key word that the statement lacks. Source markers such as "[4]" are not numbers."""
+    words, tokens = content_words(statement), _tokens(_NOT_ONLY.sub(" ", statement))
+    everywhere = {t.lower() for t in _tokens(reference) + _tokens(question)}
+    mine_all = {t.lower().replace(",", ".") for t in tokens}
+    for target in sentences(reference):
+        key_words = content_words(target)
+        keys = words & key_words
+        if len(keys) < 2 or len(keys) < 0.5 * len(key_words):
+            continue
+        theirs = _tokens(_NOT_ONLY.sub(" ", target))
+        about = ", ".join(sorted(keys)[:4])
+        if _near(tokens, keys, _is_negation) and not any(_is_negation(t) for t in theirs):
+            return f"negates what the reference says about {about}"
+        their_numbers, my_numbers = _near(theirs, keys, _is_number), _near(tokens, keys, _is_number)
+        for key, numbers in my_numbers.items():
+            expected = their_numbers.get(key, set())
+            if expected and not expected & mine_all and numbers - expected:
+                return (f"gives {', '.join(sorted(numbers))} beside {key} where the reference gives "
+                        f"{', '.join(sorted(expected))}")
+        their_names, my_names = _near(theirs, keys, _is_name), _near(tokens, keys, _is_name)
+        for key, names in my_names.items():
+            expected = their_names.get(key, set()) - mine_all
+            other = names - everywhere
+            if expected and other:
+                return f"names {', '.join(sorted(other))} beside {key} where the reference names {', '.join(sorted(expected))}"
+    return None
+
+
+def _weighted_recall(found: set[str], reference: set[str], question: set[str]) -> float:
+    weight = {w: QUESTION_WORD_WEIGHT if w in question else 1.0 for w in reference}
+    total = sum(weight.values())
+    return sum(weight[w] for w in found & reference) / total if total else 0.0
+
+
+def _phrases(text: str) -> set[tuple[str, str]]:
+    """Adjacent content-word pairs: the reference's phrases, finer than its words."""
+    words = [_normalise(t) for t in _tokens(text) if t.lower() not in _STOPWORDS and (len(t) > 1 or t.isdigit())]
+    return set(zip(words, words[1:], strict=False))
+
+
+def _through_knots(recall: float) -> float:
+    for (x0, y0), (x1, y1) in zip(_KNOTS, _KNOTS[1:], strict=False):
+        if recall <= x1:
+            return y0 + (y1 - y0) * (recall - x0) / (x1 - x0)
+    return _KNOTS[-1][1]
+
+
+def correctness(response: str, reference: str, question: str = "") -> tuple[float, str]:
+    """The rubric's result (0–5, continuous) for ``response`` against ``reference``, and why.
+
+    0 only for an abstention; an empty response is the bottom of the scale (1). Otherwise the weighted word recall
+    of the reference (its words that the question already holds count ``QUESTION_WORD_WEIGHT``); words the response
+    states only in sentences that visibly contradict the reference (``contradicted``) count half, since a cheap
+    detector can be wrong; blended with the share of the reference's phrases (adjacent content-word pairs) the
+    response keeps, at ``PHRASE_WEIGHT``, so answers recalling the same words rarely tie. Mapped through the buckets' floors
+    (``_KNOTS``)."""
+    if not response.strip():
+        return 1.0, "the response is empty"
+    if is_abstention(response, question):
+        return 0.0, "the response says it is not sure, and little else"
+    reference_words, question_words = content_words(reference), content_words(question)
+    clean: set[str] = set()
+    disputed: set[str] = set()
+    conflicts = []
+    for statement in sentences(response) or [response]:
+        why = contradicted(statement, reference, question)
+        if why:
+            conflicts.append(why)
+            disputed |= content_words(statement)
+        else:
+            clean |= content_words(statement)
+    undisputed = _weighted_recall(clean, reference_words, question_words)
+    recall = undisputed + CONTRADICTED_CREDIT * (
+        _weighted_recall(clean | disputed, reference_words, question_words) - undisputed)
+    phrases = _phrases(reference)
+    kept = len(_phrases(response) & phrases) / len(phrases) if phrases else 0.0
+    why = f"baseline word recall against the reference answer is {recall:.0%}"
+    if conflicts:
+        why += f"; half credit for {len(conflicts)} sentence(s) that contradict it ({conflicts[0]})"
+    return round(_through_knots((1 - PHRASE_WEIGHT) * recall + PHRASE_WEIGHT * kept), 3), why
 
 
 def register(step: str, handler: Handler) -> None:
@@ -130,18 +286,26 @@ def _statements(inputs: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _relevance(inputs: Mapping[str, Any]) -> dict[str, Any]:
+    """A statement is relevant when it shares the question's words *and* adds words of its own: one that only
+    restates the question (or pads itself with its words) answers nothing. A lone short statement sharing no word
+    (a terse answer: "5", "Canberra.") is "unsure": word overlap cannot tell whether it answers."""
     question = content_words(inputs["question"])
+    statements = inputs["statements"]
     results = []
-    for statement in inputs["statements"]:
+    for statement in statements:
         words = content_words(statement)
         shared = sorted(words & question)
-        if len(shared) >= 2 or (shared and len(shared) / len(words) >= 0.3):
-            result = "yes"
+        added = words - question
+        if shared and len(added) < max(1.0, RESTATED_SHARE * len(words)):
+            result, why = "no", f"restates the question's words ({', '.join(shared[:5])}) without adding an answer"
+        elif len(shared) >= 2 or (shared and len(shared) / len(words) >= 0.3):
+            result, why = "yes", f"shares {', '.join(shared)} with the question and adds to it"
         elif shared:
-            result = "unsure"
+            result, why = "unsure", f"shares only {shared[0]} with the question"
+        elif len(statements) == 1 and 0 < len(words) <= TERSE_WORDS:
+            result, why = "unsure", "a terse answer sharing no word with the question: overlap cannot tell"
         else:
-            result = "no"
-        why = f"shares {', '.join(shared)} with the question" if shared else "shares no content word with the question"
+            result, why = "no", "shares no content word with the question"
         results.append({"result": result, "reason": why})
     return {"results": results}
 
@@ -175,33 +339,36 @@ def _context_relevance(inputs: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _alignment(target: str, response_text: str) -> dict[str, Any]:
-    """Alignment of a response with a prompt or with system instructions, by overlap and length."""
+    """Alignment of a response with a prompt or with system instructions, by overlap and length. A response that
+    mostly echoes the prompt's own words is discounted on every dimension by how little it adds (``ECHO_NOVELTY``)."""
     asked, response = content_words(target), content_words(response_text)
-    checks = [{"requirement": s, "fulfilled": _share(response, content_words(s)) >= 0.5}
+    added = response - asked
+    novelty = min(1.0, (len(added) / len(response)) / ECHO_NOVELTY) if response else 0.0
+    checks = [{"requirement": s, "fulfilled": novelty >= 1 and _share(response, content_words(s)) >= 0.5}
               for s in sentences(target) if content_words(s)]
-    intent = _share(response, asked)
+    intent = _share(response, asked) * novelty
     requirements = sum(c["fulfilled"] for c in checks) / len(checks) if checks else intent
-    completeness = min(1.0, len(response) / max(3, 2 * len(asked)))
-    appropriateness = 1.0 if response else 0.0
+    completeness = min(1.0, len(added) / max(3, 2 * len(asked)))
+    appropriateness = novelty
 
     def dim(score: float, what: str) -> dict[str, Any]:
-        return {"score": round(score, 4), "reasoning": f"baseline: {what}"}
+        return {"score": round(score, 4), "reasoning": f"baseline heuristic: {what}"}
 
     return {
         "primary_intent": sentences(target)[0] if sentences(target) else "",
         "requirement_checks": checks,
-        "intent": dim(intent, "share of the prompt's content words the response contains"),
-        "requirements": dim(requirements, "share of the prompt's sentences half-covered by the response"),
-        "completeness": dim(completeness, "response length against twice the prompt's content words"),
-        "appropriateness": dim(appropriateness, "the response is not empty"),
+        "intent": dim(intent, "share of the prompt's content words the response contains, discounted when it "
+                              "mostly echoes the prompt"),
+        "requirements": dim(requirements, "share of the prompt's sentences half-covered by a response that adds "
+                                          "words of its own"),
+        "completeness": dim(completeness, "words the response adds, against twice the prompt's content words"),
+        "appropriateness": dim(appropriateness, "the response is not empty and not an echo of the prompt"),
     }
 
 
 def _rubric(inputs: Mapping[str, Any]) -> dict[str, Any]:
-    score = recall_rubric(inputs["response"], inputs["reference"])
-    recall = word_recall(inputs["response"], inputs["reference"])
-    return {"evaluation": f"Feedback: baseline word recall against the reference answer is {recall:.0%}. "
-                          f"[RESULT] {score}"}
+    result, why = correctness(inputs["response"], inputs["reference"], inputs.get("question", ""))
+    return {"evaluation": f"Feedback: {why}. [RESULT] {result:g}"}
 
 
 _HANDLERS.update({

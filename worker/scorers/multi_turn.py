@@ -108,12 +108,12 @@ async def _ask(agent: Agent | None, messages: Messages) -> str:
 class Details(base.Details):
     reference_source: str | None = None
     turns: int | None = None
-    sigma: list[int] | None = None
+    sigma: list[float] | None = None
     history: list[dict[str, str]] | None = None
     context_ids: list[str | None] | None = None
     wscore: float | None = None
     lscore: int | None = None
-    mscore: int | None = None
+    mscore: float | None = None
     final_answer: str | None = None
 
 
@@ -170,7 +170,7 @@ class MultiTurn(Scorer):
         contexts = await correctness.retrieve(question, reference) if self.retriever is not None else []
         session: Messages = list(opening or [])
         history: list[dict[str, str]] = []
-        sigma: list[int] = []
+        sigma: list[float] = []
         run.details.set(turns=self.turns, sigma=sigma, history=history, context_ids=[c.id for c in contexts])
         query = question
         for number in range(1, self.turns + 1):
@@ -230,7 +230,7 @@ class MultiTurn(Scorer):
                                           contexts=contexts, response=revised.answer, reference=reference)
         return revised.answer, verdict.score
 
-    def _scored(self, run: ScoreRun, sigma: list[int], final: str) -> ScoreResult:
+    def _scored(self, run: ScoreRun, sigma: list[float], final: str) -> ScoreResult:
         w, length, best = wscore(sigma, self.turns), lscore(sigma), mscore(sigma)
         run.details.set(wscore=w, lscore=length, mscore=best, final_answer=final)
         summary = f"σ = {sigma} over at most {self.turns} turns"

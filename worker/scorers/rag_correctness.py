@@ -98,7 +98,7 @@ class Details(base.Details):
     context_source: str | None = None
     context_ids: list[str | None] | None = None
     empty_output: bool | None = None
-    result: int | None = None
+    result: float | None = None  # 0–5; a fraction when the judge gives a finer result (the baseline heuristic)
 
 
 class RagCorrectness(Scorer):

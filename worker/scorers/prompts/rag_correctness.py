@@ -47,7 +47,7 @@ class Evaluation(BaseModel):
 
 @dataclass(frozen=True)
 class Verdict:
-    score: int  # 0 ("not sure") to 5
+    score: float  # 0 ("not sure") to 5; an integer from an LLM, possibly finer (3.47) from the baseline heuristic
     feedback: str
 
 
@@ -92,11 +92,14 @@ def render(*, question: str, contexts: Sequence[ContextDoc], response: str, refe
 
 
 def parse_verdict(text: str) -> Verdict | None:
-    """The last ``[RESULT] n`` in ``text`` and the feedback before it; None unless n is one of 0–5."""
+    """The last ``[RESULT] n`` in ``text`` and the feedback before it; None unless 0 <= n <= 5. A fraction (3.47,
+    the baseline's finer scale) is kept; 0 means only 0 ("not sure"), never a fraction below 1 rounded down."""
     matches = list(_RESULT.finditer(text))
     if not matches:
         return None
     last = matches[-1]
-    if last.group(1) not in {str(score) for score in RUBRIC}:
+    value = float(last.group(1))
+    if not 0 <= value <= max(RUBRIC) or 0 < value < 1:
         return None
-    return Verdict(score=int(last.group(1)), feedback=_FEEDBACK.sub("", text[: last.start()]).strip())
+    score = int(value) if value.is_integer() else value
+    return Verdict(score=score, feedback=_FEEDBACK.sub("", text[: last.start()]).strip())
