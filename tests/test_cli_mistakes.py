@@ -64,6 +64,7 @@ CASES = [
     Case("a worker started on an invalid config", ["worker"], "monitors.0.sampling_rat: Extra inputs",
          {"VIGIL_CONFIG": "{tmp}/rat.yaml", "REDIS_URL": f"redis://:{SECRET}@127.0.0.1:{{port}}/0"},
          {"rat.yaml": BASE + "monitors: [{name: a, scorer: answer_relevancy, judge: b, sampling_rat: 0.5}]\n"}),
+    Case("a worker started without VIGIL_CONFIG", ["worker"], "VIGIL_CONFIG is not set", {"REDIS_URL": "{redis}"}),
     Case("judge status with Redis unreachable", ["judge", "status"], "cannot reach Redis",
          {"REDIS_URL": f"redis://:{SECRET}@127.0.0.1:{{port}}/0"}),
     Case("judge status without REDIS_URL", ["judge", "status"], "REDIS_URL is not set"),

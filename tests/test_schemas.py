@@ -75,7 +75,7 @@ def test_config_check_prints_each_error_with_its_field_and_exits_1(tmp_path):
 
 
 def test_config_check_accepts_the_bundled_demo_config():
-    from worker.settings import bundled_config_path
+    from worker.demo import bundled_config_path
 
     result = CliRunner().invoke(main, ["config", "check", str(bundled_config_path())])
     assert result.exit_code == 0 and ": ok (" in result.output

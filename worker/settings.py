@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from functools import lru_cache
-from importlib import resources
 from pathlib import Path
 
 from pydantic import Field
@@ -11,7 +10,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from schemas import VigilConfig, load_config
 
-__all__ = ["Settings", "bundled_config_path", "get_settings", "monitor_config"]
+__all__ = ["CONFIG_NOT_SET", "ConfigNotSet", "Settings", "config_path", "get_settings", "monitor_config"]
 
 
 class Settings(BaseSettings):
@@ -37,11 +36,23 @@ def get_settings() -> Settings:
     return Settings()
 
 
-def bundled_config_path() -> Path:
-    return Path(str(resources.files("worker.demo") / "data" / "vigil.yaml"))
+class ConfigNotSet(ValueError):
+    """``VIGIL_CONFIG`` is unset where a monitor config is needed (a production worker never guesses one)."""
+
+
+CONFIG_NOT_SET = ("VIGIL_CONFIG is not set: point it at your monitor config YAML (check it with `vigil config "
+                  "check FILE`); only `vigil demo` runs the bundled demo monitors")
+
+
+def config_path() -> Path:
+    """``VIGIL_CONFIG``; ``ConfigNotSet`` when it is unset."""
+    path = get_settings().config_path
+    if path is None:
+        raise ConfigNotSet(CONFIG_NOT_SET)
+    return path
 
 
 @lru_cache(maxsize=1)
 def monitor_config() -> VigilConfig:
-    """The monitor config this process runs: ``VIGIL_CONFIG``, else the bundled demo config."""
-    return load_config(get_settings().config_path or bundled_config_path())
+    """The monitor config this process runs: ``VIGIL_CONFIG`` (``ConfigNotSet`` when it is unset)."""
+    return load_config(config_path())

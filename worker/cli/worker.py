@@ -19,7 +19,7 @@ from worker.cli.config import CheckedConfig, check_config
 from worker.logs import configure_logging
 from worker.pipeline.app import ALERTS_QUEUE, SCORE_QUEUE, app, configure
 from worker.pipeline.beat import schedule
-from worker.settings import bundled_config_path, get_settings
+from worker.settings import CONFIG_NOT_SET, get_settings
 from worker.sinks import writer as process_writer
 from worker.store import connect, default_dsn, migrate
 
@@ -37,7 +37,8 @@ __all__ = ["beat_command", "migrate_command", "worker_command"]
 def worker_command(concurrency: int, writer: bool, writer_id: str | None, queues: str, name: str | None) -> None:
     """Start a Celery worker (thread pool) and, unless --no-writer, the batching ClickHouse writer.
 
-    The monitor config (VIGIL_CONFIG) is checked first, as `vigil config check` does; an invalid one stops here.
+    The monitor config (VIGIL_CONFIG) is checked first, as `vigil config check` does; an invalid or missing one
+    stops here (only `vigil demo` runs the bundled demo monitors).
 
     \b
     Examples:
@@ -45,7 +46,9 @@ def worker_command(concurrency: int, writer: bool, writer_id: str | None, queues
       vigil worker --no-writer -c 200      # more scoring capacity beside the one writer (chDB)
     """
     settings = get_settings()
-    _announce(check_config(settings.config_path or bundled_config_path()))
+    if settings.config_path is None:  # a production worker never falls back to the demo's monitors
+        raise click.ClickException(CONFIG_NOT_SET)
+    _announce(check_config(settings.config_path))
     configure_logging(settings.log_level)
     configure()
     # Celery's own "received"/"succeeded" line per task costs more CPU than scoring does; vigil logs its outcomes.

@@ -30,11 +30,15 @@ from worker.cli.emit import emit_file
 from worker.demo.agent import KnowledgeBaseAgent
 from worker.demo.embedded_redis import EmbeddedRedis
 from worker.pipeline.backlog import wait_drained
-from worker.settings import bundled_config_path
 
-__all__ = ["demo_command", "demo_turns"]
+__all__ = ["bundled_config_path", "demo_command", "demo_turns"]
 
 console = Console()
+
+
+def bundled_config_path() -> Path:
+    """The demo's monitor config (its judges, monitors and alert rules): only the demo runs it."""
+    return Path(str(resources.files("worker.demo") / "data" / "vigil.yaml"))
 
 
 def demo_turns(now: datetime | None = None) -> list[dict]:
