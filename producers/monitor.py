@@ -11,6 +11,9 @@ refuse is refused here instead: the shipper checks each one against ``schemas.Tu
 The spool belongs to one broker and one user: by default it lives in ``$VIGIL_HOME/spool`` (or the user's cache
 directory) under a name keyed by a hash of the broker URL without its password, so turns spooled for one broker
 are never drained into another. Its path is logged the first time the monitor uses it.
+
+``feedback`` (a user's thumbs or rating on a turn) takes the same path: it is checked on the agent's thread (a bad
+argument is counted as dropped, with the field named in the log), queued, and shipped in the same batches as turns.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ import time
 import weakref
 from collections import Counter, deque
 from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
@@ -43,6 +47,7 @@ from producers._scope import TurnScope, traced
 from producers._spool import Spool
 from producers._transport import CeleryTransport, Transport
 from producers._wire import Unserializable, to_wire
+from schemas.feedback import Feedback, problems
 from schemas.trace import Turn
 
 __all__ = ["DropReason", "Monitor", "MonitorCounters", "MonitorSettings"]
@@ -100,13 +105,14 @@ class DropReason(StrEnum):
     UNSERIALIZABLE = "unserializable"  # a value that is not JSON data, or an output with no text (names the field)
     INVALID = "invalid"  # not a turn by schemas.Turn (a required field missing, a wrong type): the worker would refuse it
     NO_OUTPUT = "no_output"  # a turn scope or traced function ended without an output and without an error
-    BAD_ARGUMENT = "bad_argument"  # capture() called with something that is not a turn
+    BAD_ARGUMENT = "bad_argument"  # capture() called with something that is not a turn, or feedback() with bad values
     CLOSED = "closed"  # captured after shutdown()
 
 
 class MonitorCounters(BaseModel):
     """A snapshot of the monitor's counters. Turns offered = captured + those dropped on the agent's thread
-    (queue_full, bad_argument, closed); captured turns end shipped, pending (queued or spooled) or dropped later."""
+    (queue_full, bad_argument, closed); captured turns end shipped, pending (queued or spooled) or dropped later.
+    Feedback items count as items in every counter; ``feedback`` says how many of the captured were feedback."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -120,6 +126,7 @@ class MonitorCounters(BaseModel):
     spool_bytes: int
     send_failures: int
     broker_down: bool
+    feedback: int = 0
 
     @property
     def dropped_total(self) -> int:
@@ -187,6 +194,32 @@ class Monitor:
             self._drop_now(DropReason.BAD_ARGUMENT, repr(exc))
             return False
 
+    def feedback(self, trace_id: str, name: str, value: float | bool, comment: str | None = None,
+                 source: str = "user", *, author: str = "", scale: float = 1.0,
+                 created_at: datetime | None = None) -> bool:
+        """Record human feedback on the turn ``trace_id``: ``value`` on ``0..scale`` (thumbs: True/False; five
+        stars: ``scale=5``), negative below half the scale. ``source`` is ``user`` or ``reviewer``; ``author``
+        tells several people's feedback apart (the same author's feedback of the same name replaces the earlier,
+        the newest ``created_at``, default now, winning).
+
+        Same path as ``capture``: returns whether it was queued; never raises and never waits. Bad arguments are
+        counted as dropped (``bad_argument``) and logged with the field they concern.
+        """
+        try:
+            item = Feedback(trace_id=trace_id, name=name, value=value, comment=comment, source=source,
+                            author=author, scale=scale, created_at=created_at or datetime.now(UTC))
+        except ValidationError as exc:
+            self._drop_now(DropReason.BAD_ARGUMENT, f"feedback() {problems(exc)}")
+            return False
+        except Exception as exc:  # noqa: BLE001 - the agent's thread must never see our errors
+            self._drop_now(DropReason.BAD_ARGUMENT, f"feedback() {exc!r}")
+            return False
+        if not self._enqueue((item, time.time(), None)):
+            return False
+        with self._lock:
+            self._feedback += 1
+        return True
+
     def capture_deferred(self, build: Callable[[], Mapping[str, Any]]) -> bool:
         """Queue a turn whose dict ``build()`` makes later, on the shipper thread (for producers whose
         conversion is not constant work, like the span processor). ``build`` may return a list of turns (counted
@@ -241,7 +274,7 @@ class Monitor:
         with self._lock:
             dropped = dict(self._dropped)
             details = dict(self._drop_details)
-            captured = self._captured
+            captured, feedback = self._captured, self._feedback
         return MonitorCounters(
             captured=captured,
             shipped=self._shipped,
@@ -253,6 +286,7 @@ class Monitor:
             spool_bytes=self._spool.size,
             send_failures=self._send_failures,
             broker_down=self._attempt > 0,
+            feedback=feedback,
         )
 
     def flush(self, timeout: float = 10.0) -> bool:
@@ -292,7 +326,7 @@ class Monitor:
         self._wake = threading.Event()
         self._flushes: list[threading.Event] = []
         self._stopping = False
-        self._captured = self._shipped = self._spooled = self._send_failures = 0
+        self._captured = self._shipped = self._spooled = self._send_failures = self._feedback = 0
         self._dropped: Counter[DropReason] = Counter()
         self._drop_details: dict[DropReason, str] = {}
         self._spool_announced = False
@@ -362,6 +396,9 @@ class Monitor:
         batch = []
         for payload, at, span in items:
             try:
+                if isinstance(payload, Feedback):  # checked on the agent's thread already
+                    batch.append(payload.wire())
+                    continue
                 if callable(payload) and not isinstance(payload, (Mapping, BaseModel)):
                     payload = payload()
                 if isinstance(payload, list):  # a deferred builder made any number of turns (a whole trace)

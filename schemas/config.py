@@ -17,7 +17,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 __all__ = [
-    "AlertRule", "JudgeConfig", "MonitorConfig", "MonitorFilter", "VigilConfig", "interpolate_env", "load_config",
+    "AlertRule", "AlwaysSample", "JudgeConfig", "MonitorConfig", "MonitorFilter", "VigilConfig", "interpolate_env", "load_config",
 ]
 
 ScorerName = Literal[
@@ -67,6 +67,13 @@ class MonitorFilter(_Config):
     metadata: dict[str, str] = Field(default_factory=dict)
 
 
+class AlwaysSample(_Config):
+    """Turns a monitor scores whatever its sampling rate. ``feedback: negative``: every turn that received
+    negative human feedback (value / scale under 0.5), also when the feedback arrives after the turn."""
+
+    feedback: Literal["negative"] | None = None
+
+
 class MonitorConfig(_Config):
     """One scorer watching a sample of the turns."""
 
@@ -77,15 +84,18 @@ class MonitorConfig(_Config):
     filters: MonitorFilter = Field(default_factory=MonitorFilter)
     judge: str
     reason: Literal["llm", "template", "none"] = "llm"
+    always_sample: AlwaysSample = Field(default_factory=AlwaysSample)
 
 
 class AlertRule(_Config):
     """A regression rule. ``regression`` compares the recent window with a baseline window statistically;
     ``threshold`` fires when the recent mean is below ``threshold``; ``failure_rate`` when failed/(all) is above it;
-    ``coverage`` when scored/sampled is below it; ``judge_paused`` when a judge is paused."""
+    ``coverage`` when scored/sampled is below it; ``judge_paused`` when a judge is paused; ``agreement`` when the
+    judge's agreement with human feedback is below ``threshold`` (if set) or significantly below its own baseline
+    (the regression statistics, on the agree/disagree outcome of each score-feedback pair)."""
 
     name: str = Field(min_length=1)
-    kind: Literal["regression", "threshold", "failure_rate", "coverage", "judge_paused"] = "regression"
+    kind: Literal["regression", "threshold", "failure_rate", "coverage", "judge_paused", "agreement"] = "regression"
     monitor: str | None = None  # None: every monitor
     window_minutes: int = Field(default=60, gt=0)
     baseline_minutes: int = Field(default=7 * 24 * 60, gt=0)

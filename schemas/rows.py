@@ -13,6 +13,7 @@ from datetime import UTC, datetime
 from pydantic import BaseModel, Field
 
 from schemas.config import MonitorConfig
+from schemas.feedback import Feedback
 from schemas.score import JudgeCall, Score, ScoreResult, score_id
 from schemas.trace import Turn
 
@@ -126,6 +127,7 @@ TABLES: dict[str, type[BaseModel]] = {
     "judge_calls": JudgeCallRow,
     "pipeline_events": PipelineEvent,
     "dead_letters": DeadLetter,
+    "feedback": Feedback,
 }
 
 def score_row(turn: Turn, monitor: MonitorConfig, result: ScoreResult) -> Score:

@@ -1,4 +1,5 @@
-"""Seeded ClickHouse data for the dashboard, report and alert tests: scores, judge calls, pipeline events, traces."""
+"""Seeded ClickHouse data for the dashboard, report and alert tests: scores, judge calls, pipeline events, traces,
+human feedback."""
 
 from __future__ import annotations
 
@@ -85,6 +86,10 @@ def seed_everything(client: Client, *, now: datetime) -> None:
         events.append([r[23], project, agent, monitor, status, trace_id])
     client.insert("pipeline_events", events,
                   column_names=["event_time", "project", "agent", "monitor", "stage", "trace_id"])
+    feedback = [[_id("feedback", r[1]), r[1], "thumbs", float(n % 4 != 0), 1.0, "", "user", "", r[22]]
+                for n, r in enumerate(rows) if n % 3 == 0]  # on a third of the turns; every fourth thumbs down
+    client.insert("feedback", feedback, column_names=["feedback_id", "trace_id", "name", "value", "scale", "comment",
+                                                      "source", "author", "created_at"])
     client.insert("alerts", [
         [_id("alert", 1), "score-regression", "regression", "shop", "support-bot", "relevancy", "", "firing",
          now - timedelta(minutes=30), now - timedelta(minutes=30), 0.41, 0.62, 120, 2000, 1e-9, 1.4,

@@ -16,6 +16,7 @@ from opentelemetry import trace
 
 from schemas import AlertRule, VigilConfig
 from worker.alerts.decide import (
+    agreement_verdict,
     coverage_verdict,
     decide,
     failure_rate_verdict,
@@ -77,6 +78,8 @@ def _stats(row: dict[str, Any] | None) -> WindowStats:
 def _verdicts(reader: _Reader, rule: AlertRule, paused_judges: PausedJudges | None) -> list[Verdict]:
     if rule.kind == "judge_paused":
         return _judge_verdicts(reader, rule, paused_judges)
+    if rule.kind == "agreement":
+        return _agreement_verdicts(reader, rule)
     if rule.kind == "coverage":
         return [coverage_verdict(rule, Subject(project=r["project"], agent=r["agent"], monitor=r["monitor"]),
                                  scored=r["scored"], sampled=r["sampled"])
@@ -96,6 +99,15 @@ def _verdicts(reader: _Reader, rule: AlertRule, paused_judges: PausedJudges | No
             verdicts.append(failure_rate_verdict(rule, subject, failed=sum(r["failed"] for r in recent.values()),
                                                  total=sum(r["turns"] for r in recent.values())))
     return verdicts
+
+
+def _agreement_verdicts(reader: _Reader, rule: AlertRule) -> list[Verdict]:
+    windows: dict[Subject, dict[str, dict[str, Any]]] = defaultdict(dict)
+    for row in reader.rows("agreement_windows", rule):
+        if rule.monitor is None or row["monitor"] == rule.monitor:
+            windows[Subject(project=row["project"], agent=row["agent"], monitor=row["monitor"])][row["period"]] = row
+    return [agreement_verdict(rule, subject, _stats(periods.get("recent")), _stats(periods.get("baseline")))
+            for subject, periods in sorted(windows.items(), key=lambda kv: kv[0].model_dump_json())]
 
 
 def _judge_verdicts(reader: _Reader, rule: AlertRule, paused_judges: PausedJudges | None) -> list[Verdict]:

@@ -4,6 +4,10 @@ A regression is the recent window against a baseline window: Welch's t-test (one
 windows' counts, means and variances, firing only with at least ``min_samples`` turns on each side, a p-value under
 ``p_value`` and an effect size (Cohen's d) of at least ``min_effect_size``. Too few turns is "cannot tell": an alert
 then keeps its state rather than flapping.
+
+Agreement (judge vs human feedback) is measured on pairs of a scored turn and a piece of feedback on it, each pair
+1 (judge and human on the same side of 0.5) or 0: the window's mean is the agreement, and its drop against the
+baseline goes through the same Welch test, minimum n and effect size as a score regression.
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ from schemas import AlertRule
 from worker.alerts.model import AlertEvent, AlertState, Subject, Verdict, WindowStats
 
 __all__ = [
-    "DEFAULT_LIMITS", "coverage_verdict", "decide", "failure_rate_verdict", "judge_paused_verdict",
+    "DEFAULT_LIMITS", "agreement_verdict", "coverage_verdict", "wilson_interval", "decide", "failure_rate_verdict", "judge_paused_verdict",
     "regression_verdict", "threshold_verdict",
 ]
 
@@ -60,6 +64,45 @@ def regression_verdict(rule: AlertRule, subject: Subject, recent: WindowStats, b
                  f"p={p_value:.2g})"),
         **common,
     )
+
+
+def wilson_interval(agreed: int, n: int, confidence: float = 0.95) -> tuple[float, float]:
+    """The Wilson score interval of a proportion (scipy's), the one the agreement panel computes in SQL."""
+    ci = stats.binomtest(agreed, n).proportion_ci(confidence_level=confidence, method="wilson")
+    return float(ci.low), float(ci.high)
+
+
+def agreement_verdict(rule: AlertRule, subject: Subject, recent: WindowStats, baseline: WindowStats) -> Verdict:
+    """Breach when the recent agreement is under ``threshold`` (if set), or significantly under the baseline's
+    (Welch one-sided p under ``p_value`` and Cohen's d at least ``min_effect_size``, each side with at least
+    ``min_samples`` pairs). Fewer recent pairs than ``min_samples``, or nothing to compare with: cannot tell."""
+    common = {"subject": subject, "value": recent.mean, "baseline": baseline.mean, "recent_n": recent.n,
+              "baseline_n": baseline.n}
+    where = f"{subject.describe()}: judge-human agreement {_p(recent.mean)}"
+    if recent.n < rule.min_samples or recent.mean is None:
+        return Verdict(breach=None, message=f"{where} over the last {rule.window_minutes} min: too few "
+                       f"score-feedback pairs (n={recent.n}, need {rule.min_samples})", **common)
+    low, high = wilson_interval(round(recent.mean * recent.n), recent.n)
+    where += f" (95% {_p(low)}–{_p(high)}, n={recent.n}) over the last {rule.window_minutes} min"
+    below = rule.threshold is not None and recent.mean < rule.threshold
+    compared = baseline.n >= rule.min_samples and baseline.mean is not None
+    if not compared and rule.threshold is None:
+        return Verdict(breach=None, message=f"{where}: too few baseline pairs to compare (n={baseline.n}, need "
+                                            f"{rule.min_samples})", **common)
+    p_value = effect = None
+    dropped = False
+    if compared:
+        p_value, effect = _welch(recent, baseline)
+        dropped = p_value < rule.p_value and effect >= rule.min_effect_size
+    reasons = []
+    if rule.threshold is not None:
+        reasons.append(f"{'below' if below else 'at or above'} {_p(rule.threshold)}")
+    if compared:
+        assert p_value is not None and effect is not None
+        reasons.append(f"{'significantly below' if dropped else 'vs'} baseline {_p(baseline.mean)} "
+                       f"(n={baseline.n}, d={effect:.2f}, p={p_value:.2g})")
+    return Verdict(breach=below or dropped, p_value=p_value, effect_size=effect,
+                   message=f"{where} is {'; '.join(reasons)}", **common)
 
 
 def threshold_verdict(rule: AlertRule, subject: Subject, recent: WindowStats) -> Verdict:

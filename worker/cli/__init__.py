@@ -26,6 +26,7 @@ COMMANDS: dict[str, str] = {
     "migrate": "worker.cli.worker:migrate_command",
     "config": "worker.cli.config:config",
     "emit": "worker.cli.emit:emit_command",
+    "feedback": "worker.cli.feedback:feedback",
     "score": "worker.cli.score:score_command",
     "probe": "worker.cli.probe:probe_command",
     "report": "worker.cli.report:report",

@@ -12,7 +12,7 @@ from collections.abc import Callable
 import redis
 
 from schemas.broker import INGEST_QUEUE
-from worker.pipeline.app import SCORE_QUEUE
+from worker.pipeline.app import ALERTS_QUEUE, SCORE_QUEUE
 from worker.sinks.write_queue import WRITE_QUEUE, inflight_key
 
 __all__ = ["backlog", "drained", "wait_drained"]
@@ -23,6 +23,7 @@ def backlog(client: redis.Redis) -> dict[str, int]:
     return {
         INGEST_QUEUE: client.llen(INGEST_QUEUE),
         SCORE_QUEUE: client.llen(SCORE_QUEUE),
+        ALERTS_QUEUE: client.llen(ALERTS_QUEUE),  # the writer's tasks: alert checks, re-scores for feedback
         WRITE_QUEUE: client.llen(WRITE_QUEUE),
         "writing": inflight,
         "unacked": client.hlen("unacked"),  # kombu's Redis transport: delivered, not yet acked (incl. countdowns)

@@ -1,5 +1,8 @@
 """The pipeline's tasks: ingest (validate, store, sample, fan out) and score (the sampled monitors on one turn).
 
+Human feedback travels in the ingest batches too (``{"feedback": {...}}``): ingest stores it, and negative feedback
+makes the monitors that ask for it score the turn (``worker.pipeline.feedback``).
+
 A message that cannot be processed is dead-lettered with its reason (a ``dead_letters`` row, a log line, a
 counter) and the worker goes on. When Redis itself fails (out of memory, a failover), the message is rejected
 back onto its queue rather than acked, so nothing is lost. Rows go to the write queue, never straight to
@@ -24,8 +27,10 @@ from pydantic import BaseModel, ValidationError
 
 from schemas import ScoreResult, ScoreStatus, Turn
 from schemas.broker import INGEST_QUEUE, INGEST_TASK
+from schemas.feedback import Feedback, is_feedback, problems
 from schemas.rows import DeadLetter, JudgeCallRow, PipelineEvent, score_row, trace_row
 from worker.judge.base import JudgePaused
+from worker.pipeline import feedback as feedback_sampling
 from worker.pipeline import loop
 from worker.pipeline.app import SCORE_QUEUE, app
 from worker.pipeline.filters import matches
@@ -68,6 +73,13 @@ def dead_letter(queue: str, payload: Any, reason: str, error_type: str) -> DeadL
                       payload=safe[:100_000])
 
 
+def _check_feedback(raw: dict[str, Any], queue: str) -> Feedback | DeadLetter:
+    try:
+        return Feedback.model_validate(raw["feedback"])
+    except ValidationError as exc:
+        return dead_letter(queue, raw, f"feedback: {problems(exc)}", "invalid_feedback")
+
+
 def _check_turn(raw: Any, queue: str) -> Turn | DeadLetter:
     if not isinstance(raw, dict):
         return dead_letter(queue, raw, f"turn must be a JSON object, got {type(raw).__name__}", "invalid_turn")
@@ -84,16 +96,24 @@ def ingest(self, batch: Any) -> dict[str, int]:
     """Validate each turn, store its row, and fan out one score task per turn naming the monitors that sample it.
     A turn of vigil's own traffic (origin ``probe`` or ``follow_up``) is stored but never sampled: stage ``probe``."""
     rt = runtime()
-    rows: dict[str, list[BaseModel]] = {"traces": [], "pipeline_events": [], "dead_letters": []}
+    rows: dict[str, list[BaseModel]] = {"traces": [], "pipeline_events": [], "dead_letters": [], "feedback": []}
     fan_out: list[tuple[dict[str, Any], list[str]]] = []
     if not isinstance(batch, list):
         batch = [batch]
+    turns = []
     for raw in batch:
-        checked = _check_turn(raw, INGEST_QUEUE)
+        checked = _check_feedback(raw, INGEST_QUEUE) if is_feedback(raw) else _check_turn(raw, INGEST_QUEUE)
         if isinstance(checked, DeadLetter):
             rows["dead_letters"].append(checked)
-            continue
-        turn = checked
+        elif isinstance(checked, Feedback):
+            rows["feedback"].append(checked)
+        else:
+            turns.append(checked)
+    try:
+        forced = feedback_sampling.forced(rt.redis, rt.config, turns)
+    except _REDIS_FAILED as exc:
+        raise _requeue_on_redis_failure(exc) from exc
+    for turn in turns:
         rows["traces"].append(trace_row(turn))
         rows["pipeline_events"].append(_event(turn, "", "received"))
         rt.telemetry.stage(monitor="", stage="received")
@@ -103,7 +123,8 @@ def ingest(self, batch: Any) -> dict[str, int]:
                 stage = "probe"  # vigil's own traffic (the probe, its follow-ups): never sampled again
             elif not matches(turn, monitor.filters):
                 stage = "filtered"
-            elif not sampled(turn.trace_id, monitor.sampling_rate):
+            elif (not sampled(turn.trace_id, monitor.sampling_rate)
+                  and (turn.trace_id, turn.span_id or "", monitor.name) not in forced):
                 stage = "skipped"
             else:
                 stage = "sampled"
@@ -118,9 +139,11 @@ def ingest(self, batch: Any) -> dict[str, int]:
         with app.producer_or_acquire() as producer, producer.batch():  # one pipelined round trip for the fan-out
             for turn_json, monitor_names in fan_out:
                 score.apply_async((turn_json, monitor_names, enqueued_at), queue=SCORE_QUEUE, producer=producer)
+            feedback_sampling.on_feedback(rt.redis, rt.config, rows["feedback"], producer=producer)
     except _REDIS_FAILED as exc:
         raise _requeue_on_redis_failure(exc) from exc
-    return {"turns": len(batch), "dead": len(rows["dead_letters"]), "fanned_out": len(fan_out)}
+    return {"turns": len(turns), "feedback": len(rows["feedback"]), "dead": len(rows["dead_letters"]),
+            "fanned_out": len(fan_out)}
 
 
 def _event(turn: Turn, monitor: str, stage: str) -> PipelineEvent:

@@ -10,6 +10,7 @@ from typing import Any
 from clickhouse_connect.driver.client import Client
 
 from worker.report.model import (
+    AgreementRow,
     AlertRow,
     BandPoint,
     DistributionBin,
@@ -145,4 +146,5 @@ def build_report(
         paused_judges=[PausedJudge(**r) for r in rows("paused_judges")],
         alerts=alerts,
         judge_evals=[JudgeEval(**r) for r in rows("judge_evals")],
+        agreement=[AgreementRow(**r) for r in rows("judge_agreement")],
     )

@@ -172,6 +172,18 @@ def _worst_section(report: Report) -> str:
     return f"<section><h2>Worst turns per monitor</h2>{body}</section>"
 
 
+def _agreement_section(report: Report) -> str:
+    title = "<h2>Judge-human agreement</h2>"
+    if not report.agreement:
+        return f"<section>{title}<p>no scored turn with human feedback in this range</p></section>"
+    headers = ["monitor", "agent", "pairs", "negative feedback", "agreement", "95% interval"]
+    rows = [[escape(a.monitor), escape(a.agent), str(a.pairs), str(a.negative_feedback), _num(a.agreement),
+             f"{_num(a.agreement_low)}–{_num(a.agreement_high)}"] for a in report.agreement]
+    note = ("<p class=\"sub\">A pair is a scored turn and a piece of human feedback on it; it agrees when the "
+            "judge's score / scale and the feedback's value / scale fall on the same side of 0.5.</p>")
+    return f"<section>{title}{note}{_table(headers, rows, {'pairs', 'negative feedback', 'agreement'})}</section>"
+
+
 def _judges_section(report: Report) -> str:
     paused = {p.judge: p for p in report.paused_judges}
     headers = ["judge", "models", "calls", "errors", "cache hits", "tokens", "prefix-cached", "cost $", "p50 ms",
@@ -213,7 +225,8 @@ def _evals_section(report: Report) -> str:
 def render_html(report: Report) -> str:
     """The whole page as a string."""
     sections = [_scores_section(report), _funnel_section(report), _distribution_section(report),
-                _worst_section(report), _monitors_section(report), _judges_section(report), _lag_section(report),
+                _worst_section(report), _monitors_section(report), _agreement_section(report),
+                _judges_section(report), _lag_section(report),
                 _alerts_section(report), _evals_section(report)]
     return (
         "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\">"

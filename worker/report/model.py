@@ -7,8 +7,8 @@ from datetime import datetime
 from pydantic import BaseModel, Field, computed_field
 
 __all__ = [
-    "AlertRow", "BandPoint", "DistributionBin", "FunnelRow", "JudgeEval", "JudgeSummary", "LagPoint", "MonitorChart",
-    "MonitorSummary", "PausedJudge", "Point", "Report", "ScoreSeries", "WorstTurn",
+    "AgreementRow", "AlertRow", "BandPoint", "DistributionBin", "FunnelRow", "JudgeEval", "JudgeSummary", "LagPoint",
+    "MonitorChart", "MonitorSummary", "PausedJudge", "Point", "Report", "ScoreSeries", "WorstTurn",
 ]
 
 
@@ -155,6 +155,21 @@ class PausedJudge(BaseModel):
     source: str
 
 
+class AgreementRow(BaseModel):
+    """Judge-human agreement of one monitor: pairs of a scored turn and human feedback on it, the share where the
+    judge's score / scale and the feedback's value / scale fall on the same side of 0.5, its 95% Wilson interval."""
+
+    project: str
+    agent: str
+    monitor: str
+    pairs: int
+    agreed: int
+    negative_feedback: int = 0
+    agreement: float | None = None
+    agreement_low: float | None = None
+    agreement_high: float | None = None
+
+
 class AlertRow(BaseModel):
     updated_at: datetime
     state: str
@@ -213,6 +228,7 @@ class Report(BaseModel):
     paused_judges: list[PausedJudge] = Field(default_factory=list)
     alerts: list[AlertRow] = Field(default_factory=list)
     judge_evals: list[JudgeEval] = Field(default_factory=list)
+    agreement: list[AgreementRow] = Field(default_factory=list)
 
     def monitor_names(self) -> list[str]:
         return sorted({m.monitor for m in self.monitors} | {f.monitor for f in self.funnel})

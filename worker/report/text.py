@@ -75,6 +75,20 @@ def _judges_table(report: Report) -> Table:
     return table
 
 
+def _agreement_table(report: Report) -> Table | None:
+    if not report.agreement:
+        return None
+    table = Table(title="judge-human agreement (score and feedback on the same side of 0.5; 95% Wilson interval)",
+                  title_justify="left")
+    for header in ("monitor", "agent", "pairs", "negative feedback", "agreement", "interval"):
+        table.add_column(header, justify="left" if header in ("monitor", "agent") else "right",
+                         overflow="fold" if header in ("monitor", "agent") else "ellipsis")
+    for a in report.agreement:
+        table.add_row(a.monitor, a.agent, str(a.pairs), str(a.negative_feedback), _pct(a.agreement),
+                      f"{_pct(a.agreement_low)}–{_pct(a.agreement_high)}")
+    return table
+
+
 def _alerts_table(report: Report) -> Table | None:
     if not report.alerts:
         return None
@@ -117,6 +131,8 @@ def render_tables(report: Report) -> Group:
         parts.append(_monitor_table(report, monitor))
         if worst := _worst_table(report, monitor):
             parts.append(worst)
+    if agreement := _agreement_table(report):
+        parts.append(agreement)
     if report.judges:
         parts.append(_judges_table(report))
     if alerts := _alerts_table(report):

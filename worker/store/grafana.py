@@ -33,6 +33,7 @@ _LAYOUT = [
     ("worst_turns", 0, 48, 24, 10),
     ("monitor_summary", 0, 58, 14, 8), ("recent_alerts", 14, 58, 10, 8),
     ("judge_evals", 0, 66, 24, 8),
+    ("judge_agreement", 0, 74, 24, 7),
 ]
 
 
@@ -62,6 +63,9 @@ ALERT_RULES = [
     _AlertRule("vigil-coverage-drop", "coverage_drop", op="lt", limit=0.90, window_minutes=60, min_samples=20,
                summary="{{ $labels.monitor }} on {{ $labels.agent }}: only {{ humanizePercentage $values.A.Value }} "
                "of sampled turns scored in 1 h"),
+    _AlertRule("vigil-judge-agreement", "agreement_low", op="lt", limit=0.70, window_minutes=24 * 60,
+               summary="{{ $labels.monitor }} on {{ $labels.agent }}: the judge agrees with human feedback on only "
+               "{{ humanizePercentage $values.A.Value }} of pairs in 24 h"),
     _AlertRule("vigil-judge-paused", "judge_paused", op="gt", limit=0.5, window_minutes=60, pending="0s",
                severity="critical", summary="judge {{ $labels.judge }} is paused (refused with 401/402/403/404)"),
 ]
@@ -101,6 +105,8 @@ def _panel(index: int, query: Query, x: int, y: int, w: int, h: int) -> dict[str
         panel["transformations"] = [{"id": "groupingToMatrix", "options": {
             "columnField": "monitor", "rowField": "bin", "valueField": "turns"}}]
         panel["options"] = {"xField": "bin\\monitor", "showValue": "never", "stacking": "none"}
+    if query.name == "judge_agreement":
+        panel["fieldConfig"]["defaults"] |= {"min": 0, "max": 1}
     if query.name == "coverage_funnel":
         panel["fieldConfig"]["defaults"]["custom"] = {"cellOptions": {"type": "gauge", "mode": "basic"}}
     if query.name == "worst_turns":

@@ -16,12 +16,12 @@ from datetime import datetime
 from typing import Literal
 
 __all__ = [
-    "ALERT_QUERIES", "DETECTOR_QUERIES", "PANELS", "PAUSING_STATUSES", "REPORT_QUERIES", "TURN_QUERIES", "VARIABLES",
-    "Query", "bind",
+    "ALERT_QUERIES", "DETECTOR_QUERIES", "PANELS", "PAUSING_STATUSES", "REPORT_QUERIES", "TRACE_ROWS", "TURN_QUERIES",
+    "VARIABLES", "Query", "bind",
     "render",
 ]
 
-PanelKind = Literal["timeseries", "table", "barchart", "alert", "variable"]
+PanelKind = Literal["timeseries", "table", "barchart", "alert", "variable", "lookup"]
 
 # judge_calls statuses that pause a judge (401/402/403/404, or the judge client's own "paused" mark).
 PAUSING_STATUSES = ("http_401", "http_402", "http_403", "http_404", "paused")
@@ -62,6 +62,22 @@ def _mean_ci(mean: str, variance: str, n: str) -> str:
     half = f"{t} * sqrt({variance} / {n})"
     return (f"if({n} >= 2 AND isFinite({variance}), greatest({mean} - {half}, 0), NULL) AS ci_low, "
             f"if({n} >= 2 AND isFinite({variance}), least({mean} + {half}, 1), NULL) AS ci_high")
+# Judge-human agreement. A pair is one scored turn and one piece of human feedback on the same trace. The judge's
+# score / scale and the feedback's value / scale are each read as positive at 0.5 and above, negative below; the
+# pair agrees when both fall on the same side. Agreement = agreeing pairs / pairs, with the Wilson score interval
+# at 95% (z = 1.96): low = (p + z²/2n − z·√(p(1−p)/n + z²/4n²)) / (1 + z²/n), high with +.
+_Z = "1.959963984540054"
+
+
+def _wilson(k: str, n: str, sign: str) -> str:
+    p = f"({k} / {n})"
+    return (f"if({n} > 0, ({p} + {_Z}*{_Z} / (2*{n}) {sign} {_Z} * sqrt({p} * (1 - {p}) / {n} "
+            f"+ {_Z}*{_Z} / (4*{n}*{n}))) / (1 + {_Z}*{_Z} / {n}), NULL)")
+
+
+_FEEDBACK_SIDES = """
+    SELECT trace_id, value / scale >= 0.5 AS human_positive, value / scale < 0.5 AS human_negative
+    FROM feedback FINAL"""
 
 _PANEL_LIST = [
     Query(
@@ -331,6 +347,31 @@ LIMIT 50""",
         "with people (pairwise accuracy with its 95% Wilson interval), beside plain word recall of the reference.",
     ),
     Query(
+        "judge_agreement", "Judge-human agreement per monitor (score vs feedback, 95% Wilson interval)", "table",
+        f"""
+SELECT s.project AS project, s.agent AS agent, s.monitor AS monitor,
+       count() AS pairs,
+       countIf(s.judge_positive = f.human_positive) AS agreed,
+       countIf(f.human_negative) AS negative_feedback,
+       agreed / pairs AS agreement,
+       {_wilson("agreed", "pairs", "-")} AS agreement_low,
+       {_wilson("agreed", "pairs", "+")} AS agreement_high
+FROM (
+    SELECT trace_id, project, agent, monitor, {_SCORE} >= 0.5 AS judge_positive
+    FROM scores FINAL
+    WHERE status = 'scored' AND score IS NOT NULL AND $__timeFilter(trace_time)
+      AND {_vars("project", "agent", "monitor")}
+) AS s
+INNER JOIN ({_FEEDBACK_SIDES}
+) AS f ON f.trace_id = s.trace_id
+GROUP BY project, agent, monitor
+ORDER BY monitor, agent""",
+        ("project", "agent", "monitor", "pairs", "agreed", "negative_feedback", "agreement", "agreement_low",
+         "agreement_high"),
+        "Turns scored in the range that also got human feedback. A pair agrees when score / scale and feedback "
+        "value / scale fall on the same side of 0.5.",
+    ),
+    Query(
         "recent_alerts", "Alerts", "table",
         """
 SELECT updated_at, state, kind, rule, project, agent, monitor, judge, fired_at, message
@@ -398,12 +439,33 @@ FROM judge_calls
 WHERE called_at >= $__toTime - INTERVAL {{window_minutes}} MINUTE AND called_at < $__toTime
 GROUP BY judge"""
 
+# Agreement outcomes (1 agree, 0 disagree) per monitor: the recent window and the baseline before it, by the
+# scored turn's time. Feedback that comes later fills older windows in; the detector reads them as they are now.
+_AGREEMENT_WINDOWS = f"""
+SELECT project, agent, monitor, period, count() AS n, avg(agree) AS mean, varSamp(agree) AS variance
+FROM (
+    SELECT s.project AS project, s.agent AS agent, s.monitor AS monitor,
+           if(s.trace_time >= $__toTime - INTERVAL {{window_minutes}} MINUTE, 'recent', 'baseline') AS period,
+           toFloat64(s.judge_positive = f.human_positive) AS agree
+    FROM (
+        SELECT trace_id, project, agent, monitor, trace_time, {_SCORE} >= 0.5 AS judge_positive
+        FROM scores FINAL
+        WHERE status = 'scored' AND score IS NOT NULL AND trace_time < $__toTime
+          AND trace_time >= $__toTime - INTERVAL ({{window_minutes}} + {{baseline_minutes}}) MINUTE
+    ) AS s
+    INNER JOIN ({_FEEDBACK_SIDES}
+    ) AS f ON f.trace_id = s.trace_id
+)
+GROUP BY project, agent, monitor, period"""
+
 DETECTOR_QUERIES: dict[str, Query] = {
     q.name: q
     for q in [
         Query("windows", "Recent and baseline windows per scorer version", "alert", _WINDOWS,
               ("project", "agent", "monitor", "scorer_version", "period", "n", "mean", "variance", "turns",
                "failed")),
+        Query("agreement_windows", "Judge-human agreement, recent and baseline windows", "alert",
+              _AGREEMENT_WINDOWS, ("project", "agent", "monitor", "period", "n", "mean", "variance")),
         Query("coverage", "Scored / sampled per monitor", "alert", _COVERAGE,
               ("project", "agent", "monitor", "sampled", "scored", "coverage")),
         Query("judge_status", "Each judge's latest call status", "alert", _JUDGE_STATUS,
@@ -455,6 +517,15 @@ SELECT project, agent, monitor, coverage AS value
 FROM ({_COVERAGE})
 WHERE sampled >= {{min_samples}}""",
             ("project", "agent", "monitor", "value"), "Scored / sampled in the window.",
+        ),
+        Query(
+            "agreement_low", "A monitor's judge-human agreement is low", "alert",
+            f"""
+SELECT project, agent, monitor, mean AS value
+FROM ({_AGREEMENT_WINDOWS})
+WHERE period = 'recent' AND n >= {{min_samples}}""",
+            ("project", "agent", "monitor", "value"),
+            "Share of score-feedback pairs in the window where judge and human fall on the same side of 0.5.",
         ),
         Query(
             "judge_paused", "A judge is paused", "alert",
@@ -513,6 +584,19 @@ ORDER BY received_at""",
               ("received_at", "queue", "error_type", "reason")),
     ]
 }
+# A stored turn read back by its trace id (the writer re-scores a turn that got negative feedback after it was
+# ingested); ``{trace_id:String}`` is a clickhouse-connect server-side parameter, passed with ``parameters=``.
+TRACE_ROWS = Query(
+    "trace_rows", "A turn's stored rows by trace id", "lookup", """
+SELECT trace_id, span_id, session_id, project, agent, environment, started_at, ended_at, system, input_json, output,
+       contexts_json, reference, tool_calls_json, model, prompt_tokens, completion_tokens, tags, metadata, truncated
+FROM traces FINAL
+WHERE trace_id = {trace_id:String}
+ORDER BY span_id""",
+    ("trace_id", "span_id", "session_id", "project", "agent", "environment", "started_at", "ended_at", "system",
+     "input_json", "output", "contexts_json", "reference", "tool_calls_json", "model", "prompt_tokens",
+     "completion_tokens", "tags", "metadata", "truncated"),
+)
 
 _MACRO_FN = re.compile(r"\$__(timeFilter|timeFilter_ms|timeInterval|dateFilter)\(([^()]*)\)")
 _CONDITIONAL_ALL = re.compile(r"\$__conditionalAll\((.*?),\s*\$(\w+)\)")

@@ -1,0 +1,178 @@
+"""Feedback in the pipeline: scoring first what users complained about (``always_sample: {feedback: negative}``).
+
+A monitor with that option scores every turn that got negative feedback, whatever its sampling rate, once. The
+feedback may come before the turn, with it, or long after it:
+
+- **before** (or while the turn is still on its way): negative feedback leaves a marker in Redis,
+  ``vigil.feedback.negative.<trace>`` (kept ``NEGATIVE_MARK_TTL_S``). When the ingest task meets a turn its
+  monitor would skip, it looks for the marker (one round trip per batch, only when some monitor asks);
+- **after**: the ingest task that receives negative feedback also sends ``vigil.feedback_rescore(trace_id)`` to
+  the queue only writer processes consume. The writer is the process that can read the ``traces`` table (on chDB
+  the only one), so it reads the stored turn back and fans out the score task. A turn not stored yet (still in
+  the write queue) is looked for again with a growing countdown for about a minute; a turn that has not been
+  ingested yet is left to the marker.
+
+Both paths may see the same turn, so each claims ``vigil.feedback.claim.<trace>.<span>.<monitor>`` first
+(``SET NX``, value: which path). Only the path that holds the claim sends the score task, and a redelivered task of
+that path sends it again. A send repeated that way cannot add a row, because the score id is deterministic. A turn
+the monitor samples anyway is never claimed: its ordinary score is the one.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterable
+from typing import Any
+
+import redis
+import structlog
+
+from schemas import MonitorConfig, Turn, VigilConfig
+from schemas.feedback import Feedback
+from worker.pipeline.app import ALERTS_QUEUE, SCORE_QUEUE, app
+from worker.pipeline.filters import matches
+from worker.pipeline.sampling import sampled
+
+__all__ = [
+    "CLAIM_TTL_S", "NEGATIVE_MARK_TTL_S", "RESCORE_TASK", "always_monitors", "claim_key", "forced",
+    "negative_key", "on_feedback", "rescore_on_feedback", "turn_from_row",
+]
+
+log = structlog.get_logger("vigil.feedback")
+
+NEGATIVE_MARK_TTL_S = 7 * 86400  # how long negative feedback waits for a turn that has not arrived
+CLAIM_TTL_S = 30 * 86400  # how long a turn scored for its feedback stays "scored once"
+RESCORE_TASK = "vigil.feedback_rescore"
+RESCORE_MAX_TRIES = 6  # countdowns 1, 2, 4 ... 32 s: a minute for a turn already ingested to reach the store
+_BY_INGEST, _BY_WRITER = b"ingest", b"writer"
+
+
+def negative_key(trace_id: str) -> str:
+    return f"vigil.feedback.negative.{trace_id}"
+
+
+def claim_key(trace_id: str, span_id: str | None, monitor: str) -> str:
+    return f"vigil.feedback.claim.{trace_id}.{span_id or ''}.{monitor}"
+
+
+def always_monitors(config: VigilConfig) -> list[MonitorConfig]:
+    return [m for m in config.monitors if m.always_sample.feedback == "negative"]
+
+
+def _candidates(config: VigilConfig, turns: Iterable[Turn]) -> list[tuple[Turn, MonitorConfig]]:
+    """(turn, monitor) pairs a feedback-sampling monitor looks at but would not sample."""
+    monitors = always_monitors(config)
+    return [(turn, m) for turn in turns for m in monitors
+            if matches(turn, m.filters) and not sampled(turn.trace_id, m.sampling_rate)]
+
+
+def _claim(client: redis.Redis, pairs: list[tuple[Turn, MonitorConfig]], by: bytes) -> list[tuple[Turn, MonitorConfig]]:
+    """The pairs this path holds the claim of (newly, or from an earlier delivery of the same path)."""
+    if not pairs:
+        return []
+    pipe = client.pipeline(transaction=True)
+    for turn, monitor in pairs:
+        key = claim_key(turn.trace_id, turn.span_id, monitor.name)
+        pipe.set(key, by, nx=True, ex=CLAIM_TTL_S)
+        pipe.get(key)
+    holders = pipe.execute()[1::2]
+    return [pair for pair, holder in zip(pairs, holders, strict=True) if holder == by]
+
+
+def forced(client: redis.Redis, config: VigilConfig, turns: list[Turn]) -> set[tuple[str, str, str]]:
+    """(trace_id, span_id, monitor) the ingest task must sample because negative feedback came first.
+
+    No Redis round trip when no monitor samples on feedback."""
+    candidates = _candidates(config, turns)
+    if not candidates:
+        return set()
+    traces = sorted({turn.trace_id for turn, _ in candidates})
+    pipe = client.pipeline(transaction=False)
+    for trace_id in traces:
+        pipe.exists(negative_key(trace_id))
+    flagged = {trace_id for trace_id, found in zip(traces, pipe.execute(), strict=True) if found}
+    held = _claim(client, [(t, m) for t, m in candidates if t.trace_id in flagged], _BY_INGEST)
+    return {(turn.trace_id, turn.span_id or "", monitor.name) for turn, monitor in held}
+
+
+def on_feedback(client: redis.Redis, config: VigilConfig, items: list[Feedback], producer: Any = None) -> int:
+    """Mark negative feedback and ask the writer to score the turns it is about; returns the rescores sent."""
+    if not always_monitors(config):
+        return 0
+    traces = sorted({item.trace_id for item in items if item.negative})
+    if not traces:
+        return 0
+    pipe = client.pipeline(transaction=False)
+    for trace_id in traces:
+        pipe.set(negative_key(trace_id), 1, ex=NEGATIVE_MARK_TTL_S)
+    pipe.execute()
+    for trace_id in traces:
+        rescore_on_feedback.apply_async((trace_id,), queue=ALERTS_QUEUE, producer=producer)
+    return len(traces)
+
+
+def turn_from_row(row: dict[str, Any]) -> Turn:
+    """The ``Turn`` a ``traces`` row was stored from (``schemas.rows.trace_row`` the other way)."""
+    usage = {"prompt_tokens": row["prompt_tokens"], "completion_tokens": row["completion_tokens"]}
+    return Turn.model_validate({
+        "trace_id": row["trace_id"], "span_id": row["span_id"] or None, "session_id": row["session_id"] or None,
+        "project": row["project"], "agent": row["agent"], "environment": row["environment"],
+        "started_at": row["started_at"], "ended_at": row["ended_at"], "system": row["system"] or None,
+        "input": json.loads(row["input_json"]), "output": row["output"], "contexts": json.loads(row["contexts_json"]),
+        "reference": row["reference"] or None, "tool_calls": json.loads(row["tool_calls_json"]),
+        "model": row["model"] or None, "usage": usage if any(usage.values()) else None, "tags": list(row["tags"]),
+        "metadata": dict(row["metadata"]), "truncated": list(row["truncated"]),
+    })
+
+
+def _stored_turns(trace_id: str) -> list[Turn] | None:
+    """The stored turns of a trace, read by this writer process; None when this process has no writer."""
+    from worker.sinks.writer import current_writer
+    from worker.store.queries import TRACE_ROWS
+
+    writer = current_writer()
+    if writer is None:
+        return None
+    with writer.lock:
+        result = writer.store.query(TRACE_ROWS.sql, parameters={"trace_id": trace_id})
+    return [turn_from_row(dict(zip(TRACE_ROWS.columns, row, strict=True))) for row in result.result_rows]
+
+
+@app.task(name=RESCORE_TASK, bind=True, max_retries=None)
+def rescore_on_feedback(self, trace_id: Any) -> int:
+    """In a writer process: score the stored turn of ``trace_id`` for every feedback-sampling monitor that skipped
+    it, once. Returns the score tasks sent."""
+    from worker.pipeline.runtime import runtime
+    from worker.pipeline.tasks import _event, score
+    from worker.sinks.write_queue import push
+
+    if not isinstance(trace_id, str) or not trace_id:
+        log.warning("feedback rescore without a trace id; ignored", trace_id=repr(trace_id)[:200])
+        return 0
+    rt = runtime()
+    turns = _stored_turns(trace_id)
+    if turns is None:
+        log.warning("feedback rescore received by a process without a writer; skipped", trace_id=trace_id)
+        return 0
+    if not turns:
+        tries = self.request.retries
+        if tries >= RESCORE_MAX_TRIES:
+            log.info("turn with negative feedback not stored yet; it is scored when it arrives", trace_id=trace_id)
+            return 0
+        raise self.retry(countdown=min(60, 2**tries))
+    held = _claim(rt.redis, _candidates(rt.config, turns), _BY_WRITER)
+    by_turn: dict[tuple[str, str], tuple[Turn, list[str]]] = {}
+    for turn, monitor in held:
+        by_turn.setdefault((turn.trace_id, turn.span_id or ""), (turn, []))[1].append(monitor.name)
+    push(rt.redis, [("pipeline_events", [_event(turn, m, "sampled") for turn, names in by_turn.values()
+                                         for m in names])])
+    for _, names in by_turn.values():
+        for name in names:
+            rt.telemetry.stage(monitor=name, stage="sampled")
+    enqueued_at = time.time()
+    for turn, names in by_turn.values():
+        score.apply_async((turn.model_dump(mode="json"), names, enqueued_at), queue=SCORE_QUEUE)
+    log.info("scoring a turn for its negative feedback", trace_id=trace_id,
+             monitors=sorted({m for _, names in by_turn.values() for m in names}))
+    return len(by_turn)
