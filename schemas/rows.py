@@ -14,7 +14,7 @@ from pydantic import BaseModel, Field
 
 from schemas.config import MonitorConfig
 from schemas.feedback import Feedback
-from schemas.score import JudgeCall, Score, ScoreResult, score_id
+from schemas.score import JudgeCall, Score, ScoreResult, TurnColumns, score_id
 from schemas.trace import Turn
 
 __all__ = ["DeadLetter", "JudgeCallRow", "PipelineEvent", "TABLES", "TraceRow", "score_row", "trace_row"]
@@ -24,13 +24,7 @@ def _now() -> datetime:
     return datetime.now(UTC)
 
 
-class TraceRow(BaseModel):
-    trace_id: str
-    span_id: str = ""
-    session_id: str = ""
-    project: str
-    agent: str
-    environment: str
+class TraceRow(TurnColumns):
     started_at: datetime
     ended_at: datetime | None = None
     system: str = ""
@@ -51,12 +45,7 @@ class TraceRow(BaseModel):
 
 def trace_row(turn: Turn) -> TraceRow:
     return TraceRow(
-        trace_id=turn.trace_id,
-        span_id=turn.span_id or "",
-        session_id=turn.session_id or "",
-        project=turn.project,
-        agent=turn.agent,
-        environment=turn.environment,
+        **TurnColumns.of(turn),
         started_at=turn.started_at,
         ended_at=turn.ended_at,
         system=turn.system or "",
@@ -134,13 +123,8 @@ def score_row(turn: Turn, monitor: MonitorConfig, result: ScoreResult) -> Score:
     usage = result.usage
     value = None if result.score is None else min(max(result.score, 0.0), result.scale)
     return Score(
+        **TurnColumns.of(turn),
         score_id=score_id(turn.trace_id, turn.span_id, monitor.name, result.scorer_version),
-        trace_id=turn.trace_id,
-        span_id=turn.span_id or "",
-        session_id=turn.session_id or "",
-        project=turn.project,
-        agent=turn.agent,
-        environment=turn.environment,
         monitor=monitor.name,
         scorer=result.scorer,
         scorer_version=result.scorer_version,

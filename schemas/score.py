@@ -17,7 +17,10 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-__all__ = ["ABSTAINED", "JudgeCall", "JudgeUsage", "Score", "ScoreResult", "ScoreStatus", "StepResult", "score_id"]
+__all__ = [
+    "ABSTAINED", "JudgeCall", "JudgeUsage", "Score", "ScoreResult", "ScoreStatus", "StepResult", "TurnColumns",
+    "score_id",
+]
 
 ABSTAINED = "abstained"  # the label of a scored result whose agent said it is not sure (score None)
 
@@ -111,16 +114,28 @@ def score_id(trace_id: str, span_id: str | None, monitor: str, scorer_version: s
     return hashlib.sha256(key.encode("utf-8")).hexdigest()[:32]
 
 
-class Score(BaseModel):
-    """A row of the ``scores`` table."""
+class TurnColumns(BaseModel):
+    """The columns that name a turn on every row about the whole turn (``traces``, ``scores``): its ids and where
+    it ran, declared once. ``of(turn)`` fills them from a ``Turn``."""
 
-    score_id: str
     trace_id: str
     span_id: str = ""
     session_id: str = ""
     project: str
     agent: str
     environment: str
+
+    @staticmethod
+    def of(turn: Any) -> dict[str, str]:
+        """The turn's identity columns (a ``schemas.Turn``; its optional ids become "")."""
+        return {"trace_id": turn.trace_id, "span_id": turn.span_id or "", "session_id": turn.session_id or "",
+                "project": turn.project, "agent": turn.agent, "environment": turn.environment}
+
+
+class Score(TurnColumns):
+    """A row of the ``scores`` table."""
+
+    score_id: str
     monitor: str
     scorer: str
     scorer_version: str

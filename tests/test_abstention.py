@@ -56,10 +56,10 @@ class _AlwaysNotSure:
     """The judge's three agents for a dialogue where every verdict is 0 and a query is always wanted."""
 
     def __call__(self, body):
-        prompt = body["messages"][-1]["content"]
-        if "###Task Description:" in prompt:
+        step = body["response_format"]["json_schema"]["name"]
+        if step.endswith("evaluate"):
             return Reply.json({"evaluation": "Feedback: the answer says it does not know. [RESULT] 0"})
-        if "Complete the below tasks:" in prompt:
+        if step.endswith("query"):
             return Reply.json({"query": "Could you check how many moons there are?", "explanation": "ask again"})
         return Reply.json({"answer": "I don't know.", "explanation": "nothing to compose"})
 

@@ -26,7 +26,6 @@ __all__ = ["AnswerRelevancy"]
 
 
 class Details(base.Details):
-    empty_output: bool | None = None
     statements: int | None = None
     yes: int | None = None
     unsure: int | None = None
@@ -48,8 +47,7 @@ class AnswerRelevancy(ReasonedScorer):
         if not question.strip():
             raise Unscorable("the trace has no user message for the output to be relevant to")
         if not output.strip():
-            run.details.empty_output = True
-            return run.scored(0.0, "The output is empty, so it addresses nothing the question asks.")
+            return run.empty_answer("The output is empty, so it addresses nothing the question asks.")
 
         if self.steps == "fused":
             statements, results = await self._judge_fused(run, question, output)

@@ -84,6 +84,7 @@ class Details(BaseModel):
 
     raw_reply: str | None = None
     reason_error: str | None = None
+    empty_answer: bool | None = None  # the agent's answer was empty: the bottom of the scale, no judge call
 
     def set(self, **values: Any) -> None:
         """Set fields (each is then part of the result's details)."""
@@ -171,6 +172,11 @@ class ScoreRun:
         """A verdict: the score clamped to the scale, labelled with the seed's band it falls in."""
         value = clamp(score, self.scorer.scale)
         return self._result(ScoreStatus.SCORED, score=value, reason=reason, label=self.scorer.label_for(value))
+
+    def empty_answer(self, reason: str) -> ScoreResult:
+        """The agent answered nothing: the bottom of the scale (not an abstention, not unscored)."""
+        self.details.empty_answer = True
+        return self.scored(0.0, reason)
 
     def abstained(self, reason: str) -> ScoreResult:
         """The agent said it is not sure: scored, labelled ``abstained``, no score (never averaged in)."""

@@ -42,7 +42,6 @@ class Penalties(BaseModel):
 
 
 class Details(base.Details):
-    empty_response: bool | None = None
     contexts: int | None = None
     levels: list[str] | None = None
     used: list[bool] | None = None
@@ -103,8 +102,7 @@ class ContextRelevance(ReasonedScorer):
         if not question.strip():
             raise Unscorable("the trace has no user message to rate the context against")
         if not response.strip():
-            run.details.empty_response = True
-            return run.scored(0.0, "The response is empty: it used none of the context it was given.")
+            return run.empty_answer("The response is empty: it used none of the context it was given.")
 
         analysis = await run.ask("analyze", JudgeRequest(
             step=f"{self.name}.analyze", instructions=prompts.ANALYZE_SYSTEM,

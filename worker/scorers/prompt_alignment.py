@@ -36,7 +36,6 @@ def system_instructions(turn: Turn) -> str:
 
 
 class Details(base.Details):
-    empty_response: bool | None = None
     mode: str | None = None
     user: dict[str, float] | None = None
     system: dict[str, float] | None = None
@@ -59,8 +58,7 @@ class PromptAlignment(ReasonedScorer):
             raise InvalidInput("prompt alignment needs both the user's prompt and the agent's response; "
                                "the trace has no user message")
         if not response.strip():
-            run.details.empty_response = True
-            return run.scored(0.0, "The response is empty: it meets none of the prompt's intent or requirements.")
+            return run.empty_answer("The response is empty: it meets none of the prompt's intent or requirements.")
         if self.evaluation_mode == "system" and not system:
             raise Unscorable("system mode, but the trace has no system instructions to comply with")
         run.details.mode = self.evaluation_mode

@@ -97,7 +97,6 @@ class Details(base.Details):
     reference_source: str | None = None
     context_source: str | None = None
     context_ids: list[str | None] | None = None
-    empty_output: bool | None = None
     result: float | None = None  # 0–5; a fraction when the judge gives a finer result (the baseline heuristic)
 
 
@@ -153,8 +152,7 @@ class RagCorrectness(Scorer):
         run.details.set(reference_source=reference_source, context_source=source,
                         context_ids=[doc.id for doc in contexts])
         if not turn.output.strip():
-            run.details.empty_output = True
-            return run.scored(0.0, EMPTY_FEEDBACK)
+            return run.empty_answer(EMPTY_FEEDBACK)
         verdict = await judge_correctness(run, step="evaluate", question=turn.question, contexts=contexts,
                                           response=turn.output, reference=reference)
         run.details.result = verdict.score
