@@ -192,13 +192,14 @@ def test_a_bad_line_is_named_with_its_number_and_field_and_the_other_lines_still
     assert [i["id"] for i in json.loads(out.stdout)["items"]] == ["ok"]
 
 
-def test_a_file_with_no_readable_item_is_one_line_and_exit_1(tmp_path):
+def test_a_file_with_no_readable_item_names_its_bad_lines_and_exits_1(tmp_path):
     path = tmp_path / "empty.jsonl"
     path.write_text("[1, 2]\n", encoding="utf-8")
 
     out = run_eval("--dataset", str(path), "--scorer", "answer_relevancy")
 
-    assert out.exit_code == 1 and out.stderr.strip().splitlines()[-1] == f"Error: {path}: no item could be read"
+    assert out.exit_code == 1 and out.stderr.strip().splitlines() == [
+        f"{path}: line 1: (line): expected a JSON object", f"vigil: error: {path}: no item could be read"]
 
 
 def test_usage_mistakes_are_one_line(tmp_path):
@@ -273,3 +274,17 @@ def test_a_store_held_by_another_process_is_a_one_line_note_and_the_results_stil
     assert json.loads(done.stdout)["agreement"]["n"] == len(LABELLED)
     (note,) = done.stderr.strip().splitlines()
     assert note.startswith("not kept: the store") and "held by a running vigil worker" in note
+
+
+def test_an_abstention_orders_below_every_scored_item_and_two_abstentions_tie(tmp_path, judge_server):
+    grading_judge(judge_server)
+    rows = [("worse-abstains", 2, 1), ("worse-abstains", 1, 0), ("better-abstains", 2, 0),
+            ("better-abstains", 1, 1), ("both", 2, 0), ("both", 1, 0)]
+    out = run_eval("--dataset", str(labelled_file(tmp_path, rows)), "--scorer", "rag_correctness",
+                   "--judge-base-url", judge_server.base_url, "--model", f"m-{uuid.uuid4().hex[:6]}", "--json")
+
+    result = json.loads(out.stdout)
+    a = result["agreement"]
+    assert [i["status"] for i in result["items"]] == ["scored", "abstained", "abstained", "scored", "abstained",
+                                                      "abstained"]
+    assert (a["abstained"], a["pairs"], a["ties"], a["pairwise_accuracy"]["value"]) == (4, 3, 1, pytest.approx(1 / 3))

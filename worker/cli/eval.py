@@ -1,7 +1,7 @@
 """``vigil eval``: a labelled dataset through a scorer and its judge; how often the judge agrees with people.
 
-Exit status: 0, or 1 when the dataset had bad lines (the others were still evaluated and reported), 2 for a usage
-mistake or a paused judge.
+Exit status: 0, or 1 when the dataset had bad lines (the others were still evaluated and reported) or the judge is
+paused, 2 for a usage mistake.
 """
 
 from __future__ import annotations
@@ -100,10 +100,9 @@ async def _run(dataset, scorer, judge, *, concurrency, params, limit, progress: 
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object: agreement, cost, reference, items.")
 @click.option("--keep/--no-keep", default=True, show_default=True,
               help="Keep the run in the judge_evals table (CLICKHOUSE_DSN, else the embedded store).")
-@click.option("--debug", is_flag=True, help="Show tracebacks.")
 def eval_command(dataset_path: Path, dataset_format: str, scorer: str | None, params: str | None,
                  monitor_name: str | None, judge_base_url: str | None, model: str | None, limit: int | None,
-                 as_json: bool, keep: bool, debug: bool) -> None:
+                 as_json: bool, keep: bool) -> None:
     """How often a judge agrees with people: pairwise accuracy, rank correlations, cost, worst disagreements."""
     from worker.eval.items import load_dataset
     from worker.eval.keep import NotKept
@@ -133,13 +132,7 @@ def eval_command(dataset_path: Path, dataset_format: str, scorer: str | None, pa
             report = asyncio.run(_run(dataset, scorer_obj, judge, concurrency=judge_config.max_concurrency,
                                       params=monitor.params, limit=limit, progress=progress))
     except JudgePaused as exc:
-        click.echo(f"vigil eval: {exc}", err=True)
-        sys.exit(2)
-    except Exception as exc:
-        if debug:
-            raise
-        click.echo(f"vigil eval: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}", err=True)
-        sys.exit(1)
+        raise click.ClickException(str(exc)) from None
 
     if keep:
         try:

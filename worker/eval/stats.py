@@ -3,8 +3,10 @@
 Conventions (the README's "Can I trust the judge?" section states them too):
 
 - ``pairwise_accuracy``: within each group, every pair of items whose human values differ is a pair; the judge is
-  right on a pair when both items have a score and the scores order them strictly as the humans did. A tie, or an
-  item without a score, counts as wrong (``ties`` counts the tied pairs). 95% interval: Wilson.
+  right on a pair when it orders them strictly as the humans did. An abstention (the rubric's 0, "the response
+  states it is not sure") orders below every scored item, as 0 is the bottom of that rubric, and two abstentions
+  tie. A tie, or an item without a verdict (unscored, failed), counts as wrong (``ties`` counts the tied pairs).
+  95% interval: Wilson.
 - ``spearman`` and ``kendall_tau_b`` over the items that have a score; 95% intervals by Fisher's z with the
   standard errors of Fieller, Hartley and Pearson (1957): √(1.06/(n−3)) and √(0.437/(n−4)).
 - ``pearson`` only when the human values take more than two levels (scipy's Fisher-z interval).
@@ -81,6 +83,13 @@ class Judged:
     score: float | None  # score / scale in [0, 1]; None when the judge gave none
 
 
+def _order(item: Judged) -> float | None:
+    """Where the judge places an item when ordering a pair: its score; an abstention below every score."""
+    if item.score is not None:
+        return item.score
+    return -1.0 if item.status == "abstained" else None
+
+
 @dataclass(frozen=True)
 class Pair:
     better: Judged  # the item people preferred
@@ -88,11 +97,13 @@ class Pair:
 
     @property
     def correct(self) -> bool:
-        return self.better.score is not None and self.worse.score is not None and self.better.score > self.worse.score
+        better, worse = _order(self.better), _order(self.worse)
+        return better is not None and worse is not None and better > worse
 
     @property
     def tie(self) -> bool:
-        return self.better.score is not None and self.better.score == self.worse.score
+        better = _order(self.better)
+        return better is not None and better == _order(self.worse)
 
     @property
     def margin(self) -> float:
