@@ -25,6 +25,9 @@ ScorerName = Literal[
 ]
 
 
+SESSION_SCORERS = ("multi_turn",)  # the scorers that can score a whole conversation (monitor target: session)
+
+
 class _Config(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -85,6 +88,16 @@ class MonitorConfig(_Config):
     judge: str
     reason: Literal["llm", "template", "none"] = "llm"
     always_sample: AlwaysSample = Field(default_factory=AlwaysSample)
+    # turn: every sampled turn is scored; session: a conversation is scored once, as a whole, when it has had no new
+    # turn for VIGIL_SESSION_IDLE_S (sampled on the session id; the filters look at its first turn)
+    target: Literal["turn", "session"] = "turn"
+
+    @model_validator(mode="after")
+    def _session_scorer(self) -> MonitorConfig:
+        if self.target == "session" and self.scorer not in SESSION_SCORERS:
+            raise ValueError(f"target: monitor {self.name!r} scores sessions, which only "
+                             f"{', '.join(SESSION_SCORERS)} can do (scorer is {self.scorer!r})")
+        return self
 
 
 class AlertRule(_Config):

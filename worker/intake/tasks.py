@@ -1,13 +1,24 @@
 """The worker's side of the intake: ``vigil.spans`` keeps spans by trace, ``vigil.assemble_traces`` turns settled
-traces into turns and hands them to ``vigil.ingest`` (see ``worker.intake.traces`` for the keys and the claims)."""
+traces into turns and hands them to ``vigil.ingest`` (see ``worker.intake.traces`` for the keys and the claims), and
+``vigil.close_sessions`` scores idle sessions with the session monitors (``worker.intake.sessions``)."""
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import structlog
+from pydantic import ValidationError
 
+from schemas import Turn
 from schemas.broker import INGEST_QUEUE, INGEST_TASK, SPANS_TASK
+from worker.intake.sessions import (
+    CLOSE_SESSIONS_TASK,
+    SESSIONS,
+    session_settings,
+    session_turn,
+    session_turns,
+)
 from worker.intake.settings import intake_settings
 from worker.intake.traces import (
     claim_due,
@@ -17,12 +28,21 @@ from worker.intake.traces import (
     trace_spans,
     turns_of,
 )
-from worker.pipeline.app import app
+from worker.pipeline.app import SCORE_QUEUE, app
+from worker.pipeline.filters import matches
 from worker.pipeline.runtime import runtime
-from worker.pipeline.tasks import _REDIS_FAILED, _requeue_on_redis_failure, dead_letter
+from worker.pipeline.sampling import sampled
+from worker.pipeline.tasks import (
+    _REDIS_FAILED,
+    _event,
+    _requeue_on_redis_failure,
+    dead_letter,
+    score,
+    validation_reason,
+)
 from worker.sinks.write_queue import push
 
-__all__ = ["ASSEMBLE_TASK", "assemble_traces", "collect_spans"]
+__all__ = ["ASSEMBLE_TASK", "assemble_traces", "close_sessions", "collect_spans"]
 
 log = structlog.get_logger("vigil.intake")
 
@@ -75,3 +95,49 @@ def assemble_traces() -> dict[str, int]:
     if assembled:
         log.info("traces assembled", traces=assembled, turns=turns)
     return {"traces": assembled, "turns": turns}
+
+
+@app.task(name=CLOSE_SESSIONS_TASK)
+def close_sessions() -> dict[str, int]:
+    """Close every idle session: each session monitor that samples it (on the session id) scores it once."""
+    rt, settings = runtime(), session_settings()
+    monitors = [m for m in rt.config.monitors if m.target == "session"]
+    closed = scored = 0
+    while True:
+        claimed, lease = claim_due(rt.redis, settle_s=settings.idle_s, lease_s=intake_settings().lease_s,
+                                   key=SESSIONS)
+        if not claimed:
+            break
+        rows: dict[str, list] = {"pipeline_events": [], "dead_letters": []}
+        fan_out = []
+        for member in claimed:
+            turns = session_turns(rt.redis, member)
+            if not turns:
+                continue
+            raw = session_turn(turns)
+            try:
+                session = Turn.model_validate(raw)
+            except ValidationError as exc:
+                rows["dead_letters"].append(dead_letter(INGEST_QUEUE, raw, validation_reason(exc), "invalid_session"))
+                continue
+            wanted = []
+            for monitor in monitors:
+                if not matches(session, monitor.filters):
+                    stage = "filtered"
+                elif not sampled(session.session_id or session.trace_id, monitor.sampling_rate):
+                    stage = "skipped"
+                else:
+                    stage = "sampled"
+                    wanted.append(monitor.name)
+                rows["pipeline_events"].append(_event(session, monitor.name, stage))
+                rt.telemetry.stage(monitor=monitor.name, stage=stage)
+            if wanted:
+                fan_out.append((raw, wanted))
+        push(rt.redis, rows.items())
+        for raw, wanted in fan_out:
+            score.apply_async((raw, wanted, time.time()), queue=SCORE_QUEUE)
+        release(rt.redis, claimed, lease, key=SESSIONS)
+        closed, scored = closed + len(claimed), scored + len(fan_out)
+    if closed:
+        log.info("sessions closed", sessions=closed, scored=scored)
+    return {"sessions": closed, "scored": scored}

@@ -83,19 +83,21 @@ def store_spans(client: redis.Redis, spans: list[dict[str, Any]], *, keep_s: int
     return len(by_trace)
 
 
-def claim_due(client: redis.Redis, *, settle_s: float, lease_s: float, limit: int = 500,
+def claim_due(client: redis.Redis, *, settle_s: float, lease_s: float, limit: int = 500, key: str = PENDING,
               now: float | None = None) -> tuple[list[str], float]:
-    """Trace ids whose last span is ``settle_s`` old, claimed for ``lease_s``; and the lease's score."""
+    """Members of the sorted set ``key`` (trace ids by default) last seen ``settle_s`` ago or earlier, claimed for
+    ``lease_s``; and the lease's score."""
     now = time.time() if now is None else now
     lease = repr(float(round(now + lease_s, 3)))
-    ids = client.register_script(_CLAIM)(keys=[PENDING], args=[now - settle_s, lease, limit])
+    ids = client.register_script(_CLAIM)(keys=[key], args=[now - settle_s, lease, limit])
     return [i.decode() if isinstance(i, bytes) else i for i in ids], float(lease)
 
 
-def release(client: redis.Redis, trace_ids: list[str], lease: float) -> int:
-    if not trace_ids:
+def release(client: redis.Redis, members: list[str], lease: float, key: str = PENDING) -> int:
+    """Forget claimed members unless they were seen again since the claim."""
+    if not members:
         return 0
-    return client.register_script(_RELEASE)(keys=[PENDING], args=[repr(lease), *trace_ids])
+    return client.register_script(_RELEASE)(keys=[key], args=[repr(lease), *members])
 
 
 def trace_spans(client: redis.Redis, trace_id: str) -> list[dict[str, Any]]:

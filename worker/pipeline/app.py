@@ -40,6 +40,7 @@ def configure(broker_url: str | None = None) -> Celery:
         broker_connection_retry_on_startup=True,
         task_routes={INGEST_TASK: {"queue": INGEST_QUEUE}, "vigil.score": {"queue": SCORE_QUEUE},
                      SPANS_TASK: {"queue": INGEST_QUEUE}, "vigil.assemble_traces": {"queue": INGEST_QUEUE},
+                     "vigil.close_sessions": {"queue": INGEST_QUEUE},
                      "vigil.check_alerts": {"queue": ALERTS_QUEUE}},
         task_default_queue=SCORE_QUEUE,
         # Celery's consumer, but a message it cannot turn into a task is dead-lettered, not fatal (celery#1113)

@@ -53,4 +53,6 @@ def schedule() -> dict:
     return {"vigil-check-alerts": {"task": "vigil.check_alerts", "schedule": float(interval),
                                    "options": {"queue": ALERTS_QUEUE, "expires": float(interval)}},
             "vigil-assemble-traces": {"task": "vigil.assemble_traces", "schedule": sweep,
-                                      "options": {"queue": INGEST_QUEUE, "expires": sweep}}}
+                                      "options": {"queue": INGEST_QUEUE, "expires": sweep}},
+            "vigil-close-sessions": {"task": "vigil.close_sessions", "schedule": 60.0,
+                                     "options": {"queue": INGEST_QUEUE, "expires": 60.0}}}

@@ -30,6 +30,7 @@ from schemas.broker import INGEST_QUEUE, INGEST_TASK
 from schemas.feedback import Feedback, is_feedback, problems
 from schemas.rows import DeadLetter, JudgeCallRow, PipelineEvent, score_row, trace_row
 from worker.judge.base import JudgePaused
+from worker.intake import sessions
 from worker.pipeline import feedback as feedback_sampling
 from worker.pipeline import loop
 from worker.pipeline.app import SCORE_QUEUE, app
@@ -98,9 +99,12 @@ def ingest(self, batch: Any) -> dict[str, int]:
     rt = runtime()
     rows: dict[str, list[BaseModel]] = {"traces": [], "pipeline_events": [], "dead_letters": [], "feedback": []}
     fan_out: list[tuple[dict[str, Any], list[str]]] = []
+    in_sessions: list[Turn] = []
+    turn_monitors = [m for m in rt.config.monitors if m.target == "turn"]
+    track_sessions = len(turn_monitors) < len(rt.config.monitors)  # session monitors score them when idle
     if not isinstance(batch, list):
         batch = [batch]
-    turns = []
+    turns, raws = [], []
     for raw in batch:
         checked = _check_feedback(raw, INGEST_QUEUE) if is_feedback(raw) else _check_turn(raw, INGEST_QUEUE)
         if isinstance(checked, DeadLetter):
@@ -109,16 +113,19 @@ def ingest(self, batch: Any) -> dict[str, int]:
             rows["feedback"].append(checked)
         else:
             turns.append(checked)
+            raws.append(raw)
     try:
         forced = feedback_sampling.forced(rt.redis, rt.config, turns)
     except _REDIS_FAILED as exc:
         raise _requeue_on_redis_failure(exc) from exc
-    for turn in turns:
+    for raw, turn in zip(raws, turns, strict=True):
         rows["traces"].append(trace_row(turn))
         rows["pipeline_events"].append(_event(turn, "", "received"))
         rt.telemetry.stage(monitor="", stage="received")
+        if track_sessions and turn.session_id:
+            in_sessions.append(turn)
         wanted = []
-        for monitor in rt.config.monitors:
+        for monitor in turn_monitors:
             if turn.origin != "live":
                 stage = "probe"  # vigil's own traffic (the probe, its follow-ups): never sampled again
             elif not matches(turn, monitor.filters):
@@ -135,6 +142,8 @@ def ingest(self, batch: Any) -> dict[str, int]:
             fan_out.append((raw, wanted))
     try:
         push(rt.redis, rows.items())
+        if in_sessions:
+            sessions.track(rt.redis, in_sessions)
         enqueued_at = time.time()
         with app.producer_or_acquire() as producer, producer.batch():  # one pipelined round trip for the fan-out
             for turn_json, monitor_names in fan_out:

@@ -2,7 +2,8 @@
 
 ``SCORERS`` maps a scorer name to its class or to ``"module:Class"`` (imported on first use, so building one
 scorer never imports the others). A scorer class is called as ``cls(**monitor.params)``, plus
-``reason_mode=monitor.reason`` when its signature takes ``reason_mode``.
+``reason_mode=monitor.reason`` when its signature takes ``reason_mode``, and ``conversation=True`` for a monitor whose
+target is a session.
 """
 
 from __future__ import annotations
@@ -45,6 +46,8 @@ def build_scorer(monitor: MonitorConfig) -> Scorer:
                          "not params.reason_mode")
     if "reason_mode" in inspect.signature(cls).parameters:
         params["reason_mode"] = monitor.reason
+    if monitor.target == "session":  # the scorer reads a whole conversation (config allows session scorers only)
+        params["conversation"] = True
     try:
         return cls(**params)
     except (TypeError, ValueError) as exc:

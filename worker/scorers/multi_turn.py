@@ -52,7 +52,7 @@ from worker.scorers.rag_correctness import (
     judge_correctness,
 )
 
-__all__ = ["Agent", "AgentEndpoint", "MultiTurn", "OpenAIAgent"]
+__all__ = ["Agent", "AgentEndpoint", "MultiTurn", "OpenAIAgent", "conversation_pairs"]
 
 Messages = list[dict[str, str]]
 Agent = Callable[[Messages], str | Awaitable[str]]
@@ -131,6 +131,7 @@ class MultiTurn(Scorer):
     retriever: RetrieverConfig | None = None
     golden: str | None = None
     agent: AgentEndpoint | None = None
+    conversation: bool = False  # a session monitor: score the conversation that happened, ask nothing
 
     @model_validator(mode="after")
     def _valid(self) -> MultiTurn:
@@ -150,7 +151,10 @@ class MultiTurn(Scorer):
         return await run.outcome(lambda: self._dialogue(run, question, reference, agent, opening))
 
     async def _score(self, turn: Turn, run: ScoreRun) -> ScoreResult:
-        """The trace's answer is turn 1; the follow-up questions go to ``params.agent``, tagged as vigil's."""
+        """The trace's answer is turn 1; the follow-up questions go to ``params.agent``, tagged as vigil's. In
+        ``conversation`` mode the turn is a whole session and its real turns are the dialogue (``_conversation``)."""
+        if self.conversation:
+            return await self._conversation(turn, run)
         found = self._correctness().reference_for(turn)
         if found is None:
             raise Unscorable("no reference answer: the trace has none and no golden set holds its question")
@@ -163,6 +167,38 @@ class MultiTurn(Scorer):
         finally:
             if agent is not None:
                 await agent.aclose()
+
+    async def _conversation(self, session: Turn, run: ScoreRun) -> ScoreResult:
+        """A session's real turns as the dialogue: the target question is the session's first user message, its
+        reference answer the session's (or the golden set's); after each real turn (T2) the answer composed from the
+        Q/A history so far is (T3) scored 0-5, giving σ one score per turn, up to ``turns`` turns, ending at the
+        first 5. Nothing is asked of the agent."""
+        pairs = conversation_pairs(session)
+        if not pairs:
+            raise Unscorable("the session has no question answered")
+        question = pairs[0]["question"]
+        first = session.model_copy(update={"input": [m for m in session.input if m.role == "user"][:1]})
+        found = self._correctness().reference_for(first)
+        if found is None:
+            raise Unscorable("no reference answer: the session has none and no golden set holds its first question")
+        reference = found[0]
+        run.details.reference_source = found[1]
+        correctness = self._correctness()
+        contexts = await correctness.retrieve(question, reference) if self.retriever is not None else []
+        history: list[dict[str, str]] = []
+        sigma: list[int] = []
+        run.details.set(turns=self.turns, sigma=sigma, history=history, context_ids=[c.id for c in contexts])
+        composed = ""
+        for number, pair in enumerate(pairs[:self.turns], start=1):
+            history.append(pair)
+            run.note(f"turn{number}.ask", pair, prompt=pair["question"])
+            composed = await self._compose(run, number, question, history)  # T2
+            verdict = await judge_correctness(run, step=f"turn{number}.evaluate", question=question,  # T3
+                                              contexts=contexts, response=composed, reference=reference)
+            sigma.append(verdict.score)
+            if verdict.score == MAX_RESULT:
+                break
+        return self._scored(run, sigma, composed)
 
     async def _dialogue(self, run: ScoreRun, question: str, reference: str, agent: Agent | None,
                         opening: Messages | None) -> ScoreResult:
@@ -240,6 +276,20 @@ class MultiTurn(Scorer):
         reason = (f"{summary}: wscore {w:.3g}, lscore {length}, mscore {best} (of {MAX_RESULT}). "
                   f"Final answer: {final}")
         return run.scored(w / MAX_RESULT * self.scale, reason)
+
+
+def conversation_pairs(session: Turn) -> list[dict[str, str]]:
+    """The session's real turns as {question, answer}: each user message with the assistant reply that follows it
+    (the session's output answers the last one)."""
+    pairs: list[dict[str, str]] = []
+    for message in session.input:
+        if message.role == "user":
+            pairs.append({"question": message.content, "answer": ""})
+        elif message.role == "assistant" and pairs and not pairs[-1]["answer"]:
+            pairs[-1]["answer"] = message.content
+    if pairs and not pairs[-1]["answer"]:
+        pairs[-1]["answer"] = session.output
+    return [pair for pair in pairs if pair["answer"]]
 
 
 def _baseline_compose(inputs: Mapping[str, Any]) -> dict[str, Any]:
