@@ -35,6 +35,7 @@ import argparse
 import ast
 import asyncio
 import json
+import os
 import re
 import subprocess
 import sys
@@ -45,7 +46,9 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+# The vigil code measured: this tree, or another one (bench/judge_cost.py --before measures an earlier commit).
+CODE = Path(os.environ.get("VIGIL_BENCH_CODE") or ROOT)
+sys.path.insert(0, str(CODE))
 
 from rich.console import Console
 from rich.table import Table

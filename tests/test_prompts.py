@@ -11,18 +11,18 @@ import pytest
 
 from schemas import ContextDoc, ScoreStatus
 from tests.judge_server import Reply
-from tests.scoring_support import judge_factory, llm_judge, make_turn  # noqa: F401 (fixtures)
+from tests.scoring_support import judge_factory, llm_judge, make_turn
 from worker.judge.fence import DATA_RULES
 from worker.scorers.answer_relevancy import AnswerRelevancy
 from worker.scorers.context_relevance import ContextRelevance
 from worker.scorers.multi_turn import MultiTurn
 from worker.scorers.prompt_alignment import PromptAlignment
-from worker.scorers.rag_correctness import RagCorrectness
 from worker.scorers.prompts import answer_relevancy as ar
 from worker.scorers.prompts import context_relevance as cr
 from worker.scorers.prompts import multi_turn as mt
 from worker.scorers.prompts import prompt_alignment as pa
 from worker.scorers.prompts import rag_correctness as rc
+from worker.scorers.rag_correctness import RagCorrectness
 
 QUESTION = "What are the health benefits of regular exercise?"
 OUTPUT = "Exercise strengthens the heart. It improves mood. Paris is in France."
@@ -54,8 +54,9 @@ ANSWER_RELEVANCY_CRITERIA = [  # seeds 000/001
     "not factual correctness", "completeness and level of detail", "meaningful statements",
     "keeping the context each needs", "single words count",
 ]
-VERDICT_SCALE = ["- yes: directly addresses", "(full weight)", "- unsure: related or partly addresses it, an "
-                 "approximate match (partial weight)", "- no: unrelated to the question", "(no weight)"]
+VERDICT_SCALE = ["- yes: directly addresses", "(full weight)",
+                 "- unsure: related or partly addresses it, an approximate match (partial weight)",
+                 "- no: unrelated to the question", "(no weight)"]
 
 
 @pytest.mark.parametrize(("system", "expected"), [
@@ -240,7 +241,7 @@ async def test_a_fused_reply_outside_the_schema_is_unscored_after_one_repair(jud
 
 
 def _alignment(intent: float, requirements: float, completeness: float, appropriateness: float) -> dict:
-    dim = lambda score: {"score": score, "reasoning": "r"}  # noqa: E731
+    dim = lambda score: {"score": score, "reasoning": "r"}
     return {"primary_intent": "p", "requirement_checks": [{"requirement": "x", "fulfilled": True}],
             "intent": dim(intent), "requirements": dim(requirements), "completeness": dim(completeness),
             "appropriateness": dim(appropriateness)}
