@@ -156,6 +156,7 @@ class ScriptedAnswers:
         self.name, self.model = config.name, config.model
         self.baseline, self.ledger, self.peer = BaselineJudge(), ledger, peer
         self.system = "vigil"
+        self.answer_cpu = 0.0  # CPU seconds (this thread) spent computing the scripted answers
         self._answer: tuple[str, str] | None = None  # (step, reply) for the vigil request in flight
         server.script = self._reply
 
@@ -170,7 +171,9 @@ class ScriptedAnswers:
         return Reply(content)
 
     async def ask(self, request: JudgeRequest) -> JudgeReply:
+        started = time.thread_time()
         self._answer = (request.step, (await self.baseline.ask(request)).raw)
+        self.answer_cpu += time.thread_time() - started  # the stand-in's work, not vigil's: benchmarks subtract it
         try:
             return await self.llm.ask(request)
         finally:

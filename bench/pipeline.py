@@ -2,9 +2,14 @@
 
 Three measurements, all in one run so the ratios compare like with like on a noisy machine:
 
-1. **CPU per score, per scorer** (in process): each demo monitor's scorer over the demo turns with the offline
-   baseline judge, whose CPU inside ``Judge.ask`` is measured and subtracted, so what remains is vigil's own work
-   (prompt rendering, fencing, parsing, formulas, the result model). Goal: <= 1 ms per score.
+1. **CPU per score, per scorer** (in process): each demo monitor's scorer over the demo turns through the real
+   judge client (``LLMJudge`` -> ``Transport`` -> the ``openai`` client -> HTTP) to the scripted local server
+   answering as the offline baseline judge (``bench/economy.py``'s ``ScriptedAnswers``). CPU is this thread's
+   (``time.thread_time``): the server runs in its own thread and is not counted, and the baseline judge's work
+   computing each scripted answer is measured and subtracted, so what remains is vigil's own work per score
+   (prompts, fencing, schemas, the HTTP client, parsing, formulas, the result model). Outcomes that made no judge
+   call (an empty output, no context or no reference to judge against) are counted and timed apart, never mixed
+   into the scored path's figure. Goal: <= 1 ms per judged score.
 2. **Throughput, end to end**: SDK hook -> Redis -> a real ``vigil worker`` process (thread pool, baseline judge)
    -> the batching writer -> chDB; scores per second until every sampled pair is written, and the worker's CPU
    per score (``/proc``). The baseline in the same run: Celery round trips of an empty ingest batch through the same
@@ -35,56 +40,59 @@ from rich.console import Console
 from rich.table import Table
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from producers import Monitor  # noqa: E402
 from schemas import VigilConfig  # noqa: E402
 from tests.pipeline import WorkerProcess  # noqa: E402
 from worker.demo import demo_config, demo_turns  # noqa: E402
 from worker.demo.embedded_redis import EmbeddedRedis  # noqa: E402
-from worker.judge import build_judge  # noqa: E402
 from worker.pipeline.backlog import wait_drained as drain  # noqa: E402
 from worker.scorers import build_scorer  # noqa: E402
 from worker.store import connect  # noqa: E402
 
 
-class TimedJudge:
-    """Wraps a judge and adds up the CPU seconds spent inside ``ask`` (the judge's time, to exclude)."""
-
-    def __init__(self, judge: Any) -> None:
-        self.judge, self.name, self.model = judge, judge.name, judge.model
-        self.cpu = 0.0
-
-    async def ask(self, request):
-        started = time.process_time()
-        try:
-            return await self.judge.ask(request)
-        finally:
-            self.cpu += time.process_time() - started
-
-
 def cpu_per_score(config: VigilConfig, turns: list[dict]) -> list[dict[str, Any]]:
+    from economy import Ledger, ScriptedAnswers
+
     from schemas import Turn
+    from tests.judge_server import ScriptedJudge
 
     parsed = [Turn.model_validate(t) for t in turns]
     rows = []
-    for monitor in config.monitors:
-        scorer = build_scorer(monitor)
-        judge = TimedJudge(build_judge(config.judge(monitor.judge)))
+    with ScriptedJudge() as server:
+        judge = ScriptedAnswers(server, Ledger())
 
-        async def run_all(scorer=scorer, judge=judge) -> int:
-            done = 0
+        async def run_all(scorer) -> list[tuple[Any, float, float]]:
+            """Each result with vigil's CPU for it and the stand-in's (to subtract)."""
+            timed = []
             for turn in parsed:
-                await scorer.score(turn, judge)
-                done += 1
-            return done
+                answer_cpu, started = judge.answer_cpu, time.thread_time()
+                result = await scorer.score(turn, judge)
+                timed.append((result, time.thread_time() - started, judge.answer_cpu - answer_cpu))
+            return timed
 
-        asyncio.run(run_all())  # warm caches (retriever index, regexes) before timing
-        judge.cpu = 0.0
-        started = time.process_time()
-        count = asyncio.run(run_all())
-        total = time.process_time() - started
-        rows.append({"scorer": monitor.scorer, "scores": count, "cpu_ms_per_score": (total - judge.cpu) / count * 1e3,
-                     "judge_cpu_ms_per_score": judge.cpu / count * 1e3})
+        async def measure() -> None:
+            for monitor in config.monitors:
+                scorer = build_scorer(monitor)
+                await run_all(scorer)  # warm caches (retriever index, schemas, connections) before timing
+                timed = await run_all(scorer)
+                judged = [(r, cpu - answer) for r, cpu, answer in timed if r.calls]
+                no_call = [(r, cpu) for r, cpu, _ in timed if not r.calls]
+                calls = sum(len(r.calls) for r, _ in judged)
+                rows.append({
+                    "scorer": monitor.scorer, "scores": len(timed),
+                    "judged": len(judged), "judged_scored": sum(r.status == "scored" for r, _ in judged),
+                    "judge_calls_per_judged": calls / len(judged) if judged else None,
+                    "cpu_ms_per_judged": sum(c for _, c in judged) / len(judged) * 1e3 if judged else None,
+                    "cpu_ms_per_call": sum(c for _, c in judged) / calls * 1e3 if calls else None,
+                    "no_call": len(no_call),
+                    "no_call_statuses": sorted({str(r.status) for r, _ in no_call}),
+                    "cpu_ms_per_no_call": sum(c for _, c in no_call) / len(no_call) * 1e3 if no_call else None,
+                })
+            await judge.aclose()
+
+        asyncio.run(measure())
     return rows
 
 
@@ -203,12 +211,20 @@ def main() -> None:
     if args.json:
         print(json.dumps(result))
         return
-    table = Table(title="CPU per score (judge time excluded, offline baseline judge's CPU subtracted)")
-    for column in ("scorer", "scores", "vigil CPU ms/score", "judge CPU ms/score (excluded)", "goal <= 1 ms"):
+    table = Table(title="vigil's CPU per score through the real judge client and HTTP (scripted judge in another "
+                        "thread; its answers' CPU subtracted); outcomes without a judge call apart")
+    for column in ("scorer", "judged", "calls / judged", "CPU ms / judged score", "CPU ms / call", "goal <= 1 ms",
+                   "no judge call", "CPU ms / no-call outcome"):
         table.add_column(column)
     for row in scorers:
-        table.add_row(row["scorer"], str(row["scores"]), f"{row['cpu_ms_per_score']:.3f}",
-                      f"{row['judge_cpu_ms_per_score']:.3f}", "met" if row["cpu_ms_per_score"] <= 1 else "MISSED")
+        judged = row["cpu_ms_per_judged"]
+        table.add_row(row["scorer"], f"{row['judged']} of {row['scores']}",
+                      "—" if judged is None else f"{row['judge_calls_per_judged']:.2f}",
+                      "—" if judged is None else f"{judged:.2f}",
+                      "—" if judged is None else f"{row['cpu_ms_per_call']:.2f}",
+                      "—" if judged is None else "met" if judged <= 1 else "MISSED",
+                      f"{row['no_call']} ({', '.join(row['no_call_statuses'])})" if row["no_call"] else "0",
+                      "—" if row["cpu_ms_per_no_call"] is None else f"{row['cpu_ms_per_no_call']:.3f}")
     console.print(table)
     table = Table(title="End to end: SDK -> Redis -> vigil worker -> chDB (baseline judge)")
     for column in ("turns", "scores", "seconds", "scores/s", "worker CPU ms/score", "Celery no-op tasks/s",

@@ -146,8 +146,10 @@ def _assert_well_formed(result: ScoreResult, *, scorer: str, model: str, turn: T
 
 SCORER_CASES = {
     "answer_relevancy": {},
+    "answer_relevancy.fused": {"steps": "fused"},
     "context_relevance": {},
     "prompt_alignment": {"evaluation_mode": "both"},
+    "prompt_alignment.fused": {"evaluation_mode": "both", "steps": "fused"},
     "rag_correctness.e2": {"contexts": "e2"},
     "rag_correctness.e3": {"retriever": "DOCS"},
     "multi_turn": {"turns": 2, "retriever": "DOCS", "agent": "SERVER"},
