@@ -36,7 +36,10 @@ from typing import Any, NotRequired, TypedDict
 
 from schemas.trace import ORIGIN_ATTRIBUTE, ORIGINS
 
-__all__ = ["SpanEvent", "SpanRecord", "assemble", "is_genai"]
+__all__ = ["RESOURCE_KEYS", "SpanEvent", "SpanRecord", "assemble", "is_genai"]
+
+# The resource attributes assembly reads; a receiver may keep only these.
+RESOURCE_KEYS = frozenset({"service.name", "deployment.environment.name", "deployment.environment", "vigil.project"})
 
 
 class SpanEvent(TypedDict):

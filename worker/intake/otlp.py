@@ -1,6 +1,7 @@
 """OTLP/HTTP trace requests in and out: decoding ``ExportTraceServiceRequest`` (protobuf or JSON) into span records,
 and encoding the answers (``ExportTraceServiceResponse`` with ``partial_success``, ``google.rpc.Status`` on errors).
 
+Of the resource, only the attributes assembly reads are kept (``schemas.spans.RESOURCE_KEYS``), once per span.
 A span whose ids are not OTLP ids (a 16-byte trace id and an 8-byte span id, not all zeros) is rejected, and the
 answer's ``partial_success`` says which and why; the others are kept.
 """
@@ -22,7 +23,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 )
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 
-from schemas.spans import SpanRecord
+from schemas.spans import RESOURCE_KEYS, SpanRecord
 
 __all__ = ["Decoded", "UndecodableBody", "decode_traces", "encode_error", "encode_response"]
 
@@ -77,7 +78,7 @@ def decode_traces(body: bytes, *, json_body: bool) -> Decoded:
 def _records(request: ExportTraceServiceRequest) -> Decoded:
     out = Decoded()
     for r, resource_spans in enumerate(request.resource_spans):
-        resource = _attributes(resource_spans.resource.attributes)
+        resource = {kv.key: _value(kv.value) for kv in resource_spans.resource.attributes if kv.key in RESOURCE_KEYS}
         for s, scope_spans in enumerate(resource_spans.scope_spans):
             for i, span in enumerate(scope_spans.spans):
                 where = f"resource_spans[{r}].scope_spans[{s}].spans[{i}]"
