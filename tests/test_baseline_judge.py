@@ -168,7 +168,7 @@ def test_an_answer_that_merely_contains_not_sure_is_an_answer():
 
 
 def test_an_empty_response_is_the_bottom_of_the_scale_not_an_abstention():
-    assert correctness("", "The museum opens at 9 am.") == (1.0, "the response is empty")
+    assert correctness("", "The museum opens at 9 am.") == (1.0, "baseline heuristic: the response is empty")
     assert correctness("   \n", "The museum opens at 9 am.")[0] == 1.0
 
 

@@ -288,3 +288,31 @@ def test_an_abstention_orders_below_every_scored_item_and_two_abstentions_tie(tm
     assert [i["status"] for i in result["items"]] == ["scored", "abstained", "abstained", "scored", "abstained",
                                                       "abstained"]
     assert (a["abstained"], a["pairs"], a["ties"], a["pairwise_accuracy"]["value"]) == (4, 3, 1, pytest.approx(1 / 3))
+
+
+def test_limit_takes_the_first_n_items(tmp_path):
+    out = run_eval("--dataset", str(labelled_file(tmp_path)), "--scorer", "answer_relevancy", "--limit", "3",
+                   "--json")
+
+    assert [i["id"] for i in json.loads(out.stdout)["items"]] == ["item-0", "item-1", "item-2"]
+
+
+def test_the_tables_show_the_worst_disagreements_with_the_judges_reasons(tmp_path, judge_server):
+    grading_judge(judge_server)
+    out = run_eval("--dataset", str(labelled_file(tmp_path)), "--scorer", "rag_correctness",
+                   "--judge-base-url", judge_server.base_url, "--model", f"m-{uuid.uuid4().hex[:6]}",
+                   env={"COLUMNS": "200"})
+
+    assert out.exit_code == 0
+    assert "pairwise accuracy" in out.stdout and "0.333 [" in out.stdout
+    worst = out.stdout[out.stdout.index("worst disagreements"):]
+    assert "item-5 (3)" in worst and "graded as asked." in worst  # people's best "moon" answer, graded 1
+
+
+def test_a_paused_judge_stops_the_run_with_one_line(tmp_path, judge_server):
+    judge_server.script = lambda body: Reply.error(401, "invalid api key")
+    out = run_eval("--dataset", str(labelled_file(tmp_path)), "--scorer", "rag_correctness",
+                   "--judge-base-url", judge_server.base_url, "--model", f"m-{uuid.uuid4().hex[:6]}")
+
+    assert out.exit_code == 1
+    assert out.stderr.strip().splitlines() == [out.stderr.strip()] and "is paused" in out.stderr

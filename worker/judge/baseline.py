@@ -18,6 +18,7 @@ import json
 import re
 import time
 from collections.abc import Callable, Mapping
+from itertools import pairwise
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
@@ -29,8 +30,8 @@ __all__ = [
     "MODEL",
     "BaselineJudge",
     "Handler",
-    "contradicted",
     "content_words",
+    "contradicted",
     "correctness",
     "is_abstention",
     "register",
@@ -204,11 +205,11 @@ def _weighted_recall(found: set[str], reference: set[str], question: set[str]) -
 def _phrases(text: str) -> set[tuple[str, str]]:
     """Adjacent content-word pairs: the reference's phrases, finer than its words."""
     words = [_normalise(t) for t in _tokens(text) if t.lower() not in _STOPWORDS and (len(t) > 1 or t.isdigit())]
-    return set(zip(words, words[1:], strict=False))
+    return set(pairwise(words))
 
 
 def _through_knots(recall: float) -> float:
-    for (x0, y0), (x1, y1) in zip(_KNOTS, _KNOTS[1:], strict=False):
+    for (x0, y0), (x1, y1) in pairwise(_KNOTS):
         if recall <= x1:
             return y0 + (y1 - y0) * (recall - x0) / (x1 - x0)
     return _KNOTS[-1][1]
@@ -224,9 +225,9 @@ def correctness(response: str, reference: str, question: str = "") -> tuple[floa
     response keeps, at ``PHRASE_WEIGHT``, so answers recalling the same words rarely tie. Mapped through the buckets' floors
     (``_KNOTS``)."""
     if not response.strip():
-        return 1.0, "the response is empty"
+        return 1.0, "baseline heuristic: the response is empty"
     if is_abstention(response, question):
-        return 0.0, "the response says it is not sure, and little else"
+        return 0.0, "baseline heuristic: the response says it is not sure, and little else"
     reference_words, question_words = content_words(reference), content_words(question)
     clean: set[str] = set()
     disputed: set[str] = set()
@@ -243,7 +244,7 @@ def correctness(response: str, reference: str, question: str = "") -> tuple[floa
         _weighted_recall(clean | disputed, reference_words, question_words) - undisputed)
     phrases = _phrases(reference)
     kept = len(_phrases(response) & phrases) / len(phrases) if phrases else 0.0
-    why = f"baseline word recall against the reference answer is {recall:.0%}"
+    why = f"baseline heuristic (word overlap, no LLM): word recall against the reference answer is {recall:.0%}"
     if conflicts:
         why += f"; half credit for {len(conflicts)} sentence(s) that contradict it ({conflicts[0]})"
     return round(_through_knots((1 - PHRASE_WEIGHT) * recall + PHRASE_WEIGHT * kept), 3), why
