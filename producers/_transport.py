@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any, Protocol
 
-from schemas.broker import INGEST_QUEUE, INGEST_TASK
+from schemas.broker import INGEST_QUEUE, INGEST_TASK, broker_ssl
 
 if TYPE_CHECKING:
     from celery import Celery
@@ -39,6 +39,7 @@ class CeleryTransport:
 
     def __init__(self, redis_url: str, *, socket_timeout: float = 5.0, connect_timeout: float = 2.0) -> None:
         self.redis_url = redis_url
+        self._ssl = broker_ssl(redis_url)  # TLS for rediss:// (a bad URL fails here, on the caller's thread)
         self._options = {
             "socket_timeout": socket_timeout,
             "socket_connect_timeout": connect_timeout,
@@ -84,6 +85,7 @@ class CeleryTransport:
                 broker_connection_retry=False,
                 broker_connection_retry_on_startup=False,
                 broker_transport_options=self._options,
+                broker_use_ssl=self._ssl,
                 task_create_missing_queues=True,
             )
             self._app, self._pid = app, os.getpid()

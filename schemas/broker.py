@@ -7,7 +7,10 @@ unacked messages also looks at journal entries older than the visibility timeout
 still waiting in its queue was lost in that window, and goes back on its queue. Redelivery may duplicate work,
 never lose it (vigil's rows have deterministic ids).
 
-Both sides use it through Celery: ``broker_transport = "schemas.broker:Transport"`` with a ``redis://`` URL.
+Both sides use it through Celery: ``broker_transport = "schemas.broker:Transport"`` with a ``redis://`` or
+``rediss://`` URL. Forcing the transport class bypasses kombu's choice of TLS by scheme, so ``broker_ssl`` gives
+both sides the TLS options a ``rediss://`` URL needs (certificates verified unless the URL's ``ssl_cert_reqs`` says
+otherwise). Sentinel URLs are refused with a clear error: vigil's other Redis clients could not follow a failover.
 
 Anyone who can reach Redis can push anything onto a queue. An item that is not a well-formed kombu envelope (not
 JSON, not an object, no delivery tag, a body that does not decode) would raise inside kombu's delivery loop and stop
@@ -20,10 +23,12 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import ssl
 import uuid
 from queue import Empty
 from time import time
 from typing import Any
+from urllib.parse import parse_qsl, urlsplit
 
 from kombu.transport import redis as kombu_redis
 from kombu.transport import virtual
@@ -32,7 +37,7 @@ from kombu.utils.json import dumps, loads
 
 __all__ = [
     "ALERTS_QUEUE", "INGEST_QUEUE", "INGEST_TASK", "JOURNAL", "JOURNAL_INDEX", "SCORE_QUEUE", "SPANS_TASK", "TRANSPORT",
-    "UNDELIVERABLE_TASK", "Channel", "QoS", "Transport", "envelope",
+    "UNDELIVERABLE_TASK", "Channel", "QoS", "Transport", "broker_ssl", "envelope",
 ]
 
 INGEST_TASK = "vigil.ingest"  # args: [batch], a list of turn dicts (schemas.Turn, validated by the worker)
@@ -63,6 +68,43 @@ if redis.call('LPOS', entry[2], entry[1], 'RANK', -1) then return 0 end
 redis.call('RPUSH', entry[2], entry[1])
 return 1
 """
+
+
+_SCHEMES = ("redis", "rediss", "unix", "socket")
+_TLS_KEYS = ("ssl_cert_reqs", "ssl_ca_certs", "ssl_certfile", "ssl_keyfile", "ssl_check_hostname", "ssl_ca_path")
+
+
+def broker_ssl(url: str) -> dict[str, Any] | None:
+    """The TLS options for this broker URL (Celery's ``broker_use_ssl``): None for ``redis://``; for ``rediss://``
+    the URL's own ``ssl_*`` options, verifying the server's certificate by default. Raises ValueError naming
+    REDIS_URL for a scheme vigil cannot use (Sentinel included) or TLS options on a plain URL."""
+    parts = urlsplit(url)
+    scheme = parts.scheme.lower()
+    if "sentinel" in scheme:
+        raise ValueError("REDIS_URL: Sentinel URLs are not supported; give the address of the current master "
+                         "(redis:// or rediss://), e.g. a proxy or DNS name that follows failovers")
+    if scheme not in _SCHEMES:
+        raise ValueError(f"REDIS_URL: unsupported scheme {scheme + '://' if scheme else '(none)'}; "
+                         "use redis://, rediss:// (TLS) or unix://")
+    options = {key: value for key, value in parse_qsl(parts.query) if key in _TLS_KEYS}
+    if scheme != "rediss":
+        if options:
+            raise ValueError(f"REDIS_URL: {', '.join(sorted(options))} given for a plain {scheme}:// URL; "
+                             "use rediss:// for TLS")
+        return None
+    tls: dict[str, Any] = {"ssl_cert_reqs": ssl.CERT_REQUIRED}
+    reqs = {"none": ssl.CERT_NONE, "optional": ssl.CERT_OPTIONAL, "required": ssl.CERT_REQUIRED}
+    for key, value in options.items():
+        if key == "ssl_cert_reqs":
+            lowered = value.lower().removeprefix("cert_")
+            if lowered not in reqs:
+                raise ValueError(f"REDIS_URL: ssl_cert_reqs must be none, optional or required, not {value!r}")
+            tls[key] = reqs[lowered]
+        elif key == "ssl_check_hostname":
+            tls[key] = value.lower() not in ("false", "0", "no")
+        else:
+            tls[key] = value
+    return tls
 
 
 def _tag(message: dict) -> str:

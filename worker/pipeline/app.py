@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from celery import Celery
 
-from schemas.broker import ALERTS_QUEUE, INGEST_QUEUE, INGEST_TASK, SCORE_QUEUE, SPANS_TASK, TRANSPORT
+from schemas.broker import ALERTS_QUEUE, INGEST_QUEUE, INGEST_TASK, SCORE_QUEUE, SPANS_TASK, TRANSPORT, broker_ssl
 from worker.settings import get_settings
 
 __all__ = ["ALERTS_QUEUE", "INGEST_QUEUE", "SCORE_QUEUE", "app", "configure"]
@@ -16,9 +16,11 @@ app = Celery("vigil", include=["worker.pipeline.tasks", "worker.pipeline.beat", 
 
 def configure(broker_url: str | None = None) -> Celery:
     settings = get_settings()
+    url = broker_url or settings.redis_url or "redis://127.0.0.1:6379/0"
     app.conf.update(
-        broker_url=broker_url or settings.redis_url or "redis://127.0.0.1:6379/0",
+        broker_url=url,
         broker_transport=TRANSPORT,  # Redis with a journal: kill -9 between pop and unacked loses nothing
+        broker_use_ssl=broker_ssl(url),  # the forced transport would otherwise speak plaintext to rediss://
         task_serializer="json",
         accept_content=["json"],
         result_serializer="json",
