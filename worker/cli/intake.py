@@ -14,6 +14,7 @@ __all__ = ["intake_command"]
 def intake_command(host: str, port: int) -> None:
     """Receive OTLP/HTTP traces (POST /v1/traces) and vigil turns (POST /v1/turns) into Redis."""
     from aiohttp import web
+    from pydantic import ValidationError
 
     from worker.intake.server import make_app
     from worker.intake.settings import intake_settings
@@ -24,8 +25,9 @@ def intake_command(host: str, port: int) -> None:
     configure_logging(settings.log_level)
     try:
         intake = intake_settings()
-    except ValueError as exc:
-        raise click.ClickException(f"intake settings: {exc}".splitlines()[0]) from None
+    except ValidationError as exc:
+        problems = "; ".join(f"VIGIL_INTAKE_{str(e['loc'][0]).upper()}: {e['msg']}" for e in exc.errors())
+        raise click.ClickException(problems) from None
     app = make_app(settings.redis_url or "redis://127.0.0.1:6379/0", intake)
     try:
         web.run_app(app, host=host, port=port, print=lambda line: click.echo(line.strip(), err=True),
