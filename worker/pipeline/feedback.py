@@ -172,7 +172,7 @@ def rescore_on_feedback(self, trace_id: Any) -> int:
             rt.telemetry.stage(monitor=name, stage="sampled")
     enqueued_at = time.time()
     for turn, names in by_turn.values():
-        score.apply_async((turn.model_dump(mode="json"), names, enqueued_at), queue=SCORE_QUEUE)
+        score.apply_async((turn.model_dump(mode="json", exclude_none=True), names, enqueued_at), queue=SCORE_QUEUE)
     log.info("scoring a turn for its negative feedback", trace_id=trace_id,
              monitors=sorted({m for _, names in by_turn.values() for m in names}))
     return len(by_turn)
