@@ -57,14 +57,16 @@ def claim_key(trace_id: str, span_id: str | None, monitor: str) -> str:
 
 
 def always_monitors(config: VigilConfig) -> list[MonitorConfig]:
-    return [m for m in config.monitors if m.always_sample.feedback == "negative"]
+    """The turn monitors that score every turn with negative feedback (session monitors score sessions)."""
+    return [m for m in config.monitors if m.always_sample.feedback == "negative" and m.target == "turn"]
 
 
 def _candidates(config: VigilConfig, turns: Iterable[Turn]) -> list[tuple[Turn, MonitorConfig]]:
-    """(turn, monitor) pairs a feedback-sampling monitor looks at but would not sample."""
+    """(turn, monitor) pairs a feedback-sampling monitor looks at but would not sample (vigil's own probe traffic
+    is never sampled, feedback or not)."""
     monitors = always_monitors(config)
     return [(turn, m) for turn in turns for m in monitors
-            if matches(turn, m.filters) and not sampled(turn.trace_id, m.sampling_rate)]
+            if turn.origin == "live" and matches(turn, m.filters) and not sampled(turn.trace_id, m.sampling_rate)]
 
 
 def _claim(client: redis.Redis, pairs: list[tuple[Turn, MonitorConfig]], by: bytes) -> list[tuple[Turn, MonitorConfig]]:
