@@ -16,7 +16,7 @@ from redis.asyncio import Redis
 from rich.console import Console
 from rich.table import Table
 
-from worker.judge.limiter import RateLimits, limiter_key
+from worker.judge.limiter import RateLimits, clear_hold, limiter_key
 from worker.judge.pause import paused_judges, resume
 
 __all__ = ["judge"]
@@ -50,9 +50,11 @@ async def _status() -> tuple[dict, dict[str, float]]:
 
 
 async def _resume(name: str) -> tuple[bool, list[str]]:
+    """Lift the pause and any 429 hold; True when either was in force."""
     redis = _redis()
     try:
-        return await resume(redis, name), sorted(await paused_judges(redis))
+        paused, held = await resume(redis, name), await clear_hold(redis, name)
+        return paused or held, sorted(await paused_judges(redis))
     finally:
         await redis.aclose()
 
@@ -125,11 +127,13 @@ def judge_status(dsn: str | None) -> None:
 @judge.command("resume")
 @click.argument("name")
 def judge_resume(name: str) -> None:
-    """Lift the pause on judge NAME; its waiting work runs again. An error when NAME is not paused."""
+    """Lift the pause, and any rate-limit hold, on judge NAME; its waiting work runs again. An error when NAME is
+    neither paused nor held."""
     configured = _configured()
     if configured and name not in configured:
         raise click.ClickException(f"unknown judge {name!r}: VIGIL_CONFIG has {', '.join(sorted(configured))}")
     resumed, still_paused = asyncio.run(_resume(name))
     if not resumed:
-        raise click.ClickException(f"judge {name!r} is not paused (paused: {', '.join(still_paused) or 'none'})")
+        raise click.ClickException(f"judge {name!r} is not paused and not held by a 429 (paused: "
+                                   f"{', '.join(still_paused) or 'none'})")
     click.echo(f"judge {name!r} resumed")

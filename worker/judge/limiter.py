@@ -42,7 +42,12 @@ from redis.asyncio import Redis
 
 from schemas import JudgeConfig
 
-__all__ = ["Decision", "Limiter", "RateBackend", "RateLimits", "RedisRateBackend", "Slot", "limiter_key"]
+__all__ = ["MAX_RETRY_AFTER_S", "Decision", "Limiter", "RateBackend", "RateLimits", "RedisRateBackend", "Slot",
+           "clear_hold", "limiter_key"]
+
+# The longest Retry-After honoured (what the openai client itself honours): one server's "come back tomorrow" must
+# not hold every worker for a day; a judge still refusing after that is refused again and held again.
+MAX_RETRY_AFTER_S = 60.0
 
 log = structlog.get_logger(__name__)
 
@@ -191,8 +196,25 @@ save()
 return {num(factor), cut}
 """
 
+# KEYS: state. Lifts a hold (negative buckets, held_until); keeps the adaptive factor. 1 when one was in force.
+_CLEAR_HOLD = """
+local s = redis.call('HMGET', KEYS[1], 'req', 'tok', 'held_until')
+local t = redis.call('TIME')
+local now = tonumber(t[1]) + tonumber(t[2]) / 1e6
+local held = (tonumber(s[3]) or 0) > now or (tonumber(s[1]) or 0) < 0 or (tonumber(s[2]) or 0) < 0
+if not held then return 0 end
+redis.call('HSET', KEYS[1], 'req', math.max(tonumber(s[1]) or 0, 0), 'tok', math.max(tonumber(s[2]) or 0, 0),
+           'held_until', 0, 'streak', 0)
+return 1
+"""
+
 # KEYS: state. ARGV: the Lua refill arguments. Only reads.
 _FACTOR = _REFILL + "return num(factor)"
+
+
+async def clear_hold(redis: Redis, judge: str) -> bool:
+    """Lift a 429 hold on ``judge`` for every worker (``vigil judge resume``); False when none was in force."""
+    return bool(int(await redis.eval(_CLEAR_HOLD, 1, limiter_key(judge))))
 
 
 def limiter_key(judge: str) -> str:
@@ -256,6 +278,8 @@ class RedisRateBackend:
         cut it (one per cooldown does; the rest of a storm only extends the hold)."""
         lim = self.limits
         cooldown = lim.window_s if lim.cooldown_s is None else lim.cooldown_s
+        if retry_after is not None:
+            retry_after = min(retry_after, MAX_RETRY_AFTER_S)
         args = [*self._refill_args(), lim.decrease, lim.min_factor, cooldown, lim.refusal_hold_s,
                 "" if retry_after is None else repr(retry_after)]
         factor, cut = await self._penalize(keys=self.keys[:1], args=args)

@@ -31,7 +31,7 @@ from schemas import JudgeCall, JudgeConfig
 from worker.judge.backoff import parse_retry_after, retry_delay
 from worker.judge.base import JudgeFailed, JudgePaused
 from worker.judge.cache import CachedReply, ReplyCache, cache_key
-from worker.judge.limiter import Limiter, RateLimits, RedisRateBackend
+from worker.judge.limiter import MAX_RETRY_AFTER_S, Limiter, RateLimits, RedisRateBackend
 from worker.judge.pause import config_fingerprint, is_paused, pause, resume
 
 __all__ = ["ChatResult", "ModeRejected", "Transport", "cached_prompt_tokens", "judge_cost"]
@@ -223,6 +223,10 @@ class Transport:
             raise ModeRejected(str(exc)) from exc
         if status in RETRYABLE or status >= 500:
             retry_after = parse_retry_after(exc.response.headers, now=time.time())
+            if retry_after is not None and retry_after > MAX_RETRY_AFTER_S:
+                log.warning("judge_retry_after_capped", judge=self.config.name, asked_s=retry_after,
+                            capped_s=MAX_RETRY_AFTER_S)
+                retry_after = MAX_RETRY_AFTER_S
             return _Retry(f"http_{status}", str(exc), retry_after)
         raise JudgeFailed(f"http_{status}", str(exc), calls) from exc
 
