@@ -4,8 +4,10 @@ Only the shipper thread touches it, through a raw file descriptor (``O_APPEND``,
 child can drop its copy without writing anything). Turns are read back in the order they were written, from an
 offset kept in a sidecar file (``<path>.offset``) after every drained batch: a restarted process drains what an
 earlier one left and re-sends at most the batch that was in flight. The file is locked (``flock``) by its process;
-a second process finding it locked spools to ``<path>.<pid>`` instead. The file is created when first needed and
-removed when the shipper stops with it empty.
+a second process finding it locked spools to ``<path>.<pid>`` instead, as does a forked child (pre-fork servers:
+gunicorn, uWSGI). At recovery a process also adopts every sibling file (``<path>`` and ``<path>.<pid>``) it can
+lock, i.e. whose process is gone: their unsent turns move into its own file, in order, and the sibling is removed.
+The file is created when first needed and removed when the shipper stops with it empty.
 """
 
 from __future__ import annotations
@@ -30,10 +32,60 @@ class Spool:
         self._offset = 0
         self._fd: int | None = None
 
-    def recover(self) -> None:
-        """Take over what an earlier process left at this path; without such a file, nothing is created yet."""
+    def recover(self) -> int:
+        """Take over what earlier processes left at this path and its siblings (see above); without such files,
+        nothing is created yet. Returns how many turns were adopted from siblings."""
         if self.path.exists():
             self._open()
+        return sum(self._adopt(sibling) for sibling in self._siblings())
+
+    def _siblings(self) -> list[Path]:
+        """``<base>`` and every ``<base>.<pid>`` other than this spool's own file."""
+        stem, _, suffix = self.path.name.rpartition(".")
+        base = self.path.with_name(stem) if suffix.isdigit() and stem else self.path
+        found = [base, *(p for p in base.parent.glob(f"{base.name}.*") if p.name[len(base.name) + 1:].isdigit())]
+        return [p for p in found if p != self.path and p.exists()]
+
+    def _adopt(self, sibling: Path) -> int:
+        """Move a dead process's unsent turns here (what fits under the bound, in order); 0 while it is alive."""
+        orphan = Spool(sibling, self.max_bytes)
+        try:
+            fd = os.open(sibling, os.O_RDWR | os.O_APPEND)
+        except OSError:
+            return 0
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:  # its process is alive and ships it itself
+            os.close(fd)
+            return 0
+        orphan._fd = fd
+        orphan._recover()
+        turns, _, _ = orphan.peek(orphan.pending)
+        taken = self._append_prefix(turns)
+        if taken == len(turns):
+            orphan.pending = 0  # close() removes the file and its offset
+        else:
+            _, offset, _ = orphan.peek(taken)
+            orphan.commit(offset, taken)
+        orphan.close()
+        return taken
+
+    def _append_prefix(self, turns: list[dict[str, Any]]) -> int:
+        """Append turns in order until one does not fit; return how many were written."""
+        lines, size = [], self.size
+        for turn in turns:
+            line = json.dumps(turn, separators=(",", ":")).encode("ascii") + b"\n"
+            if size + len(line) > self.max_bytes:
+                break
+            lines.append(line)
+            size += len(line)
+        if lines:
+            fd = self._require()
+            data = memoryview(b"".join(lines))
+            while data:
+                data = data[os.write(fd, data):]
+            self.size, self.pending = size, self.pending + len(lines)
+        return len(lines)
 
     def _open(self) -> int:
         """Lock the file (or a per-process one), creating it, and recover what it holds."""
