@@ -232,4 +232,4 @@ def test_the_configmap_carries_the_same_monitor_config_as_compose_and_it_validat
 
     assert configmap["data"]["vigil.yaml"] == (DEPLOY / "config" / "vigil.yaml").read_text()
     config = load_config(tmp_path / "vigil.yaml", environ={"VIGIL_JUDGE_BASE_URL": "https://judge.example/v1"})
-    assert {r.kind for r in config.alerts} == {"regression", "failure_rate", "coverage", "judge_paused"}
+    assert {r.kind for r in config.alerts} == {"regression", "failure_rate", "coverage", "judge_paused", "agreement"}

@@ -37,6 +37,7 @@ DEFAULT_RULES = [
     AlertRule(name="failure-rate", kind="failure_rate", window_minutes=15, min_samples=20),
     AlertRule(name="coverage-drop", kind="coverage", window_minutes=60, min_samples=20),
     AlertRule(name="judge-paused", kind="judge_paused", window_minutes=60),
+    AlertRule(name="judge-agreement", kind="agreement", window_minutes=24 * 60),  # against its own baseline
 ]
 
 PausedJudges = Callable[[], Mapping[str, str]]  # judge name -> why it is paused
