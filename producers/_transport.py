@@ -1,24 +1,38 @@
 """How a batch leaves the process: one Celery task message, ``vigil.ingest(batch)`` on queue ``vigil.ingest``.
 
-Celery's message protocol 2 with the JSON serializer, published to the anonymous exchange so the Redis transport
-does one round trip per batch: a MULTI/EXEC holding the ``LPUSH`` and its journal entry (``schemas.broker``; the
-first publish of a process also declares the queue). Celery is imported
-on the shipper thread at the first send, never on the agent's.
+Celery's message protocol 2 with the JSON serializer, written with kombu alone (the SDK needs Celery's message
+format, not Celery: no worker, no CLI in the agent's environment), published to the anonymous exchange so the
+Redis transport does one round trip per batch: a MULTI/EXEC holding the ``LPUSH`` and its journal entry
+(``schemas.broker``; the first publish of a process also declares the queue). kombu connects on the shipper
+thread at the first send, never on the agent's.
 """
 
 from __future__ import annotations
 
 import os
+import socket
+import uuid
 from typing import TYPE_CHECKING, Any, Protocol
 
-from schemas.broker import INGEST_QUEUE, INGEST_TASK, broker_ssl
+from schemas.broker import INGEST_QUEUE, INGEST_TASK, TRANSPORT, broker_ssl
 
 if TYPE_CHECKING:
-    from celery import Celery
-    from kombu import Producer
+    from kombu import Connection, Producer
 
-__all__ = ["INGEST_QUEUE", "INGEST_TASK", "CeleryTransport", "Transport"]
+__all__ = ["INGEST_QUEUE", "INGEST_TASK", "CeleryTransport", "Transport", "task_message"]
 
+
+def task_message(task: str, args: list[Any], *, argsrepr: str) -> tuple[tuple, dict[str, Any], str]:
+    """(body, headers, task id) of a Celery protocol-2 task message with no callbacks, as ``send_task`` makes it."""
+    task_id = str(uuid.uuid4())
+    headers = {
+        "lang": "py", "task": task, "id": task_id, "shadow": None, "eta": None, "expires": None, "group": None,
+        "group_index": None, "retries": 0, "timelimit": [None, None], "root_id": task_id, "parent_id": None,
+        "argsrepr": argsrepr, "kwargsrepr": "{}", "origin": f"vigil-sdk-{os.getpid()}@{socket.gethostname()}",
+        "ignore_result": True, "replaced_task_nesting": 0, "stamped_headers": None, "stamps": {},
+    }
+    body = (args, {}, {"callbacks": None, "errbacks": None, "chain": None, "chord": None})
+    return body, headers, task_id
 
 
 class Transport(Protocol):
@@ -30,7 +44,7 @@ class Transport(Protocol):
 
 
 class CeleryTransport:
-    """A minimal Celery app (``vigil-producer``) publishing ``vigil.ingest`` tasks without retries of its own.
+    """Publishes ``vigil.ingest`` task messages in Celery's format over its own kombu connection, no retries.
 
     It owns its broker connection and producer rather than borrowing kombu's process-wide pools, so closing it
     touches nothing else in the process; after a failed send the connection is rebuilt, and a forked child
@@ -45,23 +59,20 @@ class CeleryTransport:
             "socket_connect_timeout": connect_timeout,
             "max_retries": 0,  # the shipper owns retries (backoff and spool); kombu must fail fast
         }
-        self._app: Celery | None = None
         self._producer: Producer | None = None
+        self._declared = False
         self._pid = 0
 
     def send(self, batch: list[dict[str, Any]]) -> None:
-        app, producer = self._connected()
+        producer = self._connected()
+        body, headers, task_id = task_message(INGEST_TASK, [batch], argsrepr=f"[<{len(batch)} turns>]")
         try:
-            app.send_task(
-                INGEST_TASK,
-                args=[batch],
-                queue=INGEST_QUEUE,
-                producer=producer,
-                retry=False,
-                ignore_result=True,
-                argsrepr=f"[<{len(batch)} turns>]",
-                kwargsrepr="{}",
+            producer.publish(
+                body, exchange="", routing_key=INGEST_QUEUE, serializer="json", headers=headers,
+                correlation_id=task_id, delivery_mode=2, retry=False,
+                declare=[] if self._declared else [_ingest_queue()],
             )
+            self._declared = True
         except BaseException:
             self.close()
             raise
@@ -69,25 +80,23 @@ class CeleryTransport:
     def close(self) -> None:
         if self._producer is not None and self._pid == os.getpid():
             self._producer.connection.release()
-        self._app = self._producer = None
+        self._producer = None
 
-    def _connected(self) -> tuple[Celery, Producer]:
-        if self._app is None or self._producer is None or self._pid != os.getpid():
-            from celery import Celery
+    def _connected(self) -> Producer:
+        if self._producer is None or self._pid != os.getpid():
+            from kombu import Connection, Producer
 
-            from schemas.broker import TRANSPORT
-
-            app = Celery("vigil-producer", broker=self.redis_url, set_as_current=False)
-            app.conf.update(
-                broker_transport=TRANSPORT,  # journaled: a delivery lost to a killed worker is delivered again
-                task_serializer="json",
-                accept_content=["json"],
-                broker_connection_retry=False,
-                broker_connection_retry_on_startup=False,
-                broker_transport_options=self._options,
-                broker_use_ssl=self._ssl,
-                task_create_missing_queues=True,
+            connection: Connection = Connection(
+                self.redis_url,
+                transport=TRANSPORT,  # journaled: a delivery lost to a killed worker is delivered again
+                transport_options=self._options,
+                ssl=self._ssl or False,
             )
-            self._app, self._pid = app, os.getpid()
-            self._producer = app.amqp.Producer(app.connection_for_write(), auto_declare=False)
-        return self._app, self._producer
+            self._producer, self._pid, self._declared = Producer(connection, auto_declare=False), os.getpid(), False
+        return self._producer
+
+
+def _ingest_queue() -> Any:
+    from kombu import Exchange, Queue
+
+    return Queue(INGEST_QUEUE, Exchange(INGEST_QUEUE, type="direct"), routing_key=INGEST_QUEUE)

@@ -1,0 +1,100 @@
+"""vigil-sdk, the agent-side distribution (producers/sdk-dist): it builds from this repository, installs into a fresh
+virtualenv with its dependencies resolved by pip (from the package index or pip's cache: no ``--no-deps``), imports
+as ``vigil.sdk`` next to an application that has its own ``schemas`` and ``producers`` modules, and ships turns into
+a real Redis. Installing needs the package index (or a warm pip cache); without either this test fails."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from schemas import Turn
+from tests.test_sdk import turns
+
+ROOT = Path(__file__).resolve().parent.parent
+DIST = ROOT / "producers" / "sdk-dist"
+
+APP = '''
+"""A user's agent: its own schemas.py and producers.py sit on sys.path first, as in a FastAPI project."""
+import sys
+
+import schemas, producers
+from vigil.sdk import DropReason, Monitor
+
+assert schemas.APP_OWNED and producers.APP_OWNED  # the application's modules, untouched by the SDK
+
+monitor = Monitor(sys.argv[1], agent="toy-agent", project="toy", flush_interval=3600, home=sys.argv[2])
+
+@monitor.trace()
+def answer(question: str) -> dict:
+    return {"content": f"echo: {question}"}
+
+answer("first question")
+monitor.capture(input="second question", output="second answer", metadata={"release": 2})
+monitor.capture(output="no input")  # refused here, not dead-lettered by the worker
+ok = monitor.flush(timeout=30)
+counters = monitor.counters()
+print(ok, counters.shipped, dict(counters.dropped))
+'''
+
+
+@pytest.fixture(scope="module")
+def sdk_venv(tmp_path_factory) -> Path:
+    venv = tmp_path_factory.mktemp("sdk-venv") / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
+    install = subprocess.run([str(venv / "bin" / "pip"), "install", "--disable-pip-version-check", str(DIST)],
+                             capture_output=True, text=True, timeout=900)
+    assert install.returncode == 0, install.stdout[-3000:] + install.stderr[-3000:]
+    return venv
+
+
+def test_the_wheel_holds_only_the_namespaced_sdk(tmp_path):
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w",
+                    str(tmp_path), str(DIST)], check=True, capture_output=True, timeout=300)
+
+    [wheel] = tmp_path.glob("vigil_sdk-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    packages = {name.rsplit("/", 1)[0] for name in names if name.endswith(".py")}
+    assert packages == {"vigil/sdk", "vigil/sdk/schemas"}
+    assert "vigil/__init__.py" not in names  # a namespace: other vigil.* distributions can share it
+    for name in (n for n in names if n.endswith(".py")):
+        source = zipfile.ZipFile(wheel).read(name).decode()
+        assert not any(line.lstrip().startswith(("from producers", "import producers", "from schemas",
+                                                 "import schemas")) for line in source.splitlines()), name
+
+
+def test_the_sdk_installs_alone_without_the_worker_store_or_scorers(sdk_venv):
+    listed = subprocess.run([str(sdk_venv / "bin" / "pip"), "list", "--format=json"], capture_output=True,
+                            text=True, check=True, timeout=120)
+    installed = {p["name"].lower() for p in json.loads(listed.stdout)}
+
+    assert "vigil-sdk" in installed
+    assert not installed & {"chdb", "clickhouse-connect", "scipy", "numpy", "openai", "bm25s", "vigil", "aiohttp",
+                             "celery", "billiard"}
+    site = next((sdk_venv / "lib").glob("python3*/site-packages"))
+    assert not (site / "worker").exists() and not (site / "schemas").exists() and not (site / "producers").exists()
+
+
+def test_an_app_with_its_own_schemas_and_producers_ships_turns_through_the_installed_sdk(sdk_venv, redis_url,
+                                                                                         tmp_path):
+    app = tmp_path / "app"
+    app.mkdir()
+    (app / "schemas.py").write_text("APP_OWNED = True  # e.g. the FastAPI models\n")
+    (app / "producers.py").write_text("APP_OWNED = True\n")
+    (app / "agent.py").write_text(textwrap.dedent(APP))
+
+    run = subprocess.run([str(sdk_venv / "bin" / "python"), "agent.py", redis_url, str(tmp_path / "home")],
+                         cwd=app, capture_output=True, text=True, timeout=120)
+
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert run.stdout.split("\n")[0] == "True 2 {<DropReason.INVALID: 'invalid'>: 1}"
+    shipped = [Turn.model_validate(turn) for turn in turns(redis_url)]
+    assert [(t.agent, t.question, t.output) for t in shipped] == [
+        ("toy-agent", "first question", "echo: first question"), ("toy-agent", "second question", "second answer")]
+    assert shipped[1].metadata == {"release": "2"}
