@@ -14,7 +14,15 @@ import yaml
 from tests.quality_seed import seed_everything
 from worker.store import connect, migrate
 from worker.store.grafana import DATASOURCE, alert_rules, dashboard
-from worker.store.queries import ALERT_QUERIES, DETECTOR_QUERIES, PANELS, VARIABLES, bind, render
+from worker.store.queries import (
+    ALERT_QUERIES,
+    ANNOTATIONS,
+    DETECTOR_QUERIES,
+    PANELS,
+    VARIABLES,
+    bind,
+    render,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 GRAFANA = ROOT / "deploy" / "grafana"
@@ -148,3 +156,17 @@ def test_the_dashboard_provider_loads_the_directory_the_dashboard_is_mounted_at(
     provider = yaml.safe_load((GRAFANA / "provisioning" / "dashboards" / "vigil.yaml").read_text())
 
     assert provider["providers"][0]["options"]["path"] == "/var/lib/grafana/dashboards/vigil"
+
+
+def test_the_dashboard_marks_alerts_where_they_fired_with_the_shared_annotation_query(seeded):
+    [annotation] = BOARD["annotations"]["list"]
+    sql = annotation["target"]["rawSql"]
+    assert sql == ANNOTATIONS["alerts_fired"].sql.strip()
+
+    every = seeded.query(render(sql, start=NOW - timedelta(hours=24), end=NOW)).result_rows
+    narrowed = seeded.query(render(sql, start=NOW - timedelta(hours=24), end=NOW,
+                                   variables={"monitor": ["alignment"]})).result_rows
+
+    assert {tuple(row[2]) for row in every} == {("regression", "support-bot", "relevancy"), ("judge_paused", "openai-main")}
+    assert [tuple(row[2]) for row in narrowed] == [("judge_paused", "openai-main")]  # not about a monitor: kept
+    assert all(row[1].startswith(("score-regression: ", "judge-paused: ")) for row in every)

@@ -25,7 +25,7 @@ def namespaced(source: str) -> str:
 
 
 class NamespacedBuild(build_py):
-    def build_module(self, module, module_file, package):  # noqa: ANN001, ANN201 - setuptools' signature
+    def build_module(self, module, module_file, package):  # setuptools' signature
         outfile, copied = super().build_module(module, module_file, package)
         path = Path(outfile)
         path.write_text(namespaced(path.read_text(encoding="utf-8")), encoding="utf-8")

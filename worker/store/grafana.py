@@ -15,7 +15,14 @@ from typing import Any
 
 import yaml
 
-from worker.store.queries import ALERT_QUERIES, PANELS, VARIABLES, Query, bind
+from worker.store.queries import (
+    ALERT_QUERIES,
+    ANNOTATIONS,
+    PANELS,
+    VARIABLES,
+    Query,
+    bind,
+)
 
 __all__ = ["ALERT_RULES", "DATASOURCE", "alert_rules", "dashboard", "write_provisioning"]
 
@@ -114,6 +121,13 @@ def _panel(index: int, query: Query, x: int, y: int, w: int, h: int) -> dict[str
     return panel
 
 
+def _annotation(query: Query) -> dict[str, Any]:
+    """Marks on every time series where the query's rows fall (vigil's alerts where they fired)."""
+    return {"name": query.title, "datasource": DATASOURCE, "enable": True, "iconColor": "red",
+            "target": {"refId": "Anno", "datasource": DATASOURCE, "editorType": "sql", "format": 1,
+                       "queryType": "annotation", "rawSql": query.sql.strip()}}
+
+
 def _variable(query: Query) -> dict[str, Any]:
     return {"name": query.name, "label": query.name, "type": "query", "datasource": DATASOURCE,
             "query": query.sql, "definition": query.sql, "refresh": 2, "multi": True, "includeAll": True,
@@ -127,7 +141,7 @@ def dashboard() -> dict[str, Any]:
         "timezone": "utc", "schemaVersion": 39, "version": 1, "editable": True, "refresh": "1m",
         "time": {"from": "now-24h", "to": "now"},
         "templating": {"list": [_variable(q) for q in VARIABLES.values()]},
-        "annotations": {"list": []},
+        "annotations": {"list": [_annotation(q) for q in ANNOTATIONS.values()]},
         "panels": [_panel(i, PANELS[name], x, y, w, h) for i, (name, x, y, w, h) in enumerate(_LAYOUT)],
     }
 

@@ -16,7 +16,7 @@ from datetime import datetime
 from typing import Literal
 
 __all__ = [
-    "ALERT_QUERIES", "DETECTOR_QUERIES", "PANELS", "PAUSING_STATUSES", "REPORT_QUERIES", "TRACE_ROWS", "TURN_QUERIES",
+    "ALERT_QUERIES", "ANNOTATIONS", "DETECTOR_QUERIES", "PANELS", "PAUSING_STATUSES", "REPORT_QUERIES", "TRACE_ROWS", "TURN_QUERIES",
     "VARIABLES", "Query", "bind",
     "render",
 ]
@@ -397,6 +397,20 @@ GROUP BY agent, monitor, minute
 HAVING scored > 0
 ORDER BY agent, monitor, minute""",
         ("agent", "monitor", "minute", "scored"),
+    ),
+}
+
+# Alerts drawn on the dashboard's time series where they fired (a Grafana annotation query: time, text, tags).
+ANNOTATIONS: dict[str, Query] = {
+    "alerts_fired": Query(
+        "alerts_fired", "vigil alerts", "table",
+        """
+SELECT fired_at AS time, concat(rule, ': ', message) AS text, arrayFilter(x -> x != '', [kind, agent, monitor, judge]) AS tags
+FROM alerts FINAL
+WHERE $__timeFilter(fired_at) AND $__conditionalAll((monitor IN (${monitor:singlequote}) OR monitor = ''), $monitor)
+ORDER BY time""",
+        ("time", "text", "tags"),
+        "When each alert fired, on every time-series panel.",
     ),
 }
 
