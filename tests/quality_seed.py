@@ -4,6 +4,7 @@ human feedback."""
 from __future__ import annotations
 
 import hashlib
+import json
 import random
 from collections.abc import Callable, Iterable
 from datetime import datetime, timedelta
@@ -100,6 +101,12 @@ def seed_everything(client: Client, *, now: datetime) -> None:
     ], column_names=["alert_id", "rule", "kind", "project", "agent", "monitor", "judge", "state", "fired_at",
                      "updated_at", "recent_mean", "baseline_mean", "recent_n", "baseline_n", "p_value",
                      "effect_size", "message"])
+    client.insert("dead_letters", [
+        [_id("dead", i), now - timedelta(minutes=5 * i), "vigil.ingest", "output: Input should be a valid string",
+         "invalid_turn", json.dumps({"trace_id": f"dead-{i}", "project": "shop", "agent": "support-bot",
+                                     "output": {"text": "a dict"}})]
+        for i in range(1, 4)
+    ], column_names=["dead_id", "received_at", "queue", "reason", "error_type", "payload"])
     client.insert("judge_evals", [
         [_id("eval", model), "correctness.jsonl", "jsonl", "ab12", "rag_correctness", "1", "baseline" if model ==
          "baseline-word-overlap-v1" else "openai-main", model, 200, 198, 2, 0, 100, accuracy, accuracy - 0.07,

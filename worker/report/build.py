@@ -13,6 +13,7 @@ from worker.report.model import (
     AgreementRow,
     AlertRow,
     BandPoint,
+    DeadLetterGroup,
     DistributionBin,
     FunnelRow,
     JudgeEval,
@@ -24,6 +25,7 @@ from worker.report.model import (
     Point,
     Report,
     ScoreSeries,
+    UnscoredReason,
     WorstTurn,
 )
 from worker.store.queries import PANELS, REPORT_QUERIES, Query, render
@@ -147,4 +149,6 @@ def build_report(
         alerts=alerts,
         judge_evals=[JudgeEval(**r) for r in rows("judge_evals")],
         agreement=[AgreementRow(**r) for r in rows("judge_agreement")],
+        dead_letters=[DeadLetterGroup(**r) for r in rows("dead_letters")],
+        unscored_reasons=[UnscoredReason(**r) for r in rows("unscored_reasons")],
     )

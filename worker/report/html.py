@@ -222,12 +222,31 @@ def _evals_section(report: Report) -> str:
             f"{_table(headers, rows, numeric)}</section>")
 
 
+def _losses_section(report: Report) -> str:
+    """Dead letters and each monitor's top reasons for unscored or failed turns: where turns went without a score."""
+    parts = []
+    if report.dead_letters:
+        rows = [[str(d.letters), escape(d.queue), escape(d.error_type),
+                 escape("/".join(p for p in (d.project, d.agent) if p) or "—"), escape(d.reason)]
+                for d in report.dead_letters]
+        total = sum(d.letters for d in report.dead_letters)
+        parts.append(f"<h3>Dead letters: {total} message(s) vigil could not process</h3>"
+                     + _table(["letters", "queue", "error", "agent", "reason (latest)"], rows, {"letters"}))
+    if report.unscored_reasons:
+        rows = [[escape(r.monitor), escape(r.status), str(r.turns), escape(r.error_type or "—"), escape(r.reason)]
+                for r in report.unscored_reasons]
+        parts.append("<h3>Why turns were not scored (top reasons per monitor)</h3>"
+                     + _table(["monitor", "status", "turns", "error", "reason"], rows, {"turns"}))
+    body = "".join(parts) or "<p>no dead letters, no unscored or failed turns in this range</p>"
+    return f'<section id="losses"><h2>Dead letters and unscored turns</h2>{body}</section>'
+
+
 def render_html(report: Report) -> str:
     """The whole page as a string."""
     sections = [_scores_section(report), _funnel_section(report), _distribution_section(report),
                 _worst_section(report), _monitors_section(report), _agreement_section(report),
                 _judges_section(report), _lag_section(report),
-                _alerts_section(report), _evals_section(report)]
+                _alerts_section(report), _losses_section(report), _evals_section(report)]
     return (
         "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\">"
         "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'; "

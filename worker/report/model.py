@@ -7,8 +7,9 @@ from datetime import datetime
 from pydantic import BaseModel, Field, computed_field
 
 __all__ = [
-    "AgreementRow", "AlertRow", "BandPoint", "DistributionBin", "FunnelRow", "JudgeEval", "JudgeSummary", "LagPoint",
-    "MonitorChart", "MonitorSummary", "PausedJudge", "Point", "Report", "ScoreSeries", "WorstTurn",
+    "AgreementRow", "AlertRow", "BandPoint", "DeadLetterGroup", "DistributionBin", "FunnelRow", "JudgeEval",
+    "JudgeSummary", "LagPoint", "MonitorChart", "MonitorSummary", "PausedJudge", "Point", "Report", "ScoreSeries",
+    "UnscoredReason", "WorstTurn",
 ]
 
 
@@ -54,7 +55,31 @@ class FunnelRow(BaseModel):
     abstained: int = 0
     unscored: int = 0
     failed: int = 0
-    coverage: float | None = None  # (scored + abstained) / sampled
+    coverage: float | None = None
+    dead_lettered: int = 0  # this agent's turns vigil could not take (never received): see Report.dead_letters  # (scored + abstained) / sampled
+
+
+class DeadLetterGroup(BaseModel):
+    """Dead letters of one kind (queue, error type, the project and agent their payload names)."""
+
+    queue: str
+    error_type: str
+    project: str = ""
+    agent: str = ""
+    letters: int
+    last_seen: datetime
+    reason: str = ""  # the latest one's
+
+
+class UnscoredReason(BaseModel):
+    """One of a monitor's most common reasons for leaving turns unscored or failed."""
+
+    monitor: str
+    status: str  # unscored | failed
+    error_type: str = ""
+    reason: str = ""
+    turns: int
+    last_seen: datetime
 
 
 class Point(BaseModel):
@@ -229,6 +254,8 @@ class Report(BaseModel):
     alerts: list[AlertRow] = Field(default_factory=list)
     judge_evals: list[JudgeEval] = Field(default_factory=list)
     agreement: list[AgreementRow] = Field(default_factory=list)
+    dead_letters: list[DeadLetterGroup] = Field(default_factory=list)
+    unscored_reasons: list[UnscoredReason] = Field(default_factory=list)
 
     def monitor_names(self) -> list[str]:
         return sorted({m.monitor for m in self.monitors} | {f.monitor for f in self.funnel})

@@ -122,6 +122,31 @@ def _evals_table(report: Report) -> Table | None:
     return table
 
 
+def _reasons_table(report: Report, monitor: str) -> Table | None:
+    reasons = [r for r in report.unscored_reasons if r.monitor == monitor]
+    if not reasons:
+        return None
+    table = Table(title=f"why not scored: {monitor}", title_justify="left")
+    for header in ("status", "turns", "error", "reason"):
+        table.add_column(header, overflow="fold", justify="right" if header == "turns" else "left")
+    for r in reasons:
+        table.add_row(r.status, str(r.turns), r.error_type or "—", Text(r.reason or "—"))
+    return table
+
+
+def _dead_letters_table(report: Report) -> Table | None:
+    if not report.dead_letters:
+        return None
+    total = sum(d.letters for d in report.dead_letters)
+    table = Table(title=f"dead letters: {total} message(s) vigil could not process", title_justify="left")
+    for header in ("letters", "queue", "error", "agent", "reason (latest)"):
+        table.add_column(header, overflow="fold", justify="right" if header == "letters" else "left")
+    for d in report.dead_letters:
+        agent = "/".join(p for p in (d.project, d.agent) if p) or "—"
+        table.add_row(str(d.letters), d.queue, d.error_type, agent, Text(d.reason))
+    return table
+
+
 def render_tables(report: Report) -> Group:
     """Everything ``vigil report`` prints, as one renderable."""
     parts: list = [Text(f"vigil report {report.start:%Y-%m-%d %H:%M} → {report.end:%Y-%m-%d %H:%M} UTC")]
@@ -131,8 +156,12 @@ def render_tables(report: Report) -> Group:
         parts.append(_monitor_table(report, monitor))
         if worst := _worst_table(report, monitor):
             parts.append(worst)
+        if reasons := _reasons_table(report, monitor):
+            parts.append(reasons)
     if agreement := _agreement_table(report):
         parts.append(agreement)
+    if dead := _dead_letters_table(report):
+        parts.append(dead)
     if report.judges:
         parts.append(_judges_table(report))
     if alerts := _alerts_table(report):

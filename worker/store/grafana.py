@@ -41,6 +41,7 @@ _LAYOUT = [
     ("monitor_summary", 0, 58, 14, 8), ("recent_alerts", 14, 58, 10, 8),
     ("judge_evals", 0, 66, 24, 8),
     ("judge_agreement", 0, 74, 24, 7),
+    ("unscored_reasons", 0, 81, 14, 8), ("dead_letters", 14, 81, 10, 8),
 ]
 
 

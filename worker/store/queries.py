@@ -9,6 +9,7 @@ by ``bind`` (Grafana's alert rules are generated with the defaults; the detector
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -187,7 +188,8 @@ SELECT e.project AS project, e.agent AS agent, e.monitor AS monitor,
        uniqExactIf(e.trace_id, e.span_id, e.stage = 'abstained') AS abstained,
        uniqExactIf(e.trace_id, e.span_id, e.stage = 'unscored') AS unscored,
        uniqExactIf(e.trace_id, e.span_id, e.stage = 'failed') AS failed,
-       if(sampled > 0, (scored + abstained) / sampled, NULL) AS coverage
+       if(sampled > 0, (scored + abstained) / sampled, NULL) AS coverage,
+       any(d.dead_lettered) AS dead_lettered
 FROM pipeline_events AS e
 LEFT JOIN (
     SELECT project, agent, uniqExact(trace_id, span_id) AS received
@@ -195,13 +197,49 @@ LEFT JOIN (
     WHERE stage = 'received' AND $__timeFilter(event_time)
     GROUP BY project, agent
 ) AS r ON r.project = e.project AND r.agent = e.agent
+LEFT JOIN (
+    SELECT JSONExtractString(payload, 'project') AS project, JSONExtractString(payload, 'agent') AS agent,
+           count() AS dead_lettered
+    FROM dead_letters FINAL
+    WHERE $__timeFilter(received_at)
+    GROUP BY project, agent
+) AS d ON d.project = e.project AND d.agent = e.agent
 WHERE e.monitor != '' AND $__timeFilter(e.event_time) AND {_vars("project", "agent", "monitor", alias="e.")}
 GROUP BY project, agent, monitor
 ORDER BY monitor, agent""",
         ("project", "agent", "monitor", "received", "filtered", "skipped", "probe", "sampled", "scored",
-         "abstained", "unscored", "failed", "coverage"),
+         "abstained", "unscored", "failed", "coverage", "dead_lettered"),
         "Distinct turns (trace, span) per stage, exact under redelivery. probe: vigil's own traffic (probe "
-        "follow-ups), never sampled. coverage = (scored + abstained) / sampled: turns that got a verdict.",
+        "follow-ups), never sampled. coverage = (scored + abstained) / sampled: turns that got a verdict. "
+        "dead_lettered: the agent's turns vigil could not take (never received), from dead_letters.",
+    ),
+    Query(
+        "dead_letters", "Dead letters: what vigil could not process, and why", "table",
+        """
+SELECT queue, error_type, JSONExtractString(payload, 'project') AS project,
+       JSONExtractString(payload, 'agent') AS agent, count() AS letters, max(received_at) AS last_seen,
+       argMax(reason, received_at) AS reason
+FROM dead_letters FINAL
+WHERE $__timeFilter(received_at)
+GROUP BY queue, error_type, project, agent
+ORDER BY letters DESC, last_seen DESC
+LIMIT 50""",
+        ("queue", "error_type", "project", "agent", "letters", "last_seen", "reason"),
+        "Messages dead-lettered with their reason (an invalid turn, a refused row, an unknown task), by kind; "
+        "the reason is the latest one's.",
+    ),
+    Query(
+        "unscored_reasons", "Why turns went unscored or failed, per monitor (top 3 reasons)", "table",
+        f"""
+SELECT monitor, status, error_type, reason, count() AS turns, max(trace_time) AS last_seen
+FROM scores FINAL
+WHERE status IN ('unscored', 'failed') AND $__timeFilter(trace_time) AND {_vars("project", "agent", "monitor")}
+GROUP BY monitor, status, error_type, reason
+ORDER BY monitor, status, turns DESC, last_seen DESC
+LIMIT 3 BY monitor, status""",
+        ("monitor", "status", "error_type", "reason", "turns", "last_seen"),
+        "The most common reasons a monitor gave no score: unscored (no verdict: nothing to score, an unreadable "
+        "reply) or failed (an error).",
     ),
     Query(
         "queue_lag", "Queue lag (scored_at − trace_time) p50 / p95", "timeseries",
@@ -649,7 +687,8 @@ def render(
     def macro(match: re.Match[str]) -> str:
         name, column = match.group(1), match.group(2).strip()
         if name == "timeFilter":
-            return f"{column} >= toDateTime({from_s}) AND {column} <= toDateTime({to_s})"
+            # The end's own second is in range (a DateTime64 row at hh:mm:ss.5 is after toDateTime(hh:mm:ss)).
+            return f"{column} >= toDateTime({from_s}) AND {column} <= toDateTime({math.ceil(end.timestamp())})"
         if name == "timeFilter_ms":
             return (f"{column} >= fromUnixTimestamp64Milli({from_ms}) AND "
                     f"{column} <= fromUnixTimestamp64Milli({to_ms})")
