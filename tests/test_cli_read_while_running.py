@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import shutil
 import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
 
 import clickhouse_connect
@@ -126,3 +129,42 @@ def test_after_the_worker_stops_the_endpoint_is_gone_and_report_opens_the_store_
     assert not endpoint_path(worker.home / "chdb").exists()
     assert run.returncode == 0, run.stderr
     assert {m["monitor"]: m["scored"] for m in json.loads(run.stdout)["monitors"]}["relevancy"] == len(turns)
+
+
+def _dump_dom(url: str, tmp_path: Path) -> str:
+    """The page as headless Chromium renders it (scripts run), as tests/test_report_html.py runs Chromium."""
+    chromium = "/usr/bin/chromium"
+    assert shutil.which(chromium), "chromium is missing: `make test` installs it (apt-get install chromium)"
+    return subprocess.run([chromium, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+                           "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                           f"--user-data-dir={tmp_path / 'chromium-profile'}", "--dump-dom", url],
+                          capture_output=True, text=True, timeout=180, check=True).stdout
+
+
+def test_report_serve_shows_the_live_report_and_new_scores_on_the_next_load(running, redis_url, tmp_path):
+    worker, turns = running
+    wait_for_endpoint(worker)
+    env = {k: v for k, v in os.environ.items() if k not in ("CLICKHOUSE_DSN", "VIGIL_CONFIG")}
+    env["VIGIL_HOME"] = str(worker.home)
+    server = subprocess.Popen([sys.executable, "-m", "worker", "report", "--serve", "--port", "0", "--refresh", "5"],
+                              env=env, stderr=subprocess.PIPE, text=True)
+    try:
+        line = server.stderr.readline()
+        url = re.search(r"http://127\.0\.0\.1:\d+/", line).group(0)
+
+        dom = _dump_dom(url, tmp_path)
+        assert '<meta http-equiv="refresh" content="5">' in dom
+        assert "data-chart=" in dom and "relevancy" in dom
+        before = json.loads(urllib.request.urlopen(url + "report.json", timeout=60).read())
+
+        more = [make_turn(200 + i) for i in range(5)]
+        send(redis_url, more)
+        wait_drained(redis_url, worker)
+        after = json.loads(urllib.request.urlopen(url + "report.json", timeout=60).read())
+
+        scored = {m["monitor"]: m["scored"] for m in before["monitors"]}["relevancy"]
+        assert {m["monitor"]: m["scored"] for m in after["monitors"]}["relevancy"] == scored + len(more)
+        assert scored == len(turns)
+    finally:
+        server.terminate()
+        server.wait(30)

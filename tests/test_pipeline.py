@@ -119,3 +119,19 @@ def test_malformed_payloads_are_dead_lettered_with_a_reason_and_the_turns_after_
     assert len(dead) == len(MALFORMED) + 1
     scored = {r[0] for r in store.query("SELECT trace_id FROM scores FINAL WHERE monitor = 'relevancy'").result_rows}
     assert {good_before["trace_id"], good_after["trace_id"]} <= scored
+
+
+def test_each_turn_of_a_batch_is_scored_as_itself_even_beside_an_invalid_turn(redis_url, worker):
+    """The fan-out carries each turn as it came: never another turn of the same batch (the last one, say)."""
+    turns = [make_turn(i) for i in range(5)]
+    send(redis_url, [*turns, {**make_turn(99), "output": {"not": "a string"}}])
+    worker.start()
+    wait_drained(redis_url, worker)
+    assert worker.stop() == 0
+
+    store = connect(worker.dsn)
+    rows = store.query("SELECT s.trace_id, s.status, t.question FROM scores AS s FINAL "
+                       "JOIN traces AS t ON t.trace_id = s.trace_id WHERE s.monitor = 'relevancy'").result_rows
+    assert sorted(r[0] for r in rows) == sorted(t["trace_id"] for t in turns)
+    assert all(status == "scored" for _, status, _ in rows)
+    assert store.query("SELECT count() FROM dead_letters FINAL").result_rows[0][0] == 1

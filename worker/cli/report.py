@@ -8,6 +8,7 @@ import click
 
 from worker.report.build import build_report
 from worker.report.html import write_html
+from worker.report.model import Report
 from worker.report.text import print_report
 from worker.store.clickhouse import connect_for_reading, require_tables
 
@@ -21,8 +22,13 @@ __all__ = ["report"]
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @click.option("--html", "html_path", type=click.Path(dir_okay=False), default=None,
               help="Also write a static HTML page with charts to this file.")
+@click.option("--serve", is_flag=True, help="Serve the HTML report live on http://127.0.0.1:PORT (Ctrl-C stops).")
+@click.option("--port", type=click.IntRange(0, 65535), default=8765, show_default=True,
+              help="The port for --serve (0: any free port).")
+@click.option("--refresh", "refresh_s", type=click.IntRange(min=1), default=30, show_default=True,
+              help="Seconds between the served page's reloads.")
 def report(dsn: str | None, hours: float | None, monitors: tuple[str, ...], as_json: bool,
-           html_path: str | None) -> None:
+           html_path: str | None, serve: bool, port: int, refresh_s: int) -> None:
     """Scores per monitor: counts per status, mean score, coverage, the worst turns with reasons.
 
     Reads the store in $VIGIL_HOME (default .vigil), also while `vigil worker` runs, or CLICKHOUSE_DSN.
@@ -33,15 +39,37 @@ def report(dsn: str | None, hours: float | None, monitors: tuple[str, ...], as_j
       vigil report --hours 24 --monitor answer_relevancy
       vigil report --json | jq '.monitors[] | {monitor, mean_score}'
       vigil report --html report.html
+      vigil report --serve --port 8765       # live page, reloads every 30 s
     """
     client = connect_for_reading(dsn)
     require_tables(client, "scores", "scores_1h", "pipeline_events", "alerts")
-    now = datetime.now(UTC)
-    start = now - timedelta(hours=hours) if hours else None
-    result = build_report(client, start=start, now=now, variables={"monitor": list(monitors) or None})
+
+    def build() -> Report:
+        now = datetime.now(UTC)
+        start = now - timedelta(hours=hours) if hours else None
+        return build_report(client, start=start, now=now, variables={"monitor": list(monitors) or None})
+
+    if serve:
+        _serve(build, port, refresh_s)
+        return
+    result = build()
     if as_json:
         click.echo(result.model_dump_json(indent=2))
     else:
         print_report(result)
     if html_path:
         click.echo(f"HTML report: {write_html(result, html_path)}", err=as_json)
+
+
+def _serve(build, port: int, refresh_s: int) -> None:
+    from worker.report.serve import ReportServer
+
+    try:
+        server = ReportServer(build, port=port, refresh_s=refresh_s)
+    except OSError as exc:
+        raise click.ClickException(f"cannot serve on 127.0.0.1:{port}: {exc.strerror} (try --port 0)") from None
+    click.echo(f"serving the report on {server.url} (reloads every {refresh_s} s; Ctrl-C stops)", err=True)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass

@@ -133,7 +133,7 @@ class _ScoredCounter:
             return self.count
         self._next = time.monotonic() + 1.0
         try:
-            self.client = self.client or connect_for_reading(self.dsn)
+            self.client = self.client or connect_for_reading(self.dsn, open_here=False)  # never take it from the worker
             self.count = int(self.client.query("SELECT uniqExact(score_id) FROM scores").result_rows[0][0])
         except Exception:  # noqa: BLE001 (the worker is still opening or migrating the store: the next poll retries)
             self.client = None

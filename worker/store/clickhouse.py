@@ -118,11 +118,13 @@ def connect(dsn: str | None = None) -> Client:
     return client
 
 
-def connect_for_reading(dsn: str | None = None) -> Client:
+def connect_for_reading(dsn: str | None = None, *, open_here: bool = True) -> Client:
     """A client for reading the store, also while another local process (``vigil worker``) holds chDB open.
 
     With a chDB DSN whose directory a live process holds and serves (``worker.store.read_server``), a
-    clickhouse-connect HTTP client to that process; otherwise the store opened here, as ``connect`` does.
+    clickhouse-connect HTTP client to that process; otherwise the store opened here, as ``connect`` does, unless
+    ``open_here`` is false (a process that must not take the directory from a worker about to open it): then a
+    ``StoreError``.
     """
     from worker.store.read_server import read_endpoint
 
@@ -136,6 +138,8 @@ def connect_for_reading(dsn: str | None = None) -> Client:
         except (OperationalError, DatabaseError) as exc:
             raise StoreError(f"the process holding {directory} (pid {endpoint.pid}) does not answer reads: "
                              f"{_reason(exc)}") from exc
+    if directory is not None and not open_here:
+        raise StoreError(f"no running process serves reads of {directory} yet")
     return connect(dsn)
 
 
