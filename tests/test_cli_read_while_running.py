@@ -168,3 +168,27 @@ def test_report_serve_shows_the_live_report_and_new_scores_on_the_next_load(runn
     finally:
         server.terminate()
         server.wait(30)
+
+
+def test_the_worker_names_the_monitors_it_loaded(running):
+    worker, _ = running
+    wait_for_endpoint(worker)
+
+    assert ("monitors (2): relevancy (answer_relevancy, rate 1, judge offline), relevancy-half (answer_relevancy, "
+            "rate 0.5, judge offline)") in worker.output()
+
+
+def test_judge_status_reads_the_configured_judges_and_their_calls_from_the_store(running, redis_url):
+    worker, _ = running
+    wait_for_endpoint(worker)
+    env = {k: v for k, v in os.environ.items() if k != "CLICKHOUSE_DSN"}
+    env.update(VIGIL_HOME=str(worker.home), REDIS_URL=redis_url, VIGIL_CONFIG=str(CONFIG), COLUMNS="200")
+
+    run = subprocess.run([sys.executable, "-m", "worker", "judge", "status"], env=env, capture_output=True,
+                         text=True, timeout=120, check=False)
+
+    assert run.returncode == 0, run.stderr
+    row = next(line for line in run.stdout.splitlines() if "offline" in line)
+    assert "baseline (offline)" in row and "active" in row
+    calls = json.loads(vigil(worker.home, "report", "--json").stdout)["judges"]
+    assert calls and str(calls[0]["calls"] + calls[0]["cache_hits"]) in row.split()
