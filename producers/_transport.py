@@ -14,7 +14,7 @@ import socket
 import uuid
 from typing import TYPE_CHECKING, Any, Protocol
 
-from schemas.broker import INGEST_QUEUE, INGEST_TASK, TRANSPORT, broker_ssl
+from schemas.broker import INGEST_QUEUE, INGEST_TASK, SHIPPED_HEADERS, TRANSPORT, broker_ssl
 
 if TYPE_CHECKING:
     from kombu import Connection, Producer
@@ -62,10 +62,14 @@ class CeleryTransport:
         self._producer: Producer | None = None
         self._declared = False
         self._pid = 0
+        # Delivery accounting (SHIPPED_HEADERS): a retried batch carries the same numbers until one send succeeds.
+        self._producer_id, self._batches, self._shipped = "", 0, 0
 
     def send(self, batch: list[dict[str, Any]]) -> None:
         producer = self._connected()
         body, headers, task_id = task_message(INGEST_TASK, [batch], argsrepr=f"[<{len(batch)} turns>]")
+        numbers = (self._producer_id, self._batches + 1, self._shipped + len(batch))
+        headers.update(zip(SHIPPED_HEADERS, numbers, strict=True))
         try:
             producer.publish(
                 body, exchange="", routing_key=INGEST_QUEUE, serializer="json", headers=headers,
@@ -76,6 +80,7 @@ class CeleryTransport:
         except BaseException:
             self.close()
             raise
+        self._batches, self._shipped = numbers[1], numbers[2]
 
     def close(self) -> None:
         if self._producer is not None and self._pid == os.getpid():
@@ -92,6 +97,8 @@ class CeleryTransport:
                 transport_options=self._options,
                 ssl=self._ssl or False,
             )
+            if self._pid != os.getpid():  # a new process (or a forked child): a producer of its own
+                self._producer_id, self._batches, self._shipped = uuid.uuid4().hex, 0, 0
             self._producer, self._pid, self._declared = Producer(connection, auto_declare=False), os.getpid(), False
         return self._producer
 

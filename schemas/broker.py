@@ -47,6 +47,9 @@ SCORE_QUEUE = "vigil.score"
 ALERTS_QUEUE = "vigil.alerts"  # consumed only by writer processes: the alert check needs the store
 JOURNALED = frozenset({INGEST_QUEUE, SCORE_QUEUE, ALERTS_QUEUE})  # not Celery's pidbox replies and the like
 TRANSPORT = f"{__name__}:Transport"  # by its own name: also right where the SDK installs it (vigil.sdk.schemas)
+# Headers of an ingest message from the SDK: producer id (one per process), batch sequence number, and the
+# producer's running count of turns shipped, this batch included. The worker records them to show lost turns.
+SHIPPED_HEADERS = ("vigil_producer", "vigil_batch", "vigil_shipped")
 UNDELIVERABLE_TASK = "vigil.undeliverable"  # args: [raw item text (truncated), queue, reason]
 UNDELIVERABLE_KEEP = 100_000  # characters of an undeliverable item kept for its dead letter
 JOURNAL = "vigil.journal"  # delivery tag -> [message as pushed, list key]

@@ -17,7 +17,7 @@ from schemas.feedback import Feedback
 from schemas.score import JudgeCall, Score, ScoreResult, TurnColumns, score_id
 from schemas.trace import Turn
 
-__all__ = ["DeadLetter", "JudgeCallRow", "PipelineEvent", "TABLES", "TraceRow", "score_row", "trace_row"]
+__all__ = ["DeadLetter", "JudgeCallRow", "PipelineEvent", "ProducerBatch", "TABLES", "TraceRow", "score_row", "trace_row"]
 
 
 def _now() -> datetime:
@@ -110,6 +110,18 @@ class DeadLetter(BaseModel):
     payload: str
 
 
+class ProducerBatch(BaseModel):
+    """One batch an SDK producer shipped, as received (``schemas.broker.SHIPPED_HEADERS``)."""
+
+    producer: str
+    batch: int = Field(ge=0)
+    turns: int = Field(ge=0)
+    shipped: int = Field(ge=0)  # the producer's running count of turns shipped, this batch included
+    project: str = ""
+    agent: str = ""
+    received_at: datetime = Field(default_factory=_now)
+
+
 TABLES: dict[str, type[BaseModel]] = {
     "traces": TraceRow,
     "scores": Score,
@@ -117,6 +129,7 @@ TABLES: dict[str, type[BaseModel]] = {
     "pipeline_events": PipelineEvent,
     "dead_letters": DeadLetter,
     "feedback": Feedback,
+    "producer_batches": ProducerBatch,
 }
 
 def score_row(turn: Turn, monitor: MonitorConfig, result: ScoreResult) -> Score:

@@ -54,6 +54,7 @@ def worker_command(concurrency: int, writer: bool, writer_id: str | None, queues
     # Celery's own "received"/"succeeded" line per task costs more CPU than scoring does; vigil logs its outcomes.
     logging.getLogger("celery.app.trace").setLevel(logging.WARNING)
     logging.getLogger("celery.worker.strategy").setLevel(logging.WARNING)
+    _check_broker_persistence(settings.redis_url or app.conf.broker_url)
     if writer:
         queues = f"{queues},{ALERTS_QUEUE}"
         redis_url = settings.redis_url or app.conf.broker_url
@@ -87,6 +88,25 @@ def _announce(checked: CheckedConfig) -> None:
     monitors = checked.config.monitors
     click.echo(f"monitors ({len(monitors)}): " + (", ".join(
         f"{m.name} ({m.scorer}, rate {m.sampling_rate:g}, judge {m.judge})" for m in monitors) or "none"), err=True)
+
+
+def _check_broker_persistence(url: str) -> None:
+    """Say loudly when the broker would lose queued turns on a restart (a check, never a reason not to start)."""
+    import redis
+    import structlog
+
+    from worker.pipeline.durability import persistence_problem
+
+    client = redis.Redis.from_url(url, socket_connect_timeout=5, socket_timeout=5)
+    try:
+        problem = persistence_problem(client)
+    except redis.RedisError as exc:
+        problem = None
+        structlog.get_logger("vigil.worker").warning("broker persistence unknown", error=str(exc)[:200])
+    finally:
+        client.close()
+    if problem:
+        structlog.get_logger("vigil.worker").error("BROKER IS NOT DURABLE", problem=problem)
 
 
 @click.command("migrate")

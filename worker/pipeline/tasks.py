@@ -26,9 +26,9 @@ from kombu.exceptions import OperationalError as BrokerError
 from pydantic import BaseModel, ValidationError
 
 from schemas import ScoreResult, ScoreStatus, Turn
-from schemas.broker import INGEST_QUEUE, INGEST_TASK
+from schemas.broker import INGEST_QUEUE, INGEST_TASK, SHIPPED_HEADERS
 from schemas.feedback import Feedback, is_feedback, problems
-from schemas.rows import DeadLetter, JudgeCallRow, PipelineEvent, score_row, trace_row
+from schemas.rows import DeadLetter, JudgeCallRow, PipelineEvent, ProducerBatch, score_row, trace_row
 from worker.judge.base import JudgePaused
 from worker.intake import sessions
 from worker.pipeline import feedback as feedback_sampling
@@ -97,7 +97,8 @@ def ingest(self, batch: Any) -> dict[str, int]:
     """Validate each turn, store its row, and fan out one score task per turn naming the monitors that sample it.
     A turn of vigil's own traffic (origin ``probe`` or ``follow_up``) is stored but never sampled: stage ``probe``."""
     rt = runtime()
-    rows: dict[str, list[BaseModel]] = {"traces": [], "pipeline_events": [], "dead_letters": [], "feedback": []}
+    rows: dict[str, list[BaseModel]] = {"traces": [], "pipeline_events": [], "dead_letters": [], "feedback": [],
+                                        "producer_batches": shipped_batch(self.request, batch)}
     fan_out: list[tuple[dict[str, Any], list[str]]] = []
     in_sessions: list[Turn] = []
     turn_monitors = [m for m in rt.config.monitors if m.target == "turn"]
@@ -153,6 +154,20 @@ def ingest(self, batch: Any) -> dict[str, int]:
         raise _requeue_on_redis_failure(exc) from exc
     return {"turns": len(turns), "feedback": len(rows["feedback"]), "dead": len(rows["dead_letters"]),
             "fanned_out": len(fan_out)}
+
+
+def shipped_batch(request: Any, batch: Any) -> list[ProducerBatch]:
+    """The delivery-accounting row for a batch an SDK producer numbered (``SHIPPED_HEADERS``); none otherwise."""
+    producer, number, shipped = (getattr(request, name, None) for name in SHIPPED_HEADERS)
+    if producer is None:
+        return []
+    items = batch if isinstance(batch, list) else [batch]
+    first = items[0] if items and isinstance(items[0], dict) else {}
+    try:
+        return [ProducerBatch(producer=producer, batch=number, turns=len(items), shipped=shipped,
+                              project=str(first.get("project", ""))[:128], agent=str(first.get("agent", ""))[:128])]
+    except ValidationError:  # numbers that make no sense: nothing to account
+        return []
 
 
 def _event(turn: Turn, monitor: str, stage: str) -> PipelineEvent:

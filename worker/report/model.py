@@ -42,6 +42,16 @@ class MonitorSummary(BaseModel):
         return _interval(self.ci_low, self.ci_high)
 
 
+class DeliveryRow(BaseModel):
+    """Turns the SDK shipped and the workers received, per agent; lost > 0: the broker dropped some."""
+
+    project: str
+    agent: str
+    shipped: int = 0
+    received: int = 0
+    lost: int = 0
+
+
 class FunnelRow(BaseModel):
     project: str
     agent: str
@@ -244,6 +254,7 @@ class Report(BaseModel):
     interval_s: int
     monitors: list[MonitorSummary] = Field(default_factory=list)
     funnel: list[FunnelRow] = Field(default_factory=list)
+    delivery: list[DeliveryRow] = Field(default_factory=list)
     score_over_time: list[ScoreSeries] = Field(default_factory=list)
     charts: list[MonitorChart] = Field(default_factory=list)
     distribution: list[DistributionBin] = Field(default_factory=list)

@@ -150,6 +150,11 @@ def _dead_letters_table(report: Report) -> Table | None:
 def render_tables(report: Report) -> Group:
     """Everything ``vigil report`` prints, as one renderable."""
     parts: list = [Text(f"vigil report {report.start:%Y-%m-%d %H:%M} → {report.end:%Y-%m-%d %H:%M} UTC")]
+    for d in report.delivery:
+        if d.lost > 0:  # the broker dropped batches: say so before anything that counts from what arrived
+            parts.append(Text(f"{d.project}/{d.agent}: {d.lost} turn(s) shipped but never received ({d.shipped} "
+                              f"shipped, {d.received} received): the broker lost them (Redis without AOF?)",
+                              style="bold red"))
     if not report.monitor_names():
         parts.append(Text("no scores in this range"))
     for monitor in report.monitor_names():

@@ -436,6 +436,26 @@ HAVING scored > 0
 ORDER BY agent, monitor, minute""",
         ("agent", "monitor", "minute", "scored"),
     ),
+    "delivery": Query(
+        "delivery", "Turns shipped by the SDK and received by the workers, per agent", "table",
+        f"""
+SELECT project, agent, sum(p_shipped) AS shipped, sum(p_received) AS received,
+       toInt64(shipped) - toInt64(received) AS lost
+FROM (
+    SELECT producer, any(project) AS project, any(agent) AS agent,
+           max(b.shipped) AS p_shipped, sum(b.turns) AS p_received
+    FROM producer_batches AS b FINAL
+    WHERE producer IN (SELECT producer FROM producer_batches WHERE $__timeFilter(received_at))
+      AND {_vars("project", "agent")}
+    GROUP BY producer
+)
+GROUP BY project, agent
+ORDER BY lost DESC, project, agent""",
+        ("project", "agent", "shipped", "received", "lost"),
+        "Each SDK process (a producer) numbers its batches and counts the turns it shipped; a batch that never "
+        "reached a worker (a broker restarted without persistence) shows as lost: the shipped count of a later "
+        "batch includes it. Counted over the whole life of every producer heard from in the range.",
+    ),
 }
 
 # Alerts drawn on the dashboard's time series where they fired (a Grafana annotation query: time, text, tags).
