@@ -118,6 +118,26 @@ class Exchange:
     prompt_chars: int
     completion_chars: int
     cached_chars: int
+    parts: dict[str, int] = field(default_factory=dict)  # prompt_chars by part (see ``prompt_parts``)
+
+
+_RULES_START = "The material to evaluate is enclosed between <<<DATA_"
+
+
+def prompt_parts(body: dict[str, Any]) -> dict[str, int]:
+    """A request's characters by part: the system message (task and criteria, static), the response format (the
+    JSON schema), the fence rules, and the rest of the user messages (the fenced trace text and figures)."""
+    messages = body.get("messages", [])
+    system = sum(len(_message_text(m)) for m in messages if m.get("role") == "system")
+    user = [_message_text(m) for m in messages if m.get("role") != "system"]
+    rules = 0
+    if user and user[0].startswith(_RULES_START):
+        rules = user[0].find("\n\n") if "\n\n" in user[0] else len(user[0])
+    fmt = body.get("response_format")
+    return {"system": system, "schema": len(json.dumps(fmt, ensure_ascii=False, separators=(",", ":"))) if fmt else 0,
+            "fence rules": rules, "data": max(0, request_chars(body) - system - rules
+                                               - (len(json.dumps(fmt, ensure_ascii=False, separators=(",", ":")))
+                                                  if fmt else 0))}
 
 
 @dataclass
@@ -133,11 +153,13 @@ class Ledger:
         cached = max((_shared_prefix(text, earlier) for earlier in recent), default=0)
         recent.append(text)
         del recent[:-CACHE_WINDOW]
-        self.exchanges.append(Exchange(system, step, request_chars(body), len(reply), cached))
+        self.exchanges.append(Exchange(system, step, request_chars(body), len(reply), cached, prompt_parts(body)))
 
     def totals(self, system: str) -> dict[str, float]:
         mine = [e for e in self.exchanges if e.system == system]
-        return {"calls": len(mine), "prompt_tokens": sum(e.prompt_chars for e in mine) / 4,
+        return {"calls": len(mine), "parts": {part: sum(e.parts.get(part, 0) for e in mine) / 4
+                                              for part in ("system", "schema", "fence rules", "data")},
+                "prompt_tokens": sum(e.prompt_chars for e in mine) / 4,
                 "completion_tokens": sum(e.completion_chars for e in mine) / 4,
                 "cached_tokens": sum(e.cached_chars for e in mine) / 4}
 
@@ -272,6 +294,7 @@ def run(turns: list[Turn], *, with_peer: bool) -> dict[str, Any]:
             "params": MODES[mode], "calls_per_score": round(t["calls"] / n, 2),
             "prompt_tokens": round(t["prompt_tokens"] / n, 1), "completion_tokens": round(t["completion_tokens"] / n, 1),
             "cached_tokens": round(t["cached_tokens"] / n, 1),
+            "prompt_parts": {part: round(v / n, 1) for part, v in t["parts"].items()},
             "tokens_per_score": round((t["prompt_tokens"] + t["completion_tokens"]) / n, 1),
             "scored": sum(r.status == "scored" for r in scored),
             "scores": [r.score for r in scored],
@@ -333,7 +356,16 @@ def main(argv: list[str] | None = None) -> None:
         table.add_row(f"vigil {mode}", f"{row['calls_per_score']:.2f}", f"{row['prompt_tokens']:.0f}",
                       f"{row['completion_tokens']:.0f}", f"{row['cached_tokens']:.0f}", f"{row['tokens_per_score']:.0f}",
                       f"{row['vs_peer']:.2f}" if peer else "—", "yes" if row["equal_verdicts"] else "NO")
-    Console(width=170).print(table)
+    console = Console(width=170)
+    console.print(table)
+    parts = Table(title="vigil's prompt tokens per score, by part (system = task and criteria; schema = the response "
+                        "format; data = the fenced trace text and figures)")
+    for column in ("mode", "system", "schema", "fence rules", "data", "completion"):
+        parts.add_column(column, justify="left" if column == "mode" else "right")
+    for mode, row in report["modes"].items():
+        parts.add_row(mode, *(f"{row['prompt_parts'][p]:.0f}" for p in ("system", "schema", "fence rules", "data")),
+                      f"{row['completion_tokens']:.0f}")
+    console.print(parts)
 
 
 if __name__ == "__main__":

@@ -12,10 +12,12 @@ import yaml
 
 from tests.judge_server import Reply, ScriptedJudge
 from tests.pipeline import WorkerProcess, send, wait_drained
+from worker.scorers.answer_relevancy import AnswerRelevancy
 from worker.store import connect
 
 STATEMENTS = {"statements": ["Parcels ship within two days.", "The warehouse cat is named Miso."]}
 VERDICTS = {"results": [{"result": "yes", "reason": "answers it"}, {"result": "no", "reason": "off topic"}]}
+NEXT_VERSION = str(int(AnswerRelevancy.version) + 1)  # what the next release's Answer Relevancy would carry
 
 
 def answer_as_answer_relevancy(delay: float = 0.0):
@@ -75,7 +77,7 @@ def test_a_new_scorer_version_is_never_answered_from_the_old_versions_cache(redi
     with ScriptedJudge(answer_as_answer_relevancy()) as server:
         write_config(config, server)
         sent_after = []
-        for home, extra in (("v1", {}), ("v1-again", {}), ("v2", {"VIGIL_TEST_ANSWER_RELEVANCY_VERSION": "2"})):
+        for home, extra in (("v1", {}), ("v1-again", {}), ("next", {"VIGIL_TEST_ANSWER_RELEVANCY_VERSION": NEXT_VERSION})):
             worker = WorkerProcess(redis_url, tmp_path / home, config, **extra)
             worker.start(module="tests.versioned_worker" if extra else "worker")
             try:
@@ -88,7 +90,7 @@ def test_a_new_scorer_version_is_never_answered_from_the_old_versions_cache(redi
             version = connect(worker.dsn).query("SELECT scorer_version FROM scores").result_rows
             assert len(calls) == 2, worker.output()[-3000:]
             assert {r[0] for r in calls} == ({"cached"} if home == "v1-again" else {"ok"})
-            assert version == [("2" if extra else "1",)]
+            assert version == [(NEXT_VERSION if extra else AnswerRelevancy.version,)]
 
     assert sent_after == [2, 2, 4]
     assert redis.Redis.from_url(redis_url).keys("vigil:judge:reply:*"), "the replies were cached"
