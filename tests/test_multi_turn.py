@@ -222,7 +222,7 @@ async def test_the_prompts_follow_figures_6_and_7(judge_server, llm_judge):
     assert "ask a series of questions to the Question and Answer System (QA)" in systems[0]
     assert "ask a question to the Question and Answer System (QA)" in systems[2]
     assert "Generate a correct and complete answer to the target question" in systems[0] and WRONG in compose
-    assert "EVAL's evaluation of it" in systems[2] and "EVAL's evaluation>>>" in query and "Score: 3" in query
+    assert "EVAL's evaluation of it" in systems[2] and "EVAL evaluation>>>" in query and "Score: 3" in query
     assert "(If no additional questions are needed, leave blank)" in systems[2] and REFERENCE in query
     assert "may not contain information described solely in the reference answer" in systems[3]
     assert "tentative answer>>>" in revise and "reference answer (score 5)>>>" in revise

@@ -156,7 +156,7 @@ def test_the_multi_turn_prompts_fence_every_piece_of_the_dialogue():
     user = mt.render_query(question=QUESTION, history=history, tentative="It helps.", evaluation="Score: 3",
                            reference="It helps the heart.")
     _assert_fenced(user, QUESTION, "It helps.", "Score: 3", "It helps the heart.")
-    assert "reference answer (score 5)>>>" in user and "EVAL's evaluation>>>" in user
+    assert "reference answer (score 5)>>>" in user and "EVAL evaluation>>>" in user
 
 
 # ---- static first, through the real client, against the scripted server ---------------------------------------

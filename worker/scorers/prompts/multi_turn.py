@@ -107,5 +107,5 @@ def render_query(
     return data_message(nonce, fence(question, nonce=nonce, label="target question"),
                         fenced_json(list(history), nonce=nonce, label="Q/A history"),
                         fence(tentative, nonce=nonce, label="tentative answer"),
-                        fence(evaluation, nonce=nonce, label="EVAL's evaluation"),
+                        fence(evaluation, nonce=nonce, label="EVAL evaluation"),
                         fence(reference, nonce=nonce, label="reference answer (score 5)"))
