@@ -20,7 +20,15 @@ import math
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 __all__ = ["FEEDBACK_KEY", "MAX_COMMENT_CHARS", "NEGATIVE_BELOW", "Feedback", "feedback_id", "is_feedback",
            "problems"]
@@ -65,7 +73,7 @@ class Feedback(BaseModel):
     @classmethod
     def _number(cls, value: Any) -> Any:
         if isinstance(value, str):  # "1" from a CSV-minded export would be accepted by lax floats: refuse it
-            raise ValueError("must be a number or a boolean, not a string")
+            raise ValueError("must be a number or a boolean, not a string")  # noqa: TRY004 - pydantic reports ValueError
         return value
 
     @field_validator("value")

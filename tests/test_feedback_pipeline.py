@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import time
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 import pytest
 import redis

@@ -22,8 +22,8 @@ from schemas import AlertRule
 from worker.alerts.model import AlertEvent, AlertState, Subject, Verdict, WindowStats
 
 __all__ = [
-    "DEFAULT_LIMITS", "agreement_verdict", "coverage_verdict", "wilson_interval", "decide", "failure_rate_verdict", "judge_paused_verdict",
-    "regression_verdict", "threshold_verdict",
+    "DEFAULT_LIMITS", "agreement_verdict", "coverage_verdict", "decide", "failure_rate_verdict",
+    "judge_paused_verdict", "regression_verdict", "threshold_verdict", "wilson_interval",
 ]
 
 # Limits for rules that leave ``threshold`` unset.
