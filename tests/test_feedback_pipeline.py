@@ -192,6 +192,9 @@ def test_negative_feedback_after_ingest_scores_the_turn_exactly_once(redis_url, 
         monitor.feedback(turn["trace_id"], "thumbs", False)
     assert monitor.flush(timeout=30)
     wait_drained(redis_url, worker)
+    monitor.feedback(complained["trace_id"], "thumbs", False, author="another user")  # more complaints, later
+    assert monitor.flush(timeout=30)
+    wait_drained(redis_url, worker)
     assert worker.stop() == 0
 
     # complained and twice: once by each feedback-sampling monitor; the ones half-sampled anyway: once by

@@ -12,10 +12,11 @@ feedback may come before the turn, with it, or long after it:
   the write queue) is looked for again with a growing countdown for about a minute; a turn that has not been
   ingested yet is left to the marker.
 
-Both paths may see the same turn, so each claims ``vigil.feedback.claim.<trace>.<span>.<monitor>`` first
-(``SET NX``, value: which path). Only the path that holds the claim sends the score task, and a redelivered task of
-that path sends it again. A send repeated that way cannot add a row, because the score id is deterministic. A turn
-the monitor samples anyway is never claimed: its ordinary score is the one.
+Both paths may see the same turn, and more negative feedback may follow, so each task claims
+``vigil.feedback.claim.<trace>.<span>.<monitor>`` first (``SET NX``, value: the path and the task's id). Only the
+task that holds the claim sends the score task; a redelivery or retry of that same task (same id) sends it again,
+which cannot add a row because the score id is deterministic. A turn the monitor samples anyway is never claimed:
+its ordinary score is the one.
 """
 
 from __future__ import annotations
@@ -45,7 +46,6 @@ NEGATIVE_MARK_TTL_S = 7 * 86400  # how long negative feedback waits for a turn t
 CLAIM_TTL_S = 30 * 86400  # how long a turn scored for its feedback stays "scored once"
 RESCORE_TASK = "vigil.feedback_rescore"
 RESCORE_MAX_TRIES = 6  # countdowns 1, 2, 4 ... 32 s: a minute for a turn already ingested to reach the store
-_BY_INGEST, _BY_WRITER = b"ingest", b"writer"
 
 
 def negative_key(trace_id: str) -> str:
@@ -69,8 +69,8 @@ def _candidates(config: VigilConfig, turns: Iterable[Turn]) -> list[tuple[Turn, 
             if turn.origin == "live" and matches(turn, m.filters) and not sampled(turn.trace_id, m.sampling_rate)]
 
 
-def _claim(client: redis.Redis, pairs: list[tuple[Turn, MonitorConfig]], by: bytes) -> list[tuple[Turn, MonitorConfig]]:
-    """The pairs this path holds the claim of (newly, or from an earlier delivery of the same path)."""
+def _claim(client: redis.Redis, pairs: list[tuple[Turn, MonitorConfig]], by: str) -> list[tuple[Turn, MonitorConfig]]:
+    """The pairs the claimant ``by`` holds the claim of (newly, or from an earlier delivery of the same task)."""
     if not pairs:
         return []
     pipe = client.pipeline(transaction=True)
@@ -79,11 +79,12 @@ def _claim(client: redis.Redis, pairs: list[tuple[Turn, MonitorConfig]], by: byt
         pipe.set(key, by, nx=True, ex=CLAIM_TTL_S)
         pipe.get(key)
     holders = pipe.execute()[1::2]
-    return [pair for pair, holder in zip(pairs, holders, strict=True) if holder == by]
+    mine = by.encode()
+    return [pair for pair, holder in zip(pairs, holders, strict=True) if holder == mine]
 
 
-def forced(client: redis.Redis, config: VigilConfig, turns: list[Turn]) -> set[tuple[str, str, str]]:
-    """(trace_id, span_id, monitor) the ingest task must sample because negative feedback came first.
+def forced(client: redis.Redis, config: VigilConfig, turns: list[Turn], *, claimant: str) -> set[tuple[str, str, str]]:
+    """(trace_id, span_id, monitor) the ingest task ``claimant`` must sample because negative feedback came first.
 
     No Redis round trip when no monitor samples on feedback."""
     candidates = _candidates(config, turns)
@@ -94,7 +95,7 @@ def forced(client: redis.Redis, config: VigilConfig, turns: list[Turn]) -> set[t
     for trace_id in traces:
         pipe.exists(negative_key(trace_id))
     flagged = {trace_id for trace_id, found in zip(traces, pipe.execute(), strict=True) if found}
-    held = _claim(client, [(t, m) for t, m in candidates if t.trace_id in flagged], _BY_INGEST)
+    held = _claim(client, [(t, m) for t, m in candidates if t.trace_id in flagged], claimant)
     return {(turn.trace_id, turn.span_id or "", monitor.name) for turn, monitor in held}
 
 
@@ -163,7 +164,7 @@ def rescore_on_feedback(self, trace_id: Any) -> int:
             log.info("turn with negative feedback not stored yet; it is scored when it arrives", trace_id=trace_id)
             return 0
         raise self.retry(countdown=min(60, 2**tries))
-    held = _claim(rt.redis, _candidates(rt.config, turns), _BY_WRITER)
+    held = _claim(rt.redis, _candidates(rt.config, turns), f"rescore:{self.request.id}")
     by_turn: dict[tuple[str, str], tuple[Turn, list[str]]] = {}
     for turn, monitor in held:
         by_turn.setdefault((turn.trace_id, turn.span_id or ""), (turn, []))[1].append(monitor.name)

@@ -116,7 +116,7 @@ def ingest(self, batch: Any) -> dict[str, int]:
             turns.append(checked)
             raws.append(raw)
     try:
-        forced = feedback_sampling.forced(rt.redis, rt.config, turns)
+        forced = feedback_sampling.forced(rt.redis, rt.config, turns, claimant=f"ingest:{self.request.id}")
     except _REDIS_FAILED as exc:
         raise _requeue_on_redis_failure(exc) from exc
     for raw, turn in zip(raws, turns, strict=True):
