@@ -4,8 +4,10 @@
 from __future__ import annotations
 
 import json
+import time
 from typing import Any
 
+import pytest
 from opentelemetry.sdk.trace import TracerProvider
 
 from producers import GenAISpanProcessor
@@ -117,3 +119,35 @@ def test_the_span_processor_makes_one_turn_of_an_in_process_agent_trace(redis_ur
     assert (turn.question, turn.output) == ("Can I pay by invoice?", "Yes, on business accounts.")
     assert turn.context_texts == ["Invoices are accepted for business accounts."]
     assert monitor.counters().captured == 1
+
+
+def test_many_span_batches_within_a_second_schedule_one_sweep(redis_url):
+    import redis as redis_client
+
+    from worker.intake.traces import schedule_sweep
+
+    client = redis_client.Redis.from_url(redis_url)
+    countdowns: list[float] = []
+    due = time.time() + 10
+
+    scheduled = [schedule_sweep(client, "vigil.intake.sweep", due + i / 1000, countdowns.append) for i in range(50)]
+
+    assert scheduled.count(True) == 1 and len(countdowns) == 1
+    assert countdowns[0] >= 9  # the sweep is not due before the settle delay
+
+
+def test_a_sweep_that_could_not_be_published_is_scheduled_by_the_retry(redis_url):
+    import redis as redis_client
+
+    from worker.intake.traces import schedule_sweep
+
+    client = redis_client.Redis.from_url(redis_url)
+    due = time.time() + 10
+
+    def refused(countdown: float) -> None:
+        raise ConnectionError("broker down")
+
+    with pytest.raises(ConnectionError):
+        schedule_sweep(client, "vigil.intake.sweep", due, refused)
+
+    assert schedule_sweep(client, "vigil.intake.sweep", due, lambda countdown: None)

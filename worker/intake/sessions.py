@@ -104,8 +104,10 @@ def session_turn(turns: list[Turn]) -> dict[str, Any]:
 def track(client: redis.Redis, turns: list[Turn]) -> None:
     """Called by ingest: record the turns and schedule the close sweep once the idle time has passed."""
     from schemas.broker import INGEST_QUEUE
+    from worker.intake.traces import schedule_sweep
     from worker.pipeline.app import app
 
     settings = session_settings()
     if track_turns(client, turns, keep_s=settings.keep_s):
-        app.send_task(CLOSE_SESSIONS_TASK, countdown=settings.idle_s, queue=INGEST_QUEUE)
+        schedule_sweep(client, "vigil.sessions.sweep", time.time() + settings.idle_s,
+                       lambda countdown: app.send_task(CLOSE_SESSIONS_TASK, countdown=countdown, queue=INGEST_QUEUE))

@@ -24,6 +24,7 @@ from worker.intake.traces import (
     claim_due,
     invalid_reason,
     release,
+    schedule_sweep,
     store_spans,
     trace_spans,
     turns_of,
@@ -66,7 +67,8 @@ def collect_spans(self, spans: Any) -> dict[str, int]:
             push(rt.redis, [("dead_letters", dead)])
         traces = store_spans(rt.redis, good, keep_s=settings.keep_s) if good else 0
         if traces:
-            assemble_traces.apply_async(countdown=settings.settle_s, queue=INGEST_QUEUE)
+            schedule_sweep(rt.redis, "vigil.intake.sweep", time.time() + settings.settle_s,
+                           lambda countdown: assemble_traces.apply_async(countdown=countdown, queue=INGEST_QUEUE))
     except _REDIS_FAILED as exc:
         raise _requeue_on_redis_failure(exc) from exc
     return {"spans": len(good), "traces": traces, "dead": len(dead)}

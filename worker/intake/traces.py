@@ -4,7 +4,8 @@ Keys: ``vigil.intake.trace.<trace id>``, a list of span records (JSON), kept ``V
 trace's last span; ``vigil.intake.pending``, a sorted set of trace ids scored by when their last span arrived.
 
 - ``vigil.spans(spans)`` (published by ``vigil intake``) appends each span to its trace's list and marks the trace
-  seen now, in one transaction, then schedules a sweep ``VIGIL_INTAKE_SETTLE_S`` later (a Celery countdown).
+  seen now, in one transaction, then schedules a sweep ``VIGIL_INTAKE_SETTLE_S`` later (a Celery countdown; at most
+  one per second of due time, however many span batches arrive: ``schedule_sweep``).
 - ``vigil.assemble_traces()`` (the sweep; also run by ``vigil beat`` as a backstop) claims each trace whose last
   span is at least the settle delay old, by moving its score a lease into the future (atomically, so two workers
   never claim the same trace), assembles its spans into turns, publishes them as one ``vigil.ingest`` task, and
@@ -18,8 +19,10 @@ trace's last span; ``vigil.intake.pending``, a sorted set of trace ids scored by
 from __future__ import annotations
 
 import json
+import math
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from typing import Any
 
 import redis
@@ -27,7 +30,8 @@ import structlog
 
 from schemas.spans import assemble
 
-__all__ = ["PENDING", "claim_due", "release", "store_spans", "trace_key", "trace_spans", "turns_of"]
+__all__ = ["PENDING", "claim_due", "release", "schedule_sweep", "store_spans", "trace_key", "trace_spans",
+           "turns_of"]
 
 log = structlog.get_logger("vigil.intake")
 
@@ -81,6 +85,22 @@ def store_spans(client: redis.Redis, spans: list[dict[str, Any]], *, keep_s: int
         pipe.zadd(PENDING, dict.fromkeys(by_trace, now))
     pipe.execute()
     return len(by_trace)
+
+
+def schedule_sweep(client: redis.Redis, name: str, due_at: float, publish: Callable[[float], Any]) -> bool:
+    """At most one sweep per second of due time: ``publish(countdown)`` schedules a sweep at the whole second after
+    ``due_at`` unless one is already scheduled for that second (a marker key ``name.<second>`` says so). A failed
+    publish removes the marker, so the retried task schedules it again. Returns whether this call scheduled it."""
+    second = math.ceil(due_at)
+    marker = f"{name}.{second}"
+    if not client.set(marker, 1, nx=True, ex=max(int(second - time.time()), 0) + 300):
+        return False
+    try:
+        publish(max(second - time.time(), 0.0))
+    except BaseException:
+        client.delete(marker)
+        raise
+    return True
 
 
 def claim_due(client: redis.Redis, *, settle_s: float, lease_s: float, limit: int = 500, key: str = PENDING,
