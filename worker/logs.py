@@ -7,17 +7,37 @@ import sys
 
 import structlog
 
+from worker.redact import redact, redact_event
+
 __all__ = ["configure_logging"]
+
+
+class _Redact(logging.Filter):
+    """Standard-library log records (Celery's, kombu's, httpx's) redacted like structlog's events."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        cleaned = redact(message)
+        if cleaned != message:
+            record.msg, record.args = cleaned, None
+        return True
 
 
 def configure_logging(level: str = "INFO") -> None:
     logging.basicConfig(format="%(message)s", stream=sys.stderr, level=level)
+    for handler in logging.getLogger().handlers:
+        if not any(isinstance(f, _Redact) for f in handler.filters):
+            handler.addFilter(_Redact())
+    # httpx logs every request's URL at INFO, a judge's user:password@ base URL included
+    for name in ("httpx", "httpx2"):  # httpx2: the fork the openai client uses
+        logging.getLogger(name).setLevel(logging.WARNING)
     structlog.configure(
         processors=[
             structlog.contextvars.merge_contextvars,
             structlog.processors.add_log_level,
             structlog.processors.TimeStamper(fmt="iso", utc=True),
             structlog.processors.format_exc_info,
+            redact_event,  # upstream errors may carry API keys; URLs may carry passwords
             structlog.processors.JSONRenderer(),
         ],
         wrapper_class=structlog.make_filtering_bound_logger(logging.getLevelName(level)),

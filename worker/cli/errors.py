@@ -10,22 +10,11 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from worker.redact import redact
+
 __all__ = ["one_line", "redact"]
 
-# scheme://[user][:password]@  ->  scheme://[user:]***@   (the password, or a lone user token, is hidden)
-_CREDENTIALS = re.compile(r"([a-zA-Z][a-zA-Z0-9+.-]*://)([^/@\s:]*)(:[^/@\s]*)?@")
 _MAX = 600
-
-
-def redact(text: str) -> str:
-    """``text`` with the credentials of every URL in it replaced by ``***``."""
-    def hide(match: re.Match[str]) -> str:
-        user, password = match.group(2), match.group(3)
-        if password is None:  # a lone token in the user slot is a secret too (https://TOKEN@host)
-            return f"{match.group(1)}***@"
-        return f"{match.group(1)}{user + ':' if user else ''}***@"
-
-    return _CREDENTIALS.sub(hide, text)
 
 
 def _flat(text: str) -> str:

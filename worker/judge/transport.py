@@ -33,6 +33,7 @@ from worker.judge.base import JudgeFailed, JudgePaused
 from worker.judge.cache import CachedReply, ReplyCache, cache_key
 from worker.judge.limiter import MAX_RETRY_AFTER_S, Limiter, RateLimits, RedisRateBackend
 from worker.judge.pause import config_fingerprint, is_paused, pause, resume
+from worker.redact import redact
 
 __all__ = ["ChatResult", "ModeRejected", "Transport", "cached_prompt_tokens", "judge_cost"]
 
@@ -193,14 +194,14 @@ class Transport:
             return await self._refused(exc, "response_format" in kwargs, calls)
         except openai.APITimeoutError as exc:
             call.status, call.latency_ms = "timeout", (self.clock() - started) * 1000
-            return _Retry("timeout", str(exc))
+            return _Retry("timeout", redact(str(exc)))
         except openai.APIConnectionError as exc:
             call.status, call.latency_ms = "connection_error", (self.clock() - started) * 1000
-            return _Retry("connection_error", str(exc))
+            return _Retry("connection_error", redact(str(exc)))
         except (ValueError, TypeError, openai.APIResponseValidationError) as exc:  # a 200 that is not a completion
             call.status, call.latency_ms = "bad_response", (self.clock() - started) * 1000
             raise JudgeFailed("bad_response", f"the judge answered with a body that is not a chat completion: "
-                              f"{type(exc).__name__}: {str(exc)[:200]}", calls) from None
+                              f"{type(exc).__name__}: {redact(str(exc))[:200]}", calls) from None
         call.latency_ms = (self.clock() - started) * 1000
         if completion.usage:
             call.prompt_tokens = completion.usage.prompt_tokens
@@ -213,22 +214,22 @@ class Transport:
     async def _refused(self, exc: openai.APIStatusError, with_format: bool, calls: list[JudgeCall]) -> _Retry:
         status = exc.status_code
         if status in PAUSING:
-            reason = f"HTTP {status}: {exc.message}"
+            reason = redact(f"HTTP {status}: {exc.message}")  # gateways echo API keys
             if self.redis is not None:
                 await pause(self.redis, self.config.name, reason, fingerprint=self.fingerprint)
             log.error("judge_paused", judge=self.config.name, reason=reason)
             raise JudgePaused(self.config.name, reason) from exc
         # Only a refusal that names the format is a refused mode: a context overflow (400) must not downgrade it.
         if with_format and (status in (400, 422) or status >= 500) and _FORMAT_COMPLAINT.search(exc.message):
-            raise ModeRejected(str(exc)) from exc
+            raise ModeRejected(redact(str(exc))) from exc
         if status in RETRYABLE or status >= 500:
             retry_after = parse_retry_after(exc.response.headers, now=time.time())
             if retry_after is not None and retry_after > MAX_RETRY_AFTER_S:
                 log.warning("judge_retry_after_capped", judge=self.config.name, asked_s=retry_after,
                             capped_s=MAX_RETRY_AFTER_S)
                 retry_after = MAX_RETRY_AFTER_S
-            return _Retry(f"http_{status}", str(exc), retry_after)
-        raise JudgeFailed(f"http_{status}", str(exc), calls) from exc
+            return _Retry(f"http_{status}", redact(str(exc)), retry_after)
+        raise JudgeFailed(f"http_{status}", redact(str(exc)), calls) from exc
 
 
 def cached_prompt_tokens(completion: ChatCompletion) -> int:

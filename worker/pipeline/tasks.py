@@ -37,6 +37,7 @@ from worker.pipeline.app import SCORE_QUEUE, app
 from worker.pipeline.filters import matches
 from worker.pipeline.runtime import runtime
 from worker.pipeline.sampling import sampled
+from worker.redact import redact
 from worker.settings import get_settings
 from worker.sinks.write_queue import push
 
@@ -242,6 +243,6 @@ async def _score_one(rt, turn: Turn, monitor) -> tuple[Any, ScoreResult | None, 
         log.exception("scorer raised")
         result = ScoreResult(run_id=str(uuid.uuid4()), scorer=monitor.scorer,
                              scorer_version=getattr(scorer, "version", "unknown"), status=ScoreStatus.FAILED,
-                             error_type=type(exc).__name__, reason=str(exc)[:2000])
+                             error_type=type(exc).__name__, reason=redact(str(exc))[:2000])
     log.debug("scored", status=str(result.status), score=result.score)
     return monitor, result, start_ns, time.time_ns()

@@ -1,0 +1,128 @@
+"""Secrets never copied: an upstream error that echoes the caller's API key, a judge base URL with a password, a
+Redis password. A real worker runs against a password-protected redis-server and a judge that echoes the key;
+then its log, every row of every table, every OTLP export and the pause state are searched for the secrets."""
+
+from __future__ import annotations
+
+import threading
+from http.server import BaseHTTPRequestHandler, HTTPServer
+
+import pytest
+import redis
+import yaml
+from redis.asyncio import Redis as AsyncRedis
+
+from schemas import JudgeConfig
+from tests.judge_server import Reply, ScriptedJudge
+from tests.pipeline import WorkerProcess, make_turn, send, wait_drained
+from worker.demo.embedded_redis import EmbeddedRedis
+from worker.judge.base import JudgePaused
+from worker.judge.pause import PAUSED_KEY
+from worker.judge.transport import Transport
+from worker.redact import redact
+from worker.store import connect
+
+API_KEY = "sk-live-0123456789abcdefSECRET"
+JUDGE_PASSWORD = "judge-pw-SECRET-42"
+REDIS_PASSWORD = "redis-pw-SECRET-43"
+SECRETS = (API_KEY, JUDGE_PASSWORD, REDIS_PASSWORD, "0123456789abcdefSECRET")
+ECHO = f"upstream failed for api_key={API_KEY} (Authorization: Bearer {API_KEY})"
+
+
+class _Collector(BaseHTTPRequestHandler):
+    bodies: list[bytes] = []
+
+    def do_POST(self) -> None:  # noqa: N802
+        type(self).bodies.append(self.rfile.read(int(self.headers["Content-Length"])))
+        self.send_response(200)
+        self.send_header("Content-Type", "application/x-protobuf")
+        self.end_headers()
+
+    def log_message(self, *args) -> None:
+        pass
+
+
+@pytest.fixture
+def collector():
+    _Collector.bodies = []
+    server = HTTPServer(("127.0.0.1", 0), _Collector)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}", _Collector.bodies
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.mark.parametrize("text", [
+    f"Incorrect API key provided: {API_KEY}.", f"Authorization: Bearer {API_KEY}", f"?api_key={API_KEY}&x=1",
+    f"http://user:{JUDGE_PASSWORD}@judge:8080/v1", f"redis://:{REDIS_PASSWORD}@redis:6379/0",
+    f'{{"password": "{REDIS_PASSWORD}"}}',
+])
+def test_redaction_hides_keys_tokens_and_url_credentials(text):
+    assert not any(secret in redact(text) for secret in SECRETS)
+    assert "***" in redact(text)
+
+
+def test_ordinary_text_is_not_redacted():
+    text = "The sky is blue; ask-me-anything sessions; token bucket; see https://example.com/docs"
+    assert redact(text) == text
+
+
+async def test_a_401_that_echoes_the_key_pauses_the_judge_with_the_key_redacted(judge_server, redis_url, caplog):
+    judge_server.replies.append(Reply.error(401, f"Incorrect API key provided: {API_KEY}"))
+    client = AsyncRedis.from_url(redis_url)
+    transport = Transport(JudgeConfig(name="judge", base_url=judge_server.base_url, model="m"), redis=client)
+    try:
+        with pytest.raises(JudgePaused) as paused:
+            await transport.chat(step="s", messages=[{"role": "user", "content": "q"}])
+        stored = await client.hget(PAUSED_KEY, "judge")
+    finally:
+        await transport.aclose()
+        await client.aclose()
+    assert "Incorrect API key provided: sk-***" in paused.value.reason
+    assert API_KEY not in paused.value.reason and API_KEY.encode() not in stored
+
+
+def test_no_secret_reaches_the_log_the_rows_the_spans_or_the_pause_state(tmp_path, collector):
+    endpoint, exports = collector
+    server = EmbeddedRedis().start()
+    try:
+        admin = redis.Redis.from_url(server.url)
+        admin.config_set("requirepass", REDIS_PASSWORD)
+        url = f"redis://:{REDIS_PASSWORD}@127.0.0.1:{server.port}/0"
+        with ScriptedJudge(lambda body: Reply.error(500, ECHO)) as judge:
+            config = tmp_path / "vigil.yaml"
+            config.write_text(yaml.safe_dump({
+                "judges": [{"name": "llm", "kind": "openai", "model": "judge-model", "max_retry_age_s": 0.3,
+                            "base_url": judge.base_url.replace("http://", f"http://vigil:{JUDGE_PASSWORD}@"),
+                            "api_key_env": "VIGIL_TEST_JUDGE_KEY"}],
+                "monitors": [{"name": "relevancy", "scorer": "answer_relevancy", "judge": "llm"}],
+            }))
+            send(url, [make_turn(1), make_turn(2)])
+            worker = WorkerProcess(url, tmp_path / "vigil", config, VIGIL_TEST_JUDGE_KEY=API_KEY,
+                                   OTEL_EXPORTER_OTLP_ENDPOINT=endpoint, OTEL_BSP_SCHEDULE_DELAY="100",
+                                   OTEL_METRIC_EXPORT_INTERVAL="500").start()
+            try:
+                wait_drained(url, worker)
+            finally:
+                assert worker.stop() == 0
+            assert len(judge.requests) >= 2, "the judge was called and echoed the key"
+        redis_state = b"".join(admin.dump(key) or b"" for key in admin.scan_iter())
+    finally:
+        server.stop()
+
+    store = connect(worker.dsn)
+    [(status, reason)] = set(store.query("SELECT status, reason FROM scores FINAL").result_rows)
+    assert status == "failed" and "api_key=***" in reason, "the upstream text reached the row, redacted"
+    text_columns = store.query(
+        "SELECT c.table, c.name FROM system.columns AS c JOIN system.tables AS t ON c.database = t.database AND "
+        "c.table = t.name WHERE c.database = currentDatabase() AND t.engine NOT LIKE '%View' AND "
+        "(c.type LIKE '%String%' OR c.type LIKE 'Map%') AND c.type NOT LIKE '%AggregateFunction%'").result_rows
+    assert ("scores", "reason") in text_columns and ("judge_calls", "status") in text_columns
+    rows = "".join(repr(store.query(f"SELECT `{column}` FROM `{table}`").result_rows) for table, column in text_columns)
+    log = worker.output()
+    for secret in SECRETS:
+        assert secret not in log, f"{secret} in the worker log"
+        assert secret not in rows, f"{secret} in a ClickHouse row"
+        assert not any(secret.encode() in body for body in exports), f"{secret} in an OTLP export"
+        assert secret.encode() not in redis_state, f"{secret} in Redis"
+    assert exports, "spans were exported"
