@@ -1,0 +1,128 @@
+"""What ``Monitor.feedback()`` costs the caller's thread, beside ``capture()`` and one OpenTelemetry span start+end.
+
+``feedback`` checks its arguments on the caller's thread (a pydantic model, so a bad argument is counted there and
+then), where ``capture`` leaves all conversion to the shipper. The three are timed in the same loop, call by call in
+rotating order, paced to ``--rate`` calls a second each, with Redis up and with Redis down (spooling).
+
+    .venv/bin/python bench/feedback.py [--calls 20000] [--rate 3000] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import platform
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from opentelemetry import trace
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
+from rich.console import Console
+from rich.table import Table
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from producers import Monitor  # noqa: E402
+from worker.demo.embedded_redis import EmbeddedRedis, free_port  # noqa: E402
+
+TURN: dict[str, Any] = {
+    "input": "My invoice shows two charges for the same order. Why was I charged twice?",
+    "output": "The second line is a temporary authorization hold, not a charge. " * 6,
+    "contexts": ["Authorization holds are released by the bank within 3-5 business days."],
+    "model": "gpt-4o-mini",
+}
+
+
+class DiscardExporter(SpanExporter):
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        return SpanExportResult.SUCCESS
+
+
+def measure(monitor: Monitor, tracer: trace.Tracer, calls: int, rate: float) -> dict[str, list[int]]:
+    """Nanoseconds per call of each operation, the order rotating every call."""
+    operations: dict[str, Callable[[int], object]] = {
+        "span": lambda i: tracer.start_span("chat gpt-4o-mini").end(),
+        "capture": lambda i: monitor.capture(**TURN, trace_id=f"trace-{i}"),
+        "feedback": lambda i: monitor.feedback(f"trace-{i}", "thumbs", i % 3 != 0, comment="wrong refund window"),
+    }
+    names = list(operations)
+    samples: dict[str, list[int]] = {name: [] for name in names}
+    clock, pace, start = time.perf_counter_ns, 1 / rate, time.perf_counter()
+    for i in range(calls):
+        for k in range(3):
+            name = names[(i + k) % 3]
+            t0 = clock()
+            operations[name](i)
+            samples[name].append(clock() - t0)
+        behind = start + (i + 1) * pace - time.perf_counter()
+        if behind > 0.001:
+            time.sleep(behind)
+    return samples
+
+
+def percentiles(samples: list[int]) -> dict[str, float]:
+    cuts = statistics.quantiles(samples, n=100, method="inclusive")
+    return {"p50_us": round(cuts[49] / 1000, 2), "p99_us": round(cuts[98] / 1000, 2)}
+
+
+def run_mode(name: str, url: str, tracer: trace.Tracer, calls: int, rate: float, spool_dir: Path) -> dict[str, Any]:
+    monitor = Monitor(url, agent="bench", spool_path=spool_dir / f"{name}.jsonl", max_queue=200_000)
+    measure(monitor, tracer, min(2_000, calls), rate)  # warm-up
+    monitor.flush(timeout=30)
+    result = {op: percentiles(ns) for op, ns in measure(monitor, tracer, calls, rate).items()}
+    monitor.flush(timeout=60)
+    counters = monitor.counters()
+    monitor.shutdown(timeout=30)
+    return {"operations": result, "counters": counters.model_dump(mode="json")}
+
+
+def table(report: dict[str, Any]) -> Table:
+    out = Table(title=f"feedback() and capture() vs one OTel span — {report['calls']} calls each, "
+                      f"{report['rate']:.0f}/s")
+    for column in ("broker", "operation", "p50 µs", "p99 µs", "p50 / span", "p99 / span"):
+        out.add_column(column, justify="left" if column in ("broker", "operation") else "right", no_wrap=True)
+    labels = {"span": "OTel span (BatchSpanProcessor)", "capture": "vigil Monitor.capture()",
+              "feedback": "vigil Monitor.feedback()"}
+    for mode, result in report["modes"].items():
+        span = result["operations"]["span"]
+        for op, label in labels.items():
+            figures = result["operations"][op]
+            out.add_row(mode, label, f"{figures['p50_us']:.2f}", f"{figures['p99_us']:.2f}",
+                        f"{figures['p50_us'] / span['p50_us']:.2f}", f"{figures['p99_us'] / span['p99_us']:.2f}",
+                        end_section=op == "feedback")
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--calls", type=int, default=20_000)
+    parser.add_argument("--rate", type=float, default=3_000, help="calls per second of each operation")
+    parser.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
+    args = parser.parse_args()
+    logging.getLogger("vigil.producers").setLevel(logging.ERROR)
+
+    provider = TracerProvider()
+    provider.add_span_processor(BatchSpanProcessor(DiscardExporter()))
+    tracer = provider.get_tracer("bench")
+    report: dict[str, Any] = {"calls": args.calls, "rate": args.rate, "python": platform.python_version(), "modes": {}}
+    with tempfile.TemporaryDirectory(prefix="vigil-bench-") as spool_dir, EmbeddedRedis() as server:
+        with tracer.start_as_current_span("agent turn"):
+            report["modes"]["redis up"] = run_mode("up", server.url, tracer, args.calls, args.rate, Path(spool_dir))
+            down = f"redis://127.0.0.1:{free_port()}/0"
+            report["modes"]["redis down"] = run_mode("down", down, tracer, args.calls, args.rate, Path(spool_dir))
+    provider.shutdown()
+    if args.json:
+        print(json.dumps(report))
+    else:
+        Console(width=130).print(table(report))
+
+
+if __name__ == "__main__":
+    main()
