@@ -19,6 +19,7 @@ from worker.alerts.decide import wilson_interval
 from worker.cli import main
 from worker.report import build_report
 from worker.report.build import run_query
+from worker.report.html import render_html
 from worker.report.text import print_report
 from worker.store.queries import PANELS
 
@@ -145,6 +146,9 @@ def test_the_report_shows_agreement_per_monitor_with_n_and_interval_in_text_and_
     assert (row.pairs, row.agreed) == (120, agreed)
     assert "judge-human agreement" in text and f"{agreed / 120:.0%}" in text
     assert f"{row.agreement_low:.0%}–{row.agreement_high:.0%}" in text
+    page = render_html(report)
+    section = page[page.index("<h2>Judge-human agreement</h2>"):]
+    assert f"<td class=\"num\">{agreed / 120:.2f}</td>" in section[:section.index("</section>")]
     store.close()
     result = CliRunner().invoke(main, ["report", "--dsn", chdb_dsn, "--json"])
     assert result.exit_code == 0, result.output

@@ -13,7 +13,7 @@ from click.testing import CliRunner
 
 from producers import Monitor
 from tests.judge_server import Reply, ScriptedJudge
-from tests.pipeline import WorkerProcess, make_turn, wait_drained
+from tests.pipeline import WorkerProcess, make_turn, send, wait_drained
 from worker.cli import main
 from worker.pipeline.feedback import negative_key
 from worker.pipeline.sampling import sampled
@@ -249,3 +249,19 @@ def test_a_monitors_filters_still_apply_to_the_turns_it_scores_for_feedback(redi
     assert scores_per_trace(store, "complaints") == {turn["trace_id"]: 1}
     assert scores_per_trace(store, "complaints-half") == {}
     assert scorings(judge, [turn]) == {turn["trace_id"]: 1}
+
+
+def test_a_feedback_item_the_worker_cannot_read_is_dead_lettered_naming_the_field_and_the_rest_go_on(
+        redis_url, worker):
+    good = {"feedback": {"trace_id": "t-good", "name": "thumbs", "value": 1}}
+    send(redis_url, [{"feedback": {"trace_id": "t-bad", "name": "thumbs", "value": 9}}, good,
+                     {"feedback": "not an object"}])
+    worker.start()
+    wait_drained(redis_url, worker)
+    assert worker.stop() == 0
+
+    store = connect(worker.dsn)
+    dead = sorted(store.query("SELECT error_type, reason FROM dead_letters FINAL").result_rows)
+    assert [error for error, _ in dead] == ["invalid_feedback", "invalid_feedback"]
+    assert any(reason.startswith("feedback: value:") and "0..1" in reason for _, reason in dead)
+    assert store.query("SELECT trace_id FROM feedback FINAL").result_rows == [("t-good",)]
