@@ -226,3 +226,17 @@ def test_a_port_in_use_is_one_line_on_stderr_and_a_nonzero_exit(intake):
 
     assert result.returncode != 0
     assert result.stderr.strip().count("\n") == 0 and "cannot listen" in result.stderr
+
+
+def test_a_span_without_genai_content_is_kept_as_a_bare_link_in_its_trace(intake, redis_url):
+    http = {"traceId": TRACE_ID, "spanId": "aaaaaaaaaaaaaaaa", "name": "GET /ask", "startTimeUnixNano": "1",
+            "endTimeUnixNano": "2", "attributes": [{"key": "http.route", "value": {"stringValue": "/ask"}}]}
+    chat = json_span(parentSpanId="aaaaaaaaaaaaaaaa")
+
+    status, _, _ = post(f"{intake.url}/v1/traces", otlp_json(http, chat), "application/json")
+
+    assert status == 200
+    link, llm = queued(redis_url, "vigil.spans")
+    assert (link["span_id"], link["name"], link["attributes"]) == ("aaaaaaaaaaaaaaaa", "GET /ask", {})
+    assert "resource" not in link and "events" not in link
+    assert (llm["parent_id"], llm["attributes"]["gen_ai.operation.name"]) == ("aaaaaaaaaaaaaaaa", "chat")

@@ -1,7 +1,9 @@
 """OTLP/HTTP trace requests in and out: decoding ``ExportTraceServiceRequest`` (protobuf or JSON) into span records,
 and encoding the answers (``ExportTraceServiceResponse`` with ``partial_success``, ``google.rpc.Status`` on errors).
 
-Of the resource, only the attributes assembly reads are kept (``schemas.spans.RESOURCE_KEYS``), once per span.
+Of the resource, only the attributes assembly reads are kept (``schemas.spans.RESOURCE_KEYS``), once per span. A span
+with nothing GenAI or OpenInference on it (an HTTP server span, a database call) is kept as a bare link: its ids,
+parent, name and times, so the trace's tree stays whole while its attributes, events and resource are dropped.
 A span whose ids are not OTLP ids (a 16-byte trace id and an 8-byte span id, not all zeros) is rejected, and the
 answer's ``partial_success`` says which and why; the others are kept.
 """
@@ -23,7 +25,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 )
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 
-from schemas.spans import RESOURCE_KEYS, SpanRecord
+from schemas.spans import RESOURCE_KEYS, SpanRecord, is_genai
 
 __all__ = ["Decoded", "UndecodableBody", "decode_traces", "encode_error", "encode_response"]
 
@@ -89,18 +91,22 @@ def _records(request: ExportTraceServiceRequest) -> Decoded:
                     out.reject(where, f"span_id must be 8 bytes and not all zero (got {len(span.span_id)} bytes)")
                     continue
                 parent = span.parent_span_id
-                out.spans.append({
+                record: SpanRecord = {
                     "trace_id": span.trace_id.hex(),
                     "span_id": span.span_id.hex(),
                     "parent_id": parent.hex() if len(parent) == 8 and parent != _ZERO_SPAN else None,
                     "name": span.name,
                     "start": span.start_time_unix_nano,
                     "end": span.end_time_unix_nano,
-                    "attributes": _attributes(span.attributes),
-                    "events": [{"name": e.name, "time": e.time_unix_nano, "attributes": _attributes(e.attributes)}
-                               for e in span.events],
-                    "resource": resource,
-                })
+                    "attributes": {},
+                }
+                attributes = _attributes(span.attributes)
+                if is_genai(attributes, (e.name for e in span.events)):
+                    record["attributes"] = attributes
+                    record["events"] = [{"name": e.name, "time": e.time_unix_nano,
+                                         "attributes": _attributes(e.attributes)} for e in span.events]
+                    record["resource"] = resource
+                out.spans.append(record)
     return out
 
 
