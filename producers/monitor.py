@@ -413,8 +413,9 @@ class Monitor:
             for turn in turns:
                 try:
                     Turn.model_validate(turn)
-                except ValidationError as exc:
-                    self._drop_now(DropReason.INVALID, _describe(exc))
+                except Exception as exc:  # noqa: BLE001 - a validator's own bug costs this turn, not the batch
+                    detail = _describe(exc) if isinstance(exc, ValidationError) else f"turn: {exc!r}"
+                    self._drop_now(DropReason.INVALID, detail)
                     continue
                 batch.append(turn)
         return batch
