@@ -205,3 +205,16 @@ def test_a_command_that_needs_the_store_to_itself_says_in_one_line_that_the_work
         f"vigil: error: the embedded store {(worker.home / 'chdb').resolve()} is held by a running `vigil worker` "
         f"(pid {endpoint.pid}), which serves reads (`vigil report`, `vigil alerts check`) but no other use: stop it "
         "first"]
+
+
+def test_a_stale_endpoint_record_does_not_stop_report_from_opening_the_store_itself(tmp_path):
+    home = tmp_path / "vigil"
+    assert vigil(home, "migrate").returncode == 0
+    # a worker killed with -9 leaves its record; its pid may now name another live process (this one)
+    endpoint_path(home / "chdb").write_text(json.dumps({"pid": os.getpid(), "host": "127.0.0.1", "port": 1,
+                                                        "password": "x"}), encoding="utf-8")
+
+    run = vigil(home, "report", "--json")
+
+    assert run.returncode == 0, run.stderr
+    assert json.loads(run.stdout)["monitors"] == []

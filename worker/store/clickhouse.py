@@ -135,12 +135,21 @@ def connect_for_reading(dsn: str | None = None, *, open_here: bool = True) -> Cl
             return clickhouse_connect.get_client(host=endpoint.host, port=endpoint.port, username="default",
                                                  password=endpoint.password, compress=False,
                                                  connect_timeout=5, send_receive_timeout=300)
-        except (OperationalError, DatabaseError) as exc:
+        except OperationalError as exc:  # nobody listens: a stale record (the pid now names another process)
+            if not _held_elsewhere(directory):
+                return connect(dsn) if open_here else _no_reader(directory)
             raise StoreError(f"the process holding {directory} (pid {endpoint.pid}) does not answer reads: "
                              f"{_reason(exc)}") from exc
+        except DatabaseError as exc:
+            raise StoreError(f"the process holding {directory} (pid {endpoint.pid}) refused to serve reads: "
+                             f"{_reason(exc)}") from exc
     if directory is not None and not open_here:
-        raise StoreError(f"no running process serves reads of {directory} yet")
+        _no_reader(directory)
     return connect(dsn)
+
+
+def _no_reader(directory: Path) -> Client:
+    raise StoreError(f"no running process serves reads of {directory} yet")
 
 
 def require_tables(client: Client, *tables: str) -> None:
