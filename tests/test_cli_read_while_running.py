@@ -201,10 +201,10 @@ def test_a_command_that_needs_the_store_to_itself_says_in_one_line_that_the_work
     run = vigil(worker.home, "migrate")
 
     assert run.returncode != 0 and "Traceback" not in run.stderr
-    assert run.stderr.strip().splitlines() == [
-        f"vigil: error: the embedded store {(worker.home / 'chdb').resolve()} is held by a running `vigil worker` "
-        f"(pid {endpoint.pid}), which serves reads (`vigil report`, `vigil alerts check`) but no other use: stop it "
-        "first"]
+    expected = (f"vigil: error: the embedded store {(worker.home / 'chdb').resolve()} is held by a running "
+                f"`vigil worker` (pid {endpoint.pid}), which serves reads (`vigil report`, `vigil alerts check`) but "
+                "no other use: stop it first")
+    assert run.stderr.strip().splitlines() == [expected]
 
 
 def test_a_stale_endpoint_record_does_not_stop_report_from_opening_the_store_itself(tmp_path):
