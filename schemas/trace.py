@@ -122,7 +122,10 @@ class Turn(_Strict):
             version = data.get("schema_version")
             if isinstance(version, int) and not isinstance(version, bool) and version > WIRE_VERSION:
                 data = _known_only(data, cls)
-            truncated = list(data.get("truncated") or [])
+            truncated = data.get("truncated") or []
+            if not isinstance(truncated, list):  # not a list: the field's own validation names it
+                return data
+            truncated = list(truncated)
             data = _truncate(data, "", truncated)
         except RecursionError:
             raise ValueError("payload is nested too deeply (or refers to itself)") from None
