@@ -49,7 +49,7 @@ def main() -> None:
                    "verdicts": [v.verdict if isinstance(v.verdict, str) else v.verdict.value
                                 for v in metric.verdicts],
                    "reason": metric.reason}
-        except Exception as exc:  # noqa: BLE001 (the peer's failure on one turn is reported, not fatal to the benchmark)
+        except Exception as exc:  # noqa: BLE001 (one turn's failure is reported, not fatal to the benchmark)
             row = {"error": f"{type(exc).__name__}: {exc}"}
         row["version"] = deepeval.__version__
         print(json.dumps(row), flush=True)

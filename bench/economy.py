@@ -20,9 +20,10 @@ statement for statement, and what differs is what each sends and asks back.
 
 **How tokens are counted**, the same for both: characters / 4 of each request the server receives, i.e. the text
 of its messages plus its ``response_format`` (a JSON schema is read by the model too), and of each reply's content.
-Cached tokens are the prefix a request shares with one of the 64 requests before it from the same system (its
-characters / 4): what a provider's automatic prefix cache could serve. OpenAI's starts at 1,024 tokens, so on
-prompts shorter than that it serves nothing; the figure shows how much of each prompt is a reusable static prefix.
+Cached tokens are the prefix a request (its response-format schema, then its messages) shares with one of the 64
+requests before it from the same system (its characters / 4): what a provider's automatic prefix cache could
+serve. OpenAI's starts at 1,024 tokens, so on prompts shorter than that it serves nothing; the figure shows how
+much of each prompt is a reusable static prefix.
 
 ``equal_verdicts`` is true for a mode when its status, score, statement count and yes / unsure / no counts equal
 the seed-faithful ``llm`` mode's on every turn. Goal (issue 12): the cheapest mode with equal verdicts at <= 0.6 of
@@ -148,9 +149,10 @@ class Ledger:
     _recent: dict[str, list[str]] = field(default_factory=dict)
 
     def record(self, system: str, step: str, body: dict[str, Any], reply: str) -> None:
-        text = prompt_text(body)
+        fmt = body.get("response_format")  # OpenAI caches a structured-output schema as part of the prefix
+        text = (json.dumps(fmt, ensure_ascii=False, separators=(",", ":")) if fmt else "") + prompt_text(body)
         recent = self._recent.setdefault(system, [])
-        cached = max((_shared_prefix(text, earlier) for earlier in recent), default=0)
+        cached = min(request_chars(body), max((_shared_prefix(text, earlier) for earlier in recent), default=0))
         recent.append(text)
         del recent[:-CACHE_WINDOW]
         self.exchanges.append(Exchange(system, step, request_chars(body), len(reply), cached, prompt_parts(body)))
@@ -292,7 +294,8 @@ def run(turns: list[Turn], *, with_peer: bool) -> dict[str, Any]:
         t = ledger.totals(mode)
         modes[mode] = {
             "params": MODES[mode], "calls_per_score": round(t["calls"] / n, 2),
-            "prompt_tokens": round(t["prompt_tokens"] / n, 1), "completion_tokens": round(t["completion_tokens"] / n, 1),
+            "prompt_tokens": round(t["prompt_tokens"] / n, 1),
+            "completion_tokens": round(t["completion_tokens"] / n, 1),
             "cached_tokens": round(t["cached_tokens"] / n, 1),
             "prompt_parts": {part: round(v / n, 1) for part, v in t["parts"].items()},
             "tokens_per_score": round((t["prompt_tokens"] + t["completion_tokens"]) / n, 1),
@@ -354,7 +357,8 @@ def main(argv: list[str] | None = None) -> None:
                           "—")
     for mode, row in report["modes"].items():
         table.add_row(f"vigil {mode}", f"{row['calls_per_score']:.2f}", f"{row['prompt_tokens']:.0f}",
-                      f"{row['completion_tokens']:.0f}", f"{row['cached_tokens']:.0f}", f"{row['tokens_per_score']:.0f}",
+                      f"{row['completion_tokens']:.0f}", f"{row['cached_tokens']:.0f}",
+                      f"{row['tokens_per_score']:.0f}",
                       f"{row['vs_peer']:.2f}" if peer else "—", "yes" if row["equal_verdicts"] else "NO")
     console = Console(width=170)
     console.print(table)

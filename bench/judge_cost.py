@@ -10,9 +10,10 @@ measured as extra rows (``steps: fused``, ``reason: template``).
 
 Tokens are counted from what the server received, the same way in both runs (``bench/economy.py``'s ``Ledger``):
 characters / 4 of each request's messages and response format, and of each reply. The cached tokens are the prefix
-a request shares with one of the 64 requests before it from the same monitor: what a provider's automatic prefix
-cache could serve (OpenAI's serves nothing below 1,024 tokens of prompt). The figures measure vigil's prompts, not a
-model's verbosity: a real model's replies, reasons above all, are longer than the baseline judge's.
+a request (schema, then messages) shares with one of the 64 requests before it from the same monitor: what a
+provider's automatic prefix cache could serve (OpenAI's serves nothing below 1,024 tokens of prompt). The figures
+measure vigil's prompts, not a model's verbosity: a real model's replies, reasons above all, are longer than the
+baseline judge's.
 
 "Before" runs this same harness on the code at ``--before`` (``git archive`` into a temporary directory, measured in
 a subprocess with that tree first on the path), on the same turns.
@@ -124,7 +125,8 @@ def main() -> None:
         row["tokens_per_trace"] = round(total, 1)
         if old:
             row["before"] = old
-            row["tokens_ratio"] = round(total / (old["prompt_tokens_per_trace"] + old["completion_tokens_per_trace"]), 3)
+            old_total = old["prompt_tokens_per_trace"] + old["completion_tokens_per_trace"]
+            row["tokens_ratio"] = round(total / old_total, 3)
     if args.json:
         print(json.dumps({"benchmark": "judge_cost", "code": str(CODE), "before_ref": None if args.no_before
                           else args.before, "monitors": after}))

@@ -1,4 +1,5 @@
-"""Context Relevance (seed 003): rate each context piece's relevance, whether the response used it, what was missing.
+"""Context Relevance (seed 003): rate each context piece's relevance, whether the response used it, what was \
+missing.
 
 Each step's system message is static (``common``); the trace goes in the user message.
 """
@@ -39,7 +40,9 @@ class ContextAnalysis(BaseModel):
     overall_assessment: str
 
 
-CRITERIA = """You evaluate the context given to an AI agent: how relevant and useful each context piece was for answering the question, whether the agent's response actually used it, and what information the question needed that the context did not provide."""
+CRITERIA = """You evaluate the context given to an AI agent: how relevant and useful each context piece was for \
+answering the question, whether the agent's response actually used it, and what information the question needed \
+that the context did not provide."""
 
 ANALYZE_SYSTEM = f"""{CRITERIA}
 
@@ -48,7 +51,9 @@ Rate each context piece for the question:
 - medium: supporting information that helps answer it
 - low: indirectly or tangentially related
 - none: unrelated to the question
-Say whether the response used it (its information appears in or shaped the response). Then list the information the question needed that no context piece provides (empty if nothing is missing). One evaluation per piece, in index order."""
+Say whether the response used it (its information appears in or shaped the response). Then list the information \
+the question needed that no context piece provides (empty if nothing is missing). One evaluation per piece, in \
+index order."""
 
 REASON_SYSTEM = f"""{CRITERIA}
 
@@ -83,6 +88,7 @@ def render_reason(
         nonce, fence(question, nonce=nonce, label="question"),
         fenced_json(judged, nonce=nonce, label="evaluations"),
         f"The score: mean relevance weight (high 1.0, medium 0.7, low 0.3, none 0.0), minus {unused_penalty:g} per "
-        f"highly relevant piece unused, minus {missing_penalty:g} per missing item (at most {max_missing_penalty:g} "
+        f"highly relevant piece unused, minus {missing_penalty:g} per missing item (at most \
+{max_missing_penalty:g} "
         f"in all), times {scale:g}: {summary}.",
     )

@@ -62,7 +62,9 @@ class Alignments(BaseModel):
 
 
 # The seed's criteria, said once and shared by every step's system message.
-CRITERIA = """You evaluate how well an AI agent's response aligns with what it was asked to do, on four dimensions scored from 0 (not at all) to 1 (fully), each justified briefly. An empty or evasive response scores low on every dimension."""
+CRITERIA = """You evaluate how well an AI agent's response aligns with what it was asked to do, on four \
+dimensions scored from 0 (not at all) to 1 (fully), each justified briefly. An empty or evasive response scores \
+low on every dimension."""
 
 _USER_DIMENSIONS = """Alignment with the user's prompt:
 - intent: does the response address the user's core request?
@@ -103,7 +105,8 @@ def render_analyze_user(*, prompt: str, response: str) -> str:
 def render_analyze_system(*, system: str, prompt: str, response: str) -> str:
     nonce = nonce_for(system, prompt, response)
     return data_message(nonce, fence(system, nonce=nonce, label="system_instructions"),
-                        fence(prompt, nonce=nonce, label="user_prompt"), fence(response, nonce=nonce, label="response"))
+                        fence(prompt, nonce=nonce, label="user_prompt"), fence(response, nonce=nonce, \
+label="response"))
 
 
 render_fused = render_analyze_system  # the same three pieces of data, both analyses asked for at once
