@@ -188,7 +188,7 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=20.0, help="length of the freshness run")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
-    console = Console(stderr=args.json)
+    console = Console(stderr=args.json, width=150)
 
     work = Path(tempfile.mkdtemp(prefix="vigil-bench-"))
     config_path, _ = demo_config(work)
