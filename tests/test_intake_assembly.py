@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import math
 import time
 from typing import Any
 
@@ -128,7 +129,7 @@ def test_many_span_batches_within_a_second_schedule_one_sweep(redis_url):
 
     client = redis_client.Redis.from_url(redis_url)
     countdowns: list[float] = []
-    due = time.time() + 10
+    due = math.floor(time.time()) + 10.25  # 50 batches, 1 ms apart, all due within the same second
 
     scheduled = [schedule_sweep(client, "vigil.intake.sweep", due + i / 1000, countdowns.append) for i in range(50)]
 
