@@ -27,11 +27,11 @@ WIRE_VERSION = 2  # the turn contract this code speaks (2: origin); a newer one 
 __all__ = [
     "MAX_FIELD_CHARS",
     "MAX_PAYLOAD_BYTES",
-    "WIRE_VERSION",
     "ORIGINS",
     "ORIGIN_ATTRIBUTE",
     "ORIGIN_HEADER",
     "ORIGIN_METADATA_KEY",
+    "WIRE_VERSION",
     "ContextDoc",
     "Message",
     "Origin",
