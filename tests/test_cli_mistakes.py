@@ -91,6 +91,15 @@ CASES = [
          "not valid YAML", files={"broken.yaml": BROKEN_YAML}),
     Case("show of a trace the store does not hold", ["show", "0123456789abcdef"], "no turn with trace id"),
     Case("demo in a VIGIL_HOME holding a store the demo did not make", ["demo"], "a store the demo did not make"),
+    Case("show with too short a trace id", ["show", "abc"], "give at least 6 characters of the trace id"),
+    Case("report --dsn with a scheme vigil cannot open", ["report", "--dsn", f"mysql://root:{SECRET}@db/x"],
+         "--dsn=mysql://root:***@db/x is not a store vigil can open"),
+    Case("alerts check with a config whose rule is incomplete", ["alerts", "check", "--config", "{tmp}/rule.yaml"],
+         "alerts.0: Value error, alert 'x': kind 'threshold' needs a threshold",
+         files={"rule.yaml": "alerts: [{name: x, kind: threshold}]\n"}),
+    Case("intake on a port another process listens on", ["intake", "--port", "{busy}"], "address already in use"),
+    Case("feedback import of a file that does not exist", ["feedback", "import", "{tmp}/none.jsonl"],
+         "does not exist"),
 ]
 
 
@@ -111,8 +120,12 @@ def test_a_cli_mistake_is_one_line_on_stderr_with_a_nonzero_exit_and_no_tracebac
     if case.args[0] in ("show", "demo"):  # a migrated, empty store
         subprocess.run([sys.executable, "-m", "worker", "migrate"], env=env, check=True, capture_output=True)
 
-    run = subprocess.run([sys.executable, "-m", "worker", *(_fill(a, tmp, port, redis_url) for a in case.args)],
-                         env=env, check=False, capture_output=True, text=True, timeout=120)
+    with socket.socket() as busy:  # a port another process listens on
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        args = [_fill(a, tmp, port, redis_url).replace("{busy}", str(busy.getsockname()[1])) for a in case.args]
+        run = subprocess.run([sys.executable, "-m", "worker", *args], env=env, capture_output=True, text=True,
+                             timeout=120, check=False)
 
     lines = run.stderr.strip().splitlines()
     assert run.returncode != 0, run.stdout + run.stderr
