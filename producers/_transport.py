@@ -14,7 +14,13 @@ import socket
 import uuid
 from typing import TYPE_CHECKING, Any, Protocol
 
-from schemas.broker import INGEST_QUEUE, INGEST_TASK, SHIPPED_HEADERS, TRANSPORT, broker_ssl
+from schemas.broker import (
+    INGEST_QUEUE,
+    INGEST_TASK,
+    SHIPPED_HEADERS,
+    TRANSPORT,
+    broker_ssl,
+)
 
 if TYPE_CHECKING:
     from kombu import Connection, Producer

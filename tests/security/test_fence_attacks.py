@@ -22,7 +22,13 @@ from hypothesis import strategies as st
 
 from schemas import ContextDoc
 from worker.judge.fence import fence, neutralise, nonce_for, normalise
-from worker.scorers.prompts import answer_relevancy, context_relevance, multi_turn, prompt_alignment, rag_correctness
+from worker.scorers.prompts import (
+    answer_relevancy,
+    context_relevance,
+    multi_turn,
+    prompt_alignment,
+    rag_correctness,
+)
 
 SENTINEL = "INJECTED7"  # the attacker's instruction: must only ever be read as data
 EARLIER_NONCE = nonce_for("an earlier prompt the attacker saw")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import threading
 from http.server import BaseHTTPRequestHandler, HTTPServer
+from typing import ClassVar
 
 import pytest
 import redis
@@ -30,9 +31,9 @@ ECHO = f"upstream failed for api_key={API_KEY} (Authorization: Bearer {API_KEY})
 
 
 class _Collector(BaseHTTPRequestHandler):
-    bodies: list[bytes] = []
+    bodies: ClassVar[list[bytes]] = []
 
-    def do_POST(self) -> None:  # noqa: N802
+    def do_POST(self) -> None:
         type(self).bodies.append(self.rfile.read(int(self.headers["Content-Length"])))
         self.send_response(200)
         self.send_header("Content-Type", "application/x-protobuf")

@@ -9,6 +9,7 @@ import ssl
 import subprocess
 import threading
 from pathlib import Path
+from typing import Self
 
 __all__ = ["TLSProxy", "self_signed"]
 
@@ -35,7 +36,7 @@ class TLSProxy:
         self._sockets: list[socket.socket] = []
         self._lock = threading.Lock()
 
-    def __enter__(self) -> TLSProxy:
+    def __enter__(self) -> Self:
         threading.Thread(target=self._accept, daemon=True).start()
         return self
 

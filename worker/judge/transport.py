@@ -31,7 +31,12 @@ from schemas import JudgeCall, JudgeConfig
 from worker.judge.backoff import parse_retry_after, retry_delay
 from worker.judge.base import JudgeFailed, JudgePaused
 from worker.judge.cache import CachedReply, ReplyCache, cache_key
-from worker.judge.limiter import MAX_RETRY_AFTER_S, Limiter, RateLimits, RedisRateBackend
+from worker.judge.limiter import (
+    MAX_RETRY_AFTER_S,
+    Limiter,
+    RateLimits,
+    RedisRateBackend,
+)
 from worker.judge.pause import config_fingerprint, is_paused, pause, resume
 from worker.redact import redact
 

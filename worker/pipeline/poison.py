@@ -29,6 +29,7 @@ from schemas.broker import UNDELIVERABLE_TASK
 from worker.pipeline.app import app
 from worker.pipeline.runtime import runtime
 from worker.pipeline.tasks import dead_letter
+from worker.redact import redact
 from worker.sinks.write_queue import push
 
 __all__ = ["Consumer", "body_problem", "undeliverable"]
@@ -37,7 +38,7 @@ log = structlog.get_logger("vigil.poison")
 
 
 def _record(queue: str, payload: Any, reason: str, error_type: str) -> None:
-    push(runtime().redis, [("dead_letters", [dead_letter(queue, payload, reason, error_type)])])
+    push(runtime().redis, [("dead_letters", [dead_letter(queue, payload, redact(reason), error_type)])])
 
 
 def _raw(message: Any) -> str:
@@ -91,7 +92,7 @@ class Consumer(CeleryConsumer):
                 return handler(message)
             except self.connection_errors:
                 raise
-            except Exception as exc:  # anything else would stop the consumer: the message is the problem
+            except Exception as exc:  # noqa: BLE001 (anything else would stop the consumer: the message is the problem)
                 return self._dead_letter(message, f"{type(exc).__name__}: {exc}", "undeliverable_message")
 
         return on_task_received
@@ -131,5 +132,5 @@ def _failed(sender=None, task_id=None, exception=None, args=None, kwargs=None, *
     try:
         _record(queue, {"task": name, "args": args, "kwargs": kwargs},
                 f"task {name} raised {type(exception).__name__}: {exception}", "task_failed")
-    except Exception:  # noqa: BLE001 (the dead letter itself failed: say so, never raise in a signal)
+    except Exception:
         log.exception("could not dead-letter a failed task", task=name, task_id=task_id)

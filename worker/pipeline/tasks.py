@@ -28,9 +28,16 @@ from pydantic import BaseModel, ValidationError
 from schemas import ScoreResult, ScoreStatus, Turn
 from schemas.broker import INGEST_QUEUE, INGEST_TASK, SHIPPED_HEADERS
 from schemas.feedback import Feedback, is_feedback, problems
-from schemas.rows import DeadLetter, JudgeCallRow, PipelineEvent, ProducerBatch, score_row, trace_row
-from worker.judge.base import JudgePaused
+from schemas.rows import (
+    DeadLetter,
+    JudgeCallRow,
+    PipelineEvent,
+    ProducerBatch,
+    score_row,
+    trace_row,
+)
 from worker.intake import sessions
+from worker.judge.base import JudgePaused
 from worker.pipeline import feedback as feedback_sampling
 from worker.pipeline import loop
 from worker.pipeline.app import SCORE_QUEUE, app
