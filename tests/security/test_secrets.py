@@ -13,9 +13,10 @@ import redis
 import yaml
 from redis.asyncio import Redis as AsyncRedis
 
+from producers._transport import CeleryTransport
 from schemas import JudgeConfig
 from tests.judge_server import Reply, ScriptedJudge
-from tests.pipeline import WorkerProcess, make_turn, send, wait_drained
+from tests.pipeline import WorkerProcess, make_turn, wait_drained
 from worker.demo.embedded_redis import EmbeddedRedis
 from worker.judge.base import JudgePaused
 from worker.judge.pause import PAUSED_KEY
@@ -98,7 +99,9 @@ def test_no_secret_reaches_the_log_the_rows_the_spans_or_the_pause_state(tmp_pat
                             "api_key_env": "VIGIL_TEST_JUDGE_KEY"}],
                 "monitors": [{"name": "relevancy", "scorer": "answer_relevancy", "judge": "llm"}],
             }))
-            send(url, [make_turn(1), make_turn(2)])
+            shipper = CeleryTransport(url)  # its own connection: the test process's Celery app may hold another's
+            shipper.send([make_turn(1), make_turn(2)])
+            shipper.close()
             worker = WorkerProcess(url, tmp_path / "vigil", config, VIGIL_TEST_JUDGE_KEY=API_KEY,
                                    OTEL_EXPORTER_OTLP_ENDPOINT=endpoint, OTEL_BSP_SCHEDULE_DELAY="100",
                                    OTEL_METRIC_EXPORT_INTERVAL="500").start()
