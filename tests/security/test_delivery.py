@@ -38,7 +38,8 @@ def test_turns_spooled_by_forked_children_are_shipped_by_the_next_process(redis_
         assert os.waitstatus_to_exitcode(status) == 0
     parent.capture(input="parent turn", output="a")
     parent.shutdown(timeout=5)
-    assert len(list(tmp_path.glob("agent.jsonl.*[0-9]"))) == 2, "each child spooled to its own file"
+    # each child spooled to <spool>.<pid>; a child starting after its sibling exited may already have adopted it
+    assert 1 <= len(list(tmp_path.glob("agent.jsonl.*[0-9]"))) <= 2
 
     restarted = Monitor(redis_url, spool_path=spool, agent="support-bot", flush_interval=3600)
     try:
