@@ -20,7 +20,29 @@ from worker.pipeline.backlog import wait_drained as drain
 __all__ = ["IntakeProcess", "WorkerProcess", "make_turn", "send", "wait_drained"]
 
 
-class WorkerProcess:
+class _Process:
+    """A vigil subprocess in its own session, logging to ``self.log``."""
+
+    process: subprocess.Popen | None
+    log: Path
+
+    def stop(self, timeout: float = 60) -> int:
+        """SIGTERM (a worker finishes its tasks, flushes its writer, releases chDB), SIGKILL after ``timeout``."""
+        assert self.process is not None
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.process.pid, signal.SIGKILL)
+                self.process.wait(30)
+        return self.process.returncode
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace")
+
+
+class WorkerProcess(_Process):
     """A `vigil worker` subprocess with its writer; chDB under ``home`` (read it only after ``stop``)."""
 
     def __init__(self, redis_url: str, home: Path, config: Path, **env: str) -> None:
@@ -51,23 +73,8 @@ class WorkerProcess:
         os.killpg(self.process.pid, signal.SIGKILL)
         self.process.wait(30)
 
-    def stop(self, timeout: float = 60) -> int:
-        """Warm shutdown: running tasks finish, the writer flushes, chDB is released."""
-        assert self.process is not None
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(timeout)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.process.pid, signal.SIGKILL)
-                self.process.wait(30)
-        return self.process.returncode
 
-    def output(self) -> str:
-        return self.log.read_text(errors="replace")
-
-
-class IntakeProcess:
+class IntakeProcess(_Process):
     """A `vigil intake` subprocess on a free port; its log under ``home``."""
 
     def __init__(self, redis_url: str, home: Path, **env: str) -> None:
@@ -93,20 +100,6 @@ class IntakeProcess:
                 if self.process.poll() is not None or time.monotonic() > deadline:
                     raise AssertionError(f"vigil intake did not start:\n{self.output()}") from None
                 time.sleep(0.05)
-
-    def stop(self) -> int:
-        assert self.process is not None
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(30)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.process.pid, signal.SIGKILL)
-                self.process.wait(30)
-        return self.process.returncode
-
-    def output(self) -> str:
-        return self.log.read_text(errors="replace")
 
 
 def wait_drained(redis_url: str, worker: WorkerProcess, timeout: float = 120) -> None:
