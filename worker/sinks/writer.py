@@ -7,6 +7,12 @@ under another name) moves its entries back onto the queue. A replay duplicates n
 ReplacingMergeTree on deterministic ids. A row that fails validation, or that ClickHouse refuses, is
 dead-lettered, never retried forever, and never blocks the rest of its batch; a lost connection keeps the batch
 in flight and retries it.
+
+Ownership is explicit: the heartbeat key holds this writer's token, and every renewal, release and reclaim is a
+compare-and-set in one Lua script, so two writers started with the same id never both write from one in-flight list
+(the second waits; one that finds its id taken by another live writer stops writing and waits to take it back).
+After an insert the writer removes exactly the entries it inserted (by digest, atomically), never a count of them:
+whatever another process pushed or moved meanwhile stays.
 """
 
 from __future__ import annotations
@@ -19,7 +25,7 @@ import time
 import uuid
 from collections import defaultdict
 from datetime import UTC, datetime
-from hashlib import sha256
+from hashlib import sha1, sha256
 
 import redis
 import structlog
@@ -31,9 +37,79 @@ from pydantic import BaseModel, ValidationError
 from schemas.rows import TABLES, DeadLetter
 from worker.sinks.write_queue import WRITE_QUEUE, inflight_key, owner_key
 
-__all__ = ["Writer", "current_writer", "open_writer"]
+__all__ = ["Writer", "WriterIdLost", "current_writer", "open_writer"]
 
 log = structlog.get_logger("vigil.writer")
+
+# KEYS[1] owner key; ARGV[1] token, ARGV[2] ttl ms. 1: renewed; 2: had run out and is taken again; 0: another
+# writer holds it.
+_BEAT = """
+local holder = redis.call('GET', KEYS[1])
+if holder == ARGV[1] then
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  return 1
+end
+if not holder then
+  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+  return 2
+end
+return 0
+"""
+
+# KEYS[1] owner key; ARGV[1] token. Deletes the key only while it holds this token.
+_RELEASE = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0
+"""
+
+# KEYS[1] owner key of the orphan, KEYS[2] its in-flight list, KEYS[3] the write queue. Moves the list back to the
+# head of the queue only while nobody holds the owner key: checked and moved in one step.
+_RECLAIM = """
+if redis.call('EXISTS', KEYS[1]) == 1 then return -1 end
+local moved = 0
+while redis.call('LMOVE', KEYS[2], KEYS[3], 'RIGHT', 'LEFT') do moved = moved + 1 end
+return moved
+"""
+
+# KEYS[1] an in-flight list; ARGV the SHA-1 digests of the entries inserted, in order. Removes exactly those entries
+# (each once): the common case, the list still beginning with them, is one LTRIM; otherwise the list is rebuilt
+# without them. Returns the entries removed.
+_REMOVE = """
+local n = #ARGV
+local head = redis.call('LRANGE', KEYS[1], 0, n - 1)
+local same = #head == n
+if same then
+  for i = 1, n do
+    if redis.sha1hex(head[i]) ~= ARGV[i] then same = false break end
+  end
+end
+if same then
+  redis.call('LTRIM', KEYS[1], n, -1)
+  return n
+end
+local wanted = {}
+for i = 1, n do wanted[ARGV[i]] = (wanted[ARGV[i]] or 0) + 1 end
+local all = redis.call('LRANGE', KEYS[1], 0, -1)
+local kept, removed = {}, 0
+for i = 1, #all do
+  local digest = redis.sha1hex(all[i])
+  if (wanted[digest] or 0) > 0 then
+    wanted[digest] = wanted[digest] - 1
+    removed = removed + 1
+  else
+    kept[#kept + 1] = all[i]
+  end
+end
+if removed > 0 then
+  redis.call('DEL', KEYS[1])
+  for i = 1, #kept do redis.call('RPUSH', KEYS[1], kept[i]) end
+end
+return removed
+"""
+
+
+class WriterIdLost(RuntimeError):
+    """Another live writer holds this writer's id: this one must not write from its in-flight list."""
 
 
 class Writer:
@@ -56,6 +132,10 @@ class Writer:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.reads = None  # on chDB: the ReadServer answering other local processes' queries (open_writer)
+        self._beat = redis_client.register_script(_BEAT)
+        self._release = redis_client.register_script(_RELEASE)
+        self._reclaim = redis_client.register_script(_RECLAIM)
+        self._remove = redis_client.register_script(_REMOVE)
 
     # -- one batch -------------------------------------------------------------------------------------------
     def _collect(self) -> int:
@@ -102,7 +182,10 @@ class Writer:
         inserted = 0
         for table, rows in by_table.items():
             inserted += self._insert_isolating(table, rows)
-        self.redis.ltrim(self.inflight, len(entries), -1)
+        # Exactly these entries, not "the first len(entries)": the list may have changed while we inserted (moved
+        # back by a reclaim, or added to by a writer that took this id meanwhile). An entry already gone was
+        # inserted by whoever took it (a replay duplicates nothing).
+        self._remove(keys=[self.inflight], args=[sha1(entry).hexdigest() for entry in entries])
         return inserted
 
     def _insert_isolating(self, table: str, rows: list[BaseModel]) -> int:
@@ -156,7 +239,7 @@ class Writer:
 
     def claim(self) -> None:
         """Take this writer id; wait while a live writer holds it (a crashed one's heartbeat runs out)."""
-        while not (self.redis.set(self.owner, self._token, nx=True, ex=int(self.heartbeat_s))
+        while not (self.redis.set(self.owner, self._token, nx=True, px=int(self.heartbeat_s * 1000))
                    or self.redis.get(self.owner) == self._token.encode()):
             log.warning("writer id in use by a live writer; waiting", writer_id=self.writer_id,
                         holder=self.redis.get(self.owner))
@@ -164,8 +247,14 @@ class Writer:
                 return
 
     def beat(self) -> None:
-        """Renew the heartbeat, and now and then take back what writers without one left in flight."""
-        self.redis.set(self.owner, self._token, ex=int(self.heartbeat_s))
+        """Renew the heartbeat (only while this writer holds it), and now and then take back what writers without
+        one left in flight. Raises ``WriterIdLost`` when another live writer holds this id."""
+        held = self._beat(keys=[self.owner], args=[self._token, int(self.heartbeat_s * 1000)])
+        if held == 0:
+            raise WriterIdLost(f"writer id {self.writer_id!r} is held by another live writer "
+                               f"({(self.redis.get(self.owner) or b'?').decode(errors='replace')})")
+        if held == 2:
+            log.warning("writer heartbeat had run out; id taken again", writer_id=self.writer_id)
         if time.monotonic() >= self._next_reclaim:
             self._next_reclaim = time.monotonic() + self.heartbeat_s / 3
             self.reclaim_orphans()
@@ -175,12 +264,18 @@ class Writer:
         moved = 0
         for key in self.redis.scan_iter(match=inflight_key("*")):
             orphan = key.decode().removeprefix(inflight_key(""))
-            if orphan == self.writer_id or self.redis.exists(owner_key(orphan)):
+            if orphan == self.writer_id:
                 continue
-            while self.redis.lmove(key, WRITE_QUEUE, "RIGHT", "LEFT") is not None:
-                moved += 1
-            log.warning("reclaimed an orphaned in-flight list", writer_id=orphan, entries=moved)
+            # Checked and moved in one step: a writer renewing its heartbeat meanwhile keeps its list.
+            count = self._reclaim(keys=[owner_key(orphan), key, WRITE_QUEUE])
+            if count > 0:
+                moved += count
+                log.warning("reclaimed an orphaned in-flight list", writer_id=orphan, entries=count)
         return moved
+
+    def release(self) -> bool:
+        """Give up this writer id, if this writer still holds it."""
+        return bool(self._release(keys=[self.owner], args=[self._token]))
 
     def run(self) -> None:
         self.claim()
@@ -188,6 +283,12 @@ class Writer:
         while not self._stop.is_set():
             try:
                 self.run_once()
+            except WriterIdLost as exc:
+                # Two writers with one id (a copy started with the same --writer-id, or this process stalled past
+                # its heartbeat and a replacement took over): the other one writes; this one waits as a standby.
+                log.error("WRITER ID TAKEN BY ANOTHER LIVE WRITER: this writer stops writing and waits to take it "
+                          "back; give each writer its own --writer-id", writer_id=self.writer_id, error=str(exc))
+                self.claim()
             except redis.ConnectionError as exc:
                 log.warning("writer cannot reach redis; retrying", error=str(exc))
                 self._stop.wait(1.0)
@@ -195,8 +296,9 @@ class Writer:
                 log.exception("writer insert failed; batch kept in flight", error=str(exc))
                 self._stop.wait(1.0)
         try:
-            self.flush_inflight()
-            self.redis.delete(self.owner)
+            if self._beat(keys=[self.owner], args=[self._token, int(self.heartbeat_s * 1000)]):
+                self.flush_inflight()
+                self.release()
         except Exception:  # the batch stays in flight; the next writer with this id, or a reclaim, inserts it
             log.exception("final flush failed; batch kept in flight")
         log.info("writer stopped", written=dict(self.written))
