@@ -22,8 +22,10 @@ again, with spans that arrived late, gives the same turn id, so its row and its 
 ``llm.model_name``, ``llm.token_count.*``, ``retrieval.documents.N.document.{content,id,score}``, ``tool.*``).
 Agent name: ``gen_ai.agent.name``, ``agent.name``, else the resource's ``service.name``; session:
 ``gen_ai.conversation.id`` or ``session.id``; environment: the resource's ``deployment.environment[.name]``;
-project: the resource's ``vigil.project``; origin: ``vigil.origin`` on any of the turn's spans (an agent sets it
-from vigil's ``X-Vigil-Origin`` header: ``producers.origin_of``), so vigil's own traffic is never sampled.
+project: the resource's ``vigil.project``; reference answer (ground truth for ``rag_correctness``: replayed or test
+traffic knows one, live traffic seldom does): ``vigil.reference`` on any of the turn's spans; origin: ``vigil.origin``
+on any of the turn's spans (an agent sets it from vigil's ``X-Vigil-Origin`` header: ``producers.origin_of``), so
+vigil's own traffic is never sampled.
 """
 
 from __future__ import annotations
@@ -62,6 +64,7 @@ class SpanRecord(TypedDict):
     resource: NotRequired[dict[str, Any]]
 
 
+REFERENCE_ATTRIBUTE = "vigil.reference"
 _ROLES = {"developer": "system", "human": "user", "ai": "assistant", "model": "assistant", "function": "tool",
           "system": "system", "user": "user", "assistant": "assistant", "tool": "tool"}
 _INPUT_EVENTS = {"gen_ai.system.message": "system", "gen_ai.user.message": "user",
@@ -188,6 +191,7 @@ def _turn(root: SpanRecord, kind: str, members: list[SpanRecord], kinds: Mapping
         "session_id": _first(everyone, "gen_ai.conversation.id", "session.id"),
         "environment": resource.get("deployment.environment.name") or resource.get("deployment.environment"),
         "project": resource.get("vigil.project"),
+        "reference": _first(everyone, REFERENCE_ATTRIBUTE),
     }
     origin = _first(everyone, ORIGIN_ATTRIBUTE)
     if origin in ORIGINS:

