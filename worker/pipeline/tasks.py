@@ -44,6 +44,7 @@ from worker.pipeline.app import SCORE_QUEUE, app
 from worker.pipeline.filters import matches
 from worker.pipeline.runtime import runtime
 from worker.pipeline.sampling import sampled
+from worker.pipeline.shedding import admitted_fraction
 from worker.redact import redact
 from worker.settings import get_settings
 from worker.sinks.write_queue import push
@@ -103,7 +104,8 @@ def _check_turn(raw: Any, queue: str) -> Turn | DeadLetter:
 @app.task(name=INGEST_TASK, bind=True)
 def ingest(self, batch: Any) -> dict[str, int]:
     """Validate each turn, store its row, and fan out one score task per turn naming the monitors that sample it.
-    A turn of vigil's own traffic (origin ``probe`` or ``follow_up``) is stored but never sampled: stage ``probe``."""
+    A turn of vigil's own traffic (origin ``probe`` or ``follow_up``) is stored but never sampled: stage ``probe``.
+    Beyond the score queue's bound, sampled turns are shed (stage ``shed``, ``worker.pipeline.shedding``)."""
     rt = runtime()
     rows: dict[str, list[BaseModel]] = {"traces": [], "pipeline_events": [], "dead_letters": [], "feedback": [],
                                         "producer_batches": shipped_batch(self.request, batch)}
@@ -127,23 +129,33 @@ def ingest(self, batch: Any) -> dict[str, int]:
         forced = feedback_sampling.forced(rt.redis, rt.config, turns, claimant=f"ingest:{self.request.id}")
     except _REDIS_FAILED as exc:
         raise _requeue_on_redis_failure(exc) from exc
+    decisions = []  # per turn: (raw, turn, [(monitor, stage, forced)])
     for raw, turn in zip(raws, turns, strict=True):
         rows["traces"].append(trace_row(turn))
         rows["pipeline_events"].append(_event(turn, "", "received"))
         rt.telemetry.stage(monitor="", stage="received")
         if track_sessions and turn.session_id:
             in_sessions.append(turn)
-        wanted = []
+        stages = []
         for monitor in turn_monitors:
+            key = (turn.trace_id, turn.span_id or "", monitor.name)
             if turn.origin != "live":
                 stage = "probe"  # vigil's own traffic (the probe, its follow-ups): never sampled again
             elif not matches(turn, monitor.filters):
                 stage = "filtered"
-            elif (not sampled(turn.trace_id, monitor.sampling_rate)
-                  and (turn.trace_id, turn.span_id or "", monitor.name) not in forced):
+            elif not sampled(turn.trace_id, monitor.sampling_rate) and key not in forced:
                 stage = "skipped"
             else:
                 stage = "sampled"
+            stages.append((monitor, stage, key in forced))
+        decisions.append((raw, turn, stages))
+    fraction = _admitted(rt, sum(any(s == "sampled" and not f for _, s, f in st) for _, _, st in decisions))
+    for raw, turn, stages in decisions:
+        wanted = []
+        for monitor, stage, is_forced in stages:
+            if stage == "sampled" and not is_forced and not sampled(turn.trace_id, monitor.sampling_rate * fraction):
+                stage = "shed"  # the score queue is over its bound: sampled less, and counted
+            if stage == "sampled":
                 wanted.append(monitor.name)
             rows["pipeline_events"].append(_event(turn, monitor.name, stage))
             rt.telemetry.stage(monitor=monitor.name, stage=stage)
@@ -162,6 +174,27 @@ def ingest(self, batch: Any) -> dict[str, int]:
         raise _requeue_on_redis_failure(exc) from exc
     return {"turns": len(turns), "feedback": len(rows["feedback"]), "dead": len(rows["dead_letters"]),
             "fanned_out": len(fan_out)}
+
+
+_last_shed_log = 0.0
+
+
+def _admitted(rt, wanted: int) -> float:
+    """The share of this batch's sampled turns the score queue has room for (``worker.pipeline.shedding``)."""
+    bound = get_settings().score_queue_max
+    if not wanted or bound <= 0:
+        return 1.0
+    try:
+        depth = rt.redis.llen(SCORE_QUEUE)
+    except _REDIS_FAILED as exc:
+        raise _requeue_on_redis_failure(exc) from exc
+    fraction = admitted_fraction(depth, bound, wanted)
+    global _last_shed_log
+    if fraction < 1.0 and time.monotonic() - _last_shed_log > 10:  # a line per 10 s, not per batch
+        _last_shed_log = time.monotonic()
+        log.warning("score queue over its bound; shedding", depth=depth, bound=bound, wanted=wanted,
+                    admitted=round(fraction, 4))
+    return fraction
 
 
 def shipped_batch(request: Any, batch: Any) -> list[ProducerBatch]:

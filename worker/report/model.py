@@ -60,6 +60,7 @@ class FunnelRow(BaseModel):
     filtered: int = 0
     skipped: int = 0
     probe: int = 0  # vigil's own traffic (probe follow-ups), never sampled
+    shed: int = 0  # sampled, then shed: the score queue was over its bound
     sampled: int = 0
     scored: int = 0
     abstained: int = 0

@@ -183,6 +183,7 @@ SELECT e.project AS project, e.agent AS agent, e.monitor AS monitor,
        uniqExactIf(e.trace_id, e.span_id, e.stage = 'filtered') AS filtered,
        uniqExactIf(e.trace_id, e.span_id, e.stage = 'skipped') AS skipped,
        uniqExactIf(e.trace_id, e.span_id, e.stage = 'probe') AS probe,
+       uniqExactIf(e.trace_id, e.span_id, e.stage = 'shed') AS shed,
        uniqExactIf(e.trace_id, e.span_id, e.stage = 'sampled') AS sampled,
        uniqExactIf(e.trace_id, e.span_id, e.stage = 'scored') AS scored,
        uniqExactIf(e.trace_id, e.span_id, e.stage = 'abstained') AS abstained,
@@ -207,10 +208,11 @@ LEFT JOIN (
 WHERE e.monitor != '' AND $__timeFilter(e.event_time) AND {_vars("project", "agent", "monitor", alias="e.")}
 GROUP BY project, agent, monitor
 ORDER BY monitor, agent""",
-        ("project", "agent", "monitor", "received", "filtered", "skipped", "probe", "sampled", "scored",
-         "abstained", "unscored", "failed", "coverage", "dead_lettered"),
+        ("project", "agent", "monitor", "received", "filtered", "skipped", "probe", "shed", "sampled",
+         "scored", "abstained", "unscored", "failed", "coverage", "dead_lettered"),
         "Distinct turns (trace, span) per stage, exact under redelivery. probe: vigil's own traffic (probe "
-        "follow-ups), never sampled. coverage = (scored + abstained) / sampled: turns that got a verdict. "
+        "follow-ups), never sampled. shed: sampled turns not scored because the score queue was over its bound "
+        "(VIGIL_SCORE_QUEUE_MAX). coverage = (scored + abstained) / sampled: turns that got a verdict. "
         "dead_lettered: the agent's turns vigil could not take (never received), from dead_letters.",
     ),
     Query(
