@@ -13,22 +13,20 @@ import argparse
 import json
 import logging
 import platform
-import statistics
 import sys
 import tempfile
-import time
-from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from opentelemetry import trace
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor
 from rich.console import Console
 from rich.table import Table
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from _latency import DiscardExporter, percentiles, timed  # noqa: E402
 from producers import Monitor  # noqa: E402
 from worker.demo.embedded_redis import EmbeddedRedis, free_port  # noqa: E402
 
@@ -40,36 +38,13 @@ TURN: dict[str, Any] = {
 }
 
 
-class DiscardExporter(SpanExporter):
-    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
-        return SpanExportResult.SUCCESS
-
-
 def measure(monitor: Monitor, tracer: trace.Tracer, calls: int, rate: float) -> dict[str, list[int]]:
     """Nanoseconds per call of each operation, the order rotating every call."""
-    operations: dict[str, Callable[[int], object]] = {
+    return timed({
         "span": lambda i: tracer.start_span("chat gpt-4o-mini").end(),
         "capture": lambda i: monitor.capture(**TURN, trace_id=f"trace-{i}"),
         "feedback": lambda i: monitor.feedback(f"trace-{i}", "thumbs", i % 3 != 0, comment="wrong refund window"),
-    }
-    names = list(operations)
-    samples: dict[str, list[int]] = {name: [] for name in names}
-    clock, pace, start = time.perf_counter_ns, 1 / rate, time.perf_counter()
-    for i in range(calls):
-        for k in range(3):
-            name = names[(i + k) % 3]
-            t0 = clock()
-            operations[name](i)
-            samples[name].append(clock() - t0)
-        behind = start + (i + 1) * pace - time.perf_counter()
-        if behind > 0.001:
-            time.sleep(behind)
-    return samples
-
-
-def percentiles(samples: list[int]) -> dict[str, float]:
-    cuts = statistics.quantiles(samples, n=100, method="inclusive")
-    return {"p50_us": round(cuts[49] / 1000, 2), "p99_us": round(cuts[98] / 1000, 2)}
+    }, calls, rate)
 
 
 def run_mode(name: str, url: str, tracer: trace.Tracer, calls: int, rate: float, spool_dir: Path) -> dict[str, Any]:

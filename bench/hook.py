@@ -14,22 +14,20 @@ import argparse
 import json
 import logging
 import platform
-import statistics
 import sys
 import tempfile
-import time
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from opentelemetry import trace
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor
 from rich.console import Console
 from rich.table import Table
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from _latency import DiscardExporter, percentiles, timed  # noqa: E402
 from producers import Monitor  # noqa: E402
 from worker.demo.embedded_redis import EmbeddedRedis, free_port  # noqa: E402
 
@@ -48,44 +46,10 @@ TURN: dict[str, Any] = {
 }
 
 
-class DiscardExporter(SpanExporter):
-    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
-        return SpanExportResult.SUCCESS
-
-
 def measure(monitor: Monitor, tracer: trace.Tracer, calls: int, rate: float) -> dict[str, list[int]]:
     """Nanoseconds per call for each operation, interleaved call by call."""
-    span_ns: list[int] = []
-    capture_ns: list[int] = []
-    clock = time.perf_counter_ns
-    pace = 1 / rate
-    start = time.perf_counter()
-    for i in range(calls):
-        if i % 2:
-            t0 = clock()
-            tracer.start_span("chat gpt-4o-mini").end()
-            t1 = clock()
-            monitor.capture(**TURN)
-            t2 = clock()
-            span_ns.append(t1 - t0)
-            capture_ns.append(t2 - t1)
-        else:
-            t0 = clock()
-            monitor.capture(**TURN)
-            t1 = clock()
-            tracer.start_span("chat gpt-4o-mini").end()
-            t2 = clock()
-            capture_ns.append(t1 - t0)
-            span_ns.append(t2 - t1)
-        behind = start + (i + 1) * pace - time.perf_counter()
-        if behind > 0.001:
-            time.sleep(behind)
-    return {"span": span_ns, "capture": capture_ns}
-
-
-def percentiles(samples: list[int]) -> dict[str, float]:
-    cuts = statistics.quantiles(samples, n=100, method="inclusive")
-    return {"p50_us": round(cuts[49] / 1000, 2), "p99_us": round(cuts[98] / 1000, 2)}
+    return timed({"span": lambda i: tracer.start_span("chat gpt-4o-mini").end(),
+                  "capture": lambda i: monitor.capture(**TURN)}, calls, rate)
 
 
 def run_mode(name: str, url: str, tracer: trace.Tracer, calls: int, rate: float, spool_dir: Path) -> dict[str, Any]:

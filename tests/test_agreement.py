@@ -15,8 +15,8 @@ from rich.console import Console
 from schemas import AlertRule, VigilConfig
 from tests.quality_seed import insert_scores, score_row, series
 from worker.alerts import check_alerts
-from worker.alerts.decide import wilson_interval
 from worker.cli import main
+from worker.eval.stats import wilson
 from worker.report import build_report
 from worker.report.build import run_query
 from worker.report.html import render_html
@@ -69,7 +69,8 @@ def test_the_agreement_panel_counts_pairs_and_its_interval_is_scipys_wilson_inte
 
     assert (row["monitor"], row["pairs"], row["agreed"]) == ("relevancy", 40, agreed)
     assert row["agreement"] == pytest.approx(agreed / 40)
-    low, high = wilson_interval(agreed, 40)
+    interval = wilson(agreed, 40)
+    low, high = interval.low, interval.high
     assert (row["agreement_low"], row["agreement_high"]) == (pytest.approx(low, abs=1e-9), pytest.approx(high, abs=1e-9))
 
 

@@ -20,10 +20,11 @@ from scipy import stats
 
 from schemas import AlertRule
 from worker.alerts.model import AlertEvent, AlertState, Subject, Verdict, WindowStats
+from worker.eval.stats import wilson
 
 __all__ = [
     "DEFAULT_LIMITS", "agreement_verdict", "coverage_verdict", "decide", "failure_rate_verdict",
-    "judge_paused_verdict", "regression_verdict", "threshold_verdict", "wilson_interval",
+    "judge_paused_verdict", "regression_verdict", "threshold_verdict",
 ]
 
 # Limits for rules that leave ``threshold`` unset.
@@ -66,12 +67,6 @@ def regression_verdict(rule: AlertRule, subject: Subject, recent: WindowStats, b
     )
 
 
-def wilson_interval(agreed: int, n: int, confidence: float = 0.95) -> tuple[float, float]:
-    """The Wilson score interval of a proportion (scipy's), the one the agreement panel computes in SQL."""
-    ci = stats.binomtest(agreed, n).proportion_ci(confidence_level=confidence, method="wilson")
-    return float(ci.low), float(ci.high)
-
-
 def agreement_verdict(rule: AlertRule, subject: Subject, recent: WindowStats, baseline: WindowStats) -> Verdict:
     """Breach when the recent agreement is under ``threshold`` (if set), or significantly under the baseline's
     (Welch one-sided p under ``p_value`` and Cohen's d at least ``min_effect_size``, each side with at least
@@ -82,7 +77,8 @@ def agreement_verdict(rule: AlertRule, subject: Subject, recent: WindowStats, ba
     if recent.n < rule.min_samples or recent.mean is None:
         return Verdict(breach=None, message=f"{where} over the last {rule.window_minutes} min: too few "
                        f"score-feedback pairs (n={recent.n}, need {rule.min_samples})", **common)
-    low, high = wilson_interval(round(recent.mean * recent.n), recent.n)
+    interval = wilson(round(recent.mean * recent.n), recent.n)
+    low, high = interval.low, interval.high
     where += f" (95% {_p(low)}–{_p(high)}, n={recent.n}) over the last {rule.window_minutes} min"
     below = rule.threshold is not None and recent.mean < rule.threshold
     compared = baseline.n >= rule.min_samples and baseline.mean is not None

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import click
@@ -14,6 +13,8 @@ from rich.progress import (
     TextColumn,
     TimeElapsedColumn,
 )
+
+from worker.cli.options import redis_url_option
 
 __all__ = ["emit_command", "emit_file"]
 
@@ -37,8 +38,7 @@ def emit_file(path: Path, redis_url: str, *, spool_path: Path | None = None, con
 
 @click.command("emit")
 @click.argument("path", type=click.Path(exists=True, dir_okay=False, path_type=Path))
-@click.option("--redis-url", default=lambda: os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0"),
-              show_default="REDIS_URL")
+@redis_url_option
 def emit_command(path: Path, redis_url: str) -> None:
     """Backfill a JSON-lines file of turns through the SDK hook into the ingest queue."""
     result = emit_file(path, redis_url)

@@ -13,11 +13,12 @@ line was bad or not everything reached Redis.
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import click
 from pydantic import BaseModel, ValidationError
+
+from worker.cli.options import redis_url_option
 
 __all__ = ["FeedbackImport", "feedback", "import_file"]
 
@@ -76,8 +77,7 @@ def feedback() -> None:
 
 @feedback.command("import")
 @click.argument("path", type=click.Path(exists=True, dir_okay=False, path_type=Path))
-@click.option("--redis-url", default=lambda: os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0"),
-              show_default="REDIS_URL")
+@redis_url_option
 def import_command(path: Path, redis_url: str) -> None:
     """Send reviewers' labels (a JSON-lines file, one Monitor.feedback call a line) to vigil."""
     result = import_file(path, redis_url)
