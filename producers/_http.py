@@ -2,7 +2,8 @@
 
 Then the agent host holds no broker credentials (only an optional bearer token, ``VIGIL_INTAKE_TOKEN``), and only
 vigil's own processes write the queues. Standard library only (``urllib``): the SDK stays light. Any answer but a
-2xx raises, so the shipper backs off and spools exactly as it does when Redis is down.
+2xx raises, so the shipper backs off and spools exactly as it does when Redis is down; but a 413 (the batch is over
+the intake's budget) raises ``MessageTooLarge``, so the shipper sends it again in smaller batches.
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ import json
 import urllib.error
 import urllib.request
 from typing import Any
+
+from schemas.broker import MessageTooLarge
 
 __all__ = ["HTTPTransport", "IntakeRefused"]
 
@@ -36,6 +39,8 @@ class HTTPTransport:
                 response.read()
         except urllib.error.HTTPError as exc:
             reason = exc.read()[:500].decode("utf-8", "replace")
+            if exc.code == 413:
+                raise MessageTooLarge(f"{self.url} answered 413: {reason}") from None
             raise IntakeRefused(f"{self.url} answered {exc.code}: {reason}") from None
 
     def close(self) -> None:

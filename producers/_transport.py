@@ -15,10 +15,12 @@ import uuid
 from typing import TYPE_CHECKING, Any, Protocol
 
 from schemas.broker import (
+    DEFAULT_MESSAGE_BYTES,
     INGEST_QUEUE,
     INGEST_TASK,
     SHIPPED_HEADERS,
     TRANSPORT,
+    MessageTooLarge,
     broker_ssl,
 )
 
@@ -57,13 +59,15 @@ class CeleryTransport:
     builds its own rather than share the parent's sockets.
     """
 
-    def __init__(self, redis_url: str, *, socket_timeout: float = 5.0, connect_timeout: float = 2.0) -> None:
+    def __init__(self, redis_url: str, *, socket_timeout: float = 5.0, connect_timeout: float = 2.0,
+                 max_message_bytes: int = DEFAULT_MESSAGE_BYTES) -> None:
         self.redis_url = redis_url
         self._ssl = broker_ssl(redis_url)  # TLS for rediss:// (a bad URL fails here, on the caller's thread)
         self._options = {
             "socket_timeout": socket_timeout,
             "socket_connect_timeout": connect_timeout,
             "max_retries": 0,  # the shipper owns retries (backoff and spool); kombu must fail fast
+            "max_message_bytes": max_message_bytes,  # a batch workers would refuse unread raises MessageTooLarge
         }
         self._producer: Producer | None = None
         self._declared = False
@@ -83,6 +87,8 @@ class CeleryTransport:
                 declare=[] if self._declared else [_ingest_queue()],
             )
             self._declared = True
+        except MessageTooLarge:
+            raise  # nothing was pushed and the connection is fine: the caller sends smaller batches
         except BaseException:
             self.close()
             raise

@@ -47,6 +47,7 @@ from producers._scope import TurnScope, traced
 from producers._spool import Spool
 from producers._transport import CeleryTransport, Transport
 from producers._wire import Unserializable, to_wire
+from schemas.broker import DEFAULT_MESSAGE_BYTES, MIN_MESSAGE_BYTES, MessageTooLarge
 from schemas.feedback import Feedback, problems
 from schemas.trace import Turn
 
@@ -80,6 +81,8 @@ class MonitorSettings(BaseSettings):
     backoff_initial: float = Field(default=0.5, gt=0)
     backoff_max: float = Field(default=30.0, gt=0)
     socket_timeout: float = Field(default=5.0, gt=0, description="per Redis command, on the shipper thread")
+    max_message_bytes: int = Field(default=DEFAULT_MESSAGE_BYTES, ge=MIN_MESSAGE_BYTES,
+                                   description="the workers' message budget: a larger batch is sent in parts")
 
     def resolved_spool_path(self) -> Path:
         if self.spool_path is not None:
@@ -103,6 +106,7 @@ class DropReason(StrEnum):
     SPOOL_FULL = "spool_full"  # the broker was down and the spool was at spool_max_bytes
     SPOOL_ERROR = "spool_error"  # the spool could not be written, or a spooled line could not be read back
     UNSERIALIZABLE = "unserializable"  # a value that is not JSON data, or an output with no text (names the field)
+    TOO_LARGE = "too_large"  # one turn alone over the message budget (max_message_bytes, or the intake's 413)
     INVALID = "invalid"  # not a turn by schemas.Turn (a required field missing, a wrong type): the worker would refuse it
     NO_OUTPUT = "no_output"  # a turn scope or traced function ended without an output and without an error
     BAD_ARGUMENT = "bad_argument"  # capture() called with something that is not a turn, or feedback() with bad values
@@ -159,7 +163,8 @@ class Monitor:
         s = self.settings
         if transport is None and s.intake_url:
             transport = HTTPTransport(s.intake_url, token=s.intake_token, timeout=s.socket_timeout)
-        self._transport = transport or CeleryTransport(s.redis_url, socket_timeout=s.socket_timeout)
+        self._transport = transport or CeleryTransport(s.redis_url, socket_timeout=s.socket_timeout,
+                                                       max_message_bytes=s.max_message_bytes)
         self._backoff = {"initial": s.backoff_initial, "maximum": s.backoff_max}
         self._defaults = {"project": s.project, "agent": s.agent, "environment": s.environment}
         self._max_queue, self._batch_size = s.max_queue, s.batch_size
@@ -387,7 +392,8 @@ class Monitor:
             count -= len(items)
             batch = self._wire(items)
             if online and not self._spool.pending and batch:
-                online = self._send(batch)
+                batch = self._ship(batch)
+                online = not batch
                 if online:
                     continue
             self._to_spool(batch)
@@ -420,9 +426,24 @@ class Monitor:
                 batch.append(turn)
         return batch
 
+    def _ship(self, batch: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Send ``batch``, in halves while it is over the message budget; returns the turns not sent (an outage)."""
+        try:
+            return [] if self._send(batch) else batch
+        except MessageTooLarge as exc:
+            if len(batch) == 1:
+                self._drop_now(DropReason.TOO_LARGE, str(exc))
+                return []
+            half = len(batch) // 2
+            rest = self._ship(batch[:half])
+            return rest + batch[half:] if rest else self._ship(batch[half:])
+
     def _send(self, batch: list[dict[str, Any]]) -> bool:
+        """Send ``batch`` whole; False on an outage (backing off), ``MessageTooLarge`` when it is over budget."""
         try:
             self._transport.send(batch)
+        except MessageTooLarge:
+            raise
         except Exception as exc:  # noqa: BLE001 - any failure is an outage to ride out
             self._send_failures += 1
             self._attempt += 1
@@ -443,8 +464,8 @@ class Monitor:
                 unreadable = self._spool.pending
             if unreadable:
                 self._drop_now(DropReason.SPOOL_ERROR, f"{unreadable} unreadable spool lines", unreadable)
-            if turns and not self._send(turns):
-                return False
+            if turns and self._ship(turns):
+                return False  # what was sent of this peek goes again with the rest: duplicates, never losses
             self._spool.commit(offset, len(turns) + unreadable)
         return True
 

@@ -16,6 +16,13 @@ Anyone who can reach Redis can push anything onto a queue. An item that is not a
 JSON, not an object, no delivery tag, a body that does not decode) would raise inside kombu's delivery loop and stop
 the consumer; here it is delivered instead as a well-formed ``vigil.undeliverable`` task carrying the raw text and
 the reason, which the worker dead-letters and acks like any other task.
+
+Memory is bounded in bytes, not only by count: with the transport option ``max_message_bytes`` (the worker's and
+the intake's ``VIGIL_MAX_MESSAGE_BYTES``) an item longer than that is never decoded (JSON parsing and base64
+decoding multiply its size several times in a consumer); it is delivered as an undeliverable naming its size and the
+limit, carrying only its first ``UNDELIVERABLE_KEEP`` characters, under its own delivery tag when one can be read
+from its tail (so the ack also clears its journal entry). A publish over the limit raises ``MessageTooLarge``
+instead of pushing what every consumer would refuse.
 """
 
 from __future__ import annotations
@@ -23,6 +30,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import re
 import ssl
 import uuid
 from queue import Empty
@@ -36,8 +44,9 @@ from kombu.utils.encoding import bytes_to_str
 from kombu.utils.json import dumps, loads
 
 __all__ = [
-    "ALERTS_QUEUE", "INGEST_QUEUE", "INGEST_TASK", "JOURNAL", "JOURNAL_INDEX", "SCORE_QUEUE", "SPANS_TASK", "TRANSPORT",
-    "UNDELIVERABLE_TASK", "Channel", "QoS", "Transport", "broker_ssl", "envelope",
+    "ALERTS_QUEUE", "DEFAULT_MESSAGE_BYTES", "INGEST_QUEUE", "INGEST_TASK", "JOURNAL", "JOURNAL_INDEX",
+    "MIN_MESSAGE_BYTES", "SCORE_QUEUE", "SPANS_TASK", "TRANSPORT", "UNDELIVERABLE_TASK", "Channel", "MessageTooLarge",
+    "QoS", "Transport", "broker_ssl", "envelope", "oversize_reason",
 ]
 
 INGEST_TASK = "vigil.ingest"  # args: [batch], a list of turn dicts (schemas.Turn, validated by the worker)
@@ -55,6 +64,20 @@ UNDELIVERABLE_KEEP = 100_000  # characters of an undeliverable item kept for its
 JOURNAL = "vigil.journal"  # delivery tag -> [message as pushed, list key]
 JOURNAL_INDEX = "vigil.journal.index"  # delivery tag -> when last known to be safe (published, restored, seen)
 _MUTEX = "vigil.journal.mutex"
+# The smallest sensible message budget: one turn of the largest valid size (schemas.trace.MAX_PAYLOAD_BYTES of UTF-8)
+# may take twice that once JSON escapes it as ASCII, and 4/3 of that again in base64.
+MIN_MESSAGE_BYTES = 6 * 2**20
+DEFAULT_MESSAGE_BYTES = 8 * 2**20
+_TAIL = 65_536  # bytes at the end of an oversize item searched for its delivery tag (kombu writes properties last)
+_TAG = re.compile(rb'"delivery_tag"\s*:\s*"([A-Za-z0-9._:-]{1,200})"')
+
+
+class MessageTooLarge(ValueError):
+    """A message over the transport's ``max_message_bytes``: the text names its size and the limit."""
+
+
+def oversize_reason(size: int, limit: int) -> str:
+    return f"message is {size} bytes, over the limit of {limit} bytes (VIGIL_MAX_MESSAGE_BYTES)"
 
 # One entry, atomically: gone (acked) -> forget it; unacked, or still waiting in its list (searched from the tail,
 # where the oldest messages are) -> look again a timeout later; else it was lost between pop and record -> push back.
@@ -145,22 +168,35 @@ def _envelope_problem(message: Any) -> str | None:
     return None
 
 
-def _undeliverable(text: str, queue: str, reason: str) -> dict:
+def _undeliverable(text: str, queue: str, reason: str, *, size: int | None = None, tag: str | None = None) -> dict:
     """A well-formed Celery message (protocol 2) for the worker's dead-letter task, carrying what could not be
-    delivered."""
+    delivered (``size``: the item's length when ``text`` is only its head; ``tag``: the item's own delivery tag)."""
     task_id = str(uuid.uuid4())
+    size = len(text) if size is None else size
     body = json.dumps([[text[:UNDELIVERABLE_KEEP], queue, reason], {}, {}]).encode()
     return {
         "body": base64.b64encode(body).decode(), "content-encoding": "utf-8", "content-type": "application/json",
         "headers": {"lang": "py", "task": UNDELIVERABLE_TASK, "id": task_id, "root_id": task_id, "retries": 0,
-                    "argsrepr": f"(<{len(text)} characters>, {queue!r}, {reason[:200]!r})", "kwargsrepr": "{}"},
+                    "argsrepr": f"(<{size} characters>, {queue!r}, {reason[:200]!r})", "kwargsrepr": "{}"},
         "properties": {"correlation_id": task_id, "delivery_mode": 2, "priority": 0, "body_encoding": "base64",
-                       "delivery_info": {"exchange": "", "routing_key": queue}, "delivery_tag": task_id},
+                       "delivery_info": {"exchange": "", "routing_key": queue}, "delivery_tag": tag or task_id},
     }
 
 
-def envelope(item: bytes | str, queue: str) -> dict:
-    """The message kombu delivers for a raw list item: the item itself when well-formed, else an undeliverable."""
+def _oversize(item: bytes | str, queue: str, limit: int) -> dict:
+    """The undeliverable for an item over ``limit``, built from its head and tail only (never decoded whole)."""
+    raw = item.encode("utf-8", "surrogateescape") if isinstance(item, str) else item
+    found = _TAG.findall(raw[-_TAIL:])
+    head = raw[:UNDELIVERABLE_KEEP].decode("utf-8", "replace")
+    return _undeliverable(head, queue, oversize_reason(len(raw), limit), size=len(raw),
+                          tag=found[-1].decode() if found else None)
+
+
+def envelope(item: bytes | str, queue: str, max_bytes: int | None = None) -> dict:
+    """The message kombu delivers for a raw list item: the item itself when well-formed and at most ``max_bytes``
+    long, else an undeliverable."""
+    if max_bytes is not None and len(item) > max_bytes:
+        return _oversize(item, queue, max_bytes)
     text = bytes_to_str(item)
     try:
         message = loads(text)
@@ -204,6 +240,8 @@ class QoS(kombu_redis.QoS):
 
 class Channel(kombu_redis.Channel):
     QoS = QoS
+    max_message_bytes: int | None = None  # transport option: see the module's docstring
+    from_transport_options = (*kombu_redis.Channel.from_transport_options, "max_message_bytes")
 
     def _brpop_read(self, **options) -> bool:
         """kombu's, but an item that is not a well-formed envelope is delivered as an undeliverable (see above)."""
@@ -218,7 +256,7 @@ class Channel(kombu_redis.Channel):
             dest, item = dest__item
             dest = bytes_to_str(dest).rsplit(self.sep, 1)[0]
             self._queue_cycle.rotate(dest)
-            self.connection._deliver(envelope(item, dest), dest)
+            self.connection._deliver(envelope(item, dest, self.max_message_bytes), dest)
             return True
         finally:
             self._in_poll = None
@@ -232,7 +270,7 @@ class Channel(kombu_redis.Channel):
                 item = client.rpop(self._q_for_pri(queue, pri))
                 if item:
                     self._maybe_update_queues_expire(client, queue)
-                    return envelope(item, queue)
+                    return envelope(item, queue, self.max_message_bytes)
             self._maybe_update_queues_expire(client, queue)
             raise Empty()
 
@@ -240,7 +278,9 @@ class Channel(kombu_redis.Channel):
         if queue not in JOURNALED:
             return super()._put(queue, message, **kwargs)
         key = self._q_for_pri(queue, self._get_message_priority(message, reverse=False))
-        payload = dumps(message)
+        payload = dumps(message)  # ASCII (JSON escapes the rest): its length is its size in bytes
+        if self.max_message_bytes is not None and len(payload) > self.max_message_bytes:
+            raise MessageTooLarge(oversize_reason(len(payload), self.max_message_bytes))
         journal = (("lpush", key, payload), ("hset", JOURNAL, _tag(message), dumps([payload, key])),
                    ("zadd", JOURNAL_INDEX, {_tag(message): time()}))
         batch = kwargs.pop("_publish_batch", None)

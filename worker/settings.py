@@ -9,6 +9,7 @@ from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from schemas import VigilConfig, load_config
+from schemas.broker import DEFAULT_MESSAGE_BYTES, MIN_MESSAGE_BYTES
 
 __all__ = ["CONFIG_NOT_SET", "ConfigNotSet", "Settings", "config_path", "get_settings", "monitor_config"]
 
@@ -31,6 +32,9 @@ class Settings(BaseSettings):
     write_batch_age_s: float = Field(default=1.0, alias="VIGIL_WRITE_BATCH_AGE")
     alerts_interval_s: int = Field(default=60, alias="VIGIL_ALERTS_INTERVAL")
     log_level: str = Field(default="INFO", alias="VIGIL_LOG_LEVEL")
+    # The largest queue message a worker decodes and the intake publishes; a larger one is dead-lettered unread.
+    max_message_bytes: int = Field(default=DEFAULT_MESSAGE_BYTES, ge=MIN_MESSAGE_BYTES,
+                                   alias="VIGIL_MAX_MESSAGE_BYTES")
 
 
 @lru_cache(maxsize=1)

@@ -22,7 +22,7 @@ BROKER_ERRORS = (redis.RedisError, OperationalError, ConnectionError, TimeoutErr
 
 
 class Publisher:
-    def __init__(self, redis_url: str, *, socket_timeout: float = 5.0) -> None:
+    def __init__(self, redis_url: str, *, socket_timeout: float = 5.0, max_message_bytes: int | None = None) -> None:
         self.app = Celery("vigil-intake", broker=redis_url, set_as_current=False)
         self.app.conf.update(
             broker_transport=TRANSPORT,
@@ -30,15 +30,17 @@ class Publisher:
             accept_content=["json"],
             broker_connection_retry=False,
             broker_connection_retry_on_startup=False,
+            # max_message_bytes: a message the workers would refuse unread raises MessageTooLarge here instead
             broker_transport_options={"socket_timeout": socket_timeout, "socket_connect_timeout": socket_timeout,
-                                      "max_retries": 0},
+                                      "max_retries": 0, "max_message_bytes": max_message_bytes},
         )
         self._local = threading.local()
         self._producers: list[Any] = []
         self._lock = threading.Lock()
 
     def send(self, task: str, payload: list[Any], what: str) -> None:
-        """Publish ``task(payload)`` on the ingest queue or raise one of ``BROKER_ERRORS``."""
+        """Publish ``task(payload)`` on the ingest queue or raise one of ``BROKER_ERRORS`` (``MessageTooLarge``
+        when the message would be over ``max_message_bytes``)."""
         producer = getattr(self._local, "producer", None)
         if producer is None:
             producer = self.app.amqp.Producer(self.app.connection_for_write(), auto_declare=False)

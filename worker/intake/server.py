@@ -4,7 +4,8 @@ Routes:
 
 - ``POST /v1/traces``: an OTLP ``ExportTraceServiceRequest``, ``application/x-protobuf`` or ``application/json``,
   optionally gzip-compressed. 200 with ``partial_success`` naming the spans it rejected and why; 400 for a body it
-  cannot decode; 413 above ``VIGIL_INTAKE_MAX_BYTES`` (decompressed); 415 for another content type; 503 with
+  cannot decode; 413 above ``VIGIL_INTAKE_MAX_BYTES`` (decompressed), or when the message it would publish is over
+  ``VIGIL_MAX_MESSAGE_BYTES`` (the workers' budget, and the former's default); 415 for another content type; 503 with
   ``Retry-After`` when Redis does not take the spans. A 200 means every span not named as rejected is in Redis.
 - ``POST /v1/turns``: a JSON list of turns (what ``producers.Monitor`` ships with ``VIGIL_INTAKE_URL``), published
   as one ``vigil.ingest`` task; the worker validates each turn and dead-letters the bad ones, as on the Redis path.
@@ -25,7 +26,7 @@ import structlog
 from aiohttp import web
 from aiohttp.web_protocol import RequestPayloadError
 
-from schemas.broker import INGEST_TASK, SPANS_TASK
+from schemas.broker import INGEST_TASK, SPANS_TASK, MessageTooLarge
 from worker.intake.otlp import (
     UndecodableBody,
     decode_traces,
@@ -34,6 +35,7 @@ from worker.intake.otlp import (
 )
 from worker.intake.publish import BROKER_ERRORS, Publisher
 from worker.intake.settings import IntakeSettings
+from worker.settings import get_settings
 
 __all__ = ["make_app"]
 
@@ -48,10 +50,12 @@ _SETTINGS = web.AppKey("settings", IntakeSettings)
 _POOL = web.AppKey("pool", ThreadPoolExecutor)
 
 
-def make_app(redis_url: str, settings: IntakeSettings, *, publish_threads: int = 8) -> web.Application:
+def make_app(redis_url: str, settings: IntakeSettings, *, publish_threads: int = 8,
+             max_message_bytes: int | None = None) -> web.Application:
     app = web.Application(client_max_size=settings.max_bytes, middlewares=[_errors, _auth])
     app[_SETTINGS] = settings
-    app[_PUBLISHER] = Publisher(redis_url, socket_timeout=settings.publish_timeout_s)
+    app[_PUBLISHER] = Publisher(redis_url, socket_timeout=settings.publish_timeout_s,
+                                max_message_bytes=max_message_bytes or get_settings().max_message_bytes)
     app[_POOL] = ThreadPoolExecutor(publish_threads, thread_name_prefix="vigil-intake-publish")
     app.router.add_post("/v1/traces", traces)
     app.router.add_post("/v1/turns", turns)
@@ -104,6 +108,11 @@ async def _publish(request: web.Request, task: str, payload: list, what: str) ->
     app = request.app
     try:
         await asyncio.get_running_loop().run_in_executor(app[_POOL], app[_PUBLISHER].send, task, payload, what)
+    except MessageTooLarge as exc:  # the workers would dead-letter it unread: the sender must send less at once
+        log.warning("request over the message budget; answered 413", path=request.path, items=len(payload),
+                    error=str(exc))
+        return _error(413, _RESOURCE_EXHAUSTED, f"{len(payload)} {what} in one message: {exc}; send fewer at once",
+                      request)
     except BROKER_ERRORS as exc:
         retry_after = app[_SETTINGS].retry_after_s
         log.error("redis refused the request; answered 503", path=request.path, items=len(payload), error=repr(exc),

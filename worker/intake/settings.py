@@ -7,6 +7,8 @@ from functools import lru_cache
 from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from worker.settings import get_settings
+
 __all__ = ["IntakeSettings", "intake_settings"]
 
 
@@ -14,7 +16,8 @@ class IntakeSettings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="VIGIL_INTAKE_", extra="ignore")
 
     token: SecretStr | None = Field(default=None, description="when set, requests need 'Authorization: Bearer …'")
-    max_bytes: int = Field(default=16 * 2**20, gt=0, description="largest request body, after decompression")
+    max_bytes: int = Field(default_factory=lambda: get_settings().max_message_bytes, gt=0,
+                           description="largest request body, after decompression (default VIGIL_MAX_MESSAGE_BYTES)")
     retry_after_s: int = Field(default=5, ge=1, description="Retry-After of a 503 while Redis refuses writes")
     publish_timeout_s: float = Field(default=5.0, gt=0, description="per Redis command when publishing")
     settle_s: float = Field(default=10.0, ge=0, description="a trace is assembled this long after its last span")

@@ -38,6 +38,8 @@ def configure(broker_url: str | None = None) -> Celery:
             "unacked_restore_interval": settings.restore_interval_s,
             "unacked_restore_throttle": 1,
             "unacked_restore_limit": 1000,
+            # A larger message is dead-lettered before it is decoded (decoding multiplies its size in memory)
+            "max_message_bytes": settings.max_message_bytes,
         },
         broker_connection_retry_on_startup=True,
         task_routes={INGEST_TASK: {"queue": INGEST_QUEUE}, "vigil.score": {"queue": SCORE_QUEUE},
