@@ -9,6 +9,7 @@ import time
 from typing import Any
 
 import pytest
+from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
 
 from producers import GenAISpanProcessor
@@ -130,6 +131,59 @@ def test_the_span_processor_makes_one_turn_of_an_in_process_agent_trace(redis_ur
     assert (turn.question, turn.output) == ("Can I pay by invoice?", "Yes, on business accounts.")
     assert turn.context_texts == ["Invoices are accepted for business accounts."]
     assert monitor.counters().captured == 1
+
+
+RETRIEVER = {"openinference.span.kind": "RETRIEVER",
+             "retrieval.documents.0.document.content": "Orders ship within two business days."}
+
+
+def agent_root(tracer):
+    return tracer.start_span("invoke_agent", attributes={"gen_ai.operation.name": "invoke_agent",
+                                                         "gen_ai.prompt": "When does my order ship?",
+                                                         "gen_ai.completion": "Within two business days."})
+
+
+def test_the_span_processor_waits_for_a_child_that_ends_after_its_root(redis_url, make_monitor):  # noqa: F811
+    monitor = make_monitor(redis_url)
+    provider = TracerProvider()
+    provider.add_span_processor(GenAISpanProcessor(monitor, late_grace_s=600))
+    tracer = provider.get_tracer("agent")
+
+    root = agent_root(tracer)
+    late = tracer.start_span("retrieve (async)", context=trace.set_span_in_context(root), attributes=RETRIEVER)
+    root.end()
+    assert monitor.flush(timeout=10) and turns(redis_url) == [], "the root ended, its child not yet"
+    late.end()
+    assert monitor.flush(timeout=10)
+
+    [wire] = turns(redis_url)
+    turn = Turn.model_validate(wire)
+    assert turn.span_id == format(root.get_span_context().span_id, "016x")
+    assert turn.context_texts == ["Orders ship within two business days."]
+
+
+def test_a_child_ending_after_the_grace_makes_the_trace_assembled_again_under_the_same_turn_id(  # noqa: F811
+        redis_url, make_monitor):
+    monitor = make_monitor(redis_url)
+    provider = TracerProvider()
+    provider.add_span_processor(GenAISpanProcessor(monitor, late_grace_s=0.05))
+    tracer = provider.get_tracer("agent")
+
+    root = agent_root(tracer)
+    late = tracer.start_span("retrieve (streaming)", context=trace.set_span_in_context(root), attributes=RETRIEVER)
+    root.end()
+    deadline = time.monotonic() + 60  # the grace runs out on the processor's timer thread
+    while not turns(redis_url) and time.monotonic() < deadline:
+        monitor.flush(timeout=10)
+        time.sleep(0.05)
+    [first] = turns(redis_url)
+    late.end()
+    assert monitor.flush(timeout=10)
+
+    first_turn, second_turn = (Turn.model_validate(wire) for wire in turns(redis_url))
+    assert first_turn.context_texts == [], "assembled when the grace ran out, without the child"
+    assert second_turn.context_texts == ["Orders ship within two business days."], "assembled again, whole"
+    assert (first_turn.trace_id, first_turn.span_id) == (second_turn.trace_id, second_turn.span_id)
 
 
 def test_many_span_batches_within_a_second_schedule_one_sweep(redis_url):
