@@ -1,7 +1,9 @@
 """How much work is still in Redis: the queues, the write queue and in-flight batches, and unacked deliveries.
 
 All zero means every message handed to vigil has been processed and every row inserted (the ingest and score
-tasks push their rows before they are acked; the writer clears its in-flight list only after the insert).
+tasks push their rows before they are acked; the writer clears its in-flight list only after the insert). A message
+a consumer has popped but not yet recorded as unacked is in no queue and not in ``unacked``; it is still in the
+journal (``schemas.broker``: written with the publish, cleared by the ack), which therefore counts too.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from collections.abc import Callable
 
 import redis
 
-from schemas.broker import INGEST_QUEUE
+from schemas.broker import INGEST_QUEUE, JOURNAL
 from worker.pipeline.app import ALERTS_QUEUE, SCORE_QUEUE
 from worker.sinks.write_queue import WRITE_QUEUE, inflight_key
 
@@ -27,6 +29,7 @@ def backlog(client: redis.Redis) -> dict[str, int]:
         WRITE_QUEUE: client.llen(WRITE_QUEUE),
         "writing": inflight,
         "unacked": client.hlen("unacked"),  # kombu's Redis transport: delivered, not yet acked (incl. countdowns)
+        "journaled": client.hlen(JOURNAL),  # published, not yet acked: also a message popped but not yet recorded
     }
 
 
