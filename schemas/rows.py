@@ -17,7 +17,17 @@ from schemas.feedback import Feedback
 from schemas.score import JudgeCall, Score, ScoreResult, TurnColumns, score_id
 from schemas.trace import Turn
 
-__all__ = ["DeadLetter", "JudgeCallRow", "PipelineEvent", "ProducerBatch", "TABLES", "TraceRow", "score_row", "trace_row"]
+__all__ = [
+    "TABLES",
+    "DeadLetter",
+    "JudgeCallRow",
+    "JudgeEvalRow",
+    "PipelineEvent",
+    "ProducerBatch",
+    "TraceRow",
+    "score_row",
+    "trace_row",
+]
 
 
 def _now() -> datetime:
@@ -122,6 +132,45 @@ class ProducerBatch(BaseModel):
     received_at: datetime = Field(default_factory=_now)
 
 
+class JudgeEvalRow(BaseModel):
+    """One kept ``vigil eval`` run (migration 0007): agreement with people, its intervals, and what it cost."""
+
+    run_id: str
+    dataset: str
+    dataset_format: str
+    dataset_sha256: str
+    scorer: str
+    scorer_version: str
+    params_json: str
+    judge: str
+    judge_model: str
+    n: int = Field(ge=0)
+    scored: int = Field(ge=0)
+    unscored: int = Field(ge=0)
+    failed: int = Field(ge=0)
+    abstained: int = Field(ge=0)
+    pairs: int = Field(ge=0)
+    ties: int = Field(ge=0)
+    pairwise_accuracy: float | None = None
+    pairwise_accuracy_low: float | None = None
+    pairwise_accuracy_high: float | None = None
+    spearman: float | None = None
+    kendall_tau_b: float | None = None
+    pearson: float | None = None
+    cohen_kappa: float | None = None
+    reference_pairwise_accuracy: float | None = None
+    reference_spearman: float | None = None
+    judge_calls: int = Field(ge=0)
+    prompt_tokens: int = Field(ge=0)
+    completion_tokens: int = Field(ge=0)
+    cost_usd: float
+    p50_latency_ms: float | None = None
+    p95_latency_ms: float | None = None
+    report_json: str
+    started_at: datetime
+    ended_at: datetime
+
+
 TABLES: dict[str, type[BaseModel]] = {
     "traces": TraceRow,
     "scores": Score,
@@ -130,6 +179,7 @@ TABLES: dict[str, type[BaseModel]] = {
     "dead_letters": DeadLetter,
     "feedback": Feedback,
     "producer_batches": ProducerBatch,
+    "judge_evals": JudgeEvalRow,
 }
 
 def score_row(turn: Turn, monitor: MonitorConfig, result: ScoreResult) -> Score:

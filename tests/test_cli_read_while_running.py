@@ -17,14 +17,15 @@ import clickhouse_connect
 import pytest
 
 from tests.pipeline import WorkerProcess, make_turn, send, wait_drained
+from tests.test_eval import LABELLED, labelled_file
 from worker.store.read_server import endpoint_path, read_endpoint
 
 CONFIG = Path(__file__).parent / "fixtures" / "pipeline.yaml"
 
 
-def vigil(home: Path, *args: str) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if k not in ("CLICKHOUSE_DSN", "VIGIL_CONFIG")}
-    env.update(VIGIL_HOME=str(home), COLUMNS="200")
+def vigil(home: Path, *args: str, **extra_env: str) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k not in ("CLICKHOUSE_DSN", "VIGIL_CONFIG", "REDIS_URL")}
+    env.update(VIGIL_HOME=str(home), COLUMNS="200", **extra_env)
     return subprocess.run([sys.executable, "-m", "worker", *args], env=env, capture_output=True, text=True,
                           timeout=120, check=False)
 
@@ -103,6 +104,29 @@ def test_alerts_check_runs_while_the_worker_runs(running):
 
     assert run.returncode == 0, run.stderr
     assert "alert event(s)" in run.stdout
+
+
+def test_eval_hands_its_run_to_the_running_workers_writer_and_report_lists_it(running, redis_url, tmp_path):
+    worker, _ = running
+    endpoint = wait_for_endpoint(worker)
+    dataset = labelled_file(tmp_path)
+
+    run = vigil(worker.home, "eval", "--dataset", str(dataset), "--scorer", "answer_relevancy", "--json",
+                REDIS_URL=redis_url)
+
+    assert run.returncode == 0, run.stderr
+    run_id = json.loads(run.stdout)["run_id"]
+    assert f"kept as run {run_id}" in run.stderr and "through the running worker's writer" in run.stderr
+    client = clickhouse_connect.get_client(host=endpoint.host, port=endpoint.port, password=endpoint.password,
+                                           compress=False)
+    deadline = time.monotonic() + 30
+    while not (rows := client.query("SELECT run_id, scorer, n FROM judge_evals WHERE run_id = {r:String}",
+                                    parameters={"r": run_id}).result_rows):
+        assert time.monotonic() < deadline, worker.output()[-3000:]
+        time.sleep(0.2)
+    assert rows == [(run_id, "answer_relevancy", len(LABELLED))]
+    listed = json.loads(vigil(worker.home, "report", "--json").stdout)["judge_evals"]
+    assert [e["run_id"] for e in listed] == [run_id]
 
 
 def test_the_read_endpoint_refuses_writes_and_strangers(running):

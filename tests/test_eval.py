@@ -236,6 +236,7 @@ monitors: [{{name: correctness, scorer: rag_correctness, judge: graded, params: 
 def _subprocess_eval(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "VIGIL_HOME": str(tmp_path / "home")}
     env.pop("CLICKHOUSE_DSN", None)
+    env.pop("REDIS_URL", None)  # no worker's Redis to hand the run to
     return subprocess.run([sys.executable, "-m", "worker", "eval", "--dataset", str(labelled_file(tmp_path)),
                            "--scorer", "answer_relevancy", "--json", *args],
                           check=False, env=env, capture_output=True, text=True, timeout=120)
@@ -274,6 +275,7 @@ def test_a_store_held_by_another_process_is_a_one_line_note_and_the_results_stil
     assert json.loads(done.stdout)["agreement"]["n"] == len(LABELLED)
     (note,) = done.stderr.strip().splitlines()
     assert note.startswith("not kept: the store") and "held by a running vigil worker" in note
+    assert "set REDIS_URL" in note
 
 
 def test_an_abstention_orders_below_every_scored_item_and_two_abstentions_tie(tmp_path, judge_server):

@@ -99,7 +99,8 @@ async def _run(dataset, scorer, judge, *, concurrency, params, limit, progress: 
 @click.option("--limit", type=click.IntRange(min=1), default=None, help="Only the first N items.")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object: agreement, cost, reference, items.")
 @click.option("--keep/--no-keep", default=True, show_default=True,
-              help="Keep the run in the judge_evals table (CLICKHOUSE_DSN, else the embedded store).")
+              help="Keep the run in the judge_evals table (CLICKHOUSE_DSN, else the embedded store; while a worker "
+                   "holds that, through its writer on REDIS_URL).")
 def eval_command(dataset_path: Path, dataset_format: str, scorer: str | None, params: str | None,
                  monitor_name: str | None, judge_base_url: str | None, model: str | None, limit: int | None,
                  as_json: bool, keep: bool) -> None:
@@ -109,6 +110,7 @@ def eval_command(dataset_path: Path, dataset_format: str, scorer: str | None, pa
     from worker.eval.keep import keep as keep_run
     from worker.eval.show import print_eval
     from worker.scorers import build_scorer
+    from worker.settings import get_settings
 
     monitor, judge_config = _setup(monitor_name, scorer, params, judge_base_url, model)
     try:
@@ -136,7 +138,7 @@ def eval_command(dataset_path: Path, dataset_format: str, scorer: str | None, pa
 
     if keep:
         try:
-            where = keep_run(report)
+            where = keep_run(report, redis_url=get_settings().redis_url)
             note = f"kept as run {report.run_id} in judge_evals ({where})"
         except NotKept as exc:
             note = f"not kept: {exc}"
