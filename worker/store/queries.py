@@ -42,9 +42,22 @@ class Query:
     unit: str = ""
 
 
+def _selected(variable: str) -> str:
+    """The values selected in a dashboard variable, as an array of strings, whatever bytes they hold.
+
+    The variable's option values are ``encodeURLComponent(name)`` (see ``VARIABLES``); Grafana's ``percentencode``
+    format percent-encodes them again, a list as ``{v1,v2}``. Percent-encoded text holds only ``A-Z a-z 0-9 - _ .
+    ~ %``, so it cannot end the string literal it sits in (no quote, no backslash), and as the option values hold
+    no comma or brace either, the list splits back exactly. ``singlequote`` and ``sqlstring`` leave backslashes
+    alone, which ClickHouse reads as escapes: a name like ``zz\\') OR 1=1 --`` ended the literal.
+    """
+    return (f"arrayMap(v -> decodeURLComponent(v), splitByChar(',', "
+            f"trim(BOTH '{{}}' FROM decodeURLComponent('${{{variable}:percentencode}}'))))")
+
+
 def _vars(*columns: str, alias: str = "") -> str:
-    """The dashboard filters: ``1=1`` when a variable selects All, else an IN list."""
-    return " AND ".join(f"$__conditionalAll({alias}{c} IN (${{{c}:singlequote}}), ${c})" for c in columns)
+    """The dashboard filters: ``1=1`` when a variable selects All, else membership in the selected values."""
+    return " AND ".join(f"$__conditionalAll(has({_selected(c)}, {alias}{c}), ${c})" for c in columns)
 
 
 _SCORE = "score / if(scale > 0, scale, 1)"  # every chart shows scores on 0..1, whatever the scorer's scale
@@ -107,7 +120,7 @@ ORDER BY monitor, agent""",
         "ci_low..ci_high: the 95% interval of the mean (the scores are a sample of the turns).",
     ),
     Query(
-        "score_mean_ci", "$monitor: mean score with its 95% interval", "timeseries",
+        "score_mean_ci", "${monitor:text}: mean score with its 95% interval", "timeseries",
         f"""
 SELECT time, agent, monitor, turns, mean_score,
        {_mean_ci("mean_score", "variance", "turns")}
@@ -464,18 +477,22 @@ ORDER BY lost DESC, project, agent""",
 ANNOTATIONS: dict[str, Query] = {
     "alerts_fired": Query(
         "alerts_fired", "vigil alerts", "table",
-        """
+        f"""
 SELECT fired_at AS time, concat(rule, ': ', message) AS text, arrayFilter(x -> x != '', [kind, agent, monitor, judge]) AS tags
 FROM alerts FINAL
-WHERE $__timeFilter(fired_at) AND $__conditionalAll((monitor IN (${monitor:singlequote}) OR monitor = ''), $monitor)
+WHERE $__timeFilter(fired_at) AND $__conditionalAll((has({_selected("monitor")}, monitor) OR monitor = ''), $monitor)
 ORDER BY time""",
         ("time", "text", "tags"),
         "When each alert fired, on every time-series panel.",
     ),
 }
 
+# A variable's options: the value Grafana substitutes (first column: the name URL-encoded, see ``_selected``) and
+# the text it shows (second column: the name).
 VARIABLES: dict[str, Query] = {
-    name: Query(name, name, "variable", f"SELECT DISTINCT {name} FROM scores_1h ORDER BY {name}", (name,))
+    name: Query(name, name, "variable",
+                f"SELECT DISTINCT encodeURLComponent({name}) AS value, {name} AS text FROM scores_1h ORDER BY text",
+                ("value", "text"))
     for name in ("project", "agent", "monitor")
 }
 
@@ -673,7 +690,7 @@ ORDER BY span_id""",
 )
 
 _MACRO_FN = re.compile(r"\$__(timeFilter|timeFilter_ms|timeInterval|dateFilter)\(([^()]*)\)")
-_CONDITIONAL_ALL = re.compile(r"\$__conditionalAll\((.*?),\s*\$(\w+)\)")
+_CONDITIONAL_ALL = "$__conditionalAll("
 _VARIABLE = re.compile(r"\$\{(\w+)(?::(\w+))?\}|\$(\w+)")
 _PLACEHOLDER = re.compile(r"\{(window_minutes|baseline_minutes|min_samples)\}")
 
@@ -683,8 +700,55 @@ def bind(sql: str, **values: int) -> str:
     return _PLACEHOLDER.sub(lambda m: str(int(values[m.group(1)])), sql)
 
 
-def _quote(value: str) -> str:
-    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+def _percent_encode(text: str, keep: str) -> str:
+    """Each UTF-8 byte of ``text`` outside ASCII letters, digits and ``keep`` as ``%XX`` (upper-case hex)."""
+    return "".join(chr(b) if chr(b).isascii() and (chr(b).isalnum() or chr(b) in keep) else f"%{b:02X}"
+                   for b in text.encode("utf-8"))
+
+
+def option_value(name: str) -> str:
+    """A variable option's value as ClickHouse's ``encodeURLComponent(name)`` gives it (``VARIABLES``): every byte
+    but ``A-Z a-z 0-9 - _ . ~`` percent-encoded."""
+    return _percent_encode(name, "-_.~")
+
+
+def grafana_percentencode(value: str | Sequence[str]) -> str:
+    """Grafana's ``${var:percentencode}``, byte for byte (scenes' and the legacy ``formatRegistry``): a list is
+    joined as ``{a,b}`` first ("like glob, but url escaped"), then ``encodeURIComponentStrict``: JavaScript's
+    ``encodeURIComponent`` (which keeps ``A-Z a-z 0-9 - _ . ! ~ * ' ( )``) with ``! ' ( ) *`` encoded too."""
+    text = value if isinstance(value, str) else "{" + ",".join(value) + "}"
+    uri_component = _percent_encode(text, "-_.!~*'()")
+    return re.sub(r"[!'()*]", lambda m: f"%{ord(m.group(0)):X}", uri_component)
+
+
+def _macro_args(sql: str, open_paren: int) -> list[str] | None:
+    """The plugin's ``getMacroArgs``: the arguments of the call whose ``(`` is at ``open_paren``, split at its
+    top-level commas by counting brackets (string literals are not special to it)."""
+    args, depth, last = [], 0, open_paren + 1
+    for match in re.finditer(r"[(),]", sql[open_paren:]):
+        at = open_paren + match.start()
+        depth += {"(": 1, ")": -1}.get(match.group(0), 0)
+        if match.group(0) == "," and depth == 1:
+            args.append(sql[last:at])
+            last = at + 1
+        if depth == 0:
+            args.append(sql[last:at])
+            return args
+    return None
+
+
+def _conditional_all(sql: str, variables: Mapping[str, Sequence[str] | None]) -> str:
+    """The plugin's ``applyConditionalAll``: from the last ``$__conditionalAll(phrase, $var)`` back to the first,
+    the phrase, or ``1=1`` when ``$var`` selects All (here: absent, None or empty)."""
+    while (at := sql.rfind(_CONDITIONAL_ALL)) != -1:
+        args = _macro_args(sql, at + len(_CONDITIONAL_ALL) - 1)
+        if args is None or len(args) != 2:
+            return sql
+        phrase, var = args
+        if not variables.get(var.strip()[1:]):
+            phrase = "1=1"
+        sql = sql.replace(f"{_CONDITIONAL_ALL}{args[0]},{args[1]})", phrase, 1)  # JavaScript: the first only
+    return sql
 
 
 def render(
@@ -695,16 +759,16 @@ def render(
     interval_s: int = 60,
     variables: Mapping[str, Sequence[str] | None] | None = None,
 ) -> str:
-    """Expand the Grafana macros and dashboard variables as ``grafana-clickhouse-datasource`` does.
+    """Expand the Grafana macros and dashboard variables as ``grafana-clickhouse-datasource`` and Grafana do.
 
-    A variable that is absent or None selects All (``$__conditionalAll`` becomes ``1=1``).
+    ``variables`` maps a variable to the names selected (the options' text); a variable that is absent, None or
+    empty selects All (``$__conditionalAll`` becomes ``1=1``). A selection is substituted as Grafana would: the
+    options' values (``option_value``) through the variable's format. Only the formats vigil's SQL uses are
+    known: ``percentencode`` and ``text``; any other is an error, so no format goes unchecked.
     """
     variables = variables or {}
     from_s, to_s = int(start.timestamp()), int(end.timestamp())
     from_ms, to_ms = int(start.timestamp() * 1000), int(end.timestamp() * 1000)
-
-    def conditional_all(match: re.Match[str]) -> str:
-        return match.group(1) if variables.get(match.group(2)) else "1=1"
 
     def macro(match: re.Match[str]) -> str:
         name, column = match.group(1), match.group(2).strip()
@@ -719,15 +783,17 @@ def render(
         return f"toStartOfInterval(toDateTime({column}), INTERVAL {max(int(interval_s), 1)} second)"
 
     def variable(match: re.Match[str]) -> str:
-        name = match.group(1) or match.group(3)
+        name, fmt = match.group(1) or match.group(3), match.group(2)
         if name not in variables:
             return match.group(0)
-        values = list(variables[name] or [])
-        if match.group(2) == "singlequote" or match.group(1) is None:
-            return ", ".join(_quote(v) for v in values)
-        return ",".join(values)
+        names = list(variables[name] or [])
+        if fmt == "percentencode":
+            return grafana_percentencode([option_value(n) for n in names])
+        if fmt == "text":
+            return " + ".join(names)
+        raise ValueError(f"variable format {fmt or '(none)'} of ${name} is not one render knows how Grafana applies")
 
-    sql = _CONDITIONAL_ALL.sub(conditional_all, sql)
+    sql = _conditional_all(sql, variables)
     sql = _MACRO_FN.sub(macro, sql)
     sql = (sql.replace("$__fromTime_ms", f"fromUnixTimestamp64Milli({from_ms})")
               .replace("$__toTime_ms", f"fromUnixTimestamp64Milli({to_ms})")
