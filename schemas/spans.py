@@ -38,7 +38,8 @@ from typing import Any, NotRequired, TypedDict
 
 from schemas.trace import ORIGIN_ATTRIBUTE, ORIGINS
 
-__all__ = ["RESOURCE_KEYS", "SpanEvent", "SpanRecord", "assemble", "is_genai"]
+__all__ = ["DETAILS_EVENT", "RESOURCE_KEYS", "SpanEvent", "SpanRecord", "assemble", "attach_logs", "is_genai",
+           "log_record"]
 
 # The resource attributes assembly reads; a receiver may keep only these.
 RESOURCE_KEYS = frozenset({"service.name", "deployment.environment.name", "deployment.environment", "vigil.project"})
@@ -62,9 +63,11 @@ class SpanRecord(TypedDict):
     attributes: dict[str, Any]
     events: NotRequired[list[SpanEvent]]
     resource: NotRequired[dict[str, Any]]
+    log: NotRequired[bool]  # a log record's event for span ``span_id``, not a span (``log_record``)
 
 
 REFERENCE_ATTRIBUTE = "vigil.reference"
+DETAILS_EVENT = "gen_ai.client.inference.operation.details"  # a call's inputs, outputs and instructions, as one event
 _ROLES = {"developer": "system", "human": "user", "ai": "assistant", "model": "assistant", "function": "tool",
           "system": "system", "user": "user", "assistant": "assistant", "tool": "tool"}
 _INPUT_EVENTS = {"gen_ai.system.message": "system", "gen_ai.user.message": "user",
@@ -80,10 +83,16 @@ def is_genai(attributes: Mapping[str, Any], event_names: Iterable[str] = ()) -> 
 
 
 def assemble(spans: Iterable[SpanRecord]) -> list[dict[str, Any]]:
-    """The turns in one trace's spans (a span id seen twice counts once: the last copy wins)."""
+    """The turns in one trace's spans (a span id seen twice counts once: the last copy wins). Log records
+    (``log_record``) are attached to their spans first (``attach_logs``)."""
     by_id: dict[str, SpanRecord] = {}
+    logs: list[SpanRecord] = []
     for span in spans:
-        by_id[span["span_id"]] = span
+        if span.get("log"):
+            logs.append(span)
+        else:
+            by_id[span["span_id"]] = span
+    by_id = attach_logs(by_id, logs)
     children: dict[str | None, list[SpanRecord]] = defaultdict(list)
     for span in by_id.values():
         parent = span.get("parent_id")
@@ -100,6 +109,49 @@ def assemble(spans: Iterable[SpanRecord]) -> list[dict[str, Any]]:
         if turn is not None:
             turns.append(turn)
     return turns
+
+
+def log_record(trace_id: str, span_id: str, event: SpanEvent, resource: dict[str, Any]) -> SpanRecord:
+    """A GenAI event that came as an OpenTelemetry log record (the GenAI conventions' events: message content in
+    ``gen_ai.user.message`` / ``gen_ai.choice`` ..., or all of a call's in ``DETAILS_EVENT``), kept with its trace's
+    spans: a span-shaped record marked ``log`` that ``assemble`` attaches to its span."""
+    return {"trace_id": trace_id, "span_id": span_id, "parent_id": None, "name": event["name"],
+            "start": event["time"], "end": event["time"], "attributes": {}, "events": [event], "resource": resource,
+            "log": True}
+
+
+def attach_logs(by_id: dict[str, SpanRecord], logs: Iterable[SpanRecord]) -> dict[str, SpanRecord]:
+    """Spans with their log records' events added (an event delivered twice counts once). The attributes of a
+    ``gen_ai.client.inference.operation.details`` event fill in what its span does not say itself. A log record
+    whose span never arrived stands in for it: a span of its own, at the top of the trace."""
+    events: dict[str, list[SpanEvent]] = defaultdict(list)
+    stand_ins: dict[str, SpanRecord] = {}
+    for log in logs:
+        events[log["span_id"]].extend(log.get("events") or ())
+        stand_ins.setdefault(log["span_id"], log)
+    if not events:
+        return by_id
+    out = dict(by_id)
+    for span_id, added in events.items():
+        span = out.get(span_id)
+        if span is None:
+            first = stand_ins[span_id]
+            times = [e["time"] for e in added if e.get("time")] or [first["start"]]
+            span = {**first, "name": "log events", "start": min(times), "end": max(times), "events": []}
+            span.pop("log", None)
+        seen, merged = set(), []
+        for event in [*(span.get("events") or ()), *added]:
+            key = (event["name"], event.get("time"), json.dumps(event.get("attributes"), sort_keys=True, default=str))
+            if key not in seen:
+                seen.add(key)
+                merged.append(event)
+        attributes = dict(span["attributes"])
+        for event in merged:
+            if event["name"] == DETAILS_EVENT:
+                for key, value in (event.get("attributes") or {}).items():
+                    attributes.setdefault(key, value)
+        out[span_id] = {**span, "attributes": attributes, "events": merged}
+    return out
 
 
 def _roots(children: Mapping[str | None, list[SpanRecord]], kinds: Mapping[str, str], wanted: tuple[str, ...]):

@@ -240,3 +240,58 @@ def test_a_span_without_genai_content_is_kept_as_a_bare_link_in_its_trace(intake
     assert (link["span_id"], link["name"], link["attributes"]) == ("aaaaaaaaaaaaaaaa", "GET /ask", {})
     assert "resource" not in link and "events" not in link
     assert (llm["parent_id"], llm["attributes"]["gen_ai.operation.name"]) == ("aaaaaaaaaaaaaaaa", "chat")
+
+
+def otlp_logs_json(*records: dict[str, Any]) -> bytes:
+    return json.dumps({"resourceLogs": [{
+        "resource": {"attributes": [{"key": "service.name", "value": {"stringValue": "billing-bot"}}]},
+        "scopeLogs": [{"logRecords": list(records)}]}]}).encode()
+
+
+def json_log(event_name: str | None, content: str, **ids: str) -> dict[str, Any]:
+    record: dict[str, Any] = {"timeUnixNano": "1700000000500000000", "body": {"kvlistValue": {"values": [
+        {"key": "content", "value": {"stringValue": content}}]}}, **ids}
+    if event_name:
+        record["eventName"] = event_name
+    return record
+
+
+def test_logs_as_gzip_json_keep_the_genai_events_with_their_span_and_name_those_without_one(intake, redis_url):
+    body = otlp_logs_json(json_log(None, "GET /healthz 200", traceId=TRACE_ID, spanId=SPAN_ID),
+                          json_log("gen_ai.user.message", "Why was I charged twice?", traceId=TRACE_ID, spanId=SPAN_ID),
+                          json_log("gen_ai.user.message", "And where is my parcel?"))
+
+    status, _, answer = post(f"{intake.url}/v1/logs", gzip.compress(body), "application/json",
+                             **{"Content-Encoding": "gzip"})
+
+    assert status == 200
+    partial = json.loads(answer)["partialSuccess"]
+    assert partial["rejectedLogRecords"] == "1" and "log_records[2] (gen_ai.user.message)" in partial["errorMessage"]
+    assert "needs the trace_id and span_id of its span" in partial["errorMessage"]
+    [record] = queued(redis_url, "vigil.spans")  # the application log is dropped, not kept or rejected
+    assert (record["trace_id"], record["span_id"], record["log"]) == (TRACE_ID, SPAN_ID, True)
+    assert record["events"] == [{"name": "gen_ai.user.message", "time": 1700000000500000000,
+                                 "attributes": {"content": "Why was I charged twice?"}}]
+    assert record["resource"] == {"service.name": "billing-bot"}
+
+
+def test_a_logs_body_that_cannot_be_decoded_is_answered_400_and_another_content_type_415(intake, redis_url):
+    garbage, _, answer = post(f"{intake.url}/v1/logs", b"\xff\x00 not protobuf", "application/x-protobuf")
+    wrong_type, _, _ = post(f"{intake.url}/v1/logs", b"hello", "text/plain")
+
+    assert (garbage, wrong_type) == (400, 415)
+    assert "ExportLogsServiceRequest" in status_pb2.Status.FromString(answer).message
+    assert queued(redis_url, "vigil.spans") == []
+
+
+def test_when_redis_refuses_writes_a_logs_request_is_answered_503_with_retry_after(intake, redis_url):
+    client = redis.Redis.from_url(redis_url)
+    client.config_set("maxmemory", 1)
+    try:
+        status, headers, _ = post(f"{intake.url}/v1/logs", otlp_logs_json(
+            json_log("gen_ai.user.message", "hi", traceId=TRACE_ID, spanId=SPAN_ID)), "application/json")
+    finally:
+        client.config_set("maxmemory", 0)
+
+    assert status == 503 and headers["Retry-After"] == "2"
+    assert queued(redis_url, "vigil.spans") == []

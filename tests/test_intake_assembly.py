@@ -216,3 +216,16 @@ def test_a_sweep_that_could_not_be_published_is_scheduled_by_the_retry(redis_url
         schedule_sweep(client, "vigil.intake.sweep", due, refused)
 
     assert schedule_sweep(client, "vigil.intake.sweep", due, lambda countdown: None)
+
+
+def test_a_log_event_delivered_twice_is_attached_to_its_span_once():
+    from schemas.spans import log_record
+
+    chat_span = span("c1", None, 0, **{"gen_ai.operation.name": "chat"})
+    choice = {"name": "gen_ai.choice", "time": 5, "attributes": {"message": {"role": "assistant", "content": "Yes."}}}
+    asked = {"name": "gen_ai.user.message", "time": 4, "attributes": {"content": "Open on Sunday?"}}
+    logs = [log_record(TRACE, chat_span["span_id"], event, {}) for event in (asked, choice, choice)]
+
+    [turn] = assemble([*logs, chat_span])
+
+    assert (turn["input"], turn["output"]) == ([{"role": "user", "content": "Open on Sunday?"}], "Yes.")

@@ -1,11 +1,17 @@
-"""OTLP/HTTP trace requests in and out: decoding ``ExportTraceServiceRequest`` (protobuf or JSON) into span records,
-and encoding the answers (``ExportTraceServiceResponse`` with ``partial_success``, ``google.rpc.Status`` on errors).
+"""OTLP/HTTP requests in and out: decoding ``ExportTraceServiceRequest`` (protobuf or JSON) into span records and
+``ExportLogsServiceRequest`` into the GenAI events they carry, and encoding the answers (``ExportTraceServiceResponse``
+/ ``ExportLogsServiceResponse`` with ``partial_success``, ``google.rpc.Status`` on errors).
 
 Of the resource, only the attributes assembly reads are kept (``schemas.spans.RESOURCE_KEYS``), once per span. A span
 with nothing GenAI or OpenInference on it (an HTTP server span, a database call) is kept as a bare link: its ids,
 parent, name and times, so the trace's tree stays whole while its attributes, events and resource are dropped.
 A span whose ids are not OTLP ids (a 16-byte trace id and an 8-byte span id, not all zeros) is rejected, and the
 answer's ``partial_success`` says which and why; the others are kept.
+
+Of logs, only GenAI events are kept: a log record whose event name (``event_name``, else the ``event.name``
+attribute) starts with ``gen_ai.``, as a span event of its span (``schemas.spans.log_record``): its attributes, and
+its body's fields (a map body; a text body as ``content``). Other log records are accepted and dropped; a GenAI
+event without a valid trace and span id cannot be attached to a trace and is rejected, named in ``partial_success``.
 """
 
 from __future__ import annotations
@@ -23,11 +29,17 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest,
     ExportTraceServiceResponse,
 )
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import (
+    ExportLogsPartialSuccess,
+    ExportLogsServiceRequest,
+    ExportLogsServiceResponse,
+)
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 
-from schemas.spans import RESOURCE_KEYS, SpanRecord, is_genai
+from schemas.spans import RESOURCE_KEYS, SpanRecord, is_genai, log_record
 
-__all__ = ["Decoded", "UndecodableBody", "decode_traces", "encode_error", "encode_response"]
+__all__ = ["Decoded", "UndecodableBody", "decode_logs", "decode_traces", "encode_error", "encode_logs_response",
+           "encode_response"]
 
 _ZERO_TRACE, _ZERO_SPAN = bytes(16), bytes(8)
 _ID_FIELDS = ("traceId", "spanId", "parentSpanId", "trace_id", "span_id", "parent_span_id")
@@ -57,7 +69,40 @@ class Decoded:
 
 def decode_traces(body: bytes, *, json_body: bool) -> Decoded:
     """The span records in one export request; raises ``UndecodableBody``."""
-    request = ExportTraceServiceRequest()
+    return _records(_parse(body, ExportTraceServiceRequest(), json_body=json_body))
+
+
+def decode_logs(body: bytes, *, json_body: bool) -> Decoded:
+    """The GenAI events in one logs export request, as records for their traces; raises ``UndecodableBody``."""
+    request = _parse(body, ExportLogsServiceRequest(), json_body=json_body)
+    out = Decoded()
+    for r, resource_logs in enumerate(request.resource_logs):
+        resource = {kv.key: _value(kv.value) for kv in resource_logs.resource.attributes if kv.key in RESOURCE_KEYS}
+        for s, scope_logs in enumerate(resource_logs.scope_logs):
+            for i, record in enumerate(scope_logs.log_records):
+                attributes = _attributes(record.attributes)
+                name = record.event_name or str(attributes.pop("event.name", "") or "")
+                if not name.startswith("gen_ai."):
+                    continue
+                where = f"resource_logs[{r}].scope_logs[{s}].log_records[{i}] ({name})"
+                if len(record.trace_id) != 16 or record.trace_id == _ZERO_TRACE or len(record.span_id) != 8 \
+                        or record.span_id == _ZERO_SPAN:
+                    out.reject(where, "a GenAI event needs the trace_id and span_id of its span")
+                    continue
+                body_value = _value(record.body) if record.HasField("body") else None
+                if isinstance(body_value, dict):
+                    attributes.update(body_value)
+                elif body_value not in (None, ""):
+                    attributes.setdefault("content", body_value)
+                event = {"name": name, "time": record.time_unix_nano or record.observed_time_unix_nano,
+                         "attributes": attributes}
+                out.spans.append(log_record(record.trace_id.hex(), record.span_id.hex(), event, resource))
+    return out
+
+
+def _parse(body: bytes, request, *, json_body: bool):
+    """``body`` parsed into the (empty) protobuf message ``request``; raises ``UndecodableBody``."""
+    kind = type(request).__name__
     if json_body:
         try:
             data = json.loads(body)
@@ -68,13 +113,13 @@ def decode_traces(body: bytes, *, json_body: bool) -> Decoded:
         try:
             json_format.ParseDict(_hex_ids_to_base64(data), request, ignore_unknown_fields=True)
         except (json_format.ParseError, ValueError, TypeError) as exc:
-            raise UndecodableBody(f"not an OTLP ExportTraceServiceRequest: {exc}") from None
+            raise UndecodableBody(f"not an OTLP {kind}: {exc}") from None
     else:
         try:
             request.ParseFromString(body)
         except (DecodeError, ValueError) as exc:
-            raise UndecodableBody(f"not a protobuf ExportTraceServiceRequest: {exc}") from None
-    return _records(request)
+            raise UndecodableBody(f"not a protobuf {kind}: {exc}") from None
+    return request
 
 
 def _records(request: ExportTraceServiceRequest) -> Decoded:
@@ -151,6 +196,16 @@ def encode_response(decoded: Decoded, *, json_body: bool) -> bytes:
     if decoded.rejected:
         response.partial_success.CopyFrom(ExportTracePartialSuccess(rejected_spans=decoded.rejected,
                                                                     error_message=decoded.error_message))
+    if json_body:
+        return json_format.MessageToJson(response, indent=None).encode()
+    return response.SerializeToString()
+
+
+def encode_logs_response(decoded: Decoded, *, json_body: bool) -> bytes:
+    response = ExportLogsServiceResponse()
+    if decoded.rejected:
+        response.partial_success.CopyFrom(ExportLogsPartialSuccess(rejected_log_records=decoded.rejected,
+                                                                   error_message=decoded.error_message))
     if json_body:
         return json_format.MessageToJson(response, indent=None).encode()
     return response.SerializeToString()

@@ -7,6 +7,9 @@ Routes:
   cannot decode; 413 above ``VIGIL_INTAKE_MAX_BYTES`` (decompressed), or when the message it would publish is over
   ``VIGIL_MAX_MESSAGE_BYTES`` (the workers' budget, and the former's default); 415 for another content type; 503 with
   ``Retry-After`` when Redis does not take the spans. A 200 means every span not named as rejected is in Redis.
+- ``POST /v1/logs``: an OTLP ``ExportLogsServiceRequest``, with the same encodings and answers; the GenAI events
+  among its log records (message content, as current instrumentations may send it) are kept with their span's trace
+  for assembly, the other log records are dropped.
 - ``POST /v1/turns``: a JSON list of turns (what ``producers.Monitor`` ships with ``VIGIL_INTAKE_URL``), published
   as one ``vigil.ingest`` task; the worker validates each turn and dead-letters the bad ones, as on the Redis path.
 - ``GET /healthz``: 200.
@@ -29,8 +32,10 @@ from aiohttp.web_protocol import RequestPayloadError
 from schemas.broker import INGEST_TASK, SPANS_TASK, MessageTooLarge
 from worker.intake.otlp import (
     UndecodableBody,
+    decode_logs,
     decode_traces,
     encode_error,
+    encode_logs_response,
     encode_response,
 )
 from worker.intake.publish import BROKER_ERRORS, Publisher
@@ -58,6 +63,7 @@ def make_app(redis_url: str, settings: IntakeSettings, *, publish_threads: int =
                                 max_message_bytes=max_message_bytes or get_settings().max_message_bytes)
     app[_POOL] = ThreadPoolExecutor(publish_threads, thread_name_prefix="vigil-intake-publish")
     app.router.add_post("/v1/traces", traces)
+    app.router.add_post("/v1/logs", logs)
     app.router.add_post("/v1/turns", turns)
     app.router.add_get("/healthz", healthz)
     app.on_cleanup.append(_close)
@@ -122,25 +128,33 @@ async def _publish(request: web.Request, task: str, payload: list, what: str) ->
     return None
 
 
-async def traces(request: web.Request) -> web.Response:
+async def _otlp(request: web.Request, decode, encode, what: str) -> web.Response:
+    """One OTLP/HTTP export request: decode (400 when it cannot be), publish what is kept, answer."""
     if request.content_type not in (_PROTOBUF, _JSON):
         return _error(415, _INVALID_ARGUMENT, f"content type {request.content_type!r}: send {_PROTOBUF} or {_JSON}",
                       request)
     json_body = _is_json(request)
     body = await request.read()
     try:
-        decoded = decode_traces(body, json_body=json_body)
+        decoded = decode(body, json_body=json_body)
     except UndecodableBody as exc:
-        log.warning("undecodable OTLP body", error=str(exc))
+        log.warning("undecodable OTLP body", path=request.path, error=str(exc))
         return _error(400, _INVALID_ARGUMENT, str(exc), request)
     if decoded.spans:
-        refused = await _publish(request, SPANS_TASK, decoded.spans, "spans")
+        refused = await _publish(request, SPANS_TASK, decoded.spans, what)
         if refused is not None:
             return refused
     if decoded.rejected:
-        log.warning("spans rejected", rejected=decoded.rejected, reasons=decoded.error_message[:1000])
-    return web.Response(body=encode_response(decoded, json_body=json_body),
-                        content_type=_JSON if json_body else _PROTOBUF)
+        log.warning(f"{what} rejected", rejected=decoded.rejected, reasons=decoded.error_message[:1000])
+    return web.Response(body=encode(decoded, json_body=json_body), content_type=_JSON if json_body else _PROTOBUF)
+
+
+async def traces(request: web.Request) -> web.Response:
+    return await _otlp(request, decode_traces, encode_response, "spans")
+
+
+async def logs(request: web.Request) -> web.Response:
+    return await _otlp(request, decode_logs, encode_logs_response, "GenAI log events")
 
 
 async def turns(request: web.Request) -> web.Response:
