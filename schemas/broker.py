@@ -45,8 +45,8 @@ from kombu.utils.json import dumps, loads
 
 __all__ = [
     "ALERTS_QUEUE", "DEFAULT_MESSAGE_BYTES", "INGEST_QUEUE", "INGEST_TASK", "JOURNAL", "JOURNAL_INDEX",
-    "MIN_MESSAGE_BYTES", "SCORE_QUEUE", "SPANS_TASK", "TRANSPORT", "UNDELIVERABLE_TASK", "Channel", "MessageTooLarge",
-    "QoS", "Transport", "broker_ssl", "envelope", "oversize_reason",
+    "MIN_MESSAGE_BYTES", "PARKED_PREFIX", "SCORE_QUEUE", "SPANS_TASK", "TRANSPORT", "UNDELIVERABLE_TASK", "Channel",
+    "MessageTooLarge", "QoS", "Transport", "broker_ssl", "envelope", "journaled", "oversize_reason",
 ]
 
 INGEST_TASK = "vigil.ingest"  # args: [batch], a list of turn dicts (schemas.Turn, validated by the worker)
@@ -55,6 +55,13 @@ INGEST_QUEUE = "vigil.ingest"
 SCORE_QUEUE = "vigil.score"
 ALERTS_QUEUE = "vigil.alerts"  # consumed only by writer processes: the alert check needs the store
 JOURNALED = frozenset({INGEST_QUEUE, SCORE_QUEUE, ALERTS_QUEUE})  # not Celery's pidbox replies and the like
+# Score tasks waiting for a paused judge, one list per judge (``worker.pipeline.parked``): journaled like the rest.
+PARKED_PREFIX = "vigil.parked."
+
+
+def journaled(queue: str) -> bool:
+    return queue in JOURNALED or queue.startswith(PARKED_PREFIX)
+
 TRANSPORT = f"{__name__}:Transport"  # by its own name: also right where the SDK installs it (vigil.sdk.schemas)
 # Headers of an ingest message from the SDK: producer id (one per process), batch sequence number, and the
 # producer's running count of turns shipped, this batch included. The worker records them to show lost turns.
@@ -275,7 +282,7 @@ class Channel(kombu_redis.Channel):
             raise Empty()
 
     def _put(self, queue: str, message: dict, **kwargs) -> None:
-        if queue not in JOURNALED:
+        if not journaled(queue):
             return super()._put(queue, message, **kwargs)
         key = self._q_for_pri(queue, self._get_message_priority(message, reverse=False))
         payload = dumps(message)  # ASCII (JSON escapes the rest): its length is its size in bytes
@@ -296,14 +303,14 @@ class Channel(kombu_redis.Channel):
 
     def _do_restore_message(self, payload: dict, exchange: str, routing_key: str, pipe, leftmost: bool = False):
         super()._do_restore_message(payload, exchange, routing_key, pipe, leftmost)
-        for queue in set(self._lookup(exchange, routing_key)) & JOURNALED:
+        for queue in {q for q in self._lookup(exchange, routing_key) if journaled(q)}:
             key = self._q_for_pri(queue, self._get_message_priority(payload, reverse=False))
             pipe.hset(JOURNAL, _tag(payload), dumps([dumps(payload), key])).zadd(JOURNAL_INDEX, {_tag(payload): time()})
 
 
     def _purge(self, queue: str) -> int:
         """A purged message is gone on purpose: drop its journal entries too, or the sweep would bring it back."""
-        if queue in JOURNALED:
+        if journaled(queue):
             with self.conn_or_acquire() as client:
                 for key in (self._q_for_pri(queue, pri) for pri in self.priority_steps):
                     tags = [_tag(loads(raw)) for raw in client.lrange(key, 0, -1)]

@@ -59,7 +59,7 @@ def test_a_paused_judge_holds_the_work_and_after_resume_every_turn_is_scored_onc
             assert {r.status for r in server.requests} == {401} and refused <= len(turns)
             time.sleep(2)  # two paused-retry periods: the waiting work must not reach the judge again
             assert len(server.requests) == refused, "a paused judge is not called"
-            assert client.hlen("unacked") > 0, "the work waits, delivered and unacked"
+            assert client.llen("vigil.parked.llm") > 0, "the work waits in Redis, parked for its judge"
             env = {**os.environ, "REDIS_URL": redis_url}
             status = subprocess.run([sys.executable, "-m", "worker", "judge", "status"], env=env,
                                     capture_output=True, text=True, check=True).stdout

@@ -25,7 +25,8 @@ class Settings(BaseSettings):
     # this long without an ack, so a shorter value would duplicate delayed tasks.
     visibility_timeout_s: int = Field(default=3600, alias="VIGIL_VISIBILITY_TIMEOUT")
     restore_interval_s: int = Field(default=10, alias="VIGIL_RESTORE_INTERVAL")
-    paused_retry_s: int = Field(default=30, alias="VIGIL_PAUSED_RETRY")
+    # How often each worker checks whether work parked for a paused judge may run again (worker.pipeline.parked).
+    paused_retry_s: float = Field(default=10.0, gt=0, alias="VIGIL_PAUSED_RETRY")
     # Score tasks queued before ingest sheds load (samples less, each shed turn counted); 0: no bound.
     score_queue_max: int = Field(default=10_000, ge=0, alias="VIGIL_SCORE_QUEUE_MAX")
     write_batch_rows: int = Field(default=5000, alias="VIGIL_WRITE_BATCH_ROWS")

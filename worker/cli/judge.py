@@ -136,4 +136,20 @@ def judge_resume(name: str) -> None:
     if not resumed:
         raise click.ClickException(f"judge {name!r} is not paused and not held by a 429 (paused: "
                                    f"{', '.join(still_paused) or 'none'})")
-    click.echo(f"judge {name!r} resumed")
+    released = _release(name)
+    click.echo(f"judge {name!r} resumed" + (f"; {released} waiting score tasks are back on the queue (the rest "
+                                            "follow as the queue has room)" if released else ""))
+
+
+def _release(name: str) -> int:
+    """Put the judge's parked work back on the score queue now, as far as the queue's bound has room."""
+    import redis
+
+    from worker.pipeline.parked import release, room
+    from worker.settings import get_settings
+
+    client = redis.Redis.from_url(os.environ["REDIS_URL"], socket_connect_timeout=5, socket_timeout=10)
+    try:
+        return release(client, name, room(client, get_settings().score_queue_max))
+    finally:
+        client.close()

@@ -69,6 +69,19 @@ def worker_command(concurrency: int, writer: bool, writer_id: str | None, queues
         def _stop(**_: object) -> None:
             the_writer.stop()
 
+    mover = {}
+
+    @signals.worker_ready.connect(weak=False)
+    def _start_mover(**_: object) -> None:
+        from worker.pipeline.parked import start_mover
+
+        mover["thread"] = start_mover()  # releases work parked for a paused judge once it may be called
+
+    @signals.worker_shutdown.connect(weak=False)
+    def _stop_mover(**_: object) -> None:
+        if "thread" in mover:
+            mover["thread"].stop()
+
     argv = ["worker", "--pool=threads", f"--concurrency={concurrency}", f"--queues={queues}",
             "--without-gossip", "--without-mingle", f"--loglevel={settings.log_level}",
             f"--hostname={name or f'vigil-{os.getpid()}@%h'}"]

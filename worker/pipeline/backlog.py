@@ -1,4 +1,5 @@
-"""How much work is still in Redis: the queues, the write queue and in-flight batches, and unacked deliveries.
+"""How much work is still in Redis: the queues, the write queue and in-flight batches, unacked deliveries, and
+score tasks parked for a paused judge.
 
 All zero means every message handed to vigil has been processed and every row inserted (the ingest and score
 tasks push their rows before they are acked; the writer clears its in-flight list only after the insert). A message
@@ -15,6 +16,7 @@ import redis
 
 from schemas.broker import INGEST_QUEUE, JOURNAL
 from worker.pipeline.app import ALERTS_QUEUE, SCORE_QUEUE
+from worker.pipeline.parked import parked
 from worker.sinks.write_queue import WRITE_QUEUE, inflight_key
 
 __all__ = ["backlog", "drained", "wait_drained"]
@@ -28,8 +30,9 @@ def backlog(client: redis.Redis) -> dict[str, int]:
         ALERTS_QUEUE: client.llen(ALERTS_QUEUE),  # the writer's tasks: alert checks, re-scores for feedback
         WRITE_QUEUE: client.llen(WRITE_QUEUE),
         "writing": inflight,
-        "unacked": client.hlen("unacked"),  # kombu's Redis transport: delivered, not yet acked (incl. countdowns)
+        "unacked": client.hlen("unacked"),  # kombu's Redis transport: delivered, not yet acked
         "journaled": client.hlen(JOURNAL),  # published, not yet acked: also a message popped but not yet recorded
+        "parked": sum(parked(client).values()),  # score tasks waiting for a paused judge
     }
 
 

@@ -42,6 +42,7 @@ from worker.pipeline import feedback as feedback_sampling
 from worker.pipeline import loop
 from worker.pipeline.app import SCORE_QUEUE, app
 from worker.pipeline.filters import matches
+from worker.pipeline.parked import parked_queue
 from worker.pipeline.runtime import runtime
 from worker.pipeline.sampling import sampled
 from worker.pipeline.shedding import admitted_fraction
@@ -219,7 +220,7 @@ def _event(turn: Turn, monitor: str, stage: str) -> PipelineEvent:
 @app.task(name="vigil.score", bind=True, max_retries=None)
 def score(self, turn_json: Any, monitors: Any, enqueued_at: float | None = None) -> dict[str, str]:
     """Run the monitors that sampled this turn, concurrently on the process's judge loop. Scores, judge calls and
-    stages go to the write queue in one push; monitors whose judge is paused are retried later, alone."""
+    stages go to the write queue in one push; monitors whose judge is paused are parked for it, alone."""
     rt = runtime()
     names = [monitors] if isinstance(monitors, str) else monitors if isinstance(monitors, list) else [monitors]
     configured = {m.name: m for m in rt.config.monitors}
@@ -254,13 +255,16 @@ def score(self, turn_json: Any, monitors: Any, enqueued_at: float | None = None)
         push(rt.redis, rows.items())
     except _REDIS_FAILED as exc:
         raise _requeue_on_redis_failure(exc) from exc
-    if paused:
+    if paused:  # they wait in Redis for their judge (worker.pipeline.parked), not in this worker's memory
+        by_judge: dict[str, list[str]] = {}
+        for name in paused:
+            by_judge.setdefault(configured[name].judge, []).append(name)
         try:
-            retry = self.retry(args=(turn_json, paused, enqueued_at), countdown=get_settings().paused_retry_s,
-                               throw=False)
+            with app.producer_or_acquire() as producer, producer.batch():
+                for judge, names in by_judge.items():
+                    score.apply_async((turn_json, names, enqueued_at), queue=parked_queue(judge), producer=producer)
         except _REDIS_FAILED as exc:
             raise _requeue_on_redis_failure(exc) from exc
-        raise retry
     return statuses
 
 
