@@ -39,6 +39,7 @@ from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
 from kombu.transport import redis as kombu_redis
+from redis import exceptions as redis_errors
 from kombu.transport import virtual
 from kombu.utils.encoding import bytes_to_str
 from kombu.utils.json import dumps, loads
@@ -321,3 +322,6 @@ class Channel(kombu_redis.Channel):
 
 class Transport(kombu_redis.Transport):
     Channel = Channel
+    # A Redis at maxmemory with noeviction refuses writes until memory is freed (or raised): transient, like a lost
+    # connection, so a consumer reconnects and retries instead of stopping (kombu counts it a channel error).
+    connection_errors = (*kombu_redis.Transport.connection_errors, redis_errors.OutOfMemoryError)

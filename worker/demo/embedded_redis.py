@@ -38,6 +38,7 @@ class EmbeddedRedis:
     port: int = field(default_factory=free_port)
     data_dir: Path | None = None  # default: a temporary directory, removed at stop
     process: subprocess.Popen | None = None
+    options: tuple[str, ...] = ()  # more redis-server arguments, e.g. ("--maxmemory", "20mb")
     _temporary: bool = False
 
     @property
@@ -51,7 +52,7 @@ class EmbeddedRedis:
             redis_server_binary(),
             "--port", str(self.port), "--bind", "127.0.0.1",
             "--dir", str(self.data_dir), "--save", "", "--appendonly", "no",
-            "--daemonize", "no", "--loglevel", "warning",
+            "--daemonize", "no", "--loglevel", "warning", *self.options,
         ]
         self.process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                         start_new_session=True)

@@ -12,17 +12,26 @@ Anyone holding the Redis URL can push anything. Three layers keep one bad messag
 
 Each becomes a ``dead_letters`` row naming the queue and the reason; the message is then acked (removed from the
 journal), so a restart does not meet it again.
+
+The same consumer rides out a broker that refuses writes because it is full (``maxmemory`` with ``noeviction``):
+the transport counts that error a connection error (``schemas.broker.Transport``), so Celery reconnects instead of
+stopping the worker; here each refusal is logged loudly (``REDIS IS OUT OF MEMORY``) and the next attempt waits,
+doubling up to 30 s, so a full broker is not hammered. Messages stay in Redis (journaled) until the worker can
+take them.
 """
 
 from __future__ import annotations
 
 import inspect
+import time
 from typing import Any
 
 import structlog
 from celery import signals
 from celery.worker.consumer import Consumer as CeleryConsumer
+from celery.worker import state as worker_state
 from kombu.exceptions import DecodeError
+from redis.exceptions import OutOfMemoryError
 from vine import promise
 
 from schemas.broker import UNDELIVERABLE_TASK
@@ -72,12 +81,37 @@ def body_problem(task: Any, payload: Any) -> str | None:
 
 
 class Consumer(CeleryConsumer):
-    """Celery's consumer, with every message it cannot turn into a request dead-lettered and acked."""
+    """Celery's consumer, with every message it cannot turn into a request dead-lettered and acked, and a full
+    broker waited out."""
+
+    _MAX_WAIT_S = 30.0
+    _full_streak = 0  # consecutive refusals of a full broker, reset by the next message received
+
+    def on_connection_error_before_connected(self, exc):
+        self._wait_if_full(exc)
+        super().on_connection_error_before_connected(exc)
+
+    def on_connection_error_after_connected(self, exc):
+        self._wait_if_full(exc)
+        super().on_connection_error_after_connected(exc)
+
+    def _wait_if_full(self, exc: BaseException) -> None:
+        if not isinstance(exc, OutOfMemoryError):
+            return
+        self._full_streak += 1
+        wait = min(self._MAX_WAIT_S, 2.0 ** min(self._full_streak, 5))
+        log.error("REDIS IS OUT OF MEMORY: the broker refuses writes (maxmemory reached with noeviction); this "
+                  "worker keeps its place and retries. Free memory or raise maxmemory on the broker",
+                  error=str(exc), attempt=self._full_streak, retry_in_s=wait)
+        deadline = time.monotonic() + wait
+        while time.monotonic() < deadline and not _stopping():
+            time.sleep(0.2)  # a shutdown is still answered at once
 
     def create_task_handler(self, promise=promise):
         handler = super().create_task_handler(promise)
 
         def on_task_received(message):
+            self._full_streak = 0
             try:
                 headers = message.headers
                 task = self.app.tasks.get(headers.get("task")) if isinstance(headers, dict) else None
@@ -104,6 +138,12 @@ class Consumer(CeleryConsumer):
         _record(_queue(message), _raw(message), reason, error_type)
         if not message.acknowledged:
             message.reject(requeue=False)  # removes it from the journal too
+
+
+def _stopping() -> bool:
+    """Whether a shutdown was asked for (Celery's flags hold an exit code, 0 included, once set)."""
+    return any(flag is not None and flag is not False for flag in (worker_state.should_stop,
+                                                                   worker_state.should_terminate))
 
 
 @app.task(name=UNDELIVERABLE_TASK)

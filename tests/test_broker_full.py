@@ -1,0 +1,58 @@
+"""A full broker on real parts: a real redis-server at ``maxmemory`` with ``noeviction`` refuses every write with an
+OOM error. A real `vigil worker` must never take that for a clean stop (it used to exit with status 0): it keeps
+running, says so loudly, retries, and scores the waiting turns once the broker has room again."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+import redis
+
+from tests.pipeline import WorkerProcess, make_turn, send, wait_drained
+from worker.demo.embedded_redis import EmbeddedRedis
+from worker.store import connect
+
+CONFIG = Path(__file__).parent / "fixtures" / "pipeline.yaml"
+FULL = "REDIS IS OUT OF MEMORY"
+
+
+@pytest.fixture
+def full_redis():
+    with EmbeddedRedis(options=("--maxmemory-policy", "noeviction")) as server:
+        yield server
+
+
+def wait_for_line(worker: WorkerProcess, text: str, timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while text not in worker.output():
+        assert worker.process.poll() is None, f"the worker exited ({worker.process.returncode}):\n{worker.output()}"
+        assert time.monotonic() < deadline, f"no {text!r} in the worker's log:\n{worker.output()[-4000:]}"
+        time.sleep(0.2)
+
+
+def test_a_worker_on_a_broker_out_of_memory_keeps_running_says_so_and_scores_the_turns_once_there_is_room(
+        full_redis, tmp_path):
+    client = redis.Redis.from_url(full_redis.url)
+    turns = [make_turn(i) for i in range(3)]
+    send(full_redis.url, turns)
+    client.config_set("maxmemory", 1)  # from now on every write is refused: "OOM command not allowed"
+    with pytest.raises(redis.exceptions.OutOfMemoryError):
+        client.set("probe", "x")
+
+    worker = WorkerProcess(full_redis.url, tmp_path / "vigil", CONFIG).start()
+    try:
+        wait_for_line(worker, FULL)
+        assert worker.process.poll() is None
+        client.config_set("maxmemory", 0)
+        wait_drained(full_redis.url, worker)
+        assert worker.process.poll() is None, "the worker stopped"
+    finally:
+        client.config_set("maxmemory", 0)
+        status = worker.stop()
+    assert status == 0  # stopped by us, cleanly
+
+    scored = {r[0] for r in connect(worker.dsn).query(
+        "SELECT trace_id FROM scores FINAL WHERE monitor = 'relevancy'").result_rows}
+    assert {t["trace_id"] for t in turns} <= scored
