@@ -374,13 +374,14 @@ FROM worst AS w
 LEFT JOIN (
     SELECT trace_id, any(question) AS question, any(output) AS answer
     FROM traces
-    WHERE trace_id IN (SELECT trace_id FROM worst)
+    WHERE $__timeFilter(started_at) AND trace_id IN (SELECT trace_id FROM worst)
     GROUP BY trace_id
 ) AS t ON t.trace_id = w.trace_id
 ORDER BY monitor, score ASC, trace_time DESC""",
         ("trace_time", "agent", "monitor", "scorer_version", "score", "label", "reason", "trace_id", "question",
          "answer"),
-        "The five lowest-scored turns of each monitor in the range.",
+        "The five lowest-scored turns of each monitor in the range (their text read from the range's traces: a "
+        "score's trace_time is its turn's started_at).",
     ),
     Query(
         "judge_evals", "Judge evaluations: agreement with human labels (vigil eval)", "table",
