@@ -19,7 +19,7 @@ from schemas import load_config
 DEPLOY = Path(__file__).resolve().parent.parent / "deploy"
 K8S_VERSION = "1.30.0"
 SECRETS = {"REDIS_PASSWORD": "r-pass-1", "CLICKHOUSE_PASSWORD": "c-pass-2", "GRAFANA_ADMIN_PASSWORD": "g-pass-3",
-           "VIGIL_JUDGE_BASE_URL": "https://judge.example/v1"}
+           "GRAFANA_CLICKHOUSE_PASSWORD": "g-pass-4", "VIGIL_JUDGE_BASE_URL": "https://judge.example/v1"}
 
 
 def _compose() -> dict:
@@ -81,7 +81,8 @@ def test_stores_are_on_an_internal_network_and_published_ports_bind_to_localhost
 def test_compose_runs_redis_clickhouse_grafana_the_collector_and_vigil_worker_migrate_and_beat():
     services = _compose()["services"]
 
-    assert set(services) == {"redis", "clickhouse", "migrate", "worker", "beat", "intake", "otel-collector", "grafana"}
+    assert set(services) == {"redis", "clickhouse", "migrate", "worker", "beat", "intake", "otel-collector", "grafana",
+                             "clickhouse-grafana-user"}
     assert services["worker"]["command"][0] == "worker"
     assert services["beat"]["command"] == ["beat"]
     assert services["migrate"]["command"] == ["migrate"]
