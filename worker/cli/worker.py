@@ -9,21 +9,36 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 import socket
+import threading
+from typing import TYPE_CHECKING
 
 import click
-from celery import signals
 
-from schemas.broker import INGEST_QUEUE
-from worker.cli.config import CheckedConfig, check_config
-from worker.logs import configure_logging
-from worker.pipeline.app import ALERTS_QUEUE, SCORE_QUEUE, app, configure
-from worker.pipeline.beat import schedule
-from worker.settings import CONFIG_NOT_SET, get_settings
-from worker.sinks import writer as process_writer
-from worker.store import connect, default_dsn, migrate
+if TYPE_CHECKING:
+    from worker.cli.config import CheckedConfig
 
 __all__ = ["beat_command", "migrate_command", "worker_command"]
+
+# SIGTERM before Celery installs its own handler (imports, the config check, opening and migrating the store, Celery's
+# bootstrap: seconds, more on a loaded host) would kill the process with the default action: exit -15, no flush.
+# Until Celery takes over, this handler asks for the same warm shutdown instead (the worker exits 0).
+_term_requested = threading.Event()
+
+
+def _early_term(signum: int, frame: object) -> None:
+    from celery.worker import state
+
+    _term_requested.set()
+    state.should_stop = 0  # Celery's warm shutdown (EX_OK), as soon as its consumer loop runs
+
+
+def _stopped_before_start() -> bool:
+    if _term_requested.is_set():
+        click.echo("SIGTERM before the worker started: stopped", err=True)
+    return _term_requested.is_set()
+
 
 @click.command("worker")
 @click.option("--concurrency", "-c", default=100, show_default=True,
@@ -32,9 +47,10 @@ __all__ = ["beat_command", "migrate_command", "worker_command"]
               help="Also run the ClickHouse writer in this process (exactly one on chDB).")
 @click.option("--writer-id", default=None,
               help="Names this writer's in-flight list (default: host name and pid, unique per process).")
-@click.option("--queues", "-Q", default=f"{INGEST_QUEUE},{SCORE_QUEUE}", show_default=True)
+@click.option("--queues", "-Q", default=None, show_default="vigil.ingest,vigil.score")
 @click.option("--name", "-n", default=None, help="Celery node name.")
-def worker_command(concurrency: int, writer: bool, writer_id: str | None, queues: str, name: str | None) -> None:
+def worker_command(concurrency: int, writer: bool, writer_id: str | None, queues: str | None,
+                   name: str | None) -> None:
     """Start a Celery worker (thread pool) and, unless --no-writer, the batching ClickHouse writer.
 
     The monitor config (VIGIL_CONFIG) is checked first, as `vigil config check` does; an invalid or missing one
@@ -45,6 +61,18 @@ def worker_command(concurrency: int, writer: bool, writer_id: str | None, queues
       VIGIL_CONFIG=vigil.yaml REDIS_URL=redis://localhost:6379/0 vigil worker
       vigil worker --no-writer -c 200      # more scoring capacity beside the one writer (chDB)
     """
+    signal.signal(signal.SIGTERM, _early_term)  # first: everything below is slow (see _early_term)
+    from celery import signals
+
+    from schemas.broker import ALERTS_QUEUE, INGEST_QUEUE, SCORE_QUEUE
+    from worker.cli.config import check_config
+    from worker.logs import configure_logging
+    from worker.pipeline.app import app, configure
+    from worker.settings import CONFIG_NOT_SET, get_settings
+    from worker.sinks import writer as process_writer
+    from worker.store import default_dsn
+
+    queues = queues or f"{INGEST_QUEUE},{SCORE_QUEUE}"
     settings = get_settings()
     if settings.config_path is None:  # a production worker never falls back to the demo's monitors
         raise click.ClickException(CONFIG_NOT_SET)
@@ -55,6 +83,8 @@ def worker_command(concurrency: int, writer: bool, writer_id: str | None, queues
     logging.getLogger("celery.app.trace").setLevel(logging.WARNING)
     logging.getLogger("celery.worker.strategy").setLevel(logging.WARNING)
     _check_broker_persistence(settings.redis_url or app.conf.broker_url)
+    if _stopped_before_start():
+        return
     if writer:
         queues = f"{queues},{ALERTS_QUEUE}"
         redis_url = settings.redis_url or app.conf.broker_url
@@ -82,6 +112,10 @@ def worker_command(concurrency: int, writer: bool, writer_id: str | None, queues
         if "thread" in mover:
             mover["thread"].stop()
 
+    if _stopped_before_start():
+        if writer:
+            the_writer.stop()
+        return
     argv = ["worker", "--pool=threads", f"--concurrency={concurrency}", f"--queues={queues}",
             "--without-gossip", "--without-mingle", f"--loglevel={settings.log_level}",
             f"--hostname={name or f'vigil-{os.getpid()}@%h'}"]
@@ -126,6 +160,9 @@ def _check_broker_persistence(url: str) -> None:
 @click.option("--dsn", default=None, help="ClickHouse DSN (default: CLICKHOUSE_DSN, else the embedded chDB).")
 def migrate_command(dsn: str | None) -> None:
     """Apply pending ClickHouse migrations (idempotent)."""
+    from worker.settings import get_settings
+    from worker.store import connect, default_dsn, migrate
+
     applied = migrate(connect(dsn or default_dsn(get_settings().home / "chdb")))
     click.echo("applied: " + (", ".join(applied) if applied else "nothing (up to date)"))
 
@@ -133,6 +170,11 @@ def migrate_command(dsn: str | None) -> None:
 @click.command("beat")
 def beat_command() -> None:
     """Start Celery beat: schedules the regression check every VIGIL_ALERTS_INTERVAL seconds (run one)."""
+    from worker.logs import configure_logging
+    from worker.pipeline.app import app, configure
+    from worker.pipeline.beat import schedule
+    from worker.settings import get_settings
+
     settings = get_settings()
     configure_logging(settings.log_level)
     configure()
