@@ -29,6 +29,8 @@ class Settings(BaseSettings):
     paused_retry_s: float = Field(default=10.0, gt=0, alias="VIGIL_PAUSED_RETRY")
     # Score tasks queued before ingest sheds load (samples less, each shed turn counted); 0: no bound.
     score_queue_max: int = Field(default=10_000, ge=0, alias="VIGIL_SCORE_QUEUE_MAX")
+    # How long a sampled turn's stored text may wait for its scores (worker.pipeline.turn_store): a leak guard.
+    turn_ttl_s: int = Field(default=7 * 86400, gt=0, alias="VIGIL_TURN_TTL")
     write_batch_rows: int = Field(default=5000, alias="VIGIL_WRITE_BATCH_ROWS")
     write_batch_age_s: float = Field(default=1.0, alias="VIGIL_WRITE_BATCH_AGE")
     alerts_interval_s: int = Field(default=60, alias="VIGIL_ALERTS_INTERVAL")

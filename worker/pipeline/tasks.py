@@ -39,7 +39,7 @@ from schemas.rows import (
 from worker.intake import sessions
 from worker.judge.base import JudgePaused
 from worker.pipeline import feedback as feedback_sampling
-from worker.pipeline import loop
+from worker.pipeline import loop, turn_store
 from worker.pipeline.app import SCORE_QUEUE, app
 from worker.pipeline.filters import matches
 from worker.pipeline.parked import parked_queue
@@ -166,10 +166,16 @@ def ingest(self, batch: Any) -> dict[str, int]:
         push(rt.redis, rows.items())
         if in_sessions:
             sessions.track(rt.redis, in_sessions)
-        enqueued_at = time.time()
+        enqueued_at, settings = time.time(), get_settings()
+        refs, pipe = [], rt.redis.pipeline(transaction=False)  # each turn stored once; its task carries a reference
+        for turn_json, _ in fan_out:
+            refs.append(turn_store.store(pipe, turn_json, ttl_s=settings.turn_ttl_s))
+        if refs:
+            pipe.execute()
         with app.producer_or_acquire() as producer, producer.batch():  # one pipelined round trip for the fan-out
-            for turn_json, monitor_names in fan_out:
-                score.apply_async((turn_json, monitor_names, enqueued_at), queue=SCORE_QUEUE, producer=producer)
+            for (_, monitor_names), ref in zip(fan_out, refs, strict=True):
+                score.apply_async((None, monitor_names, enqueued_at, list(ref)), queue=SCORE_QUEUE,
+                                  producer=producer)
             feedback_sampling.on_feedback(rt.redis, rt.config, rows["feedback"], producer=producer)
     except _REDIS_FAILED as exc:
         raise _requeue_on_redis_failure(exc) from exc
@@ -218,10 +224,51 @@ def _event(turn: Turn, monitor: str, stage: str) -> PipelineEvent:
 
 
 @app.task(name="vigil.score", bind=True, max_retries=None)
-def score(self, turn_json: Any, monitors: Any, enqueued_at: float | None = None) -> dict[str, str]:
+def score(self, turn_json: Any, monitors: Any, enqueued_at: float | None = None,
+          ref: Any = None) -> dict[str, str]:
     """Run the monitors that sampled this turn, concurrently on the process's judge loop. Scores, judge calls and
-    stages go to the write queue in one push; monitors whose judge is paused are parked for it, alone."""
+    stages go to the write queue in one push; monitors whose judge is paused are parked for it, alone. The turn
+    comes inline (``turn_json``) or, from ingest, as ``ref`` = [id, holder] of the copy stored once in Redis
+    (``worker.pipeline.turn_store``), let go of when this task is done with it."""
     rt = runtime()
+    if ref is not None:
+        stored = _stored_turn(rt, ref)
+        if stored is None:
+            return {}
+        turn_json = stored
+    try:
+        statuses = _score_turn(rt, turn_json, monitors, enqueued_at, ref)
+    except _REDIS_FAILED as exc:
+        raise _requeue_on_redis_failure(exc) from exc
+    if ref is not None:
+        try:
+            turn_store.release(rt.redis, ref[0], ref[1], tombstone_s=get_settings().visibility_timeout_s + 3600)
+        except _REDIS_FAILED as exc:
+            raise _requeue_on_redis_failure(exc) from exc
+    return statuses
+
+
+def _stored_turn(rt, ref: Any) -> Any:
+    """The turn a reference names; None when there is nothing to score (done already, or gone: a dead letter)."""
+    if not (isinstance(ref, list | tuple) and len(ref) == 2 and all(isinstance(r, str) for r in ref)):
+        push(rt.redis, [("dead_letters", [dead_letter(SCORE_QUEUE, {"ref": ref}, "ref: must be [turn id, holder]",
+                                                      "invalid_reference")])])
+        return None
+    try:
+        stored = turn_store.fetch(rt.redis, ref[0])
+        if stored == turn_store.EXPIRED:
+            push(rt.redis, [("dead_letters", [dead_letter(
+                SCORE_QUEUE, {"ref": ref}, "turn: no longer in Redis (stored longer than VIGIL_TURN_TTL before "
+                "it was scored)", "turn_expired")])])
+    except _REDIS_FAILED as exc:
+        raise _requeue_on_redis_failure(exc) from exc
+    if stored in (turn_store.DONE, turn_store.EXPIRED):
+        log.info("score task for a turn no longer stored", ref=ref, state=stored)  # a redelivery after it was done
+        return None
+    return stored
+
+
+def _score_turn(rt, turn_json: Any, monitors: Any, enqueued_at: float | None, ref: Any) -> dict[str, str]:
     names = [monitors] if isinstance(monitors, str) else monitors if isinstance(monitors, list) else [monitors]
     configured = {m.name: m for m in rt.config.monitors}
     rows: dict[str, list[BaseModel]] = {"scores": [], "judge_calls": [], "pipeline_events": [], "dead_letters": []}
@@ -251,20 +298,17 @@ def score(self, turn_json: Any, monitors: Any, enqueued_at: float | None = None)
                                 calls_latency_ms=[c.latency_ms for c in result.calls if not c.cached],
                                 response_id=turn.metadata.get("response_id"))
         statuses[monitor.name] = str(row.status)
-    try:
-        push(rt.redis, rows.items())
-    except _REDIS_FAILED as exc:
-        raise _requeue_on_redis_failure(exc) from exc
+    push(rt.redis, rows.items())
     if paused:  # they wait in Redis for their judge (worker.pipeline.parked), not in this worker's memory
         by_judge: dict[str, list[str]] = {}
         for name in paused:
             by_judge.setdefault(configured[name].judge, []).append(name)
-        try:
-            with app.producer_or_acquire() as producer, producer.batch():
-                for judge, names in by_judge.items():
-                    score.apply_async((turn_json, names, enqueued_at), queue=parked_queue(judge), producer=producer)
-        except _REDIS_FAILED as exc:
-            raise _requeue_on_redis_failure(exc) from exc
+        holders = turn_store.add_holders(rt.redis, ref[0], len(by_judge)) if ref is not None else []
+        with app.producer_or_acquire() as producer, producer.batch():
+            for index, (judge, waiting) in enumerate(by_judge.items()):
+                args = (turn_json, waiting, enqueued_at) if ref is None else (None, waiting, enqueued_at,
+                                                                            [ref[0], holders[index]])
+                score.apply_async(args, queue=parked_queue(judge), producer=producer)
     return statuses
 
 

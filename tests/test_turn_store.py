@@ -1,0 +1,93 @@
+"""A sampled turn's text is in Redis once while its score waits (the score task carries a reference), and gone
+once it is scored. A real `vigil worker` (first consuming only ingest, so score tasks wait; then scoring), a real
+Redis, the scripted judge."""
+
+from __future__ import annotations
+
+import base64
+import json
+import time
+import uuid
+
+import redis
+import yaml
+
+from tests.judge_server import Reply, ScriptedJudge
+from tests.pipeline import WorkerProcess, make_turn, send, wait_drained
+from worker.pipeline.app import INGEST_QUEUE, SCORE_QUEUE
+from worker.pipeline.backlog import backlog
+from worker.store import connect
+
+TURNS = 12
+
+
+def judge(body: dict) -> Reply:
+    step = body["response_format"]["json_schema"]["name"]
+    return Reply.json({"statements": ["Returns are accepted."]} if step.endswith("preprocess")
+                      else {"results": [{"result": "yes", "reason": "on topic"}]})
+
+
+def count_in(value: str, marker: str) -> int:
+    """Occurrences of ``marker`` in a Redis value, looking inside JSON and kombu's base64 message bodies too."""
+    found = value.count(marker)
+    try:
+        decoded = json.loads(value)
+    except ValueError:
+        return found
+    items = decoded if isinstance(decoded, list) else [decoded]
+    for item in items:
+        if isinstance(item, str):
+            found += count_in(item, marker) - item.count(marker)  # what only its decoding reveals
+        elif isinstance(item, dict) and isinstance(item.get("body"), str) and \
+                item.get("properties", {}).get("body_encoding") == "base64":
+            found += base64.b64decode(item["body"]).decode("utf-8", "replace").count(marker)
+    return found
+
+
+def copies(client: redis.Redis, marker: str) -> int:
+    """How many times ``marker`` sits anywhere in Redis."""
+    total = 0
+    for key in client.scan_iter():
+        kind = client.type(key).decode()
+        values = {"string": lambda k: [client.get(k)], "hash": client.hvals, "set": client.smembers,
+                  "list": lambda k: client.lrange(k, 0, -1), "zset": lambda k: client.zrange(k, 0, -1)}[kind](key)
+        total += sum(count_in(v.decode("utf-8", "replace"), marker) for v in values if v is not None)
+    return total
+
+
+def test_a_waiting_turns_text_is_in_redis_once_and_gone_after_it_is_scored(redis_url, tmp_path):
+    """Given score tasks waiting (the worker consumes only ingest), each turn's text is in Redis exactly once (not
+    in the score message nor the delivery journal); after a worker scores them, none is left."""
+    client = redis.Redis.from_url(redis_url)
+    config = tmp_path / "vigil.yaml"
+    turns = [{**make_turn(i), "output": f"Returns within 30 days. marker-{uuid.uuid4().hex}"} for i in range(TURNS)]
+    markers = [t["output"].rsplit(" ", 1)[1] for t in turns]
+    with ScriptedJudge(judge) as server:
+        config.write_text(yaml.safe_dump({
+            "judges": [{"name": "llm", "kind": "openai", "base_url": server.base_url, "model": "m",
+                        "api_key_env": "VIGIL_TEST_JUDGE_KEY", "rpm": 60000}],
+            "monitors": [{"name": "a", "scorer": "answer_relevancy", "judge": "llm", "reason": "template"},
+                         {"name": "b", "scorer": "answer_relevancy", "judge": "llm", "reason": "template"}]}))
+        send(redis_url, turns)
+        ingest_only = WorkerProcess(redis_url, tmp_path / "vigil", config, VIGIL_TEST_JUDGE_KEY="k").start(
+            "-Q", INGEST_QUEUE)
+        try:
+            deadline = time.monotonic() + 120
+            while (now := backlog(client))[SCORE_QUEUE] < TURNS or any(
+                    now[k] for k in (INGEST_QUEUE, "vigil.write", "writing", "unacked")):
+                assert time.monotonic() < deadline, f"{now}\n{ingest_only.output()[-3000:]}"
+                time.sleep(0.1)
+            waiting = [copies(client, m) for m in markers]
+        finally:
+            assert ingest_only.stop() == 0
+        worker = WorkerProcess(redis_url, tmp_path / "vigil", config, VIGIL_TEST_JUDGE_KEY="k").start()
+        try:
+            wait_drained(redis_url, worker)
+            after = [copies(client, m) for m in markers]
+        finally:
+            assert worker.stop() == 0
+
+    assert waiting == [1] * TURNS
+    assert after == [0] * TURNS
+    scored = connect(worker.dsn).query("SELECT count() FROM scores FINAL WHERE status = 'scored'").result_rows[0][0]
+    assert scored == 2 * TURNS
