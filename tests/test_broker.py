@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 
 import pytest
@@ -36,6 +37,30 @@ def test_a_publish_records_the_message_in_the_journal_in_the_same_transaction(re
     client = redis.Redis.from_url(redis_url)
     assert client.llen(SCORE_QUEUE) == 1
     assert client.hlen(JOURNAL) == 1 and client.zcard(JOURNAL_INDEX) == 1
+
+
+def test_the_journal_keeps_the_message_bytes_exactly_as_pushed_not_encoded_again(redis_url, connection):
+    publish(connection, {"question": 'a "quoted" word and a \\ backslash'})
+    client = redis.Redis.from_url(redis_url)
+    [pushed] = client.lrange(SCORE_QUEUE, 0, -1)
+    [entry] = client.hvals(JOURNAL)
+
+    assert entry == SCORE_QUEUE.encode() + b"\n" + pushed
+
+
+def test_a_journal_entry_in_the_older_json_format_is_still_recovered(redis_url, connection):
+    """Entries written before an upgrade ([message, key] as JSON) are put back like the new ones."""
+    publish(connection, {"n": 9})
+    client = redis.Redis.from_url(redis_url)
+    [(tag, _)] = client.hgetall(JOURNAL).items()
+    pushed = client.rpop(SCORE_QUEUE)  # popped by a consumer that then died
+    client.hset(JOURNAL, tag, json.dumps([pushed.decode(), SCORE_QUEUE]))
+    time.sleep(1.1)  # the visibility timeout of this connection
+    sweep(connection)
+    with connection.SimpleQueue(QUEUE) as queue:
+        message = queue.get(timeout=5)
+        assert message.payload == {"n": 9}
+        message.ack()
 
 
 def test_an_ack_clears_the_journal(redis_url, connection):
