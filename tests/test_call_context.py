@@ -12,6 +12,7 @@ import yaml
 
 from tests.judge_server import Reply, ScriptedJudge
 from tests.pipeline import WorkerProcess, send, wait_drained
+from worker.demo.embedded_redis import EmbeddedRedis
 from worker.scorers.answer_relevancy import AnswerRelevancy
 from worker.store import connect
 
@@ -71,14 +72,16 @@ def test_two_monitors_on_one_judge_share_it_fairly_in_a_real_worker(redis_url, t
 
 def test_a_new_scorer_version_is_never_answered_from_the_old_versions_cache(redis_url, tmp_path):
     """Given a turn scored once, when the same scorer version scores it again its judge replies come from the
-    cache; when a release with a new scorer version scores it, every call goes to the judge again."""
+    cache; when a release with a new scorer version scores it, every call goes to the judge again. The cache is
+    a Redis of its own (VIGIL_CACHE_URL), so it outlives each worker process."""
     config = tmp_path / "vigil.yaml"
     scored = turn("vip-bot", "C1")
-    with ScriptedJudge(answer_as_answer_relevancy()) as server:
+    with ScriptedJudge(answer_as_answer_relevancy()) as server, EmbeddedRedis(
+            options=("--maxmemory", "16mb", "--maxmemory-policy", "allkeys-lru")) as cache_server:
         write_config(config, server)
         sent_after = []
         for home, extra in (("v1", {}), ("v1-again", {}), ("next", {"VIGIL_TEST_ANSWER_RELEVANCY_VERSION": NEXT_VERSION})):
-            worker = WorkerProcess(redis_url, tmp_path / home, config, **extra)
+            worker = WorkerProcess(redis_url, tmp_path / home, config, VIGIL_CACHE_URL=cache_server.url, **extra)
             worker.start(module="tests.versioned_worker" if extra else "worker")
             try:
                 send(redis_url, [scored])
@@ -91,6 +94,7 @@ def test_a_new_scorer_version_is_never_answered_from_the_old_versions_cache(redi
             assert len(calls) == 2, worker.output()[-3000:]
             assert {r[0] for r in calls} == ({"cached"} if home == "v1-again" else {"ok"})
             assert version == [(NEXT_VERSION if extra else AnswerRelevancy.version,)]
+        assert redis.Redis.from_url(cache_server.url).keys("vigil:judge:reply:*"), "the replies were cached"
 
     assert sent_after == [2, 2, 4]
-    assert redis.Redis.from_url(redis_url).keys("vigil:judge:reply:*"), "the replies were cached"
+    assert not redis.Redis.from_url(redis_url).keys("vigil:judge:reply:*"), "nothing cached in the broker"

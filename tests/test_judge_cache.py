@@ -1,4 +1,5 @@
-"""The judge reply cache, against the scripted server and a real Redis."""
+"""The judge reply cache, against the scripted server and a real Redis. Budgets (bytes in the process, a Redis of
+its own) and the broker kept out of it: tests/test_cache_budget.py."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import pytest
 from schemas import JudgeConfig, JudgeUsage
 from tests.judge_server import Reply
 from worker.judge.base import JudgeFailed
-from worker.judge.cache import cache_key
+from worker.judge.cache import CachedReply, LocalReplyCache, cache_key
 from worker.judge.transport import Transport
 
 MESSAGES = [{"role": "user", "content": "Is the sky blue?"}]
@@ -19,7 +20,7 @@ async def transport(judge_server, redis):
     judge_server.script = lambda body: Reply('{"verdict": "yes"}', prompt_tokens=50, completion_tokens=7)
     config = JudgeConfig(name="judge", base_url=judge_server.base_url, model="m", cache_ttl_s=600,
                          price_per_prompt_token=0.01)
-    made = Transport(config, redis=redis)
+    made = Transport(config, redis=redis, cache=LocalReplyCache(2**20))
     yield made
     await made.aclose()
 
@@ -52,12 +53,15 @@ async def test_a_request_that_differs_in_anything_that_shapes_the_reply_misses(j
     assert len(judge_server.requests) == 2
 
 
-async def test_a_stored_reply_expires_after_cache_ttl_s(transport, redis):
-    await transport.chat(step="s", messages=MESSAGES, cache_key_extra="ar@1")
-    key = cache_key(base_url=transport.config.base_url, model="m", temperature=0.0, messages=MESSAGES,
-                    response_format=None, extra="ar@1")
+async def test_a_stored_reply_expires_after_cache_ttl_s():
+    now = [1000.0]
+    cache = LocalReplyCache(2**20, timer=lambda: now[0])
+    await cache.put("k", CachedReply("yes"), 600)
 
-    assert 0 < await redis.ttl(key) <= 600
+    now[0] += 599
+    assert await cache.get("k") == CachedReply("yes")
+    now[0] += 2
+    assert await cache.get("k") is None and cache.bytes == 0
 
 
 async def test_failed_calls_are_not_cached(judge_server, transport):

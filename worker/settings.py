@@ -38,6 +38,9 @@ class Settings(BaseSettings):
     # The largest queue message a worker decodes and the intake publishes; a larger one is dead-lettered unread.
     max_message_bytes: int = Field(default=DEFAULT_MESSAGE_BYTES, ge=MIN_MESSAGE_BYTES,
                                    alias="VIGIL_MAX_MESSAGE_BYTES")
+    # The judge reply cache (worker.judge.cache): a Redis of its own, else in each process within a byte budget
+    cache_url: str | None = Field(default=None, alias="VIGIL_CACHE_URL")
+    cache_max_bytes: int = Field(default=64 * 2**20, ge=0, alias="VIGIL_CACHE_MAX_BYTES")
 
 
 @lru_cache(maxsize=1)

@@ -83,6 +83,8 @@ def worker_command(concurrency: int, writer: bool, writer_id: str | None, queues
     logging.getLogger("celery.app.trace").setLevel(logging.WARNING)
     logging.getLogger("celery.worker.strategy").setLevel(logging.WARNING)
     _check_broker_persistence(settings.redis_url or app.conf.broker_url)
+    if settings.cache_url:
+        _check_cache_redis(settings.cache_url, settings.redis_url or app.conf.broker_url)
     if _stopped_before_start():
         return
     if writer:
@@ -154,6 +156,26 @@ def _check_broker_persistence(url: str) -> None:
         client.close()
     if problem:
         structlog.get_logger("vigil.worker").error("BROKER IS NOT DURABLE", problem=problem)
+
+
+def _check_cache_redis(cache_url: str, broker_url: str) -> None:
+    """Say loudly when the judge cache's Redis would compete with the broker or refuse writes when full."""
+    import redis
+    import structlog
+
+    from worker.judge.cache import cache_redis_problem
+
+    clients = [redis.Redis.from_url(url, socket_connect_timeout=5, socket_timeout=5) for url in (cache_url, broker_url)]
+    try:
+        problem = cache_redis_problem(*clients)
+    except redis.RedisError as exc:
+        problem = None
+        structlog.get_logger("vigil.worker").warning("judge cache Redis unchecked", error=str(exc)[:200])
+    finally:
+        for client in clients:
+            client.close()
+    if problem:
+        structlog.get_logger("vigil.worker").error("JUDGE CACHE MISCONFIGURED", problem=problem)
 
 
 @click.command("migrate")

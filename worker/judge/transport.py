@@ -4,8 +4,9 @@ The transport owns everything between "send these messages" and "here is the tex
 cache, the global rate limit (``limiter``), retries with backoff (``backoff``) and one ``JudgeCall`` per attempt.
 The structured-output layer above it (``worker.judge.client``) owns prompts' response formats and parsing.
 
-Shared state (limiter buckets, pauses, cached replies) lives in Redis: the ``redis`` argument, else ``REDIS_URL``.
-Without either, a transport still retries and caps concurrency, but its rate limit, pause and cache are off.
+Shared state (limiter buckets, pauses) lives in Redis: the ``redis`` argument, else ``REDIS_URL``. Without either, a
+transport still retries and caps concurrency, but its rate limit and pause are off. Cached replies never live in the
+broker's Redis: in ``VIGIL_CACHE_URL``'s, else in the process within a byte budget (``worker.judge.cache``).
 Make one transport per judge per process: ``max_concurrency`` and the per-monitor queues are the transport's.
 """
 
@@ -30,7 +31,7 @@ from redis.asyncio import Redis
 from schemas import JudgeCall, JudgeConfig
 from worker.judge.backoff import parse_retry_after, retry_delay
 from worker.judge.base import JudgeFailed, JudgePaused
-from worker.judge.cache import CachedReply, ReplyCache, cache_key
+from worker.judge.cache import CachedReply, RedisReplyCache, ReplyCache, cache_key, local_cache
 from worker.judge.limiter import (
     MAX_RETRY_AFTER_S,
     Limiter,
@@ -39,6 +40,7 @@ from worker.judge.limiter import (
 )
 from worker.judge.pause import config_fingerprint, is_paused, pause, resume
 from worker.redact import redact
+from worker.settings import get_settings
 
 __all__ = ["ChatResult", "ModeRejected", "Transport", "cached_prompt_tokens", "judge_cost"]
 
@@ -71,11 +73,13 @@ class _Retry:
 class Transport:
     def __init__(
         self, config: JudgeConfig, *, redis: Redis | None = None, limits: RateLimits | None = None,
-        expected_completion_tokens: int = 256, clock: Callable[[], float] = time.monotonic,
+        cache: ReplyCache | None = None, expected_completion_tokens: int = 256,
+        clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep, rand: Callable[[], float] = random.random,
     ) -> None:
-        """``limits`` overrides the bucket shape (tests use short windows); ``clock`` and ``sleep`` time the
-        retries and ``rand`` jitters them."""
+        """``limits`` overrides the bucket shape (tests use short windows); ``cache`` the reply cache (default:
+        ``VIGIL_CACHE_URL``'s Redis, else this process's; none when ``cache_ttl_s`` is 0); ``clock`` and ``sleep``
+        time the retries and ``rand`` jitters them."""
         self.config = config
         self.client = openai.AsyncOpenAI(
             base_url=config.base_url,
@@ -93,7 +97,15 @@ class Transport:
         limited = redis is not None and self.limits.limited
         self.backend = RedisRateBackend(redis, config.name, self.limits) if limited else None
         self.limiter = Limiter(self.backend, max_concurrency=config.max_concurrency)
-        self.cache = ReplyCache(redis, config.cache_ttl_s) if redis is not None and config.cache_ttl_s else None
+        self._cache_redis: Redis | None = None
+        if cache is None and config.cache_ttl_s:
+            cache_url = get_settings().cache_url
+            if cache_url:
+                self._cache_redis = Redis.from_url(cache_url)
+                cache = RedisReplyCache(self._cache_redis)
+            else:
+                cache = local_cache()
+        self.cache = cache if config.cache_ttl_s else None
         self.fingerprint = config_fingerprint(config)
         self.expected_completion_tokens = expected_completion_tokens
         self.clock, self.sleep, self.rand = clock, sleep, rand
@@ -103,6 +115,8 @@ class Transport:
         await self.client.close()
         if self._owns_redis and self.redis is not None:
             await self.redis.aclose()
+        if self._cache_redis is not None:
+            await self._cache_redis.aclose()
 
     async def chat(
         self, *, step: str, messages: list[dict[str, str]], response_format: dict[str, Any] | None = None,
@@ -126,7 +140,8 @@ class Transport:
         result = await self._send(step, messages, response_format, monitor)
         if key is not None and self.cache is not None:
             ok = result.calls[-1]
-            await self.cache.put(key, CachedReply(result.text, ok.prompt_tokens, ok.completion_tokens))
+            await self.cache.put(key, CachedReply(result.text, ok.prompt_tokens, ok.completion_tokens),
+                                 self.config.cache_ttl_s)
         return result
 
     async def _check_pause(self) -> None:
