@@ -17,7 +17,7 @@ from schemas.broker import INGEST_QUEUE, INGEST_TASK
 from worker.pipeline.app import app, configure
 from worker.pipeline.backlog import wait_drained as drain
 
-__all__ = ["IntakeProcess", "WorkerProcess", "make_turn", "send", "wait_drained"]
+__all__ = ["IntakeProcess", "WorkerProcess", "make_turn", "send", "ship", "wait_drained"]
 
 
 class _Process:
@@ -129,3 +129,15 @@ def make_turn(i: int, agent: str = "support-bot") -> dict:
 def send(redis_url: str, batch: list) -> None:
     configure(redis_url)
     app.send_task(INGEST_TASK, args=[batch], queue=INGEST_QUEUE)
+
+
+def ship(redis_url: str, batch: list) -> None:
+    """Publish ``batch`` as the SDK does, on a connection of its own: for a Redis other than the session's (the
+    test process's Celery app, which ``send`` uses, would keep a pooled connection to it after it stops)."""
+    from producers._transport import CeleryTransport
+
+    transport = CeleryTransport(redis_url)
+    try:
+        transport.send(batch)
+    finally:
+        transport.close()

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from tests.pipeline import WorkerProcess, make_turn, send, wait_drained
+from tests.pipeline import WorkerProcess, make_turn, ship, wait_drained
 from worker.demo.embedded_redis import EmbeddedRedis
 from worker.store import connect
 
@@ -36,7 +36,7 @@ def test_a_worker_on_a_broker_out_of_memory_keeps_running_says_so_and_scores_the
         full_redis, tmp_path):
     client = redis.Redis.from_url(full_redis.url)
     turns = [make_turn(i) for i in range(3)]
-    send(full_redis.url, turns)
+    ship(full_redis.url, turns)
     client.config_set("maxmemory", 1)  # from now on every write is refused: "OOM command not allowed"
     with pytest.raises(redis.exceptions.OutOfMemoryError):
         client.set("probe", "x")

@@ -12,8 +12,7 @@ from redis.asyncio import Redis as AsyncRedis
 from schemas import JudgeConfig
 from schemas.broker import INGEST_QUEUE
 from tests.judge_server import Reply
-from producers._transport import CeleryTransport
-from tests.pipeline import make_turn
+from tests.pipeline import make_turn, ship
 from worker.demo.embedded_redis import EmbeddedRedis
 from worker.judge import cache as reply_cache
 from worker.judge.transport import Transport
@@ -53,15 +52,6 @@ def question(i: int) -> list[dict[str, str]]:
     return [{"role": "user", "content": f"Question {i}: is the sky blue?"}]
 
 
-def ship(url: str, turn: dict) -> None:
-    """Publish one turn as the SDK does (it raises when the broker refuses it)."""
-    transport = CeleryTransport(url)
-    try:
-        transport.send([turn])
-    finally:
-        transport.close()
-
-
 def config(judge_server) -> JudgeConfig:
     return JudgeConfig(name="judge", base_url=judge_server.base_url, model="m", cache_ttl_s=3600)
 
@@ -79,7 +69,7 @@ async def test_filling_the_cache_past_its_budget_never_makes_a_full_broker_refus
         for i in range(REQUESTS):
             await transport.chat(step="s", messages=question(i))
 
-        ship(full_broker.url, make_turn(1))  # the broker still takes turns
+        ship(full_broker.url, [make_turn(1)])  # the broker still takes turns
         assert broker.llen(INGEST_QUEUE) == 1
         assert broker.keys("vigil:judge:reply:*") == []
         local = reply_cache.local_cache()
@@ -115,7 +105,7 @@ async def test_with_a_cache_url_workers_share_replies_in_that_redis_with_their_t
             assert all(0 < cache.ttl(key) <= 3600 for key in keys)
             broker = redis.Redis.from_url(full_broker.url)
             assert broker.keys("vigil:judge:reply:*") == []
-            ship(full_broker.url, make_turn(2))
+            ship(full_broker.url, [make_turn(2)])
             assert broker.llen(INGEST_QUEUE) == 1
         finally:
             for transport in (one, other):
