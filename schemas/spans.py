@@ -38,7 +38,7 @@ from typing import Any, NotRequired, TypedDict
 
 from schemas.trace import ORIGIN_ATTRIBUTE, ORIGINS
 
-__all__ = ["DETAILS_EVENT", "RESOURCE_KEYS", "SpanEvent", "SpanRecord", "assemble", "attach_logs", "is_genai",
+__all__ = ["CONTENT_EVENTS", "DETAILS_EVENT", "RESOURCE_KEYS", "SpanEvent", "SpanRecord", "assemble", "attach_logs", "is_genai",
            "log_record"]
 
 # The resource attributes assembly reads; a receiver may keep only these.
@@ -72,6 +72,9 @@ _ROLES = {"developer": "system", "human": "user", "ai": "assistant", "model": "a
           "system": "system", "user": "user", "assistant": "assistant", "tool": "tool"}
 _INPUT_EVENTS = {"gen_ai.system.message": "system", "gen_ai.user.message": "user",
                  "gen_ai.assistant.message": "assistant", "gen_ai.tool.message": "tool"}
+# The GenAI events assembly reads (as span events, or as log records sent to the intake's /v1/logs).
+CONTENT_EVENTS = frozenset({*_INPUT_EVENTS, "gen_ai.choice", "gen_ai.content.prompt", "gen_ai.content.completion",
+                            DETAILS_EVENT})
 _GENAI_PREFIXES = ("gen_ai.", "llm.", "input.value", "output.value", "retrieval.", "openinference.", "tool.")
 _LLM_OPERATIONS = {"chat", "text_completion", "generate_content", "completion"}
 

@@ -122,10 +122,13 @@ def test_the_collector_forwards_agents_spans_to_vigil_intake_but_not_vigils_own(
     host, port = re.match(r"http://([\w-]+):(\d+)$", exporter["endpoint"]).groups()
     assert host in services and services[host]["command"][:1] == ["intake"]
     assert services[host]["command"][services[host]["command"].index("--port") + 1] == port
-    [pipeline] = [p for p in config["service"]["pipelines"].values() if "otlphttp/vigil" in p["exporters"]]
-    assert "otlp" in pipeline["receivers"]
-    [own] = [name for name in pipeline["processors"] if name.startswith("filter")]
-    assert 'instrumentation_scope.name == "vigil"' in config["processors"][own]["traces"]["span"]
+    pipelines = {name: p for name, p in config["service"]["pipelines"].items() if "otlphttp/vigil" in p["exporters"]}
+    assert set(pipelines) == {"traces/vigil", "logs/vigil"}
+    for name, pipeline in pipelines.items():
+        assert "otlp" in pipeline["receivers"]
+        [own] = [processor for processor in pipeline["processors"] if processor.startswith("filter")]
+        signal = config["processors"][own][name.split("/")[0]]
+        assert 'instrumentation_scope.name == "vigil"' in signal["span" if name.startswith("traces") else "log_record"]
     assert exporter["headers"]["Authorization"] == "Bearer ${env:VIGIL_INTAKE_TOKEN}"
     assert "VIGIL_INTAKE_TOKEN" in services["otel-collector"]["environment"]
 

@@ -268,11 +268,22 @@ def test_logs_as_gzip_json_keep_the_genai_events_with_their_span_and_name_those_
     partial = json.loads(answer)["partialSuccess"]
     assert partial["rejectedLogRecords"] == "1" and "log_records[2] (gen_ai.user.message)" in partial["errorMessage"]
     assert "needs the trace_id and span_id of its span" in partial["errorMessage"]
-    [record] = queued(redis_url, "vigil.spans")  # the application log is dropped, not kept or rejected
+    [record] = queued(redis_url, "vigil.spans")  # the application log is dropped, not kept nor rejected
     assert (record["trace_id"], record["span_id"], record["log"]) == (TRACE_ID, SPAN_ID, True)
     assert record["events"] == [{"name": "gen_ai.user.message", "time": 1700000000500000000,
                                  "attributes": {"content": "Why was I charged twice?"}}]
     assert record["resource"] == {"service.name": "billing-bot"}
+
+
+def test_vigils_own_evaluation_events_sent_back_as_logs_are_dropped_not_kept_for_assembly(intake, redis_url):
+    """Kept, each score would re-assemble the trace it scored and score it again."""
+    body = otlp_logs_json(json_log("gen_ai.evaluation.result", "relevancy 0.8", traceId=TRACE_ID, spanId=SPAN_ID),
+                          json_log("gen_ai.choice", "Yes.", traceId=TRACE_ID, spanId=SPAN_ID))
+
+    status, _, _ = post(f"{intake.url}/v1/logs", body, "application/json")
+
+    assert status == 200
+    assert [r["events"][0]["name"] for r in queued(redis_url, "vigil.spans")] == ["gen_ai.choice"]
 
 
 def test_a_logs_body_that_cannot_be_decoded_is_answered_400_and_another_content_type_415(intake, redis_url):

@@ -8,10 +8,12 @@ parent, name and times, so the trace's tree stays whole while its attributes, ev
 A span whose ids are not OTLP ids (a 16-byte trace id and an 8-byte span id, not all zeros) is rejected, and the
 answer's ``partial_success`` says which and why; the others are kept.
 
-Of logs, only GenAI events are kept: a log record whose event name (``event_name``, else the ``event.name``
-attribute) starts with ``gen_ai.``, as a span event of its span (``schemas.spans.log_record``): its attributes, and
-its body's fields (a map body; a text body as ``content``). Other log records are accepted and dropped; a GenAI
-event without a valid trace and span id cannot be attached to a trace and is rejected, named in ``partial_success``.
+Of logs, only the GenAI events that carry content are kept: a log record whose event name (``event_name``, else the
+``event.name`` attribute) is one of ``schemas.spans.CONTENT_EVENTS``, as a span event of its span
+(``schemas.spans.log_record``): its attributes, and its body's fields (a map body; a text body as ``content``). Other
+log records are accepted and dropped (vigil's own ``gen_ai.evaluation.result`` among them: kept, each score would
+re-assemble the trace it scored, and score it again); a content event without a valid trace and span id cannot be
+attached to a trace and is rejected, named in ``partial_success``.
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import (
 )
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 
-from schemas.spans import RESOURCE_KEYS, SpanRecord, is_genai, log_record
+from schemas.spans import CONTENT_EVENTS, RESOURCE_KEYS, SpanRecord, is_genai, log_record
 
 __all__ = ["Decoded", "UndecodableBody", "decode_logs", "decode_traces", "encode_error", "encode_logs_response",
            "encode_response"]
@@ -82,7 +84,7 @@ def decode_logs(body: bytes, *, json_body: bool) -> Decoded:
             for i, record in enumerate(scope_logs.log_records):
                 attributes = _attributes(record.attributes)
                 name = record.event_name or str(attributes.pop("event.name", "") or "")
-                if not name.startswith("gen_ai."):
+                if name not in CONTENT_EVENTS:  # not content (vigil's own gen_ai.evaluation.result among them)
                     continue
                 where = f"resource_logs[{r}].scope_logs[{s}].log_records[{i}] ({name})"
                 if len(record.trace_id) != 16 or record.trace_id == _ZERO_TRACE or len(record.span_id) != 8 \
