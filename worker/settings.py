@@ -31,6 +31,12 @@ class Settings(BaseSettings):
     score_queue_max: int = Field(default=10_000, ge=0, alias="VIGIL_SCORE_QUEUE_MAX")
     # How long a sampled turn's stored text may wait for its scores (worker.pipeline.turn_store): a leak guard.
     turn_ttl_s: int = Field(default=7 * 86400, gt=0, alias="VIGIL_TURN_TTL")
+    # Bytes of rows waiting for the writer (queued and in flight) before ingest and score tasks wait for room, then go
+    # back on their queue: while the store is down the write queue stops here; 0: no bound.
+    write_queue_max_bytes: int = Field(default=256 * 1024 * 1024, ge=0, alias="VIGIL_WRITE_QUEUE_MAX_BYTES")
+    # How long a task waits for room in the write queue before it goes back on its queue (well under the visibility
+    # timeout: a task held longer than that is delivered again).
+    write_wait_s: float = Field(default=30.0, gt=0, alias="VIGIL_WRITE_WAIT")
     write_batch_rows: int = Field(default=5000, alias="VIGIL_WRITE_BATCH_ROWS")
     write_batch_age_s: float = Field(default=1.0, alias="VIGIL_WRITE_BATCH_AGE")
     alerts_interval_s: int = Field(default=60, alias="VIGIL_ALERTS_INTERVAL")

@@ -12,6 +12,7 @@ from schemas import MonitorConfig, VigilConfig
 from worker.judge.base import Judge
 from worker.scorers.base import Scorer
 from worker.settings import get_settings, monitor_config
+from worker.sinks import write_queue
 from worker.sinks.otel import Telemetry
 
 __all__ = ["Runtime", "runtime"]
@@ -55,10 +56,8 @@ def runtime() -> Runtime:
         if _runtime is None or _pid != os.getpid():
             from worker.pipeline.app import app
 
-            _runtime = Runtime(
-                config=monitor_config(),
-                redis=redis.Redis.from_url(get_settings().redis_url or app.conf.broker_url),
-                telemetry=Telemetry.create(),
-            )
+            client = redis.Redis.from_url(get_settings().redis_url or app.conf.broker_url)
+            _runtime = Runtime(config=monitor_config(), redis=client, telemetry=Telemetry.create())
+            _runtime.telemetry.observe_write_queue(lambda: write_queue.depth(client))
             _pid = os.getpid()
         return _runtime

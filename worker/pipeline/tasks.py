@@ -41,6 +41,7 @@ from worker.judge.base import JudgePaused
 from worker.pipeline import feedback as feedback_sampling
 from worker.pipeline import loop, turn_store
 from worker.pipeline.app import SCORE_QUEUE, app
+from worker.pipeline.backpressure import push_rows, room_for_rows
 from worker.pipeline.filters import matches
 from worker.pipeline.parked import parked_queue
 from worker.pipeline.runtime import runtime
@@ -106,8 +107,10 @@ def _check_turn(raw: Any, queue: str) -> Turn | DeadLetter:
 def ingest(self, batch: Any) -> dict[str, int]:
     """Validate each turn, store its row, and fan out one score task per turn naming the monitors that sample it.
     A turn of vigil's own traffic (origin ``probe`` or ``follow_up``) is stored but never sampled: stage ``probe``.
-    Beyond the score queue's bound, sampled turns are shed (stage ``shed``, ``worker.pipeline.shedding``)."""
+    Beyond the score queue's bound, sampled turns are shed (stage ``shed``, ``worker.pipeline.shedding``); while the
+    write queue is at its byte budget the batch waits, then goes back on its queue (``worker.pipeline.backpressure``)."""
     rt = runtime()
+    _room_for_rows(rt)
     rows: dict[str, list[BaseModel]] = {"traces": [], "pipeline_events": [], "dead_letters": [], "feedback": [],
                                         "producer_batches": shipped_batch(self.request, batch)}
     fan_out: list[tuple[dict[str, Any], list[str]]] = []
@@ -163,7 +166,7 @@ def ingest(self, batch: Any) -> dict[str, int]:
         if wanted:  # the turn as it came: a re-serialised one carries every default (and can outgrow the limit)
             fan_out.append((raw, wanted))
     try:
-        push(rt.redis, rows.items())
+        push_rows(rt.redis, rows.items())
         if in_sessions:
             sessions.track(rt.redis, in_sessions)
         enqueued_at, settings = time.time(), get_settings()
@@ -202,6 +205,13 @@ def _admitted(rt, wanted: int) -> float:
         log.warning("score queue over its bound; shedding", depth=depth, bound=bound, wanted=wanted,
                     admitted=round(fraction, 4))
     return fraction
+
+
+def _room_for_rows(rt) -> None:
+    try:
+        room_for_rows(rt.redis)
+    except _REDIS_FAILED as exc:
+        raise _requeue_on_redis_failure(exc) from exc
 
 
 def shipped_batch(request: Any, batch: Any) -> list[ProducerBatch]:
@@ -283,6 +293,7 @@ def _score_turn(rt, turn_json: Any, monitors: Any, enqueued_at: float | None, re
         return {}
     turn = checked
     wanted = [configured[n] for n in names if isinstance(n, str) and n in configured]
+    _room_for_rows(rt)  # before the judge calls: a full write queue would refuse their rows
     outcomes = loop.run(_score_all(rt, turn, wanted))
     statuses, paused = {}, []
     for monitor, result, start_ns, end_ns in outcomes:
@@ -298,7 +309,7 @@ def _score_turn(rt, turn_json: Any, monitors: Any, enqueued_at: float | None, re
                                 calls_latency_ms=[c.latency_ms for c in result.calls if not c.cached],
                                 response_id=turn.metadata.get("response_id"))
         statuses[monitor.name] = str(row.status)
-    push(rt.redis, rows.items())
+    push_rows(rt.redis, rows.items())
     if paused:  # they wait in Redis for their judge (worker.pipeline.parked), not in this worker's memory
         by_judge: dict[str, list[str]] = {}
         for name in paused:

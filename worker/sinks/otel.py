@@ -16,10 +16,12 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from opentelemetry import trace
 from opentelemetry._logs import SeverityNumber
+from opentelemetry.metrics import CallbackOptions, Observation
 from opentelemetry.sdk._logs import LoggerProvider
 from opentelemetry.sdk._logs.export import BatchLogRecordProcessor, LogRecordExporter
 from opentelemetry.sdk.metrics import MeterProvider
@@ -62,20 +64,26 @@ class Telemetry:
         readers: list[MetricReader] = []
         otlp = bool(os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT"))
         if span_exporter is None and otlp:
-            from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+            from opentelemetry.exporter.otlp.proto.http.trace_exporter import (
+                OTLPSpanExporter,
+            )
 
             span_exporter = OTLPSpanExporter()
         if span_exporter is not None:
             tracer_provider.add_span_processor(BatchSpanProcessor(span_exporter))
         logger_provider = LoggerProvider(resource=resource)
         if log_exporter is None and (otlp or os.environ.get("OTEL_EXPORTER_OTLP_LOGS_ENDPOINT")):
-            from opentelemetry.exporter.otlp.proto.http._log_exporter import OTLPLogExporter
+            from opentelemetry.exporter.otlp.proto.http._log_exporter import (
+                OTLPLogExporter,
+            )
 
             log_exporter = OTLPLogExporter()
         if log_exporter is not None:
             logger_provider.add_log_record_processor(BatchLogRecordProcessor(log_exporter))
         if metric_reader is None and otlp:
-            from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
+            from opentelemetry.exporter.otlp.proto.http.metric_exporter import (
+                OTLPMetricExporter,
+            )
 
             metric_reader = PeriodicExportingMetricReader(OTLPMetricExporter())
         if metric_reader is not None:
@@ -99,6 +107,23 @@ class Telemetry:
         self.queue_lag = meter.create_histogram("vigil.queue.lag", unit="s",
                                                 description="turn end to scoring start")
         self.dead_letters = meter.create_counter("vigil.dead_letters", description="dead-lettered messages")
+
+    def observe_write_queue(self, read: Callable[[], tuple[int, int]]) -> None:
+        """Gauges of the write queue (``vigil.write_queue.entries``, ``vigil.write_queue.bytes``, queued and in
+        flight), read through ``read() -> (entries, bytes)`` at each collection."""
+        def gauge(index: int) -> Callable[[CallbackOptions], Iterable[Observation]]:
+            def observe(_: CallbackOptions) -> Iterable[Observation]:
+                try:
+                    return [Observation(read()[index])]
+                except Exception:  # noqa: BLE001 (Redis unreachable: no value this time, never a failed export)
+                    return []
+            return observe
+
+        meter = self.meter_provider.get_meter("vigil")
+        meter.create_observable_gauge("vigil.write_queue.entries", callbacks=[gauge(0)],
+                                      description="write queue entries waiting for the writer (queued, in flight)")
+        meter.create_observable_gauge("vigil.write_queue.bytes", callbacks=[gauge(1)], unit="By",
+                                      description="bytes waiting for the writer (VIGIL_WRITE_QUEUE_MAX_BYTES bounds it)")
 
     def stage(self, *, monitor: str, stage: str, count: int = 1) -> None:
         self.pipeline.add(count, {"monitor": monitor, "stage": stage})

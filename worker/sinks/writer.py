@@ -35,7 +35,7 @@ from clickhouse_connect.driver.insert import InsertContext
 from pydantic import BaseModel, ValidationError
 
 from schemas.rows import TABLES, DeadLetter
-from worker.sinks.write_queue import WRITE_QUEUE, inflight_key, owner_key
+from worker.sinks.write_queue import WRITE_BYTES, WRITE_QUEUE, inflight_key, owner_key
 
 __all__ = ["Writer", "WriterIdLost", "current_writer", "open_writer"]
 
@@ -71,22 +71,29 @@ while redis.call('LMOVE', KEYS[2], KEYS[3], 'RIGHT', 'LEFT') do moved = moved + 
 return moved
 """
 
-# KEYS[1] an in-flight list; ARGV the SHA-1 digests of the entries inserted, in order. Removes exactly those entries
-# (each once): the common case, the list still beginning with them, is one LTRIM; otherwise the list is rebuilt
-# without them. Returns the entries removed.
+# KEYS[1] an in-flight list, KEYS[2] the write queue's byte count; ARGV the SHA-1 digests of the entries inserted, in
+# order. Removes exactly those entries (each once) and subtracts their bytes: the common case, the list still
+# beginning with them, is one LTRIM; otherwise the list is rebuilt without them. Returns the entries removed.
 _REMOVE = """
+local function release(bytes)
+  if bytes > 0 and tonumber(redis.call('DECRBY', KEYS[2], bytes)) < 0 then redis.call('SET', KEYS[2], 0) end
+end
 local n = #ARGV
 local head = redis.call('LRANGE', KEYS[1], 0, n - 1)
 local same = #head == n
+local bytes = 0
 if same then
   for i = 1, n do
     if redis.sha1hex(head[i]) ~= ARGV[i] then same = false break end
+    bytes = bytes + string.len(head[i])
   end
 end
 if same then
   redis.call('LTRIM', KEYS[1], n, -1)
+  release(bytes)
   return n
 end
+bytes = 0
 local wanted = {}
 for i = 1, n do wanted[ARGV[i]] = (wanted[ARGV[i]] or 0) + 1 end
 local all = redis.call('LRANGE', KEYS[1], 0, -1)
@@ -96,6 +103,7 @@ for i = 1, #all do
   if (wanted[digest] or 0) > 0 then
     wanted[digest] = wanted[digest] - 1
     removed = removed + 1
+    bytes = bytes + string.len(all[i])
   else
     kept[#kept + 1] = all[i]
   end
@@ -104,7 +112,19 @@ if removed > 0 then
   redis.call('DEL', KEYS[1])
   for i = 1, #kept do redis.call('RPUSH', KEYS[1], kept[i]) end
 end
+release(bytes)
 return removed
+"""
+
+# KEYS: the write queue's byte count, the queue, every in-flight list. When all of them are empty the count is set to
+# 0 (entries pushed by an older vigil, or removed by hand, left it wrong). Returns what it said before.
+_RECONCILE = """
+for i = 2, #KEYS do
+  if redis.call('LLEN', KEYS[i]) > 0 then return -1 end
+end
+local before = tonumber(redis.call('GET', KEYS[1]) or '0')
+if before ~= 0 then redis.call('SET', KEYS[1], 0) end
+return before
 """
 
 
@@ -136,6 +156,7 @@ class Writer:
         self._release = redis_client.register_script(_RELEASE)
         self._reclaim = redis_client.register_script(_RECLAIM)
         self._remove = redis_client.register_script(_REMOVE)
+        self._reconcile = redis_client.register_script(_RECONCILE)
 
     # -- one batch -------------------------------------------------------------------------------------------
     def _collect(self) -> int:
@@ -185,7 +206,7 @@ class Writer:
         # Exactly these entries, not "the first len(entries)": the list may have changed while we inserted (moved
         # back by a reclaim, or added to by a writer that took this id meanwhile). An entry already gone was
         # inserted by whoever took it (a replay duplicates nothing).
-        self._remove(keys=[self.inflight], args=[sha1(entry).hexdigest() for entry in entries])
+        self._remove(keys=[self.inflight, WRITE_BYTES], args=[sha1(entry).hexdigest() for entry in entries])
         return inserted
 
     def _insert_isolating(self, table: str, rows: list[BaseModel]) -> int:
@@ -260,9 +281,11 @@ class Writer:
             self.reclaim_orphans()
 
     def reclaim_orphans(self) -> int:
-        """Move the entries of in-flight lists whose writer has no heartbeat back to the head of the queue."""
+        """Move the entries of in-flight lists whose writer has no heartbeat back to the head of the queue (and set the
+        write queue's byte count right when the queue and every in-flight list are empty)."""
         moved = 0
-        for key in self.redis.scan_iter(match=inflight_key("*")):
+        lists = list(self.redis.scan_iter(match=inflight_key("*")))
+        for key in lists:
             orphan = key.decode().removeprefix(inflight_key(""))
             if orphan == self.writer_id:
                 continue
@@ -271,6 +294,8 @@ class Writer:
             if count > 0:
                 moved += count
                 log.warning("reclaimed an orphaned in-flight list", writer_id=orphan, entries=count)
+        if (drift := self._reconcile(keys=[WRITE_BYTES, WRITE_QUEUE, self.inflight, *lists])) > 0:
+            log.warning("write queue byte count reset: the queue is empty", counted=drift)
         return moved
 
     def release(self) -> bool:
