@@ -20,6 +20,7 @@ from typing import NamedTuple
 
 import redis
 from pydantic import BaseModel
+from redis.commands.core import Script
 
 __all__ = [
     "WRITE_BYTES", "WRITE_QUEUE", "WriteDepth", "WriteQueueFull", "depth", "inflight_key", "owner_key", "push",
@@ -68,11 +69,17 @@ def _entries(tables: Iterable[tuple[str, list[BaseModel]]]) -> list[bytes]:
     ]
 
 
+_push_script: Script | None = None  # one Script (its SHA-1 computed once); called with each caller's client
+
+
 def _push(client: redis.Redis, entries: list[bytes], budget: int) -> bool:
+    global _push_script
     if not entries:
         return True
+    if _push_script is None:
+        _push_script = client.register_script(_PUSH)
     size = sum(len(entry) for entry in entries)
-    return bool(client.register_script(_PUSH)(keys=[WRITE_QUEUE, WRITE_BYTES], args=[budget, size, *entries]))
+    return bool(_push_script(keys=[WRITE_QUEUE, WRITE_BYTES], args=[budget, size, *entries], client=client))
 
 
 def push(client: redis.Redis, tables: Iterable[tuple[str, list[BaseModel]]], *, budget: int = 0) -> None:
