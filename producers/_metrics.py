@@ -54,6 +54,12 @@ def observe(monitor: Monitor, provider: metrics.MeterProvider | None = None) -> 
         description="Turns waiting in memory for the shipper",
     )
     meter.create_observable_gauge(
+        "vigil.sdk.queue.bytes",
+        callbacks=[reading(lambda c: [(c.queued_bytes, {})])],
+        unit="By",
+        description="Estimated bytes of the turns waiting in memory (bounded by max_queue_bytes)",
+    )
+    meter.create_observable_gauge(
         "vigil.sdk.spool.pending",
         callbacks=[reading(lambda c: [(c.spool_pending, {})])],
         unit="{turn}",

@@ -1,8 +1,10 @@
 """The SDK hook: ``Monitor.capture`` hands a finished turn to vigil without blocking or raising.
 
 The agent's thread does constant work: a small tuple appended to a bounded deque under a lock held for a few
-operations, and a wake-up of the shipper when a batch is full. A daemon shipper thread turns captured payloads
-into wire dicts, sends them in batches (one Redis round trip each), and while the broker is down backs off with
+operations, and a wake-up of the shipper when a batch is full. The deque is bounded twice: ``max_queue`` turns and
+``max_queue_bytes`` (each turn's size estimated from its text, ``producers._size``); a turn over either is dropped,
+counted by reason (``queue_full``, ``queue_bytes``) and logged, never waited for. A daemon shipper thread turns
+captured payloads into wire dicts, sends them in batches (one Redis round trip each), and while the broker is down backs off with
 jitter and spools to a bounded local file, draining it in order when the broker returns. Nothing is lost silently:
 every turn ends up shipped, in the spool, or counted as dropped with a reason (and logged). A turn the worker would
 refuse is refused here instead: the shipper checks each one against ``schemas.Turn`` and drops what fails as
@@ -44,6 +46,7 @@ from producers._http import HTTPTransport
 from producers._log import get_logger
 from producers._metrics import observe
 from producers._scope import TurnScope, traced
+from producers._size import DEFERRED_BYTES, estimate
 from producers._spool import Spool
 from producers._transport import CeleryTransport, Transport
 from producers._wire import Unserializable, to_wire
@@ -71,6 +74,7 @@ class MonitorSettings(BaseSettings):
     agent: str = "agent"
     environment: str = "production"
     max_queue: int = Field(default=10_000, ge=1)
+    max_queue_bytes: int = Field(default=64 * 2**20, ge=1, description="estimated bytes of the turns held in memory")
     batch_size: int = Field(default=256, ge=1)
     flush_interval: float = Field(default=1.0, gt=0, description="seconds a partial batch may wait")
     home: Path | None = Field(default=None, description="VIGIL_HOME: the spool lives in <home>/spool")
@@ -103,6 +107,7 @@ def broker_key(url: str) -> str:
 
 class DropReason(StrEnum):
     QUEUE_FULL = "queue_full"  # the in-memory queue was at max_queue
+    QUEUE_BYTES = "queue_bytes"  # the turn would have taken the in-memory queue past max_queue_bytes
     SPOOL_FULL = "spool_full"  # the broker was down and the spool was at spool_max_bytes
     SPOOL_ERROR = "spool_error"  # the spool could not be written, or a spooled line could not be read back
     UNSERIALIZABLE = "unserializable"  # a value that is not JSON data, or an output with no text (names the field)
@@ -115,7 +120,7 @@ class DropReason(StrEnum):
 
 class MonitorCounters(BaseModel):
     """A snapshot of the monitor's counters. Turns offered = captured + those dropped on the agent's thread
-    (queue_full, bad_argument, closed); captured turns end shipped, pending (queued or spooled) or dropped later.
+    (queue_full, queue_bytes, bad_argument, closed); captured turns end shipped, pending (queued or spooled) or dropped later.
     Feedback items count as items in every counter; ``feedback`` says how many of the captured were feedback."""
 
     model_config = ConfigDict(frozen=True)
@@ -126,6 +131,7 @@ class MonitorCounters(BaseModel):
     dropped: dict[DropReason, int]
     drop_details: dict[DropReason, str] = Field(default_factory=dict, description="the latest detail per reason")
     queued: int
+    queued_bytes: int = Field(default=0, description="estimated bytes of the queued turns (at most max_queue_bytes)")
     spool_pending: int
     spool_bytes: int
     send_failures: int
@@ -137,7 +143,7 @@ class MonitorCounters(BaseModel):
         return sum(self.dropped.values())
 
 
-_Item = tuple[Any, float, "otel_trace.SpanContext | None"]
+_Item = tuple[Any, float, "otel_trace.SpanContext | None", int]  # payload, when, active span, estimated bytes
 
 
 class Monitor:
@@ -167,7 +173,7 @@ class Monitor:
                                                        max_message_bytes=s.max_message_bytes)
         self._backoff = {"initial": s.backoff_initial, "maximum": s.backoff_max}
         self._defaults = {"project": s.project, "agent": s.agent, "environment": s.environment}
-        self._max_queue, self._batch_size = s.max_queue, s.batch_size
+        self._max_queue, self._max_queue_bytes, self._batch_size = s.max_queue, s.max_queue_bytes, s.batch_size
         self._closed = False
         self._start(Spool(s.resolved_spool_path(), s.spool_max_bytes))
         after_fork, shutdown = weakref.WeakMethod(self._after_fork), weakref.WeakMethod(self.shutdown)
@@ -194,7 +200,7 @@ class Monitor:
             else:
                 self._drop_now(DropReason.BAD_ARGUMENT, f"capture() takes a mapping or a Turn, not {type(turn).__name__}")
                 return False
-            return self._enqueue((payload, time.time(), span))
+            return self._enqueue((payload, time.time(), span, estimate(payload)))
         except Exception as exc:  # noqa: BLE001 - the agent's thread must never see our errors
             self._drop_now(DropReason.BAD_ARGUMENT, repr(exc))
             return False
@@ -219,7 +225,7 @@ class Monitor:
         except Exception as exc:  # noqa: BLE001 - the agent's thread must never see our errors
             self._drop_now(DropReason.BAD_ARGUMENT, f"feedback() {exc!r}")
             return False
-        if not self._enqueue((item, time.time(), None)):
+        if not self._enqueue((item, time.time(), None, 512)):
             return False
         with self._lock:
             self._feedback += 1
@@ -230,7 +236,7 @@ class Monitor:
         conversion is not constant work, like the span processor). ``build`` may return a list of turns (counted
         as captured once built). A failing ``build`` counts as unserializable."""
         try:
-            return self._enqueue((build, time.time(), None))
+            return self._enqueue((build, time.time(), None, DEFERRED_BYTES))
         except Exception as exc:  # noqa: BLE001
             self._drop_now(DropReason.BAD_ARGUMENT, repr(exc))
             return False
@@ -249,13 +255,17 @@ class Monitor:
                 reason = DropReason.CLOSED
             elif len(self._queue) >= self._max_queue:
                 reason = DropReason.QUEUE_FULL
+            elif self._queued_bytes + item[3] > self._max_queue_bytes:
+                reason = DropReason.QUEUE_BYTES
             else:
                 self._queue.append(item)
+                self._queued_bytes += item[3]
                 self._captured += 1
                 depth = len(self._queue)
                 reason = None
         if reason is not None:
-            self._drop_now(reason, "")
+            self._drop_now(reason, f"~{item[3]} bytes; {self._queued_bytes} of max_queue_bytes {self._max_queue_bytes} "
+                           f"held" if reason is DropReason.QUEUE_BYTES else "")
             return False
         if depth % self._batch_size == 0:
             self._wake.set()
@@ -287,6 +297,7 @@ class Monitor:
             dropped=dropped,
             drop_details=details,
             queued=len(self._queue),
+            queued_bytes=self._queued_bytes,
             spool_pending=self._spool.pending,
             spool_bytes=self._spool.size,
             send_failures=self._send_failures,
@@ -328,6 +339,7 @@ class Monitor:
     def _start(self, spool: Spool) -> None:
         self._lock = threading.Lock()
         self._queue: deque[_Item] = deque()
+        self._queued_bytes = 0
         self._wake = threading.Event()
         self._flushes: list[threading.Event] = []
         self._stopping = False
@@ -389,6 +401,8 @@ class Monitor:
             online = self._drain_spool()
         while count > 0:
             items = [self._queue.popleft() for _ in range(min(count, self._batch_size))]
+            with self._lock:
+                self._queued_bytes -= sum(item[3] for item in items)
             count -= len(items)
             batch = self._wire(items)
             if online and not self._spool.pending and batch:
@@ -400,7 +414,7 @@ class Monitor:
 
     def _wire(self, items: list[_Item]) -> list[dict[str, Any]]:
         batch = []
-        for payload, at, span in items:
+        for payload, at, span, _ in items:
             try:
                 if isinstance(payload, Feedback):  # checked on the agent's thread already
                     batch.append(payload.wire())

@@ -1,8 +1,8 @@
 """Replay (backfill): capture every turn of a JSON-lines file through a ``Monitor``, the same path agents use.
 
-Unlike an agent, a backfill may wait: when the monitor's queue is half full, replay flushes before capturing
-more, so a large file is not shed as ``queue_full``. Lines that are not a JSON object are reported (by line
-number), not sent. Progress goes to an optional callback after every line.
+Unlike an agent, a backfill may wait: when the monitor's queue is half full (in turns or in bytes), replay flushes
+before capturing more, so a large file is not shed as ``queue_full`` or ``queue_bytes``. Lines that are not a JSON
+object are reported (by line number), not sent. Progress goes to an optional callback after every line.
 """
 
 from __future__ import annotations
@@ -43,6 +43,7 @@ def replay(
     path = Path(path)
     total = path.stat().st_size
     room = max(1, monitor.settings.max_queue // 2)
+    room_bytes = monitor.settings.max_queue_bytes // 2
     lines = captured = read = 0
     invalid: list[int] = []
     with path.open("rb") as handle:
@@ -57,7 +58,8 @@ def replay(
                 if not isinstance(turn, dict):
                     invalid.append(lines)
                 else:
-                    if monitor.counters().queued >= room:
+                    counters = monitor.counters()
+                    if counters.queued >= room or counters.queued_bytes >= room_bytes:
                         monitor.flush(flush_timeout)
                     captured += monitor.capture(turn)
             if on_progress is not None:
