@@ -19,9 +19,8 @@ from schemas.broker import (
     INGEST_QUEUE,
     INGEST_TASK,
     SHIPPED_HEADERS,
-    TRANSPORT,
     MessageTooLarge,
-    broker_ssl,
+    broker,
 )
 
 if TYPE_CHECKING:
@@ -62,12 +61,13 @@ class CeleryTransport:
     def __init__(self, redis_url: str, *, socket_timeout: float = 5.0, connect_timeout: float = 2.0,
                  max_message_bytes: int = DEFAULT_MESSAGE_BYTES) -> None:
         self.redis_url = redis_url
-        self._ssl = broker_ssl(redis_url)  # TLS for rediss:// (a bad URL fails here, on the caller's thread)
+        self._broker = broker(redis_url)  # TLS, Sentinel (a bad URL fails here, on the caller's thread)
         self._options = {
             "socket_timeout": socket_timeout,
             "socket_connect_timeout": connect_timeout,
             "max_retries": 0,  # the shipper owns retries (backoff and spool); kombu must fail fast
             "max_message_bytes": max_message_bytes,  # a batch workers would refuse unread raises MessageTooLarge
+            **self._broker.options,
         }
         self._producer: Producer | None = None
         self._declared = False
@@ -104,10 +104,10 @@ class CeleryTransport:
             from kombu import Connection, Producer
 
             connection: Connection = Connection(
-                self.redis_url,
-                transport=TRANSPORT,  # journaled: a delivery lost to a killed worker is delivered again
+                self._broker.url,
+                transport=self._broker.transport,  # journaled: a delivery lost to a killed worker is delivered again
                 transport_options=self._options,
-                ssl=self._ssl or False,
+                ssl=self._broker.ssl or False,
             )
             if self._pid != os.getpid():  # a new process (or a forked child): a producer of its own
                 self._producer_id, self._batches, self._shipped = uuid.uuid4().hex, 0, 0

@@ -8,9 +8,12 @@ still waiting in its queue was lost in that window, and goes back on its queue. 
 never lose it (vigil's rows have deterministic ids).
 
 Both sides use it through Celery: ``broker_transport = "schemas.broker:Transport"`` with a ``redis://`` or
-``rediss://`` URL. Forcing the transport class bypasses kombu's choice of TLS by scheme, so ``broker_ssl`` gives
-both sides the TLS options a ``rediss://`` URL needs (certificates verified unless the URL's ``ssl_cert_reqs`` says
-otherwise). Sentinel URLs are refused with a clear error: vigil's other Redis clients could not follow a failover.
+``rediss://`` URL. Forcing the transport class bypasses kombu's choice of TLS by scheme, so ``broker(url)`` gives
+every side what one ``REDIS_URL`` means: the transport class, the TLS options a ``rediss://`` URL needs
+(certificates verified unless the URL's ``ssl_cert_reqs`` says otherwise), the transport options, and redis-py
+clients for vigil's own keys. ``sentinel://HOST:PORT[,HOST:PORT...]/DB?master_name=NAME`` finds the master through
+Redis Sentinel, for kombu (the same journaled channel on kombu's Sentinel pool) and for redis-py alike, so after a
+failover every client follows the new master.
 
 Anyone who can reach Redis can push anything onto a queue. An item that is not a well-formed kombu envelope (not
 JSON, not an object, no delivery tag, a body that does not decode) would raise inside kombu's delivery loop and stop
@@ -33,21 +36,27 @@ import json
 import re
 import ssl
 import uuid
+from dataclasses import dataclass, field
 from queue import Empty
 from time import time
-from typing import Any
-from urllib.parse import parse_qsl, urlsplit
+from typing import TYPE_CHECKING, Any
+from urllib.parse import parse_qsl, quote, unquote, urlsplit
 
 from kombu.transport import redis as kombu_redis
-from redis import exceptions as redis_errors
 from kombu.transport import virtual
 from kombu.utils.encoding import bytes_to_str
 from kombu.utils.json import dumps, loads
+from redis import exceptions as redis_errors
+
+if TYPE_CHECKING:
+    import redis as redis_py
+    import redis.asyncio as redis_asyncio
 
 __all__ = [
     "ALERTS_QUEUE", "DEFAULT_MESSAGE_BYTES", "INGEST_QUEUE", "INGEST_TASK", "JOURNAL", "JOURNAL_INDEX",
-    "MIN_MESSAGE_BYTES", "PARKED_PREFIX", "SCORE_QUEUE", "SPANS_TASK", "TRANSPORT", "UNDELIVERABLE_TASK", "Channel",
-    "MessageTooLarge", "QoS", "Transport", "broker_ssl", "envelope", "journaled", "oversize_reason",
+    "MIN_MESSAGE_BYTES", "PARKED_PREFIX", "SCORE_QUEUE", "SENTINEL_TRANSPORT", "SPANS_TASK", "TRANSPORT",
+    "UNDELIVERABLE_TASK", "Broker", "Channel", "MessageTooLarge", "QoS", "SentinelChannel", "SentinelTransport",
+    "Transport", "broker", "broker_ssl", "envelope", "journaled", "oversize_reason",
 ]
 
 INGEST_TASK = "vigil.ingest"  # args: [batch], a list of turn dicts (schemas.Turn, validated by the worker)
@@ -64,6 +73,7 @@ def journaled(queue: str) -> bool:
     return queue in JOURNALED or queue.startswith(PARKED_PREFIX)
 
 TRANSPORT = f"{__name__}:Transport"  # by its own name: also right where the SDK installs it (vigil.sdk.schemas)
+SENTINEL_TRANSPORT = f"{__name__}:SentinelTransport"
 # Headers of an ingest message from the SDK: producer id (one per process), batch sequence number, and the
 # producer's running count of turns shipped, this batch included. The worker records them to show lost turns.
 SHIPPED_HEADERS = ("vigil_producer", "vigil_batch", "vigil_shipped")
@@ -124,12 +134,9 @@ _TLS_KEYS = ("ssl_cert_reqs", "ssl_ca_certs", "ssl_certfile", "ssl_keyfile", "ss
 def broker_ssl(url: str) -> dict[str, Any] | None:
     """The TLS options for this broker URL (Celery's ``broker_use_ssl``): None for ``redis://``; for ``rediss://``
     the URL's own ``ssl_*`` options, verifying the server's certificate by default. Raises ValueError naming
-    REDIS_URL for a scheme vigil cannot use (Sentinel included) or TLS options on a plain URL."""
+    REDIS_URL for a scheme vigil cannot use or TLS options on a plain URL."""
     parts = urlsplit(url)
     scheme = parts.scheme.lower()
-    if "sentinel" in scheme:
-        raise ValueError("REDIS_URL: Sentinel URLs are not supported; give the address of the current master "
-                         "(redis:// or rediss://), e.g. a proxy or DNS name that follows failovers")
     if scheme not in _SCHEMES:
         raise ValueError(f"REDIS_URL: unsupported scheme {scheme + '://' if scheme else '(none)'}; "
                          "use redis://, rediss:// (TLS) or unix://")
@@ -152,6 +159,106 @@ def broker_ssl(url: str) -> dict[str, Any] | None:
         else:
             tls[key] = value
     return tls
+
+
+_SENTINEL_PORT = 26379
+
+
+@dataclass(frozen=True)
+class Broker:
+    """What one ``REDIS_URL`` means to kombu (its URL, transport class, TLS and transport options) and to redis-py
+    (``redis()``, ``async_redis()``: plain clients, or clients on the master Sentinel names)."""
+
+    url: str  # as kombu takes it
+    transport: str
+    ssl: dict[str, Any] | None = None
+    options: dict[str, Any] = field(default_factory=dict)  # transport options the URL implies
+    sentinels: tuple[tuple[str, int], ...] = ()
+    master: str = ""
+    master_kwargs: dict[str, Any] = field(default_factory=dict)  # db, username, password of the master
+    sentinel_kwargs: dict[str, Any] = field(default_factory=dict)  # how to talk to the Sentinels themselves
+
+    def redis(self, **kwargs: Any) -> redis_py.Redis:
+        import redis as redis_py
+
+        if not self.sentinels:
+            return redis_py.Redis.from_url(self.url, **kwargs)
+        from redis.sentinel import Sentinel
+
+        return Sentinel(list(self.sentinels), sentinel_kwargs=self._sentinel_kwargs(kwargs)).master_for(
+            self.master, **self.master_kwargs, **kwargs)
+
+    def async_redis(self, **kwargs: Any) -> redis_asyncio.Redis:
+        import redis.asyncio as redis_asyncio
+
+        if not self.sentinels:
+            return redis_asyncio.Redis.from_url(self.url, **kwargs)
+        from redis.asyncio.sentinel import Sentinel
+
+        return Sentinel(list(self.sentinels), sentinel_kwargs=self._sentinel_kwargs(kwargs)).master_for(
+            self.master, **self.master_kwargs, **kwargs)
+
+    def _sentinel_kwargs(self, kwargs: dict[str, Any]) -> dict[str, Any]:
+        timeouts = {key: kwargs[key] for key in ("socket_timeout", "socket_connect_timeout") if key in kwargs}
+        return {**timeouts, **self.sentinel_kwargs}
+
+
+def broker(url: str) -> Broker:
+    """Parse a ``REDIS_URL``; raises ValueError naming REDIS_URL and saying what to write instead."""
+    scheme = urlsplit(url).scheme.lower()
+    if scheme == "sentinel":
+        return _sentinel(url)
+    if "sentinel" in scheme:
+        raise ValueError(f"REDIS_URL: {scheme}:// is not a scheme vigil reads; for Sentinel write "
+                         "sentinel://HOST:PORT[,HOST:PORT...]/DB?master_name=NAME")
+    return Broker(url=url, transport=TRANSPORT, ssl=broker_ssl(url))
+
+
+def _sentinel(url: str) -> Broker:
+    """``sentinel://[[USER]:PASSWORD@]HOST:PORT[,HOST:PORT...][/DB]?master_name=NAME[&sentinel_password=P]``;
+    kombu's own form, URLs joined by ``;``, is read too. The password is the master's; ``sentinel_password`` the
+    Sentinels' own, if they require one."""
+    pieces = [piece for piece in url.split(";") if piece.strip()]
+    query = dict(parse_qsl(urlsplit(pieces[-1]).query))
+    master = query.pop("master_name", "")
+    if not master:
+        raise ValueError("REDIS_URL: a sentinel:// URL needs ?master_name=NAME, the name the Sentinels monitor")
+    sentinel_password = query.pop("sentinel_password", None)
+    if query:
+        raise ValueError(f"REDIS_URL: {', '.join(sorted(query))} is not an option of sentinel:// URLs (they take "
+                         "master_name and sentinel_password; TLS to Sentinel is not supported)")
+    hosts: list[tuple[str, int]] = []
+    username = password = None
+    db = 0
+    for piece in pieces:
+        parts = urlsplit(piece.strip())
+        if parts.scheme.lower() != "sentinel":
+            raise ValueError("REDIS_URL: every address of a Sentinel URL is sentinel://HOST:PORT")
+        credentials, _, addresses = parts.netloc.rpartition("@")
+        if credentials:
+            user, _, secret = credentials.partition(":")
+            username, password = unquote(user) or None, unquote(secret) or None
+        for address in addresses.split(","):
+            host, _, port = address.rpartition(":") if ":" in address else (address, "", "")
+            if not host or not (port or str(_SENTINEL_PORT)).isdigit():
+                raise ValueError(f"REDIS_URL: {address!r} is not a Sentinel address (HOST:PORT)")
+            hosts.append((host, int(port or _SENTINEL_PORT)))
+        if parts.path.strip("/"):
+            if not parts.path.strip("/").isdigit():
+                raise ValueError(f"REDIS_URL: the database must be a number, not {parts.path.strip('/')!r}")
+            db = int(parts.path.strip("/"))
+    auth = ""
+    if username or password:
+        auth = f"{quote(username or '', safe='')}:{quote(password or '', safe='')}@"
+    options: dict[str, Any] = {"master_name": master}
+    sentinel_kwargs = {"password": sentinel_password} if sentinel_password else {}
+    if sentinel_kwargs:
+        options["sentinel_kwargs"] = sentinel_kwargs
+    master_kwargs = {"db": db, **({"username": username} if username else {}),
+                     **({"password": password} if password else {})}
+    return Broker(url=";".join(f"sentinel://{auth}{host}:{port}/{db}" for host, port in hosts),
+                  transport=SENTINEL_TRANSPORT, options=options, sentinels=tuple(hosts), master=master,
+                  master_kwargs=master_kwargs, sentinel_kwargs=sentinel_kwargs)
 
 
 def _tag(message: dict) -> str:
@@ -339,3 +446,15 @@ class Transport(kombu_redis.Transport):
     # A Redis at maxmemory with noeviction refuses writes until memory is freed (or raised): transient, like a lost
     # connection, so a consumer reconnects and retries instead of stopping (kombu counts it a channel error).
     connection_errors = (*kombu_redis.Transport.connection_errors, redis_errors.OutOfMemoryError)
+
+
+class SentinelChannel(Channel, kombu_redis.SentinelChannel):
+    """The journaled channel on the master Sentinel names (kombu's Sentinel pool, which follows a failover)."""
+
+    from_transport_options = tuple(dict.fromkeys(
+        (*Channel.from_transport_options, *kombu_redis.SentinelChannel.from_transport_options)))
+
+
+class SentinelTransport(kombu_redis.SentinelTransport):
+    Channel = SentinelChannel
+    connection_errors = Transport.connection_errors

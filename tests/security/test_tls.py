@@ -1,8 +1,9 @@
 """rediss:// means TLS for every Redis connection vigil makes: the SDK's shipper and the worker (its Celery
-connection and its other clients), through a TLS front on the real redis-server; Sentinel URLs are refused."""
+connection and its other clients) and the intake, through a TLS front on the real redis-server."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -13,7 +14,8 @@ import redis
 
 from producers._transport import CeleryTransport
 from schemas.broker import INGEST_QUEUE, broker_ssl
-from tests.pipeline import WorkerProcess, make_turn, wait_drained
+from tests.pipeline import IntakeProcess, WorkerProcess, make_turn, wait_drained
+from tests.test_intake import post
 from tests.security.tls_proxy import TLSProxy, self_signed
 from worker.store import connect
 
@@ -65,20 +67,17 @@ def test_a_worker_on_a_rediss_url_scores_turns_with_every_connection_over_tls(re
     assert proxy.handshakes >= 3  # the shipper, Celery's connections, the worker's own clients
 
 
-@pytest.mark.parametrize("url", ["sentinel://10.0.0.1:26379", "redis+sentinel://h:26379/0",
-                                 "sentinel://a:26379;sentinel://b:26379"])
-def test_a_sentinel_url_is_refused_saying_what_to_do(url):
-    with pytest.raises(ValueError, match="REDIS_URL: Sentinel URLs are not supported; give the address of"):
-        broker_ssl(url)
-
-
-def test_vigil_worker_with_a_sentinel_url_fails_with_one_line(tmp_path):
-    env = {**os.environ, "REDIS_URL": "sentinel://:secret@10.0.0.1:26379", "VIGIL_HOME": str(tmp_path)}
-    done = subprocess.run([sys.executable, "-m", "worker", "worker"], env=env, capture_output=True, text=True,
-                          timeout=120, check=False)
-    assert done.returncode != 0
-    lines = done.stderr.strip().splitlines()
-    assert len(lines) == 1 and "Sentinel URLs are not supported" in lines[0] and "secret" not in done.stderr
+def test_the_intake_publishes_over_tls_to_a_rediss_url(redis_url, tls, tmp_path):
+    proxy, url, cert = tls
+    # no ssl_* option in the URL (kombu would read those itself): the default trust store, here the test's CA
+    intake = IntakeProcess(url, tmp_path, SSL_CERT_FILE=str(cert)).start()
+    try:
+        status, _, _ = post(f"{intake.url}/v1/turns", json.dumps([make_turn(1)]).encode(), "application/json")
+    finally:
+        intake.stop()
+    assert status == 200
+    assert redis.Redis.from_url(redis_url).llen(INGEST_QUEUE) == 1
+    assert proxy.handshakes >= 1 and proxy.failed_handshakes == 0, "the intake spoke plaintext to the TLS port"
 
 
 def test_tls_options_on_a_plain_url_are_refused_rather_than_ignored():

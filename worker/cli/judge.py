@@ -16,6 +16,7 @@ from redis.asyncio import Redis
 from rich.console import Console
 from rich.table import Table
 
+from schemas.broker import broker
 from worker.judge.limiter import RateLimits, clear_hold, limiter_key
 from worker.judge.pause import paused_judges, resume
 
@@ -30,7 +31,7 @@ def _redis() -> Redis:
         unset = click.ClickException("REDIS_URL is not set: the judges' shared state lives in the workers' Redis")
         unset.exit_code = 2  # a setup mistake, as a usage error is
         raise unset
-    return Redis.from_url(url, decode_responses=True, socket_connect_timeout=5, socket_timeout=10)
+    return broker(url).async_redis(decode_responses=True, socket_connect_timeout=5, socket_timeout=10)
 
 
 async def _status() -> tuple[dict, dict[str, float]]:
@@ -143,12 +144,10 @@ def judge_resume(name: str) -> None:
 
 def _release(name: str) -> int:
     """Put the judge's parked work back on the score queue now, as far as the queue's bound has room."""
-    import redis
-
     from worker.pipeline.parked import release, room
     from worker.settings import get_settings
 
-    client = redis.Redis.from_url(os.environ["REDIS_URL"], socket_connect_timeout=5, socket_timeout=10)
+    client = broker(os.environ["REDIS_URL"]).redis(socket_connect_timeout=5, socket_timeout=10)
     try:
         return release(client, name, room(client, get_settings().score_queue_max))
     finally:

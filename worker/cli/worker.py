@@ -144,9 +144,10 @@ def _check_broker_persistence(url: str) -> None:
     import redis
     import structlog
 
+    from schemas.broker import broker
     from worker.pipeline.durability import persistence_problem
 
-    client = redis.Redis.from_url(url, socket_connect_timeout=5, socket_timeout=5)
+    client = broker(url).redis(socket_connect_timeout=5, socket_timeout=5)
     try:
         problem = persistence_problem(client)
     except redis.RedisError as exc:
@@ -163,9 +164,10 @@ def _check_cache_redis(cache_url: str, broker_url: str) -> None:
     import redis
     import structlog
 
+    from schemas.broker import broker
     from worker.judge.cache import cache_redis_problem
 
-    clients = [redis.Redis.from_url(url, socket_connect_timeout=5, socket_timeout=5) for url in (cache_url, broker_url)]
+    clients = [broker(url).redis(socket_connect_timeout=5, socket_timeout=5) for url in (cache_url, broker_url)]
     try:
         problem = cache_redis_problem(*clients)
     except redis.RedisError as exc:

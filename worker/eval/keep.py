@@ -17,6 +17,7 @@ from typing import Any
 
 import redis
 
+from schemas.broker import broker
 from schemas.rows import JudgeEvalRow
 from worker.eval.runner import EvalReport
 from worker.redact import redact
@@ -84,7 +85,7 @@ def _quiet_stderr():
 
 def _hand_to_writer(kept: JudgeEvalRow, redis_url: str, where: str) -> str:
     """Push the row onto the running worker's write queue; its writer inserts it as it inserts scores."""
-    client = redis.Redis.from_url(redis_url, socket_connect_timeout=5, socket_timeout=10)
+    client = broker(redis_url).redis(socket_connect_timeout=5, socket_timeout=10)
     try:
         push(client, [("judge_evals", [kept])])
     except redis.RedisError as exc:

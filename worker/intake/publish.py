@@ -14,7 +14,7 @@ import redis
 from celery import Celery
 from kombu.exceptions import OperationalError
 
-from schemas.broker import INGEST_QUEUE, TRANSPORT
+from schemas.broker import INGEST_QUEUE, broker
 
 __all__ = ["BROKER_ERRORS", "Publisher"]
 
@@ -23,16 +23,18 @@ BROKER_ERRORS = (redis.RedisError, OperationalError, ConnectionError, TimeoutErr
 
 class Publisher:
     def __init__(self, redis_url: str, *, socket_timeout: float = 5.0, max_message_bytes: int | None = None) -> None:
-        self.app = Celery("vigil-intake", broker=redis_url, set_as_current=False)
+        url = broker(redis_url)
+        self.app = Celery("vigil-intake", broker=url.url, set_as_current=False)
         self.app.conf.update(
-            broker_transport=TRANSPORT,
+            broker_transport=url.transport,
+            broker_use_ssl=url.ssl,  # the forced transport would otherwise speak plaintext to rediss://
             task_serializer="json",
             accept_content=["json"],
             broker_connection_retry=False,
             broker_connection_retry_on_startup=False,
             # max_message_bytes: a message the workers would refuse unread raises MessageTooLarge here instead
             broker_transport_options={"socket_timeout": socket_timeout, "socket_connect_timeout": socket_timeout,
-                                      "max_retries": 0, "max_message_bytes": max_message_bytes},
+                                      "max_retries": 0, "max_message_bytes": max_message_bytes, **url.options},
         )
         self._local = threading.local()
         self._producers: list[Any] = []

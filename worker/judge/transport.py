@@ -29,9 +29,16 @@ from openai.types.chat import ChatCompletion
 from redis.asyncio import Redis
 
 from schemas import JudgeCall, JudgeConfig
+from schemas.broker import broker
 from worker.judge.backoff import parse_retry_after, retry_delay
 from worker.judge.base import JudgeFailed, JudgePaused
-from worker.judge.cache import CachedReply, RedisReplyCache, ReplyCache, cache_key, local_cache
+from worker.judge.cache import (
+    CachedReply,
+    RedisReplyCache,
+    ReplyCache,
+    cache_key,
+    local_cache,
+)
 from worker.judge.limiter import (
     MAX_RETRY_AFTER_S,
     Limiter,
@@ -89,7 +96,7 @@ class Transport:
         )
         self._owns_redis = redis is None and bool(os.environ.get("REDIS_URL"))
         if self._owns_redis:
-            redis = Redis.from_url(os.environ["REDIS_URL"])
+            redis = broker(os.environ["REDIS_URL"]).async_redis()
         self.redis = redis
         self.limits = limits or RateLimits.of(config)
         if self.limits.limited and redis is None:
@@ -101,7 +108,7 @@ class Transport:
         if cache is None and config.cache_ttl_s:
             cache_url = get_settings().cache_url
             if cache_url:
-                self._cache_redis = Redis.from_url(cache_url)
+                self._cache_redis = broker(cache_url).async_redis()
                 cache = RedisReplyCache(self._cache_redis)
             else:
                 cache = local_cache()

@@ -4,7 +4,14 @@ from __future__ import annotations
 
 from celery import Celery
 
-from schemas.broker import ALERTS_QUEUE, INGEST_QUEUE, INGEST_TASK, SCORE_QUEUE, SPANS_TASK, TRANSPORT, broker_ssl
+from schemas.broker import (
+    ALERTS_QUEUE,
+    INGEST_QUEUE,
+    INGEST_TASK,
+    SCORE_QUEUE,
+    SPANS_TASK,
+    broker,
+)
 from worker.settings import get_settings
 
 __all__ = ["ALERTS_QUEUE", "INGEST_QUEUE", "SCORE_QUEUE", "app", "configure"]
@@ -16,11 +23,11 @@ app = Celery("vigil", include=["worker.pipeline.tasks", "worker.pipeline.beat", 
 
 def configure(broker_url: str | None = None) -> Celery:
     settings = get_settings()
-    url = broker_url or settings.redis_url or "redis://127.0.0.1:6379/0"
+    url = broker(broker_url or settings.redis_url or "redis://127.0.0.1:6379/0")
     app.conf.update(
-        broker_url=url,
-        broker_transport=TRANSPORT,  # Redis with a journal: kill -9 between pop and unacked loses nothing
-        broker_use_ssl=broker_ssl(url),  # the forced transport would otherwise speak plaintext to rediss://
+        broker_url=url.url,
+        broker_transport=url.transport,  # Redis with a journal: kill -9 between pop and unacked loses nothing
+        broker_use_ssl=url.ssl,  # the forced transport would otherwise speak plaintext to rediss://
         task_serializer="json",
         accept_content=["json"],
         result_serializer="json",
@@ -40,6 +47,7 @@ def configure(broker_url: str | None = None) -> Celery:
             "unacked_restore_limit": 1000,
             # A larger message is dead-lettered before it is decoded (decoding multiplies its size in memory)
             "max_message_bytes": settings.max_message_bytes,
+            **url.options,  # Sentinel: the master's name
         },
         broker_connection_retry_on_startup=True,
         task_routes={INGEST_TASK: {"queue": INGEST_QUEUE}, "vigil.score": {"queue": SCORE_QUEUE},

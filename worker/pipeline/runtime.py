@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 import redis
 
 from schemas import MonitorConfig, VigilConfig
+from schemas.broker import broker
 from worker.judge.base import Judge
 from worker.scorers.base import Scorer
 from worker.settings import get_settings, monitor_config
@@ -56,7 +57,7 @@ def runtime() -> Runtime:
         if _runtime is None or _pid != os.getpid():
             from worker.pipeline.app import app
 
-            client = redis.Redis.from_url(get_settings().redis_url or app.conf.broker_url)
+            client = broker(get_settings().redis_url or app.conf.broker_url).redis()
             _runtime = Runtime(config=monitor_config(), redis=client, telemetry=Telemetry.create())
             _runtime.telemetry.observe_write_queue(lambda: write_queue.depth(client))
             _pid = os.getpid()

@@ -34,6 +34,7 @@ from clickhouse_connect.driver.exceptions import DatabaseError, OperationalError
 from clickhouse_connect.driver.insert import InsertContext
 from pydantic import BaseModel, ValidationError
 
+from schemas.broker import broker
 from schemas.rows import TABLES, DeadLetter
 from worker.sinks.write_queue import WRITE_BYTES, WRITE_QUEUE, inflight_key, owner_key
 
@@ -368,7 +369,7 @@ def open_writer(redis_url: str, dsn: str, writer_id: str) -> Writer:
     settings = get_settings()
     store = connect(dsn)
     migrate(store)
-    _current = Writer(redis.Redis.from_url(redis_url), store, writer_id=writer_id,
+    _current = Writer(broker(redis_url).redis(), store, writer_id=writer_id,
                       batch_rows=settings.write_batch_rows, batch_age_s=settings.write_batch_age_s)
     if (directory := chdb_dir(dsn)) is not None:
         _current.reads = ReadServer(connect(dsn), directory, writer_client=store,
