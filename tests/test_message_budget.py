@@ -17,6 +17,7 @@ from producers import Monitor
 from producers._transport import CeleryTransport
 from schemas.broker import INGEST_QUEUE, JOURNAL, MIN_MESSAGE_BYTES
 from tests.pipeline import IntakeProcess, WorkerProcess, make_turn, send, wait_drained
+from tests.test_sdk import turns as queued_turns
 from worker.store import connect
 
 CONFIG = Path(__file__).parent / "fixtures" / "pipeline.yaml"
@@ -72,6 +73,7 @@ def test_the_sdk_sends_a_batch_over_the_budget_in_parts_each_within_it_and_loses
     items = redis.Redis.from_url(redis_url).lrange(INGEST_QUEUE, 0, -1)
     assert len(items) >= 2 and all(len(item) <= LIMIT for item in items)
     assert counters.shipped == len(turns) and counters.dropped_total == 0
+    assert sorted(t["trace_id"] for t in queued_turns(redis_url)) == sorted(t["trace_id"] for t in turns)
 
 
 def test_the_intake_answers_413_naming_the_budget_for_a_batch_whose_message_would_be_over_it(redis_url, tmp_path):
@@ -103,3 +105,21 @@ def test_the_intakes_body_limit_defaults_to_the_message_budget(monkeypatch):
         assert IntakeSettings().max_bytes == LIMIT + 1
     finally:
         get_settings.cache_clear()
+
+
+def test_the_sdk_sends_a_batch_the_intake_refuses_as_too_large_in_parts_and_loses_none(redis_url, tmp_path):
+    intake = IntakeProcess(redis_url, tmp_path, VIGIL_INTAKE_MAX_BYTES="300000").start()
+    monitor = Monitor(intake_url=intake.url, agent="big", spool_path=tmp_path / "spool.jsonl", batch_size=64)
+    try:
+        turns = [big_turn(i, 100_000) for i in range(8)]  # ~800 kB in one body: 413
+        for turn in turns:
+            assert monitor.capture(turn)
+        assert monitor.flush(timeout=60)
+        counters = monitor.counters()
+    finally:
+        monitor.shutdown()
+        intake.stop()
+
+    assert counters.shipped == len(turns) and counters.dropped_total == 0 and counters.spooled == 0
+    assert redis.Redis.from_url(redis_url).llen(INGEST_QUEUE) == 4  # 8 -> 4 + 4 -> 2 + 2 + 2 + 2 turns a request
+    assert sorted(t["trace_id"] for t in queued_turns(redis_url)) == sorted(t["trace_id"] for t in turns)
