@@ -182,13 +182,204 @@ def freshness(redis_url: str, home: Path, config: Path, turns: list[dict], rate:
     return {"rate_turns_per_s": rate, "scores": n, "freshness_p50_s": p50, "freshness_p95_s": p95}
 
 
+# ---- the 100x case: many turns through one worker, memory per turn (``--turns``) -----------------------------
+
+SCALE_BATCH = 256  # turns per ingest message, the SDK's batch size
+
+
+def _judge_script(body: dict) -> Any:
+    from tests.judge_server import Reply
+
+    step = body["response_format"]["json_schema"]["name"]
+    return Reply.json({"statements": ["Returns are accepted within 30 days."]} if step.endswith("preprocess")
+                      else {"results": [{"result": "yes", "reason": "answers the question"}]})
+
+
+def _scale_config(path: Path, base_url: str, rate: float) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump({
+        "judges": [{"name": "llm", "kind": "openai", "base_url": base_url, "model": "scripted",
+                    "api_key_env": "VIGIL_BENCH_JUDGE_KEY", "rpm": 10_000_000}],
+        "monitors": [{"name": "relevancy", "scorer": "answer_relevancy", "judge": "llm", "reason": "template",
+                      "sampling_rate": rate}]}))
+    return path
+
+
+def _proc_kb(pid: int, field: str) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1])
+    raise KeyError(field)
+
+
+def _used(client: redis.Redis) -> int:
+    return int(client.info("memory")["used_memory"])
+
+
+def _send_turns(redis_url: str, turns: list[dict]) -> None:
+    from schemas.broker import INGEST_QUEUE, INGEST_TASK
+    from worker.pipeline.app import app, configure
+
+    configure(redis_url)
+    with app.producer_or_acquire() as producer:
+        for start in range(0, len(turns), SCALE_BATCH):
+            app.send_task(INGEST_TASK, args=[turns[start:start + SCALE_BATCH]], queue=INGEST_QUEUE,
+                          producer=producer)
+
+
+class _WorkerAt(WorkerProcess):
+    """`vigil worker` run from another checkout (its directory first on the path: ``python -m`` puts it there)."""
+
+    def __init__(self, src: str, *args: Any, **env: str) -> None:
+        super().__init__(*args, **env, PYTHONPATH=src)
+        self.src = src
+
+    def start(self, *args: str, module: str = "worker") -> WorkerProcess:
+        import subprocess
+
+        self.home.mkdir(parents=True, exist_ok=True)
+        with open(self.log, "ab") as out:
+            self.process = subprocess.Popen([sys.executable, "-m", module, "worker", *args], env=self.env,
+                                            cwd=self.src, stdout=out, stderr=subprocess.STDOUT,
+                                            start_new_session=True)
+        return self
+
+
+def _worker(redis_url: str, home: Path, config: Path, src: str | None, *args: str, **env: str) -> WorkerProcess:
+    extra = {"VIGIL_BENCH_JUDGE_KEY": "k", "VIGIL_SCORE_QUEUE_MAX": "0", "VIGIL_LOG_LEVEL": "WARNING", **env}
+    if src:
+        return _WorkerAt(src, redis_url, home, config, **extra).start(*args)
+    return WorkerProcess(redis_url, home, config, **extra).start(*args)
+
+
+def _wait(condition, worker: WorkerProcess, what: str, timeout: float = 1800) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if worker.process.poll() is not None or time.monotonic() > deadline:
+            raise RuntimeError(f"{what}: {worker.output()[-3000:]}")
+        time.sleep(0.05)
+
+
+def scale_run(redis_url: str, home: Path, turns: list[dict], rate: float, paused_turns: int,
+              src: str | None) -> dict[str, Any]:
+    """One code version (``src``: a checkout to run the worker from; None: this one) over ``turns``. Memory is
+    measured at the margin: after half the turns and after all of them, divided by the difference in what waits,
+    so a worker's warm-up (imports, thread stacks, the judge client) does not pass for a per-turn cost.
+
+    1. waiting: an ingest-only worker fans the turns out; the score tasks wait. Redis ``used_memory`` per waiting
+       score task; the ingest worker's peak RSS (VmHWM) and its growth per turn ingested.
+    2. scoring: a full worker scores them all (the scripted judge answers at once): scores/s and peak RSS.
+    3. paused: the judge paused by hand, ``paused_turns`` more turns arrive at a full worker; once every one waits,
+       the tasks it holds scheduled (Celery's inspect), its RSS growth and Redis bytes per waiting turn."""
+    from tests.judge_server import ScriptedJudge
+    from worker.judge.pause import PAUSED_KEY
+    from worker.pipeline.app import app, configure
+    from worker.pipeline.backlog import backlog
+
+    client = redis.Redis.from_url(redis_url)
+    out: dict[str, Any] = {"code": "before" if src else "after", "turns": len(turns)}
+    half = len(turns) // 2
+
+    def fanned_out() -> bool:
+        now = backlog(client)
+        return not any(v for k, v in now.items() if k not in ("vigil.score", "journaled")) \
+            and now["journaled"] == now["vigil.score"]
+
+    with ScriptedJudge(_judge_script) as server:
+        config = _scale_config(home / "vigil.yaml", server.base_url, rate)
+        client.flushall()
+        worker = _ready(_worker(redis_url, home / "fill", config, src, "-Q", "vigil.ingest", "-c", "8"), client)
+        try:
+            started = time.perf_counter()
+            _send_turns(redis_url, turns[:half])
+            _wait(fanned_out, worker, "fan-out")
+            first = (client.llen("vigil.score"), _used(client), _proc_kb(worker.process.pid, "VmHWM"))
+            _send_turns(redis_url, turns[half:])
+            _wait(fanned_out, worker, "fan-out")
+            out["ingest_turns_per_s"] = len(turns) / (time.perf_counter() - started)
+            second = (client.llen("vigil.score"), _used(client), _proc_kb(worker.process.pid, "VmHWM"))
+            waiting = out["waiting"] = second[0]
+            out["redis_bytes_per_waiting"] = (second[1] - first[1]) / max(1, second[0] - first[0])
+            out["redis_mb_waiting"] = second[1] / 2**20
+            out["ingest_rss_growth_kb_per_turn"] = (second[2] - first[2]) / (len(turns) - half)
+            out["ingest_peak_rss_mb"] = second[2] / 1024
+        finally:
+            worker.stop()
+        worker = _worker(redis_url, home / "score", config, src, "-c", "100")
+        try:
+            _wait(lambda: client.llen("vigil.score") < waiting, worker, "scoring start")
+            started = time.perf_counter()
+            wait_drained(client)
+            out["scores_per_s"] = waiting / (time.perf_counter() - started)
+            out["score_peak_rss_mb"] = _proc_kb(worker.process.pid, "VmHWM") / 1024
+        finally:
+            worker.stop()
+        client.flushall()
+        client.hset(PAUSED_KEY, "llm", json.dumps({"judge": "llm", "reason": "bench: paused by hand",
+                                                   "since": time.time(), "fingerprint": ""}))
+        worker = start_worker_with(redis_url, home / "paused", config, src)
+        try:
+            more = fresh_copies(turns, paused_turns // len(turns) + 1)[:paused_turns]
+            marks = []
+            for part in (more[:len(more) // 2], more[len(more) // 2:]):
+                _send_turns(redis_url, part)
+                seen: list[int] = []
+
+                def all_waiting(seen=seen) -> bool:  # nothing queued, and the waiting count steady for 3 s
+                    now = backlog(client)
+                    seen.append(now.get("parked", 0) + now["unacked"])
+                    return (now["vigil.ingest"] == 0 and now["vigil.score"] == 0 and len(seen) > 60
+                            and seen[-1] > 0 and len(set(seen[-60:])) == 1)
+
+                _wait(all_waiting, worker, "paused work")
+                marks.append((seen[-1], _used(client), _proc_kb(worker.process.pid, "VmRSS")))
+            configure(redis_url)
+            scheduled = app.control.inspect(timeout=5).scheduled() or {}
+            (n1, used1, rss1), (n2, used2, rss2) = marks
+            out["paused_waiting"] = n2
+            out["paused_scheduled_in_worker"] = sum(map(len, scheduled.values()))
+            out["paused_rss_growth_kb_per_turn"] = (rss2 - rss1) / max(1, n2 - n1)
+            out["paused_redis_bytes_per_turn"] = (used2 - used1) / max(1, n2 - n1)
+        finally:
+            worker.stop()
+            client.flushall()
+    return out
+
+
+def start_worker_with(redis_url: str, home: Path, config: Path, src: str | None) -> WorkerProcess:
+    return _ready(_worker(redis_url, home, config, src, "-c", "100", VIGIL_PAUSED_RETRY="30"),
+                  redis.Redis.from_url(redis_url))
+
+
+def _ready(worker: WorkerProcess, client: redis.Redis) -> WorkerProcess:
+    """The worker once it has run one empty ingest batch."""
+    send_empty_batches(worker.env["REDIS_URL"], 1)
+    _wait(lambda: client.llen("vigil.ingest") == 0 and client.hlen("unacked") == 0, worker, "start")
+    time.sleep(1)
+    return worker
+
+
+def _sampled(trace_id: str, rate: float) -> bool:
+    from worker.pipeline.sampling import sampled
+
+    return sampled(trace_id, rate)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--copies", type=int, default=4, help="copies of the 264 demo turns for the throughput run")
     parser.add_argument("--seconds", type=float, default=20.0, help="length of the freshness run")
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--turns", type=int, default=0,
+                        help="the 100x case instead: this many turns through one worker, memory per turn")
+    parser.add_argument("--rate", type=float, default=0.25, help="with --turns: the monitor's sampling rate")
+    parser.add_argument("--paused-turns", type=int, default=5000, help="with --turns: turns sent to a paused judge")
+    parser.add_argument("--before-src", default=None,
+                        help="with --turns: a checkout of earlier vigil code to run the same case with (a ratio)")
     args = parser.parse_args()
     console = Console(stderr=args.json, width=150)
+    if args.turns:
+        return scale_main(args, console)
 
     work = Path(tempfile.mkdtemp(prefix="vigil-bench-"))
     config_path, _ = demo_config(work)
@@ -242,6 +433,50 @@ def main() -> None:
     console.print(table)
     console.print(f"[dim]{result['machine']}; `.venv/bin/python bench/pipeline.py --copies {args.copies} "
                   f"--seconds {args.seconds:g}`[/]")
+
+
+
+def scale_main(args: argparse.Namespace, console: Console) -> None:
+    work = Path(tempfile.mkdtemp(prefix="vigil-bench-scale-"))
+    turns = fresh_copies(demo_turns(), args.turns // len(demo_turns()) + 1)[:args.turns]
+    runs = []
+    with EmbeddedRedis() as server:
+        for src in ([args.before_src] if args.before_src else []) + [None]:
+            console.print(f"{'before' if src else 'after'}: {args.turns} turns ...")
+            runs.append(scale_run(server.url, work / ("before" if src else "after"), turns, args.rate,
+                                  args.paused_turns, src))
+    if args.json:
+        print(json.dumps({"machine": f"{platform.machine()} {os.cpu_count()} cores", "runs": runs}))
+        return
+    table = Table(title=f"{args.turns} turns through one worker (scripted judge answering at once; monitor rate "
+                        f"{args.rate:g}); then {args.paused_turns} turns to a paused judge")
+    rows = [("score tasks waiting", "waiting", "{:.0f}"),
+            ("Redis bytes / waiting score task", "redis_bytes_per_waiting", "{:,.0f}"),
+            ("ingest turns/s (fan-out only)", "ingest_turns_per_s", "{:.0f}"),
+            ("Redis used_memory MB with them waiting", "redis_mb_waiting", "{:.1f}"),
+            ("ingest worker peak RSS MB", "ingest_peak_rss_mb", "{:.0f}"),
+            ("ingest worker peak RSS growth KB / turn", "ingest_rss_growth_kb_per_turn", "{:.2f}"),
+            ("scores/s (100 threads)", "scores_per_s", "{:.0f}"),
+            ("scoring worker peak RSS MB", "score_peak_rss_mb", "{:.0f}"),
+            ("paused: turns waiting", "paused_waiting", "{:.0f}"),
+            ("paused: tasks scheduled in worker memory", "paused_scheduled_in_worker", "{:.0f}"),
+            ("paused: worker RSS growth KB / waiting turn", "paused_rss_growth_kb_per_turn", "{:.2f}"),
+            ("paused: Redis bytes / waiting turn", "paused_redis_bytes_per_turn", "{:,.0f}")]
+    table.add_column("measure")
+    for run in runs:
+        table.add_column(run["code"])
+    if len(runs) == 2:
+        table.add_column("after / before")
+    for label, key, fmt in rows:
+        values = [run.get(key) for run in runs]
+        cells = [fmt.format(v) if v is not None else "—" for v in values]
+        if len(runs) == 2:
+            cells.append(f"{values[1] / values[0]:.2f}" if values[0] else "—")
+        table.add_row(label, *cells)
+    console.print(table)
+    console.print(f"[dim]{platform.machine()} {os.cpu_count()} cores; `.venv/bin/python bench/pipeline.py --turns "
+                  f"{args.turns} --rate {args.rate:g} --paused-turns {args.paused_turns}"
+                  + (" --before-src DIR" if args.before_src else "") + "`[/]")
 
 
 if __name__ == "__main__":

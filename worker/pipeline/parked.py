@@ -22,11 +22,13 @@ import structlog
 from schemas.broker import JOURNAL, PARKED_PREFIX, SCORE_QUEUE
 from worker.judge.pause import PAUSED_KEY, config_fingerprint
 
-__all__ = ["MOVE_BATCH", "Mover", "fingerprints", "parked", "parked_queue", "release", "room", "start_mover"]
+__all__ = ["MOVE_BATCH", "PARKED_JUDGES", "Mover", "fingerprints", "parked", "parked_queue", "register", "release",
+           "room", "start_mover"]
 
 log = structlog.get_logger("vigil.parked")
 
 MOVE_BATCH = 1000  # tasks moved per script call
+PARKED_JUDGES = "vigil.parked:judges"  # a set: the judges whose lists to look at
 
 # KEYS: parked list, score queue, journal. ARGV: how many. Moves the oldest items and points their journal entries
 # at the score queue (the recovery sweep looks for a journaled message in the list its entry names).
@@ -52,13 +54,21 @@ def parked_queue(judge: str) -> str:
     return f"{PARKED_PREFIX}{judge}"
 
 
+def register(client: redis.Redis, judges: list[str]) -> None:
+    """Remember that these judges have (or had) parked work: ``parked`` looks only at them, never SCANs the keys."""
+    if judges:
+        client.sadd(PARKED_JUDGES, *judges)
+
+
 def parked(client: redis.Redis) -> dict[str, int]:
     """Parked score tasks per judge."""
-    out = {}
-    for key in client.scan_iter(match=f"{PARKED_PREFIX}*", _type="list"):
-        name = key.decode() if isinstance(key, bytes) else key
-        out[name.removeprefix(PARKED_PREFIX)] = client.llen(name)
-    return out
+    judges = sorted(j.decode() if isinstance(j, bytes) else j for j in client.smembers(PARKED_JUDGES))
+    if not judges:
+        return {}
+    pipe = client.pipeline(transaction=False)
+    for judge in judges:
+        pipe.llen(parked_queue(judge))
+    return dict(zip(judges, pipe.execute(), strict=True))
 
 
 def release(client: redis.Redis, judge: str, limit: int) -> int:

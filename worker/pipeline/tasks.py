@@ -39,7 +39,7 @@ from schemas.rows import (
 from worker.intake import sessions
 from worker.judge.base import JudgePaused
 from worker.pipeline import feedback as feedback_sampling
-from worker.pipeline import loop, turn_store
+from worker.pipeline import loop, parked, turn_store
 from worker.pipeline.app import SCORE_QUEUE, app
 from worker.pipeline.backpressure import push_rows, room_for_rows
 from worker.pipeline.filters import matches
@@ -315,6 +315,7 @@ def _score_turn(rt, turn_json: Any, monitors: Any, enqueued_at: float | None, re
         for name in paused:
             by_judge.setdefault(configured[name].judge, []).append(name)
         holders = turn_store.add_holders(rt.redis, ref[0], len(by_judge)) if ref is not None else []
+        parked.register(rt.redis, list(by_judge))
         with app.producer_or_acquire() as producer, producer.batch():
             for index, (judge, waiting) in enumerate(by_judge.items()):
                 args = (turn_json, waiting, enqueued_at) if ref is None else (None, waiting, enqueued_at,
