@@ -83,8 +83,9 @@ def test_a_worker_killed_mid_batch_loses_nothing_and_duplicates_nothing(redis_ur
 MALFORMED = {
     "missing_fields": {"trace_id": "t-missing", "input": [{"role": "user", "content": "hi"}]},
     "wrong_types": {"trace_id": "t-types", "agent": "support-bot", "input": "not a list", "output": 42},
-    "ten_megabytes": {"trace_id": "t-huge", "agent": "support-bot",
-                      "input": [{"role": "user", "content": "hi"}], "output": "x" * 10_000_000},
+    # over the turn's 2 MB limit, under the message's 8 MiB budget (a larger message is refused whole, unread)
+    "five_megabytes": {"trace_id": "t-huge", "agent": "support-bot",
+                       "input": [{"role": "user", "content": "hi"}], "output": "x" * 5_000_000},
     "invalid_utf8": {"trace_id": "t-utf8", "agent": "support-bot",
                      "input": [{"role": "user", "content": b"caf\xe9".decode("utf-8", "surrogateescape")}],
                      "output": "ok"},
@@ -94,7 +95,7 @@ MALFORMED = {
 REASONS = {
     "missing_fields": "agent: Field required",
     "wrong_types": "input: Input should be a valid list",
-    "ten_megabytes": "largest field output",
+    "five_megabytes": "largest field output",
     "invalid_utf8": "field input[0].content: invalid UTF-8",
     "not_an_object": "turn must be a JSON object",
 }
