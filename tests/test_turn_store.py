@@ -91,3 +91,40 @@ def test_a_waiting_turns_text_is_in_redis_once_and_gone_after_it_is_scored(redis
     assert after == [0] * TURNS
     scored = connect(worker.dsn).query("SELECT count() FROM scores FINAL WHERE status = 'scored'").result_rows[0][0]
     assert scored == 2 * TURNS
+
+
+def test_the_stored_turn_stays_while_any_task_holds_it_and_then_leaves_only_a_tombstone(redis_url):
+    from worker.pipeline import turn_store
+
+    client = redis.Redis.from_url(redis_url)
+    pipe = client.pipeline()
+    turn_id, first = turn_store.store(pipe, {"output": "kept"}, ttl_s=60)
+    pipe.execute()
+    parked = turn_store.add_holders(client, turn_id, 2)  # the task parks two monitors' work for two judges
+
+    assert not turn_store.release(client, turn_id, first, tombstone_s=60)
+    assert not turn_store.release(client, turn_id, parked[0], tombstone_s=60)
+    assert turn_store.fetch(client, turn_id) == {"output": "kept"}
+    assert turn_store.release(client, turn_id, parked[1], tombstone_s=60)
+    assert turn_store.fetch(client, turn_id) == turn_store.DONE
+    assert not turn_store.release(client, turn_id, parked[1], tombstone_s=60)  # a redelivery lets go again: no-op
+    assert 0 < client.ttl(f"vigil:turn:{turn_id}") <= 60
+    assert turn_store.fetch(client, uuid.uuid4().hex) == turn_store.EXPIRED
+    assert turn_store.add_holders(client, "gone", 1) and not client.exists("vigil:turn:gone")  # never recreated
+
+
+def test_a_score_task_whose_stored_turn_expired_is_dead_lettered_naming_the_ttl(redis_url, tmp_path):
+    from worker.pipeline.app import app, configure
+
+    config = tmp_path / "vigil.yaml"
+    config.write_text(yaml.safe_dump({"judges": [{"name": "base", "kind": "baseline"}],
+                                      "monitors": [{"name": "a", "scorer": "answer_relevancy", "judge": "base"}]}))
+    configure(redis_url)
+    app.send_task("vigil.score", args=[None, ["a"], None, [uuid.uuid4().hex, "holder"]], queue=SCORE_QUEUE)
+    worker = WorkerProcess(redis_url, tmp_path / "vigil", config).start()
+    try:
+        wait_drained(redis_url, worker)
+    finally:
+        assert worker.stop() == 0
+    rows = connect(worker.dsn).query("SELECT error_type, reason FROM dead_letters FINAL").result_rows
+    assert [(error_type, "VIGIL_TURN_TTL" in reason) for error_type, reason in rows] == [("turn_expired", True)]

@@ -6,7 +6,7 @@ Now ingest stores the turn's JSON once, in a hash ``vigil:turn:<id>`` (field ``t
 (``VIGIL_TURN_TTL``, a guard against leaks, far longer than any backlog should last), and each score task carries
 ``(id, holder)``. A hash field per holder (``h:<holder>``) says which tasks still need the turn: a task parked for a
 paused judge adds its parked copies as holders before it lets go of its own. When the last holder lets go, the
-hash becomes a small tombstone (``done``, kept a visibility timeout and an hour more), so a task delivered again
+hash becomes a small tombstone (field ``done`` alone, kept a visibility timeout and an hour more), so a task delivered again
 after a crash finds the turn done and goes quietly; a reference to nothing at all (the TTL ran out first) is a
 dead letter naming ``VIGIL_TURN_TTL``.
 """
@@ -26,11 +26,12 @@ DONE, EXPIRED = "done", "expired"
 
 # KEYS: the turn's key. ARGV: holder, tombstone TTL. Lets go of one holder; the last one leaves a tombstone.
 _RELEASE = """
-if redis.call('TYPE', KEYS[1]).ok ~= 'hash' then return 0 end
+if redis.call('HEXISTS', KEYS[1], 'turn') == 0 then return 0 end
 redis.call('HDEL', KEYS[1], 'h:' .. ARGV[1])
 if redis.call('HLEN', KEYS[1]) <= 1 then
   redis.call('DEL', KEYS[1])
-  redis.call('SET', KEYS[1], 'done', 'EX', tonumber(ARGV[2]))
+  redis.call('HSET', KEYS[1], 'done', 1)
+  redis.call('EXPIRE', KEYS[1], tonumber(ARGV[2]))
   return 1
 end
 return 0
@@ -38,7 +39,7 @@ return 0
 
 # KEYS: the turn's key. ARGV: holder fields. Only on a stored turn (never recreates one without its text or TTL).
 _ADD = """
-if redis.call('TYPE', KEYS[1]).ok ~= 'hash' then return 0 end
+if redis.call('HEXISTS', KEYS[1], 'turn') == 0 then return 0 end
 for i = 1, #ARGV do redis.call('HSET', KEYS[1], ARGV[i], 1) end
 return #ARGV
 """
@@ -60,10 +61,10 @@ def store(pipe: redis.client.Pipeline, raw: Any, *, ttl_s: int) -> tuple[str, st
 def fetch(client: redis.Redis, turn_id: str) -> Any:
     """The stored turn (decoded JSON), or ``DONE`` (every task that held it let go) or ``EXPIRED`` (no such key)."""
     key = _key(str(turn_id))
-    text = client.hget(key, "turn") if client.type(key) in (b"hash", "hash") else None
+    text = client.hget(key, "turn")  # one round trip on the common path
     if text is not None:
         return json.loads(text)
-    return DONE if client.get(key) in (b"done", "done") else EXPIRED
+    return DONE if client.hexists(key, "done") else EXPIRED
 
 
 def add_holders(client: redis.Redis, turn_id: str, count: int) -> list[str]:
