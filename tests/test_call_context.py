@@ -48,7 +48,9 @@ def test_two_monitors_on_one_judge_share_it_fairly_in_a_real_worker(redis_url, t
     """Given one judge that takes one call at a time and a monitor with a backlog of 30 turns, when a second
     monitor's turns arrive, then they are served in alternation with the backlog, not behind it."""
     config = tmp_path / "vigil.yaml"
-    with ScriptedJudge(answer_as_answer_relevancy(delay=0.05)) as server:
+    # Each call takes 0.2 s, so the backlog outlasts the vip turns' ingest and fan-out by seconds even on a loaded
+    # host (at 0.05 s a slow ingest let the backlog drain first, and the test measured the host, not the limiter).
+    with ScriptedJudge(answer_as_answer_relevancy(delay=0.2)) as server:
         write_config(config, server, max_concurrency=1)
         worker = WorkerProcess(redis_url, tmp_path / "vigil", config).start()
         try:
