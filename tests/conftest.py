@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import threading
 from http.server import BaseHTTPRequestHandler, HTTPServer
+from typing import ClassVar
 
 import pytest
 import redis
@@ -53,6 +54,41 @@ def store(chdb_dsn):
     migrate(client)
     yield client
     client.close()
+
+
+class _OtlpCollector(BaseHTTPRequestHandler):
+    received: ClassVar[list[tuple[str, bytes]]] = []
+
+    def do_POST(self) -> None:  # noqa: N802 (http.server's naming)
+        type(self).received.append((self.path, self.rfile.read(int(self.headers["Content-Length"]))))
+        self.send_response(200)
+        self.send_header("Content-Type", "application/x-protobuf")
+        self.end_headers()
+
+    def log_message(self, *args) -> None:
+        pass
+
+
+class OtlpCollector:
+    """What a local OTLP/HTTP endpoint received: ``bodies()`` every request body, ``bodies("/v1/metrics")`` one
+    signal's, in arrival order (a live view: call it again to see later exports)."""
+
+    def __init__(self, url: str, received: list[tuple[str, bytes]]) -> None:
+        self.url, self._received = url, received
+
+    def bodies(self, path: str | None = None) -> list[bytes]:
+        return [body for at, body in self._received if path is None or at == path]
+
+
+@pytest.fixture
+def otlp_collector():
+    """A local OTLP/HTTP endpoint (traces, metrics, logs) answering 200 and keeping each request's body."""
+    _OtlpCollector.received = []
+    server = HTTPServer(("127.0.0.1", 0), _OtlpCollector)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield OtlpCollector(f"http://127.0.0.1:{server.server_address[1]}", _OtlpCollector.received)
+    server.shutdown()
+    server.server_close()
 
 
 class _Receiver(BaseHTTPRequestHandler):

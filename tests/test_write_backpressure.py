@@ -4,15 +4,13 @@ every row lands exactly once. A real `vigil worker`, a real Redis, chDB, the scr
 
 from __future__ import annotations
 
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, HTTPServer
-from typing import ClassVar
 
-import pytest
 import redis
 import yaml
-from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import ExportMetricsServiceRequest
+from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
+    ExportMetricsServiceRequest,
+)
 
 from schemas.broker import INGEST_QUEUE, SCORE_QUEUE
 from tests.judge_server import Reply, ScriptedJudge
@@ -23,31 +21,6 @@ from worker.store import connect
 BUDGET = 24_000  # bytes: a few batches' rows, far less than the 60 turns' rows
 STATEMENTS = {"statements": ["Returns are accepted within 30 days."]}
 VERDICTS = {"results": [{"result": "yes", "reason": "answers the question"}]}
-
-
-class _Collector(BaseHTTPRequestHandler):
-    metrics: ClassVar[list[bytes]] = []
-
-    def do_POST(self) -> None:  # noqa: N802 (http.server's naming)
-        body = self.rfile.read(int(self.headers["Content-Length"]))
-        if self.path.endswith("/v1/metrics"):
-            type(self).metrics.append(body)
-        self.send_response(200)
-        self.send_header("Content-Type", "application/x-protobuf")
-        self.end_headers()
-
-    def log_message(self, *args) -> None:
-        pass
-
-
-@pytest.fixture
-def collector():
-    _Collector.metrics = []
-    server = HTTPServer(("127.0.0.1", 0), _Collector)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_address[1]}", _Collector.metrics
-    server.shutdown()
-    server.server_close()
 
 
 def gauges(body: bytes) -> dict[str, int]:
@@ -63,8 +36,12 @@ def judge(body: dict) -> Reply:
 
 
 def test_with_no_writer_the_write_queue_stops_at_its_budget_and_every_row_lands_once_when_one_returns(
-        redis_url, tmp_path, collector):
-    endpoint, exports = collector
+        redis_url, tmp_path, otlp_collector):
+    endpoint = otlp_collector.url
+
+    def exports() -> list[bytes]:
+        return otlp_collector.bodies("/v1/metrics")
+
     client = redis.Redis.from_url(redis_url)
     turns = [make_turn(i) for i in range(60)]
     with ScriptedJudge(judge) as server:
@@ -87,8 +64,8 @@ def test_with_no_writer_the_write_queue_stops_at_its_budget_and_every_row_lands_
                 queued = sum(len(entry) for entry in client.lrange(WRITE_QUEUE, 0, -1))
                 assert queued <= BUDGET, f"the write queue grew to {queued} bytes past its budget of {BUDGET}"
                 time.sleep(0.05)
-            seen = len(exports)
-            while len(exports) < seen + 3:  # three more metric exports while the tasks keep trying
+            seen = len(exports())
+            while len(exports()) < seen + 3:  # three more metric exports while the tasks keep trying
                 assert scoring.process.poll() is None and time.monotonic() < deadline, scoring.output()[-3000:]
                 queued = sum(len(entry) for entry in client.lrange(WRITE_QUEUE, 0, -1))
                 assert queued <= BUDGET, f"the write queue grew to {queued} bytes past its budget of {BUDGET}"
@@ -100,7 +77,7 @@ def test_with_no_writer_the_write_queue_stops_at_its_budget_and_every_row_lands_
         entries = client.lrange(WRITE_QUEUE, 0, -1)
         assert 0 < sum(len(entry) for entry in entries) <= BUDGET
         assert client.llen(INGEST_QUEUE) + client.llen(SCORE_QUEUE) > 0, "the rest waits in the task queues"
-        last = gauges(exports[-1])  # the worker's final export, after its last push
+        last = gauges(exports()[-1])  # the worker's final export, after its last push
         assert last == {"vigil.write_queue.entries": len(entries),
                         "vigil.write_queue.bytes": sum(len(entry) for entry in entries)}
 

@@ -4,10 +4,6 @@ then its log, every row of every table, every OTLP export and the pause state ar
 
 from __future__ import annotations
 
-import threading
-from http.server import BaseHTTPRequestHandler, HTTPServer
-from typing import ClassVar
-
 import pytest
 import redis
 import yaml
@@ -29,29 +25,6 @@ JUDGE_PASSWORD = "judge-pw-SECRET-42"
 REDIS_PASSWORD = "redis-pw-SECRET-43"
 SECRETS = (API_KEY, JUDGE_PASSWORD, REDIS_PASSWORD, "0123456789abcdefSECRET")
 ECHO = f"upstream failed for api_key={API_KEY} (Authorization: Bearer {API_KEY})"
-
-
-class _Collector(BaseHTTPRequestHandler):
-    bodies: ClassVar[list[bytes]] = []
-
-    def do_POST(self) -> None:
-        type(self).bodies.append(self.rfile.read(int(self.headers["Content-Length"])))
-        self.send_response(200)
-        self.send_header("Content-Type", "application/x-protobuf")
-        self.end_headers()
-
-    def log_message(self, *args) -> None:
-        pass
-
-
-@pytest.fixture
-def collector():
-    _Collector.bodies = []
-    server = HTTPServer(("127.0.0.1", 0), _Collector)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_address[1]}", _Collector.bodies
-    server.shutdown()
-    server.server_close()
 
 
 @pytest.mark.parametrize("text", [
@@ -84,8 +57,8 @@ async def test_a_401_that_echoes_the_key_pauses_the_judge_with_the_key_redacted(
     assert API_KEY not in paused.value.reason and API_KEY.encode() not in stored
 
 
-def test_no_secret_reaches_the_log_the_rows_the_spans_or_the_pause_state(tmp_path, collector):
-    endpoint, exports = collector
+def test_no_secret_reaches_the_log_the_rows_the_spans_or_the_pause_state(tmp_path, otlp_collector):
+    endpoint = otlp_collector.url
     server = EmbeddedRedis().start()
     try:
         admin = redis.Redis.from_url(server.url)
@@ -128,6 +101,6 @@ def test_no_secret_reaches_the_log_the_rows_the_spans_or_the_pause_state(tmp_pat
     for secret in SECRETS:
         assert secret not in log, f"{secret} in the worker log"
         assert secret not in rows, f"{secret} in a ClickHouse row"
-        assert not any(secret.encode() in body for body in exports), f"{secret} in an OTLP export"
+        assert not any(secret.encode() in body for body in otlp_collector.bodies()), f"{secret} in an OTLP export"
         assert secret.encode() not in redis_state, f"{secret} in Redis"
-    assert exports, "spans were exported"
+    assert otlp_collector.bodies(), "spans were exported"

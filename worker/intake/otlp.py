@@ -193,14 +193,19 @@ def _hex_ids_to_base64(data: Any) -> Any:
     return data
 
 
+def _serialized(message: Any, *, json_body: bool) -> bytes:
+    """An answer in the encoding its request came in: OTLP/JSON or protobuf."""
+    if json_body:
+        return json_format.MessageToJson(message, indent=None).encode()
+    return message.SerializeToString()
+
+
 def encode_response(decoded: Decoded, *, json_body: bool) -> bytes:
     response = ExportTraceServiceResponse()
     if decoded.rejected:
         response.partial_success.CopyFrom(ExportTracePartialSuccess(rejected_spans=decoded.rejected,
                                                                     error_message=decoded.error_message))
-    if json_body:
-        return json_format.MessageToJson(response, indent=None).encode()
-    return response.SerializeToString()
+    return _serialized(response, json_body=json_body)
 
 
 def encode_logs_response(decoded: Decoded, *, json_body: bool) -> bytes:
@@ -208,14 +213,10 @@ def encode_logs_response(decoded: Decoded, *, json_body: bool) -> bytes:
     if decoded.rejected:
         response.partial_success.CopyFrom(ExportLogsPartialSuccess(rejected_log_records=decoded.rejected,
                                                                    error_message=decoded.error_message))
-    if json_body:
-        return json_format.MessageToJson(response, indent=None).encode()
-    return response.SerializeToString()
+    return _serialized(response, json_body=json_body)
 
 
 def encode_error(code: int, message: str, *, json_body: bool) -> bytes:
     """A ``google.rpc.Status`` body, as OTLP/HTTP asks for failed requests."""
     status = status_pb2.Status(code=code, message=message)
-    if json_body:
-        return json_format.MessageToJson(status, indent=None).encode()
-    return status.SerializeToString()
+    return _serialized(status, json_body=json_body)
