@@ -264,12 +264,14 @@ def scale_run(redis_url: str, home: Path, turns: list[dict], rate: float, paused
               src: str | None) -> dict[str, Any]:
     """One code version (``src``: a checkout to run the worker from; None: this one) over ``turns``. Memory is
     measured at the margin: after half the turns and after all of them, divided by the difference in what waits,
-    so a worker's warm-up (imports, thread stacks, the judge client) does not pass for a per-turn cost.
+    so a worker's warm-up (imports, thread stacks, the judge client) does not pass for a per-turn cost; Redis is
+    ``used_memory`` at the peak over the flushed server's with the worker ready, divided by what waits.
 
-    1. waiting: an ingest-only worker fans the turns out; the score tasks wait. Redis ``used_memory`` per waiting
-       score task; the ingest worker's peak RSS (VmHWM) and its growth per turn ingested.
+    1. waiting: an ingest-only worker fans the turns out; the score tasks wait. Redis bytes per waiting score task;
+       the ingest worker's peak RSS (VmHWM) and its growth per turn ingested.
     2. scoring: a full worker scores them all (the scripted judge answers at once): scores/s and peak RSS.
-    3. paused: the judge paused by hand, ``paused_turns`` more turns arrive at a full worker; once every one waits,
+    3. paused: the judge paused by hand, ``paused_turns`` more turns (all sampled) arrive at a full worker; once
+       every one waits,
        the tasks it holds scheduled (Celery's inspect), its RSS growth and Redis bytes per waiting turn."""
     from tests.judge_server import ScriptedJudge
     from worker.judge.pause import PAUSED_KEY
@@ -290,6 +292,7 @@ def scale_run(redis_url: str, home: Path, turns: list[dict], rate: float, paused
         client.flushall()
         worker = _ready(_worker(redis_url, home / "fill", config, src, "-Q", "vigil.ingest", "-c", "8"), client)
         try:
+            idle = _used(client)
             started = time.perf_counter()
             _send_turns(redis_url, turns[:half])
             _wait(fanned_out, worker, "fan-out")
@@ -299,7 +302,7 @@ def scale_run(redis_url: str, home: Path, turns: list[dict], rate: float, paused
             out["ingest_turns_per_s"] = len(turns) / (time.perf_counter() - started)
             second = (client.llen("vigil.score"), _used(client), _proc_kb(worker.process.pid, "VmHWM"))
             waiting = out["waiting"] = second[0]
-            out["redis_bytes_per_waiting"] = (second[1] - first[1]) / max(1, second[0] - first[0])
+            out["redis_bytes_per_waiting"] = (second[1] - idle) / max(1, waiting)
             out["redis_mb_waiting"] = second[1] / 2**20
             out["ingest_rss_growth_kb_per_turn"] = (second[2] - first[2]) / (len(turns) - half)
             out["ingest_peak_rss_mb"] = second[2] / 1024
@@ -317,8 +320,11 @@ def scale_run(redis_url: str, home: Path, turns: list[dict], rate: float, paused
         client.flushall()
         client.hset(PAUSED_KEY, "llm", json.dumps({"judge": "llm", "reason": "bench: paused by hand",
                                                    "since": time.time(), "fingerprint": ""}))
-        worker = start_worker_with(redis_url, home / "paused", config, src)
+        # every turn sampled here, so the paused judge's work is thousands of tasks, not a few dozen
+        worker = start_worker_with(redis_url, home / "paused", _scale_config(home / "all.yaml", server.base_url, 1.0),
+                                   src)
         try:
+            idle = _used(client)
             more = fresh_copies(turns, paused_turns // len(turns) + 1)[:paused_turns]
             marks = []
             for part in (more[:len(more) // 2], more[len(more) // 2:]):
@@ -335,11 +341,11 @@ def scale_run(redis_url: str, home: Path, turns: list[dict], rate: float, paused
                 marks.append((seen[-1], _used(client), _proc_kb(worker.process.pid, "VmRSS")))
             configure(redis_url)
             scheduled = app.control.inspect(timeout=5).scheduled() or {}
-            (n1, used1, rss1), (n2, used2, rss2) = marks
+            (n1, _, rss1), (n2, used2, rss2) = marks
             out["paused_waiting"] = n2
             out["paused_scheduled_in_worker"] = sum(map(len, scheduled.values()))
             out["paused_rss_growth_kb_per_turn"] = (rss2 - rss1) / max(1, n2 - n1)
-            out["paused_redis_bytes_per_turn"] = (used2 - used1) / max(1, n2 - n1)
+            out["paused_redis_bytes_per_turn"] = (used2 - idle) / max(1, n2)
         finally:
             worker.stop()
             client.flushall()
@@ -449,7 +455,7 @@ def scale_main(args: argparse.Namespace, console: Console) -> None:
         print(json.dumps({"machine": f"{platform.machine()} {os.cpu_count()} cores", "runs": runs}))
         return
     table = Table(title=f"{args.turns} turns through one worker (scripted judge answering at once; monitor rate "
-                        f"{args.rate:g}); then {args.paused_turns} turns to a paused judge")
+                        f"{args.rate:g}); then {args.paused_turns} turns, all sampled, to a paused judge")
     rows = [("score tasks waiting", "waiting", "{:.0f}"),
             ("Redis bytes / waiting score task", "redis_bytes_per_waiting", "{:,.0f}"),
             ("ingest turns/s (fan-out only)", "ingest_turns_per_s", "{:.0f}"),
