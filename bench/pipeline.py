@@ -271,11 +271,10 @@ def scale_run(redis_url: str, home: Path, turns: list[dict], rate: float, paused
        the ingest worker's peak RSS (VmHWM) and its growth per turn ingested.
     2. scoring: a full worker scores them all (the scripted judge answers at once): scores/s and peak RSS.
     3. paused: the judge paused by hand, ``paused_turns`` more turns (all sampled) arrive at a full worker; once
-       every one waits,
-       the tasks it holds scheduled (Celery's inspect), its RSS growth and Redis bytes per waiting turn."""
+       every one waits, the tasks the worker holds (delivered, unacked: where countdown tasks wait), its RSS growth
+       and Redis bytes per waiting turn."""
     from tests.judge_server import ScriptedJudge
     from worker.judge.pause import PAUSED_KEY
-    from worker.pipeline.app import app, configure
     from worker.pipeline.backlog import backlog
 
     client = redis.Redis.from_url(redis_url)
@@ -339,11 +338,10 @@ def scale_run(redis_url: str, home: Path, turns: list[dict], rate: float, paused
 
                 _wait(all_waiting, worker, "paused work")
                 marks.append((seen[-1], _used(client), _proc_kb(worker.process.pid, "VmRSS")))
-            configure(redis_url)
-            scheduled = app.control.inspect(timeout=5).scheduled() or {}
+            held = client.hlen("unacked")  # delivered to the worker and held there (countdown tasks wait so)
             (n1, _, rss1), (n2, used2, rss2) = marks
             out["paused_waiting"] = n2
-            out["paused_scheduled_in_worker"] = sum(map(len, scheduled.values()))
+            out["paused_held_by_worker"] = held
             out["paused_rss_growth_kb_per_turn"] = (rss2 - rss1) / max(1, n2 - n1)
             out["paused_redis_bytes_per_turn"] = (used2 - idle) / max(1, n2)
         finally:
@@ -465,7 +463,7 @@ def scale_main(args: argparse.Namespace, console: Console) -> None:
             ("scores/s (100 threads)", "scores_per_s", "{:.0f}"),
             ("scoring worker peak RSS MB", "score_peak_rss_mb", "{:.0f}"),
             ("paused: turns waiting", "paused_waiting", "{:.0f}"),
-            ("paused: tasks scheduled in worker memory", "paused_scheduled_in_worker", "{:.0f}"),
+            ("paused: tasks held by the worker (unacked)", "paused_held_by_worker", "{:.0f}"),
             ("paused: worker RSS growth KB / waiting turn", "paused_rss_growth_kb_per_turn", "{:.2f}"),
             ("paused: Redis bytes / waiting turn", "paused_redis_bytes_per_turn", "{:,.0f}")]
     table.add_column("measure")
