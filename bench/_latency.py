@@ -1,16 +1,34 @@
 """What the caller's thread pays per call: operations timed call by call in rotating order, paced to a rate, and
-their percentiles. Shared by the hook benchmarks (``hook.py``, ``feedback.py``)."""
+their percentiles, with the broker up and down. Shared by the hook benchmarks (``hook.py``, ``feedback.py``)."""
 
 from __future__ import annotations
 
+import argparse
+import json
+import logging
+import platform
 import statistics
+import sys
+import tempfile
 import time
 from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
 
-from opentelemetry.sdk.trace import ReadableSpan
-from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
+from opentelemetry import trace
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
+from rich.console import Console
+from rich.table import Table
 
-__all__ = ["DiscardExporter", "percentiles", "timed"]
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from worker.demo.embedded_redis import EmbeddedRedis, free_port  # noqa: E402
+
+__all__ = ["DiscardExporter", "main", "percentiles", "timed"]
+
+# run_mode(name, redis_url, tracer, calls, rate, spool_dir) -> that mode's figures
+RunMode = Callable[[str, str, trace.Tracer, int, float, Path], dict[str, Any]]
 
 
 class DiscardExporter(SpanExporter):
@@ -41,3 +59,30 @@ def timed(operations: dict[str, Callable[[int], object]], calls: int, rate: floa
 def percentiles(samples: list[int]) -> dict[str, float]:
     cuts = statistics.quantiles(samples, n=100, method="inclusive")
     return {"p50_us": round(cuts[49] / 1000, 2), "p99_us": round(cuts[98] / 1000, 2)}
+
+
+def main(doc: str, run_mode: RunMode, table: Callable[[dict[str, Any]], Table], *, rate: float, rate_help: str) -> None:
+    """A hook benchmark's command line: ``run_mode`` with Redis up, then down (the shipper backing off and
+    spooling), inside one active span as in an instrumented agent; the spans go through a BatchSpanProcessor whose
+    exporter discards. Prints ``table(report)``, or the report as one JSON object with ``--json``."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
+    parser.add_argument("--calls", type=int, default=20_000)
+    parser.add_argument("--rate", type=float, default=rate, help=rate_help)
+    parser.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
+    args = parser.parse_args()
+    logging.getLogger("vigil.producers").setLevel(logging.ERROR)  # the outage run logs every retry otherwise
+
+    provider = TracerProvider()
+    provider.add_span_processor(BatchSpanProcessor(DiscardExporter()))
+    tracer = provider.get_tracer("bench")
+    report: dict[str, Any] = {"calls": args.calls, "rate": args.rate, "python": platform.python_version(), "modes": {}}
+    with (tempfile.TemporaryDirectory(prefix="vigil-bench-") as spool_dir, EmbeddedRedis() as server,
+          tracer.start_as_current_span("agent turn")):
+        report["modes"]["redis up"] = run_mode("up", server.url, tracer, args.calls, args.rate, Path(spool_dir))
+        down = f"redis://127.0.0.1:{free_port()}/0"
+        report["modes"]["redis down"] = run_mode("down", down, tracer, args.calls, args.rate, Path(spool_dir))
+    provider.shutdown()
+    if args.json:
+        print(json.dumps(report))
+    else:
+        Console(width=130).print(table(report))

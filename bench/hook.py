@@ -10,26 +10,17 @@ is captured inside an active span, as in an instrumented agent. Calls are paced 
 
 from __future__ import annotations
 
-import argparse
-import json
-import logging
-import platform
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
 from opentelemetry import trace
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import BatchSpanProcessor
-from rich.console import Console
 from rich.table import Table
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from _latency import DiscardExporter, percentiles, timed  # noqa: E402
+from _latency import main, percentiles, timed  # noqa: E402
 from producers import Monitor  # noqa: E402
-from worker.demo.embedded_redis import EmbeddedRedis, free_port  # noqa: E402
 
 TURN: dict[str, Any] = {
     "input": "My invoice shows two charges for the same order. Why was I charged twice, and when will it be fixed?",
@@ -85,29 +76,5 @@ def table(report: dict[str, Any]) -> Table:
     return out
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--calls", type=int, default=20_000)
-    parser.add_argument("--rate", type=float, default=5_000, help="turns (and spans) per second")
-    parser.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
-    args = parser.parse_args()
-    logging.getLogger("vigil.producers").setLevel(logging.ERROR)  # the outage run logs every retry otherwise
-
-    provider = TracerProvider()
-    provider.add_span_processor(BatchSpanProcessor(DiscardExporter()))
-    tracer = provider.get_tracer("bench")
-    report: dict[str, Any] = {"calls": args.calls, "rate": args.rate, "python": platform.python_version(), "modes": {}}
-    with tempfile.TemporaryDirectory(prefix="vigil-bench-") as spool_dir, EmbeddedRedis() as server:
-        with tracer.start_as_current_span("agent turn"):
-            report["modes"]["redis up"] = run_mode("up", server.url, tracer, args.calls, args.rate, Path(spool_dir))
-            down = f"redis://127.0.0.1:{free_port()}/0"
-            report["modes"]["redis down"] = run_mode("down", down, tracer, args.calls, args.rate, Path(spool_dir))
-    provider.shutdown()
-    if args.json:
-        print(json.dumps(report))
-    else:
-        Console(width=130).print(table(report))
-
-
 if __name__ == "__main__":
-    main()
+    main(__doc__, run_mode, table, rate=5_000, rate_help="turns (and spans) per second")

@@ -4,12 +4,27 @@ from __future__ import annotations
 
 import logging
 import sys
+import time
 
 import structlog
 
 from worker.redact import redact, redact_event
 
-__all__ = ["configure_logging"]
+__all__ = ["Every", "configure_logging"]
+
+
+class Every:
+    """True at most once per ``seconds``: for a warning a busy process would otherwise log per task or batch."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds, self._last = seconds, float("-inf")
+
+    def __call__(self) -> bool:
+        now = time.monotonic()
+        if now - self._last < self.seconds:
+            return False
+        self._last = now
+        return True
 
 
 class _Redact(logging.Filter):

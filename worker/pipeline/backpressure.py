@@ -9,7 +9,6 @@ ingest and score queues, and the worker keeps no more in memory than the tasks i
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterable
 
 import redis
@@ -17,6 +16,7 @@ import structlog
 from celery.exceptions import Reject
 from pydantic import BaseModel
 
+from worker.logs import Every
 from worker.settings import get_settings
 from worker.sinks.write_queue import WriteQueueFull, push_within, wait_for_room
 
@@ -24,7 +24,7 @@ __all__ = ["push_rows", "room_for_rows"]
 
 log = structlog.get_logger("vigil.backpressure")
 
-_last_log = 0.0
+_full_warning = Every(10)  # a line per 10 s per process, not per task
 
 
 def _stopping() -> bool:
@@ -35,9 +35,7 @@ def _stopping() -> bool:
 
 
 def _requeue(exc: WriteQueueFull) -> Reject:
-    global _last_log
-    if time.monotonic() - _last_log > 10:  # a line per 10 s per process, not per task
-        _last_log = time.monotonic()
+    if _full_warning():
         log.warning("write queue at its budget (is the store down?); tasks go back on their queue", error=str(exc))
     return Reject(str(exc), requeue=True)
 

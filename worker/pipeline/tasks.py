@@ -38,6 +38,7 @@ from schemas.rows import (
 )
 from worker.intake import sessions
 from worker.judge.base import JudgePaused
+from worker.logs import Every
 from worker.pipeline import feedback as feedback_sampling
 from worker.pipeline import loop, parked, turn_store
 from worker.pipeline.app import SCORE_QUEUE, app
@@ -186,7 +187,7 @@ def ingest(self, batch: Any) -> dict[str, int]:
             "fanned_out": len(fan_out)}
 
 
-_last_shed_log = 0.0
+_shed_warning = Every(10)  # a line per 10 s, not per batch
 
 
 def _admitted(rt, wanted: int) -> float:
@@ -199,9 +200,7 @@ def _admitted(rt, wanted: int) -> float:
     except _REDIS_FAILED as exc:
         raise _requeue_on_redis_failure(exc) from exc
     fraction = admitted_fraction(depth, bound, wanted)
-    global _last_shed_log
-    if fraction < 1.0 and time.monotonic() - _last_shed_log > 10:  # a line per 10 s, not per batch
-        _last_shed_log = time.monotonic()
+    if fraction < 1.0 and _shed_warning():
         log.warning("score queue over its bound; shedding", depth=depth, bound=bound, wanted=wanted,
                     admitted=round(fraction, 4))
     return fraction
