@@ -17,13 +17,17 @@ from typing import Any
 
 from opentelemetry import trace
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
+from opentelemetry.sdk.trace.export import (
+    BatchSpanProcessor,
+    SpanExporter,
+    SpanExportResult,
+)
 from rich.console import Console
 from rich.table import Table
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from worker.demo.embedded_redis import EmbeddedRedis, free_port  # noqa: E402
+from vigil.worker.demo.embedded_redis import EmbeddedRedis, free_port  # noqa: E402
 
 __all__ = ["DiscardExporter", "main", "percentiles", "timed"]
 

@@ -17,8 +17,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from worker.store import connect, migrate
-from worker.store.queries import DETECTOR_QUERIES, bind, render
+from vigil.worker.store import connect, migrate
+from vigil.worker.store.queries import DETECTOR_QUERIES, bind, render
 
 NOW = datetime(2026, 3, 31, 12, 0, tzinfo=UTC)
 OLD = "pipeline_events_by_turn"

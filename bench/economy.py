@@ -53,13 +53,13 @@ sys.path.insert(0, str(CODE))
 
 from rich.console import Console
 from rich.table import Table
+from vigil.schemas import JudgeConfig, Turn
+from vigil.worker.judge.base import JudgeReply, JudgeRequest
+from vigil.worker.judge.baseline import BaselineJudge, sentences
+from vigil.worker.judge.client import LLMJudge
+from vigil.worker.judge.transport import Transport
 
-from schemas import JudgeConfig, Turn
 from tests.judge_server import Reply, ScriptedJudge
-from worker.judge.base import JudgeReply, JudgeRequest
-from worker.judge.baseline import BaselineJudge, sentences
-from worker.judge.client import LLMJudge
-from worker.judge.transport import Transport
 
 __all__ = ["Exchange", "Ledger", "ScriptedAnswers", "main", "prompt_text", "request_chars"]
 
@@ -234,7 +234,7 @@ def answer_deepeval(body: dict[str, Any]) -> tuple[str, str]:
 
 
 def _baseline_verdicts(question: str, statements: list[str]) -> list[dict[str, str]]:
-    from worker.scorers.prompts.answer_relevancy import Verdicts
+    from vigil.worker.scorers.prompts.answer_relevancy import Verdicts
 
     request = JudgeRequest(step="answer_relevancy.analyze", instructions="", prompt="", output_type=Verdicts,
                            inputs={"question": question, "statements": statements})
@@ -253,7 +253,7 @@ def _verdict(result) -> tuple:
 
 
 async def _vigil(judge: ScriptedAnswers, turns: list[Turn]) -> dict[str, list]:
-    from worker.scorers.answer_relevancy import AnswerRelevancy
+    from vigil.worker.scorers.answer_relevancy import AnswerRelevancy
 
     results: dict[str, list] = {}
     for mode, params in MODES.items():

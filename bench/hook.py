@@ -20,7 +20,7 @@ from rich.table import Table
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from _latency import main, percentiles, timed  # noqa: E402
-from producers import Monitor  # noqa: E402
+from vigil.producers import Monitor  # noqa: E402
 
 TURN: dict[str, Any] = {
     "input": "My invoice shows two charges for the same order. Why was I charged twice, and when will it be fixed?",

@@ -38,8 +38,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from rich.console import Console
 from rich.table import Table
-
-from worker.demo.embedded_redis import EmbeddedRedis, free_port
+from vigil.worker.demo.embedded_redis import EmbeddedRedis, free_port
 
 NULL_SERVER = """
 import sys
@@ -160,9 +159,9 @@ def run(name: str, argv: list[str], env: dict[str, str], port: int, body: bytes,
 
 def breakdown(body: bytes, spans: int, redis_url: str, rounds: int = 5, requests: int = 100) -> dict[str, float]:
     """CPU µs per span of decoding and of publishing one request, in this process: the least of ``rounds``."""
-    from schemas.broker import SPANS_TASK
-    from worker.intake.otlp import decode_traces
-    from worker.intake.publish import Publisher
+    from vigil.schemas.broker import SPANS_TASK
+    from vigil.worker.intake.otlp import decode_traces
+    from vigil.worker.intake.publish import Publisher
 
     publisher = Publisher(redis_url)
     client = redis.Redis.from_url(redis_url)
@@ -204,7 +203,7 @@ def main() -> None:
         null_port, intake_port = free_port(), free_port()
         null = run("aiohttp answering 200, nothing else", [sys.executable, "-c", NULL_SERVER, str(null_port)], env,
                    null_port, body, spans, args, None)
-        intake = run("vigil intake (decode, Redis)", [sys.executable, "-m", "worker", "intake", "--port",
+        intake = run("vigil intake (decode, Redis)", [sys.executable, "-m", "vigil.worker", "intake", "--port",
                                                       str(intake_port)], env, intake_port, body, spans, args,
                      server.process.pid)
         kept = redis.Redis.from_url(server.url).llen("vigil.ingest")

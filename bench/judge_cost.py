@@ -45,18 +45,19 @@ VARIANTS = [("answer_relevancy", {"steps": "fused"}, "template"),
 
 
 def _turns() -> list:
-    from schemas import Turn
+    from vigil.schemas import Turn
 
     lines = (ROOT / "worker" / "demo" / "data" / "turns.jsonl").read_text(encoding="utf-8").splitlines()
     return [Turn.model_validate_json(line) for line in lines if line.strip()]
 
 
 async def measure(variants: bool) -> list[dict]:
-    from schemas import load_config
+    from vigil.schemas import load_config
+    from vigil.worker.demo import demo_config
+    from vigil.worker.pipeline.filters import matches
+    from vigil.worker.scorers import build_scorer
+
     from tests.judge_server import ScriptedJudge
-    from worker.demo import demo_config
-    from worker.pipeline.filters import matches
-    from worker.scorers import build_scorer
 
     config = load_config(demo_config(Path(tempfile.mkdtemp(prefix="vigil-cost-")))[0])
     monitors = [(m, m.name) for m in config.monitors]

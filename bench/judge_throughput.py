@@ -48,11 +48,10 @@ def _worker(base_url: str, redis_url: str, config: Config, callers: int, duratio
 
     import structlog
     from redis.asyncio import Redis
-
-    from schemas import JudgeConfig
-    from worker.judge.base import JudgeFailed
-    from worker.judge.limiter import RateLimits
-    from worker.judge.transport import Transport
+    from vigil.schemas import JudgeConfig
+    from vigil.worker.judge.base import JudgeFailed
+    from vigil.worker.judge.limiter import RateLimits
+    from vigil.worker.judge.transport import Transport
 
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING),
                         logger_factory=structlog.PrintLoggerFactory(sys.stderr))  # stdout is for the report
@@ -141,7 +140,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
     args = parser.parse_args(argv)
 
-    from worker.demo.embedded_redis import EmbeddedRedis
+    from vigil.worker.demo.embedded_redis import EmbeddedRedis
 
     over = round(args.rpm * 1.2)
     configs = [

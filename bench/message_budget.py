@@ -25,11 +25,12 @@ from rich.table import Table
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from producers._transport import CeleryTransport  # noqa: E402
-from schemas.broker import DEFAULT_MESSAGE_BYTES  # noqa: E402
+from vigil.producers._transport import CeleryTransport  # noqa: E402
+from vigil.schemas.broker import DEFAULT_MESSAGE_BYTES  # noqa: E402
+from vigil.worker.demo.embedded_redis import EmbeddedRedis  # noqa: E402
+from vigil.worker.store import connect  # noqa: E402
+
 from tests.pipeline import WorkerProcess, make_turn, ship, wait_drained  # noqa: E402
-from worker.demo.embedded_redis import EmbeddedRedis  # noqa: E402
-from worker.store import connect  # noqa: E402
 
 CONFIG = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "pipeline.yaml"
 

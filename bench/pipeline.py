@@ -42,20 +42,21 @@ from rich.table import Table
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from producers import Monitor  # noqa: E402
-from schemas import VigilConfig  # noqa: E402
+from vigil.producers import Monitor  # noqa: E402
+from vigil.schemas import VigilConfig  # noqa: E402
+from vigil.worker.demo import demo_config, demo_turns  # noqa: E402
+from vigil.worker.demo.embedded_redis import EmbeddedRedis  # noqa: E402
+from vigil.worker.pipeline.backlog import wait_drained as drain  # noqa: E402
+from vigil.worker.scorers import build_scorer  # noqa: E402
+from vigil.worker.store import connect  # noqa: E402
+
 from tests.pipeline import WorkerProcess  # noqa: E402
-from worker.demo import demo_config, demo_turns  # noqa: E402
-from worker.demo.embedded_redis import EmbeddedRedis  # noqa: E402
-from worker.pipeline.backlog import wait_drained as drain  # noqa: E402
-from worker.scorers import build_scorer  # noqa: E402
-from worker.store import connect  # noqa: E402
 
 
 def cpu_per_score(config: VigilConfig, turns: list[dict]) -> list[dict[str, Any]]:
     from economy import Ledger, ScriptedAnswers
+    from vigil.schemas import Turn
 
-    from schemas import Turn
     from tests.judge_server import ScriptedJudge
 
     parsed = [Turn.model_validate(t) for t in turns]
@@ -114,8 +115,8 @@ def wait_drained(client: redis.Redis) -> None:
 
 
 def send_empty_batches(redis_url: str, count: int) -> None:
-    from schemas.broker import INGEST_QUEUE, INGEST_TASK
-    from worker.pipeline.app import app, configure
+    from vigil.schemas.broker import INGEST_QUEUE, INGEST_TASK
+    from vigil.worker.pipeline.app import app, configure
 
     configure(redis_url)
     with app.producer_or_acquire() as producer:
@@ -217,8 +218,8 @@ def _used(client: redis.Redis) -> int:
 
 
 def _send_turns(redis_url: str, turns: list[dict]) -> None:
-    from schemas.broker import INGEST_QUEUE, INGEST_TASK
-    from worker.pipeline.app import app, configure
+    from vigil.schemas.broker import INGEST_QUEUE, INGEST_TASK
+    from vigil.worker.pipeline.app import app, configure
 
     configure(redis_url)
     with app.producer_or_acquire() as producer:
@@ -273,9 +274,10 @@ def scale_run(redis_url: str, home: Path, turns: list[dict], rate: float, paused
     3. paused: the judge paused by hand, ``paused_turns`` more turns (all sampled) arrive at a full worker; once
        every one waits, the tasks the worker holds (delivered, unacked: where countdown tasks wait), its RSS growth
        and Redis bytes per waiting turn."""
+    from vigil.worker.judge.pause import PAUSED_KEY
+    from vigil.worker.pipeline.backlog import backlog
+
     from tests.judge_server import ScriptedJudge
-    from worker.judge.pause import PAUSED_KEY
-    from worker.pipeline.backlog import backlog
 
     client = redis.Redis.from_url(redis_url)
     out: dict[str, Any] = {"code": "before" if src else "after", "turns": len(turns)}
@@ -364,7 +366,7 @@ def _ready(worker: WorkerProcess, client: redis.Redis) -> WorkerProcess:
 
 
 def _sampled(trace_id: str, rate: float) -> bool:
-    from worker.pipeline.sampling import sampled
+    from vigil.worker.pipeline.sampling import sampled
 
     return sampled(trace_id, rate)
 

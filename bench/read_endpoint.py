@@ -17,11 +17,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from vigil.worker.report.build import build_report
+from vigil.worker.store import connect, migrate
+from vigil.worker.store.clickhouse import connect_for_reading
+from vigil.worker.store.read_server import ReadServer
+
 from tests.quality_seed import seed_everything
-from worker.report.build import build_report
-from worker.store import connect, migrate
-from worker.store.clickhouse import connect_for_reading
-from worker.store.read_server import ReadServer
 
 NOW = datetime(2026, 3, 2, 12, 0, tzinfo=UTC)
 

@@ -18,10 +18,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import redis
-
-from worker.demo.embedded_redis import EmbeddedRedis
-from worker.sinks.write_queue import WRITE_BYTES, WRITE_QUEUE, _push
-from worker.sinks.writer import _REMOVE
+from vigil.worker.demo.embedded_redis import EmbeddedRedis
+from vigil.worker.sinks.write_queue import WRITE_BYTES, WRITE_QUEUE, _push
+from vigil.worker.sinks.writer import _REMOVE
 
 ENTRY = json.dumps({"table": "scores", "rows": [{"trace_id": "t" * 32, "reason": "r" * 900}]}).encode()
 

@@ -7,12 +7,12 @@ Imports ``schemas`` at most and never ``worker``: this package lives inside agen
     monitor.capture(..., origin=origin_of(request.headers))  # vigil's own follow-ups are never sampled again
 """
 
-from producers._scope import TurnScope, current_turn
-from producers._transport import INGEST_QUEUE, INGEST_TASK, CeleryTransport, Transport
-from producers.monitor import DropReason, Monitor, MonitorCounters, MonitorSettings
-from producers.origin import origin_of
-from producers.otel import GenAISpanProcessor, turns_from_spans
-from producers.replay import ReplayProgress, ReplayResult, replay
+from ._scope import TurnScope, current_turn
+from ._transport import INGEST_QUEUE, INGEST_TASK, CeleryTransport, Transport
+from .monitor import DropReason, Monitor, MonitorCounters, MonitorSettings
+from .origin import origin_of
+from .otel import GenAISpanProcessor, turns_from_spans
+from .replay import ReplayProgress, ReplayResult, replay
 
 __all__ = [
     "INGEST_QUEUE",

@@ -13,7 +13,7 @@ import urllib.error
 import urllib.request
 from typing import Any
 
-from schemas.broker import MessageTooLarge
+from vigil.schemas.broker import MessageTooLarge
 
 __all__ = ["HTTPTransport", "IntakeRefused"]
 

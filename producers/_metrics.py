@@ -14,7 +14,7 @@ from opentelemetry import metrics
 from opentelemetry.metrics import CallbackOptions, Observation
 
 if TYPE_CHECKING:
-    from producers.monitor import Monitor, MonitorCounters
+    from .monitor import Monitor, MonitorCounters
 
 __all__ = ["observe"]
 

@@ -19,7 +19,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from producers.monitor import Monitor
+    from .monitor import Monitor
 
 __all__ = ["TurnScope", "current_turn", "traced"]
 
@@ -63,7 +63,7 @@ class TurnScope:
                 if self.fields.get("output") is None:
                     self.fields["output"] = ""
             elif self.fields.get("output") is None:
-                from producers.monitor import DropReason  # here: monitor.py imports this module
+                from .monitor import DropReason  # here: monitor.py imports this module
 
                 self.monitor._drop_now(  # the scope is the monitor's own helper
                     DropReason.NO_OUTPUT, "the turn ended without an output: call t.set(output=...) in the scope, "

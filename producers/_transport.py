@@ -3,7 +3,7 @@
 Celery's message protocol 2 with the JSON serializer, written with kombu alone (the SDK needs Celery's message
 format, not Celery: no worker, no CLI in the agent's environment), published to the anonymous exchange so the
 Redis transport does one round trip per batch: a MULTI/EXEC holding the ``LPUSH`` and its journal entry
-(``schemas.broker``; the first publish of a process also declares the queue). kombu connects on the shipper
+(``vigil.schemas.broker``; the first publish of a process also declares the queue). kombu connects on the shipper
 thread at the first send, never on the agent's.
 """
 
@@ -14,7 +14,7 @@ import socket
 import uuid
 from typing import TYPE_CHECKING, Any, Protocol
 
-from schemas.broker import (
+from vigil.schemas.broker import (
     DEFAULT_MESSAGE_BYTES,
     INGEST_QUEUE,
     INGEST_TASK,

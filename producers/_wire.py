@@ -22,8 +22,7 @@ from uuid import UUID
 
 from opentelemetry.trace import SpanContext
 from pydantic import BaseModel
-
-from schemas.trace import WIRE_VERSION
+from vigil.schemas.trace import WIRE_VERSION
 
 __all__ = ["Unserializable", "output_text", "to_wire"]
 

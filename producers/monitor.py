@@ -2,7 +2,7 @@
 
 The agent's thread does constant work: a small tuple appended to a bounded deque under a lock held for a few
 operations, and a wake-up of the shipper when a batch is full. The deque is bounded twice: ``max_queue`` turns and
-``max_queue_bytes`` (each turn's size estimated from its text, ``producers._size``); a turn over either is dropped,
+``max_queue_bytes`` (each turn's size estimated from its text, ``vigil.producers._size``); a turn over either is dropped,
 counted by reason (``queue_full``, ``queue_bytes``) and logged, never waited for. A daemon shipper thread turns
 captured payloads into wire dicts, sends them in batches (one Redis round trip each), and while the broker is down backs off with
 jitter and spools to a bounded local file, draining it in order when the broker returns. Nothing is lost silently:
@@ -40,19 +40,23 @@ from opentelemetry import trace as otel_trace
 from opentelemetry.metrics import MeterProvider
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict
+from vigil.schemas.broker import (
+    DEFAULT_MESSAGE_BYTES,
+    MIN_MESSAGE_BYTES,
+    MessageTooLarge,
+)
+from vigil.schemas.feedback import Feedback, problems
+from vigil.schemas.trace import Turn
 
-from producers._backoff import compute_backoff
-from producers._http import HTTPTransport
-from producers._log import get_logger
-from producers._metrics import observe
-from producers._scope import TurnScope, traced
-from producers._size import DEFERRED_BYTES, estimate
-from producers._spool import Spool
-from producers._transport import CeleryTransport, Transport
-from producers._wire import Unserializable, to_wire
-from schemas.broker import DEFAULT_MESSAGE_BYTES, MIN_MESSAGE_BYTES, MessageTooLarge
-from schemas.feedback import Feedback, problems
-from schemas.trace import Turn
+from ._backoff import compute_backoff
+from ._http import HTTPTransport
+from ._log import get_logger
+from ._metrics import observe
+from ._scope import TurnScope, traced
+from ._size import DEFERRED_BYTES, estimate
+from ._spool import Spool
+from ._transport import CeleryTransport, Transport
+from ._wire import Unserializable, to_wire
 
 __all__ = ["DropReason", "Monitor", "MonitorCounters", "MonitorSettings"]
 
@@ -246,7 +250,7 @@ class Monitor:
         return TurnScope(self, fields)
 
     def trace(self, *, input_arg: str | None = None, **fields: Any) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-        """Decorate an agent function (sync or async): one turn per call; see ``producers._scope.traced``."""
+        """Decorate an agent function (sync or async): one turn per call; see ``vigil.producers._scope.traced``."""
         return lambda fn: traced(self, fn, input_arg=input_arg, fields=fields)
 
     def _enqueue(self, item: _Item) -> bool:

@@ -15,7 +15,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from schemas.trace import ORIGIN_ATTRIBUTE, ORIGIN_HEADER, ORIGIN_METADATA_KEY, ORIGINS
+from vigil.schemas.trace import (
+    ORIGIN_ATTRIBUTE,
+    ORIGIN_HEADER,
+    ORIGIN_METADATA_KEY,
+    ORIGINS,
+)
 
 __all__ = ["ORIGIN_ATTRIBUTE", "ORIGIN_HEADER", "origin_of"]
 

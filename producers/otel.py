@@ -2,7 +2,7 @@
 
 The processor counts the spans each trace has started and keeps the ones that ended. A trace is complete in this
 process when its local root span (no parent, or a remote one) has ended and so has every span it started; then
-``schemas.spans.assemble`` (the same code ``vigil intake`` runs) makes its turns: one per agent root, or one per
+``vigil.schemas.spans.assemble`` (the same code ``vigil intake`` runs) makes its turns: one per agent root, or one per
 top-level LLM span. A child that outlives its root (an async tool call, a stream still being read) is waited for, at
 most ``late_grace_s`` after the root ended: then the trace is assembled with what has ended, and kept, so a child
 that ends later makes it assembled again, whole, under the same turn ids (the root's trace and span ids): its row and
@@ -26,10 +26,10 @@ from typing import Any
 
 from opentelemetry.context import Context
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
+from vigil.schemas.spans import SpanRecord, assemble, is_genai
 
-from producers._log import get_logger
-from producers.monitor import Monitor
-from schemas.spans import SpanRecord, assemble, is_genai
+from ._log import get_logger
+from .monitor import Monitor
 
 __all__ = ["GenAISpanProcessor", "span_record", "turns_from_spans"]
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from producers.monitor import Monitor, MonitorCounters
+from .monitor import Monitor, MonitorCounters
 
 __all__ = ["ReplayProgress", "ReplayResult", "replay"]
 

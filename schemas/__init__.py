@@ -3,7 +3,7 @@
 Imports nothing of vigil's.
 """
 
-from schemas.config import (
+from vigil.schemas.config import (
     AlertRule,
     JudgeConfig,
     MonitorConfig,
@@ -11,7 +11,7 @@ from schemas.config import (
     VigilConfig,
     load_config,
 )
-from schemas.score import (
+from vigil.schemas.score import (
     JudgeCall,
     JudgeUsage,
     Score,
@@ -20,7 +20,7 @@ from schemas.score import (
     StepResult,
     score_id,
 )
-from schemas.trace import (
+from vigil.schemas.trace import (
     ORIGIN_HEADER,
     ContextDoc,
     Message,

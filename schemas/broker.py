@@ -7,7 +7,7 @@ unacked messages also looks at journal entries older than the visibility timeout
 still waiting in its queue was lost in that window, and goes back on its queue. Redelivery may duplicate work,
 never lose it (vigil's rows have deterministic ids).
 
-Both sides use it through Celery: ``broker_transport = "schemas.broker:Transport"`` with a ``redis://`` or
+Both sides use it through Celery: ``broker_transport = "vigil.schemas.broker:Transport"`` with a ``redis://`` or
 ``rediss://`` URL. Forcing the transport class bypasses kombu's choice of TLS by scheme, so ``broker(url)`` gives
 every side what one ``REDIS_URL`` means: the transport class, the TLS options a ``rediss://`` URL needs
 (certificates verified unless the URL's ``ssl_cert_reqs`` says otherwise), the transport options, and redis-py
@@ -65,14 +65,14 @@ INGEST_QUEUE = "vigil.ingest"
 SCORE_QUEUE = "vigil.score"
 ALERTS_QUEUE = "vigil.alerts"  # consumed only by writer processes: the alert check needs the store
 JOURNALED = frozenset({INGEST_QUEUE, SCORE_QUEUE, ALERTS_QUEUE})  # not Celery's pidbox replies and the like
-# Score tasks waiting for a paused judge, one list per judge (``worker.pipeline.parked``): journaled like the rest.
+# Score tasks waiting for a paused judge, one list per judge (``vigil.worker.pipeline.parked``): journaled like the rest.
 PARKED_PREFIX = "vigil.parked."
 
 
 def journaled(queue: str) -> bool:
     return queue in JOURNALED or queue.startswith(PARKED_PREFIX)
 
-TRANSPORT = f"{__name__}:Transport"  # by its own name: also right where the SDK installs it (vigil.sdk.schemas)
+TRANSPORT = f"{__name__}:Transport"  # by its own name: the same where the SDK installs it
 SENTINEL_TRANSPORT = f"{__name__}:SentinelTransport"
 # Headers of an ingest message from the SDK: producer id (one per process), batch sequence number, and the
 # producer's running count of turns shipped, this batch included. The worker records them to show lost turns.

@@ -1,7 +1,7 @@
 """Rows of the ClickHouse tables, one model per table, fields in the DDL's column names.
 
 They cross the write queue as JSON and are validated again by the writer before they are inserted.
-``Score`` (``schemas.score``) is the row of ``scores``.
+``Score`` (``vigil.schemas.score``) is the row of ``scores``.
 """
 
 from __future__ import annotations
@@ -11,11 +11,10 @@ import json
 from datetime import UTC, datetime
 
 from pydantic import BaseModel, Field
-
-from schemas.config import MonitorConfig
-from schemas.feedback import Feedback
-from schemas.score import JudgeCall, Score, ScoreResult, TurnColumns, score_id
-from schemas.trace import Turn
+from vigil.schemas.config import MonitorConfig
+from vigil.schemas.feedback import Feedback
+from vigil.schemas.score import JudgeCall, Score, ScoreResult, TurnColumns, score_id
+from vigil.schemas.trace import Turn
 
 __all__ = [
     "TABLES",
@@ -121,7 +120,7 @@ class DeadLetter(BaseModel):
 
 
 class ProducerBatch(BaseModel):
-    """One batch an SDK producer shipped, as received (``schemas.broker.SHIPPED_HEADERS``)."""
+    """One batch an SDK producer shipped, as received (``vigil.schemas.broker.SHIPPED_HEADERS``)."""
 
     producer: str
     batch: int = Field(ge=0)

@@ -24,7 +24,7 @@ Agent name: ``gen_ai.agent.name``, ``agent.name``, else the resource's ``service
 ``gen_ai.conversation.id`` or ``session.id``; environment: the resource's ``deployment.environment[.name]``;
 project: the resource's ``vigil.project``; reference answer (ground truth for ``rag_correctness``: replayed or test
 traffic knows one, live traffic seldom does): ``vigil.reference`` on any of the turn's spans; origin: ``vigil.origin``
-on any of the turn's spans (an agent sets it from vigil's ``X-Vigil-Origin`` header: ``producers.origin_of``), so
+on any of the turn's spans (an agent sets it from vigil's ``X-Vigil-Origin`` header: ``vigil.producers.origin_of``), so
 vigil's own traffic is never sampled.
 """
 
@@ -36,7 +36,7 @@ from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any, NotRequired, TypedDict
 
-from schemas.trace import ORIGIN_ATTRIBUTE, ORIGINS
+from vigil.schemas.trace import ORIGIN_ATTRIBUTE, ORIGINS
 
 __all__ = ["CONTENT_EVENTS", "DETAILS_EVENT", "RESOURCE_KEYS", "SpanEvent", "SpanRecord", "assemble", "attach_logs", "is_genai",
            "log_record"]

@@ -9,9 +9,8 @@ from typing import ClassVar
 
 import pytest
 import redis
-
-from worker.demo.embedded_redis import EmbeddedRedis
-from worker.store import connect, migrate
+from vigil.worker.demo.embedded_redis import EmbeddedRedis
+from vigil.worker.store import connect, migrate
 
 pytest_plugins = ["tests.judge_server"]
 

@@ -12,10 +12,9 @@ import uuid
 from pathlib import Path
 
 import redis
-
-from schemas.broker import INGEST_QUEUE, INGEST_TASK
-from worker.pipeline.app import app, configure
-from worker.pipeline.backlog import wait_drained as drain
+from vigil.schemas.broker import INGEST_QUEUE, INGEST_TASK
+from vigil.worker.pipeline.app import app, configure
+from vigil.worker.pipeline.backlog import wait_drained as drain
 
 __all__ = ["IntakeProcess", "WorkerProcess", "make_turn", "send", "ship", "wait_drained"]
 
@@ -57,7 +56,7 @@ class WorkerProcess(_Process):
     def dsn(self) -> str:
         return f"chdb://{(self.home / 'chdb').resolve()}"
 
-    def start(self, *args: str, module: str = "worker") -> WorkerProcess:
+    def start(self, *args: str, module: str = "vigil.worker") -> WorkerProcess:
         """``python -m <module> worker <args>``: `vigil worker` (``module`` names a test wrapper around it)."""
         self.home.mkdir(parents=True, exist_ok=True)
         with open(self.log, "ab") as out:
@@ -78,7 +77,7 @@ class IntakeProcess(_Process):
     """A `vigil intake` subprocess on a free port; its log under ``home``."""
 
     def __init__(self, redis_url: str, home: Path, **env: str) -> None:
-        from worker.demo.embedded_redis import free_port
+        from vigil.worker.demo.embedded_redis import free_port
 
         self.env = {**os.environ, "REDIS_URL": redis_url, **env}
         self.port = free_port()
@@ -89,7 +88,7 @@ class IntakeProcess(_Process):
 
     def start(self, timeout: float = 30) -> IntakeProcess:
         with open(self.log, "ab") as out:
-            self.process = subprocess.Popen([sys.executable, "-m", "worker", "intake", "--port", str(self.port)],
+            self.process = subprocess.Popen([sys.executable, "-m", "vigil.worker", "intake", "--port", str(self.port)],
                                             env=self.env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
         deadline = time.monotonic() + timeout
         while True:
@@ -134,7 +133,7 @@ def send(redis_url: str, batch: list) -> None:
 def ship(redis_url: str, batch: list) -> None:
     """Publish ``batch`` as the SDK does, on a connection of its own: for a Redis other than the session's (the
     test process's Celery app, which ``send`` uses, would keep a pooled connection to it after it stops)."""
-    from producers._transport import CeleryTransport
+    from vigil.producers._transport import CeleryTransport
 
     transport = CeleryTransport(redis_url)
     try:

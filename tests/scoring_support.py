@@ -9,9 +9,8 @@ import uuid
 from typing import Any
 
 import pytest
-
-from schemas import JudgeConfig, Turn
-from worker.judge.client import LLMJudge
+from vigil.schemas import JudgeConfig, Turn
+from vigil.worker.judge.client import LLMJudge
 
 __all__ = ["judge_factory", "llm_judge", "make_turn"]
 

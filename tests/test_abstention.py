@@ -9,17 +9,17 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 import pytest
+from vigil.schemas import ScoreStatus
+from vigil.worker.report.build import build_report
+from vigil.worker.scorers.answer_relevancy import AnswerRelevancy
+from vigil.worker.scorers.context_relevance import ContextRelevance
+from vigil.worker.scorers.multi_turn import MultiTurn
+from vigil.worker.scorers.prompt_alignment import PromptAlignment
+from vigil.worker.scorers.rag_correctness import RagCorrectness
 
-from schemas import ScoreStatus
 from tests.judge_server import Reply
 from tests.quality_seed import insert_scores, score_row
 from tests.scoring_support import judge_factory, llm_judge, make_turn  # noqa: F401 (fixtures)
-from worker.report.build import build_report
-from worker.scorers.answer_relevancy import AnswerRelevancy
-from worker.scorers.context_relevance import ContextRelevance
-from worker.scorers.multi_turn import MultiTurn
-from worker.scorers.prompt_alignment import PromptAlignment
-from worker.scorers.rag_correctness import RagCorrectness
 
 QUESTION = "How many moons does Mars have?"
 REFERENCE = "Mars has two moons, Phobos and Deimos."

@@ -11,17 +11,17 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from click.testing import CliRunner
 from rich.console import Console
+from vigil.schemas import AlertRule, VigilConfig
+from vigil.worker.alerts import check_alerts
+from vigil.worker.cli import main
+from vigil.worker.eval.stats import wilson
+from vigil.worker.report import build_report
+from vigil.worker.report.build import run_query
+from vigil.worker.report.html import render_html
+from vigil.worker.report.text import print_report
+from vigil.worker.store.queries import PANELS
 
-from schemas import AlertRule, VigilConfig
 from tests.quality_seed import insert_scores, score_row, series
-from worker.alerts import check_alerts
-from worker.cli import main
-from worker.eval.stats import wilson
-from worker.report import build_report
-from worker.report.build import run_query
-from worker.report.html import render_html
-from worker.report.text import print_report
-from worker.store.queries import PANELS
 
 NOW = datetime(2026, 3, 2, 12, 0, tzinfo=UTC)
 WEEK = 7 * 24 * 60

@@ -9,12 +9,12 @@ import pytest
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from vigil.schemas import AlertRule, VigilConfig
+from vigil.worker.alerts import AlertEvent, WebhookNotifier, check_alerts
+from vigil.worker.alerts.decide import decide, regression_verdict
+from vigil.worker.alerts.model import AlertState, Subject, WindowStats
 
-from schemas import AlertRule, VigilConfig
 from tests.quality_seed import insert_scores, series
-from worker.alerts import AlertEvent, WebhookNotifier, check_alerts
-from worker.alerts.decide import decide, regression_verdict
-from worker.alerts.model import AlertState, Subject, WindowStats
 
 NOW = datetime(2026, 3, 2, 12, 0, tzinfo=UTC)
 WEEK = 7 * 24 * 60

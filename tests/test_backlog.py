@@ -6,9 +6,8 @@ from __future__ import annotations
 import pytest
 import redis
 from kombu import Connection, Exchange, Queue
-
-from schemas.broker import SCORE_QUEUE, TRANSPORT
-from worker.pipeline.backlog import backlog, drained, wait_drained
+from vigil.schemas.broker import SCORE_QUEUE, TRANSPORT
+from vigil.worker.pipeline.backlog import backlog, drained, wait_drained
 
 QUEUE = Queue(SCORE_QUEUE, Exchange(SCORE_QUEUE), routing_key=SCORE_QUEUE)
 

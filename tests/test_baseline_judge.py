@@ -6,12 +6,10 @@ from __future__ import annotations
 
 import pytest
 from pydantic import BaseModel
-
-from schemas import JudgeConfig, ScoreStatus
-from tests.scoring_support import make_turn
-from worker.judge import BaselineJudge, LLMJudge, build_judge
-from worker.judge.base import JudgeFailed, JudgeRequest
-from worker.judge.baseline import (
+from vigil.schemas import JudgeConfig, ScoreStatus
+from vigil.worker.judge import BaselineJudge, LLMJudge, build_judge
+from vigil.worker.judge.base import JudgeFailed, JudgeRequest
+from vigil.worker.judge.baseline import (
     MODEL,
     content_words,
     contradicted,
@@ -21,10 +19,12 @@ from worker.judge.baseline import (
     sentences,
     word_recall,
 )
-from worker.scorers.answer_relevancy import AnswerRelevancy
-from worker.scorers.context_relevance import ContextRelevance
-from worker.scorers.prompt_alignment import PromptAlignment
-from worker.scorers.rag_correctness import RagCorrectness
+from vigil.worker.scorers.answer_relevancy import AnswerRelevancy
+from vigil.worker.scorers.context_relevance import ContextRelevance
+from vigil.worker.scorers.prompt_alignment import PromptAlignment
+from vigil.worker.scorers.rag_correctness import RagCorrectness
+
+from tests.scoring_support import make_turn
 
 BASELINE = BaselineJudge(JudgeConfig(name="offline", kind="baseline"))
 

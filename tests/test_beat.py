@@ -10,11 +10,11 @@ from datetime import UTC, datetime, timedelta
 
 import redis
 import yaml
+from vigil.schemas import Score, ScoreStatus, score_id
+from vigil.worker.sinks.write_queue import push
+from vigil.worker.store import connect
 
-from schemas import Score, ScoreStatus, score_id
 from tests.pipeline import WorkerProcess
-from worker.sinks.write_queue import push
-from worker.store import connect
 
 
 def scores(now: datetime) -> list[Score]:
@@ -44,7 +44,7 @@ def test_beat_schedules_the_regression_check_and_the_writer_fires_the_alert_to_t
     }))
     push(redis.Redis.from_url(redis_url), [("scores", scores(datetime.now(UTC)))])
     worker = WorkerProcess(redis_url, tmp_path / "vigil", config, VIGIL_ALERTS_INTERVAL="1").start()
-    beat = subprocess.Popen([sys.executable, "-m", "worker", "beat"], env=worker.env, cwd=tmp_path,
+    beat = subprocess.Popen([sys.executable, "-m", "vigil.worker", "beat"], env=worker.env, cwd=tmp_path,
                             stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
     try:
         deadline = time.monotonic() + 90

@@ -8,8 +8,7 @@ import time
 import pytest
 import redis
 from kombu import Connection, Exchange, Queue
-
-from schemas.broker import JOURNAL, JOURNAL_INDEX, SCORE_QUEUE, TRANSPORT
+from vigil.schemas.broker import JOURNAL, JOURNAL_INDEX, SCORE_QUEUE, TRANSPORT
 
 QUEUE = Queue(SCORE_QUEUE, Exchange(SCORE_QUEUE), routing_key=SCORE_QUEUE)
 OTHER = Queue("celery.replies", Exchange("celery.replies"), routing_key="celery.replies")

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 import redis
+from vigil.worker.demo.embedded_redis import EmbeddedRedis
+from vigil.worker.store import connect
 
 from tests.pipeline import WorkerProcess, make_turn, ship, wait_drained
-from worker.demo.embedded_redis import EmbeddedRedis
-from worker.store import connect
 
 CONFIG = Path(__file__).parent / "fixtures" / "pipeline.yaml"
 FULL = "REDIS IS OUT OF MEMORY"

@@ -8,15 +8,15 @@ from __future__ import annotations
 import pytest
 import redis
 from redis.asyncio import Redis as AsyncRedis
+from vigil.schemas import JudgeConfig
+from vigil.schemas.broker import INGEST_QUEUE
+from vigil.worker.demo.embedded_redis import EmbeddedRedis
+from vigil.worker.judge import cache as reply_cache
+from vigil.worker.judge.transport import Transport
+from vigil.worker.settings import get_settings
 
-from schemas import JudgeConfig
-from schemas.broker import INGEST_QUEUE
 from tests.judge_server import Reply
 from tests.pipeline import make_turn, ship
-from worker.demo.embedded_redis import EmbeddedRedis
-from worker.judge import cache as reply_cache
-from worker.judge.transport import Transport
-from worker.settings import get_settings
 
 REPLY_CHARS = 40_000  # a long reply (the reason of a judge that explains at length)
 CACHE_BUDGET = 400_000  # bytes: room for about nine such replies

@@ -9,12 +9,12 @@ import uuid
 
 import redis
 import yaml
+from vigil.worker.demo.embedded_redis import EmbeddedRedis
+from vigil.worker.scorers.answer_relevancy import AnswerRelevancy
+from vigil.worker.store import connect
 
 from tests.judge_server import Reply, ScriptedJudge
 from tests.pipeline import WorkerProcess, send, wait_drained
-from worker.demo.embedded_redis import EmbeddedRedis
-from worker.scorers.answer_relevancy import AnswerRelevancy
-from worker.store import connect
 
 STATEMENTS = {"statements": ["Parcels ship within two days.", "The warehouse cat is named Miso."]}
 VERDICTS = {"results": [{"result": "yes", "reason": "answers it"}, {"result": "no", "reason": "off topic"}]}
@@ -84,7 +84,7 @@ def test_a_new_scorer_version_is_never_answered_from_the_old_versions_cache(redi
         sent_after = []
         for home, extra in (("v1", {}), ("v1-again", {}), ("next", {"VIGIL_TEST_ANSWER_RELEVANCY_VERSION": NEXT_VERSION})):
             worker = WorkerProcess(redis_url, tmp_path / home, config, VIGIL_CACHE_URL=cache_server.url, **extra)
-            worker.start(module="tests.versioned_worker" if extra else "worker")
+            worker.start(module="tests.versioned_worker" if extra else "vigil.worker")
             try:
                 send(redis_url, [scored])
                 wait_drained(redis_url, worker)

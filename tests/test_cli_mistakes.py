@@ -118,13 +118,13 @@ def test_a_cli_mistake_is_one_line_on_stderr_with_a_nonzero_exit_and_no_tracebac
     env.update({"VIGIL_HOME": str(tmp_path / "home"), "COLUMNS": "200"})
     env.update({k: _fill(v, tmp, port, redis_url) for k, v in case.env.items()})
     if case.args[0] in ("show", "demo"):  # a migrated, empty store
-        subprocess.run([sys.executable, "-m", "worker", "migrate"], env=env, check=True, capture_output=True)
+        subprocess.run([sys.executable, "-m", "vigil.worker", "migrate"], env=env, check=True, capture_output=True)
 
     with socket.socket() as busy:  # a port another process listens on
         busy.bind(("127.0.0.1", 0))
         busy.listen()
         args = [_fill(a, tmp, port, redis_url).replace("{busy}", str(busy.getsockname()[1])) for a in case.args]
-        run = subprocess.run([sys.executable, "-m", "worker", *args], env=env, capture_output=True, text=True,
+        run = subprocess.run([sys.executable, "-m", "vigil.worker", *args], env=env, capture_output=True, text=True,
                              timeout=120, check=False)
 
     lines = run.stderr.strip().splitlines()
@@ -140,7 +140,7 @@ def test_the_scores_json_stays_alone_on_stdout_so_it_pipes_into_jq(tmp_path):
     trace = tmp_path / "turn.json"
     trace.write_text(json.dumps({"trace_id": "t1", "project": "p", "agent": "a", "output": "Hello.",
                                  "input": [{"role": "user", "content": "Hi?"}]}), encoding="utf-8")
-    run = subprocess.run([sys.executable, "-m", "worker", "score", "--scorer", "answer_relevancy", "--trace",
+    run = subprocess.run([sys.executable, "-m", "vigil.worker", "score", "--scorer", "answer_relevancy", "--trace",
                           str(trace), "--judge-base-url", f"http://127.0.0.1:{_closed_port()}/v1", "--model", "m",
                           "--timeout", "1"], check=False, capture_output=True, text=True, timeout=120)
     assert run.returncode == 1
@@ -150,7 +150,7 @@ def test_the_scores_json_stays_alone_on_stdout_so_it_pipes_into_jq(tmp_path):
 def test_debug_shows_the_traceback(tmp_path):
     env = {**os.environ, "VIGIL_HOME": str(tmp_path)}
     env.pop("CLICKHOUSE_DSN", None)
-    run = subprocess.run([sys.executable, "-m", "worker", "--debug", "report"], env=env, capture_output=True, check=False,
+    run = subprocess.run([sys.executable, "-m", "vigil.worker", "--debug", "report"], env=env, capture_output=True, check=False,
                          text=True, timeout=120)
     assert run.returncode != 0
     assert "Traceback" in run.stderr and "StoreError: the store has no vigil tables yet" in run.stderr
@@ -159,20 +159,20 @@ def test_debug_shows_the_traceback(tmp_path):
 def test_version_prints_the_installed_version():
     from importlib.metadata import version
 
-    run = subprocess.run([sys.executable, "-m", "worker", "--version"], check=False, capture_output=True, text=True, timeout=60)
+    run = subprocess.run([sys.executable, "-m", "vigil.worker", "--version"], check=False, capture_output=True, text=True, timeout=60)
     assert run.returncode == 0 and run.stdout.strip() == f"vigil {version('vigil')}"
 
 
 @pytest.mark.parametrize("command", [[], ["report"], ["score"], ["config", "check"], ["judge"], ["worker"]])
 def test_help_shows_examples(command):
-    run = subprocess.run([sys.executable, "-m", "worker", *command, "--help"], capture_output=True, text=True,
+    run = subprocess.run([sys.executable, "-m", "vigil.worker", *command, "--help"], capture_output=True, text=True,
                          timeout=60, check=False)
     assert run.returncode == 0
     assert "Examples:" in run.stdout and "vigil " in run.stdout.split("Examples:")[1]
 
 
 def test_a_url_password_is_hidden_wherever_it_appears():
-    from worker.cli.errors import redact
+    from vigil.worker.cli.errors import redact
 
     assert redact("cannot reach redis://:secret@host:6379/0 now") == "cannot reach redis://***@host:6379/0 now"
     assert redact("http://default:pw@ch:8123 and https://tok@api") == "http://default:***@ch:8123 and https://***@api"

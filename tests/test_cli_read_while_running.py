@@ -15,10 +15,10 @@ from pathlib import Path
 
 import clickhouse_connect
 import pytest
+from vigil.worker.store.read_server import endpoint_path, read_endpoint
 
 from tests.pipeline import WorkerProcess, make_turn, send, wait_drained
 from tests.test_eval import LABELLED, labelled_file
-from worker.store.read_server import endpoint_path, read_endpoint
 
 CONFIG = Path(__file__).parent / "fixtures" / "pipeline.yaml"
 
@@ -26,7 +26,7 @@ CONFIG = Path(__file__).parent / "fixtures" / "pipeline.yaml"
 def vigil(home: Path, *args: str, **extra_env: str) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k not in ("CLICKHOUSE_DSN", "VIGIL_CONFIG", "REDIS_URL")}
     env.update(VIGIL_HOME=str(home), COLUMNS="200", **extra_env)
-    return subprocess.run([sys.executable, "-m", "worker", *args], env=env, capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "vigil.worker", *args], env=env, capture_output=True, text=True,
                           timeout=120, check=False)
 
 
@@ -170,7 +170,7 @@ def test_report_serve_shows_the_live_report_and_new_scores_on_the_next_load(runn
     wait_for_endpoint(worker)
     env = {k: v for k, v in os.environ.items() if k not in ("CLICKHOUSE_DSN", "VIGIL_CONFIG")}
     env["VIGIL_HOME"] = str(worker.home)
-    server = subprocess.Popen([sys.executable, "-m", "worker", "report", "--serve", "--port", "0", "--refresh", "5"],
+    server = subprocess.Popen([sys.executable, "-m", "vigil.worker", "report", "--serve", "--port", "0", "--refresh", "5"],
                               env=env, stderr=subprocess.PIPE, text=True)
     try:
         line = server.stderr.readline()
@@ -208,7 +208,7 @@ def test_judge_status_reads_the_configured_judges_and_their_calls_from_the_store
     env = {k: v for k, v in os.environ.items() if k != "CLICKHOUSE_DSN"}
     env.update(VIGIL_HOME=str(worker.home), REDIS_URL=redis_url, VIGIL_CONFIG=str(CONFIG), COLUMNS="200")
 
-    run = subprocess.run([sys.executable, "-m", "worker", "judge", "status"], env=env, capture_output=True,
+    run = subprocess.run([sys.executable, "-m", "vigil.worker", "judge", "status"], env=env, capture_output=True,
                          text=True, timeout=120, check=False)
 
     assert run.returncode == 0, run.stderr

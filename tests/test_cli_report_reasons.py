@@ -5,11 +5,11 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 from rich.console import Console
+from vigil.worker.report import build_report
+from vigil.worker.report.html import render_html
+from vigil.worker.report.text import print_report
 
 from tests.quality_seed import insert_scores, score_row
-from worker.report import build_report
-from worker.report.html import render_html
-from worker.report.text import print_report
 
 NOW = datetime(2026, 3, 2, 12, 0, tzinfo=UTC)
 

@@ -10,11 +10,9 @@ from pathlib import Path
 
 import pytest
 import yaml
-
-from tests.quality_seed import seed_everything
-from worker.store import connect, migrate
-from worker.store.grafana import DATASOURCE, alert_rules, dashboard
-from worker.store.queries import (
+from vigil.worker.store import connect, migrate
+from vigil.worker.store.grafana import DATASOURCE, alert_rules, dashboard
+from vigil.worker.store.queries import (
     ALERT_QUERIES,
     ANNOTATIONS,
     DETECTOR_QUERIES,
@@ -23,6 +21,8 @@ from worker.store.queries import (
     bind,
     render,
 )
+
+from tests.quality_seed import seed_everything
 
 ROOT = Path(__file__).resolve().parent.parent
 GRAFANA = ROOT / "deploy" / "grafana"
@@ -53,7 +53,7 @@ def _rules() -> list[dict]:
 
 
 def test_the_committed_dashboard_and_alert_rules_are_generated_from_the_shared_queries():
-    """Run `python -m worker.store.grafana` after editing worker/store/queries.py."""
+    """Run `python -m vigil.worker.store.grafana` after editing worker/store/queries.py."""
     assert BOARD == dashboard()
     assert RULES == alert_rules()
 

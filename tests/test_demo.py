@@ -11,8 +11,7 @@ import subprocess
 import sys
 
 import pytest
-
-from worker.store import connect
+from vigil.worker.store import connect
 
 
 @pytest.fixture(scope="module")
@@ -22,7 +21,7 @@ def demo(tmp_path_factory):
     env = {k: v for k, v in os.environ.items() if k not in ("REDIS_URL", "CLICKHOUSE_DSN", "VIGIL_JUDGE_BASE_URL")}
     env["COLUMNS"] = "200"
     env["VIGIL_HOME"] = str(home)  # where every command looks by default
-    run = subprocess.run([sys.executable, "-m", "worker", "demo"], env=env, capture_output=True, text=True,
+    run = subprocess.run([sys.executable, "-m", "vigil.worker", "demo"], env=env, capture_output=True, text=True,
                          timeout=600)
     out = run.stdout + run.stderr
     assert run.returncode == 0, out[-4000:]
@@ -45,7 +44,7 @@ def test_the_demo_scores_every_sampled_turn_reports_from_clickhouse_raises_the_r
     assert "vigil report" in out.split("next")[-1] and "vigil show TRACE_ID" in out, "the demo says what to try next"
 
     # Afterwards, `vigil report` in the same VIGIL_HOME finds the demo's store: its scores and its alerts.
-    after = subprocess.run([sys.executable, "-m", "worker", "report", "--json"], env=env, capture_output=True,
+    after = subprocess.run([sys.executable, "-m", "vigil.worker", "report", "--json"], env=env, capture_output=True,
                            text=True, timeout=120, check=False)
     assert after.returncode == 0, after.stderr
     report = json.loads(after.stdout)

@@ -15,8 +15,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-
-from schemas import ScoreStatus, Turn, load_config
+from vigil.schemas import ScoreStatus, Turn, load_config
 
 DATA = Path(__file__).resolve().parents[1] / "worker" / "demo" / "data"
 ROOT = DATA.parents[2]
@@ -224,8 +223,8 @@ def test_the_knowledge_base_has_forty_short_documents(kb):
 
 
 def test_golden_questions_are_answerable_from_the_documents_they_cite(kb):
-    from worker.retrieval import BM25Retriever
-    from worker.scorers.rag_correctness import load_golden
+    from vigil.worker.retrieval import BM25Retriever
+    from vigil.worker.scorers.rag_correctness import load_golden
 
     golden = _jsonl(DATA / "golden.jsonl")
     assert len(golden) >= 20 and len({g["id"] for g in golden}) == len(golden)
@@ -254,7 +253,7 @@ def test_the_config_validates_with_a_baseline_judge_and_the_four_monitors(config
 
 
 def test_the_rag_monitor_points_at_the_bundled_knowledge_base_and_golden_set(config):
-    from worker.retrieval import RetrieverConfig
+    from vigil.worker.retrieval import RetrieverConfig
 
     params = config.monitor("rag_correctness").params
     retriever = RetrieverConfig.model_validate(params["retriever"])
@@ -263,8 +262,8 @@ def test_the_rag_monitor_points_at_the_bundled_knowledge_base_and_golden_set(con
 
 
 def _pairs(config, turns) -> dict[str, list[Turn]]:
-    from worker.pipeline.filters import matches
-    from worker.pipeline.sampling import sampled
+    from vigil.worker.pipeline.filters import matches
+    from vigil.worker.pipeline.sampling import sampled
 
     return {m.name: [t for t in turns if matches(t, m.filters) and sampled(t.trace_id, m.sampling_rate)]
             for m in config.monitors}
@@ -305,13 +304,13 @@ def test_the_committed_files_are_exactly_the_generators_output():
 def test_the_baseline_judge_and_the_detector_see_the_support_bot_regression(config, turns, monkeypatch):
     """Score every sampled pair with the offline baseline judge, then apply the detector's Welch test per
     (agent, monitor): the support-bot rules fire, the assistants have too few recent turns to tell."""
-    from worker.alerts.decide import regression_verdict
-    from worker.alerts.model import Subject, WindowStats
-    from worker.judge.baseline import BaselineJudge
-    from worker.scorers.answer_relevancy import AnswerRelevancy
-    from worker.scorers.context_relevance import ContextRelevance
-    from worker.scorers.prompt_alignment import PromptAlignment
-    from worker.scorers.rag_correctness import RagCorrectness
+    from vigil.worker.alerts.decide import regression_verdict
+    from vigil.worker.alerts.model import Subject, WindowStats
+    from vigil.worker.judge.baseline import BaselineJudge
+    from vigil.worker.scorers.answer_relevancy import AnswerRelevancy
+    from vigil.worker.scorers.context_relevance import ContextRelevance
+    from vigil.worker.scorers.prompt_alignment import PromptAlignment
+    from vigil.worker.scorers.rag_correctness import RagCorrectness
 
     monkeypatch.chdir(ROOT)  # the config's paths are relative to the repository root
     classes = {c.name: c for c in (AnswerRelevancy, ContextRelevance, PromptAlignment, RagCorrectness)}

@@ -13,8 +13,7 @@ import kubernetes_validate
 import pytest
 import yaml
 from pydantic import ValidationError
-
-from schemas import load_config
+from vigil.schemas import load_config
 
 DEPLOY = Path(__file__).resolve().parent.parent / "deploy"
 K8S_VERSION = "1.30.0"

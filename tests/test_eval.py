@@ -16,10 +16,10 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 from scipy import stats
+from vigil.worker.cli import main
+from vigil.worker.store import connect
 
 from tests.judge_server import Reply
-from worker.cli import main
-from worker.store import connect
 
 # (group, human, the grade the scripted judge gives; None: a verdict outside 0-5, so unscored)
 LABELLED = [
@@ -219,7 +219,7 @@ judges: [{{name: graded, base_url: "{judge_server.base_url}", model: m-{uuid.uui
 monitors: [{{name: correctness, scorer: rag_correctness, judge: graded, params: {{scale: 10}}}}]
 """, encoding="utf-8")
     env = {"VIGIL_CONFIG": str(config)}
-    from worker.settings import get_settings, monitor_config
+    from vigil.worker.settings import get_settings, monitor_config
     get_settings.cache_clear()
     monitor_config.cache_clear()
     try:
@@ -237,7 +237,7 @@ def _subprocess_eval(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "VIGIL_HOME": str(tmp_path / "home")}
     env.pop("CLICKHOUSE_DSN", None)
     env.pop("REDIS_URL", None)  # no worker's Redis to hand the run to
-    return subprocess.run([sys.executable, "-m", "worker", "eval", "--dataset", str(labelled_file(tmp_path)),
+    return subprocess.run([sys.executable, "-m", "vigil.worker", "eval", "--dataset", str(labelled_file(tmp_path)),
                            "--scorer", "answer_relevancy", "--json", *args],
                           check=False, env=env, capture_output=True, text=True, timeout=120)
 

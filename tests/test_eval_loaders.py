@@ -11,8 +11,7 @@ import json
 from pathlib import Path
 
 import pytest
-
-from worker.eval.items import load_dataset
+from vigil.worker.eval.items import load_dataset
 
 
 def _shared_datasets() -> Path | None:

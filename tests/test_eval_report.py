@@ -5,18 +5,18 @@ from __future__ import annotations
 import uuid
 
 from rich.console import Console
+from vigil.schemas import JudgeConfig, MonitorConfig
+from vigil.worker.eval.items import load_dataset
+from vigil.worker.eval.keep import keep
+from vigil.worker.eval.runner import evaluate
+from vigil.worker.judge import build_judge
+from vigil.worker.report import build_report
+from vigil.worker.report.html import render_html
+from vigil.worker.report.text import print_report
+from vigil.worker.scorers import build_scorer
+from vigil.worker.store import connect
 
-from schemas import JudgeConfig, MonitorConfig
 from tests.test_eval import grading_judge, labelled_file
-from worker.eval.items import load_dataset
-from worker.eval.keep import keep
-from worker.eval.runner import evaluate
-from worker.judge import build_judge
-from worker.report import build_report
-from worker.report.html import render_html
-from worker.report.text import print_report
-from worker.scorers import build_scorer
-from worker.store import connect
 
 
 async def _run(dataset, judge_config: JudgeConfig):

@@ -10,16 +10,16 @@ from datetime import UTC, datetime, timedelta
 import pytest
 import redis
 from click.testing import CliRunner
+from vigil.producers import Monitor
+from vigil.worker.cli import main
+from vigil.worker.pipeline.feedback import negative_key
+from vigil.worker.pipeline.sampling import sampled
+from vigil.worker.report.build import run_query
+from vigil.worker.store import connect
+from vigil.worker.store.queries import PANELS
 
-from producers import Monitor
 from tests.judge_server import Reply, ScriptedJudge
 from tests.pipeline import WorkerProcess, make_turn, send, wait_drained
-from worker.cli import main
-from worker.pipeline.feedback import negative_key
-from worker.pipeline.sampling import sampled
-from worker.report.build import run_query
-from worker.store import connect
-from worker.store.queries import PANELS
 
 # `relevancy` scores every turn with the offline baseline judge; the two feedback-sampling monitors call the
 # scripted judge server, so the test can count how many times a turn was really scored (the tables replace rows

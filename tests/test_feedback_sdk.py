@@ -14,12 +14,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from vigil.producers import CeleryTransport, DropReason, Monitor
+from vigil.schemas import Turn
+from vigil.schemas.feedback import Feedback, is_feedback
+from vigil.worker.demo.embedded_redis import EmbeddedRedis
 
-from producers import CeleryTransport, DropReason, Monitor
-from schemas import Turn
-from schemas.feedback import Feedback, is_feedback
 from tests.test_sdk import ObservedTransport, down_url, ingested
-from worker.demo.embedded_redis import EmbeddedRedis
 
 
 @pytest.fixture

@@ -5,8 +5,7 @@ from __future__ import annotations
 import re
 
 import pytest
-
-from worker.judge.fence import DATA_RULES, fence, neutralise, nonce_for
+from vigil.worker.judge.fence import DATA_RULES, fence, neutralise, nonce_for
 
 NONCE = nonce_for("hostile")
 

@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import pytest
-
-from worker.scorers.formulas import (
+from vigil.worker.scorers.formulas import (
     answer_relevancy_score,
     context_relevance_score,
     lscore,

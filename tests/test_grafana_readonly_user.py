@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 import yaml
 from clickhouse_connect.driver.exceptions import DatabaseError
+from vigil.worker.store import connect, migrate
+from vigil.worker.store.migrations import _statements
+from vigil.worker.store.queries import PANELS, render
 
 from tests.quality_seed import seed_everything
-from worker.store import connect, migrate
-from worker.store.migrations import _statements
-from worker.store.queries import PANELS, render
 
 DEPLOY = Path(__file__).resolve().parent.parent / "deploy"
 USER_SQL = DEPLOY / "clickhouse" / "grafana-readonly.sql"

@@ -22,8 +22,8 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 )
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from vigil.producers import Monitor
 
-from producers import Monitor
 from tests.pipeline import IntakeProcess
 
 TRACE_ID, SPAN_ID = "5b8efff798038103d269b633813fc60c", "eee19b7ec3c1b174"
@@ -221,7 +221,7 @@ def test_the_turns_route_refuses_a_body_that_is_not_a_list_of_turns(intake, redi
 
 
 def test_a_port_in_use_is_one_line_on_stderr_and_a_nonzero_exit(intake):
-    result = subprocess.run([sys.executable, "-m", "worker", "intake", "--port", str(intake.port)],
+    result = subprocess.run([sys.executable, "-m", "vigil.worker", "intake", "--port", str(intake.port)],
                             capture_output=True, text=True, timeout=60, env=intake.env, check=False)
 
     assert result.returncode != 0

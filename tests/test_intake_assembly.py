@@ -1,4 +1,4 @@
-"""Whole traces become turns (``schemas.spans.assemble``), the rules one at a time; and the in-process
+"""Whole traces become turns (``vigil.schemas.spans.assemble``), the rules one at a time; and the in-process
 ``GenAISpanProcessor`` runs the same assembly on the real OpenTelemetry SDK's spans."""
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
+from vigil.producers import GenAISpanProcessor
+from vigil.schemas import Turn
+from vigil.schemas.spans import assemble
 
-from producers import GenAISpanProcessor
-from schemas import Turn
-from schemas.spans import assemble
 from tests.test_sdk import make_monitor, turns  # noqa: F401 - the fixture is shared
 
 TRACE = "0af7651916cd43dd8448eb211c80319c"
@@ -188,8 +188,7 @@ def test_a_child_ending_after_the_grace_makes_the_trace_assembled_again_under_th
 
 def test_many_span_batches_within_a_second_schedule_one_sweep(redis_url):
     import redis as redis_client
-
-    from worker.intake.traces import schedule_sweep
+    from vigil.worker.intake.traces import schedule_sweep
 
     client = redis_client.Redis.from_url(redis_url)
     countdowns: list[float] = []
@@ -203,8 +202,7 @@ def test_many_span_batches_within_a_second_schedule_one_sweep(redis_url):
 
 def test_a_sweep_that_could_not_be_published_is_scheduled_by_the_retry(redis_url):
     import redis as redis_client
-
-    from worker.intake.traces import schedule_sweep
+    from vigil.worker.intake.traces import schedule_sweep
 
     client = redis_client.Redis.from_url(redis_url)
     due = time.time() + 10
@@ -219,7 +217,7 @@ def test_a_sweep_that_could_not_be_published_is_scheduled_by_the_retry(redis_url
 
 
 def test_a_log_event_delivered_twice_is_attached_to_its_span_once():
-    from schemas.spans import log_record
+    from vigil.schemas.spans import log_record
 
     chat_span = span("c1", None, 0, **{"gen_ai.operation.name": "chat"})
     choice = {"name": "gen_ai.choice", "time": 5, "attributes": {"message": {"role": "assistant", "content": "Yes."}}}

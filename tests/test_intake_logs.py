@@ -24,9 +24,9 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags
+from vigil.worker.store import connect
 
 from tests.pipeline import IntakeProcess, WorkerProcess, wait_drained
-from worker.store import connect
 
 CONFIG = Path(__file__).parent / "fixtures" / "pipeline.yaml"
 

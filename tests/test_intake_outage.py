@@ -11,11 +11,11 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from vigil.worker.demo.embedded_redis import EmbeddedRedis
+from vigil.worker.store import connect
 
 from tests.pipeline import IntakeProcess, WorkerProcess, wait_drained
 from tests.test_intake_pipeline import CONFIG, ids, turns_of
-from worker.demo.embedded_redis import EmbeddedRedis
-from worker.store import connect
 
 
 def test_with_redis_down_the_exporters_own_retry_delivers_the_spans_later_and_nothing_is_lost(tmp_path):

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 from pydantic import ValidationError
+from vigil.schemas import VigilConfig
+from vigil.worker.store import connect
 
-from schemas import VigilConfig
 from tests.pipeline import WorkerProcess, send, wait_drained
-from worker.store import connect
 
 CONFIG = Path(__file__).parent / "fixtures" / "sessions.yaml"
 REFERENCE = "Damaged kettles are refunded in full within thirty days of delivery."

@@ -4,12 +4,12 @@ its own) and the broker kept out of it: tests/test_cache_budget.py."""
 from __future__ import annotations
 
 import pytest
+from vigil.schemas import JudgeConfig, JudgeUsage
+from vigil.worker.judge.base import JudgeFailed
+from vigil.worker.judge.cache import CachedReply, LocalReplyCache, cache_key
+from vigil.worker.judge.transport import Transport
 
-from schemas import JudgeConfig, JudgeUsage
 from tests.judge_server import Reply
-from worker.judge.base import JudgeFailed
-from worker.judge.cache import CachedReply, LocalReplyCache, cache_key
-from worker.judge.transport import Transport
 
 MESSAGES = [{"role": "user", "content": "Is the sky blue?"}]
 FORMAT = {"type": "json_object"}

@@ -7,11 +7,16 @@ from typing import Literal
 
 import pytest
 from pydantic import BaseModel
+from vigil.worker.judge.base import JudgeFailed, JudgePaused, JudgeRequest
+from vigil.worker.judge.client import (
+    Mode,
+    last_json_object,
+    parse_output,
+    remembered_mode,
+)
 
 from tests.judge_server import Reply
 from tests.scoring_support import judge_factory  # noqa: F401 (fixture)
-from worker.judge.base import JudgeFailed, JudgePaused, JudgeRequest
-from worker.judge.client import Mode, last_json_object, parse_output, remembered_mode
 
 
 class Verdict(BaseModel):

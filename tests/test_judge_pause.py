@@ -8,13 +8,13 @@ from collections import deque
 import pytest
 from click.testing import CliRunner
 from redis.asyncio import Redis
+from vigil.schemas import JudgeConfig
+from vigil.worker.cli import main
+from vigil.worker.judge.base import JudgePaused
+from vigil.worker.judge.pause import is_paused, pause, paused_judges
+from vigil.worker.judge.transport import Transport
 
-from schemas import JudgeConfig
 from tests.judge_server import Reply
-from worker.cli import main
-from worker.judge.base import JudgePaused
-from worker.judge.pause import is_paused, pause, paused_judges
-from worker.judge.transport import Transport
 
 MESSAGES = [{"role": "user", "content": "Is the sky blue?"}]
 

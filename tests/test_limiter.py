@@ -11,8 +11,7 @@ import random
 
 import pytest
 from redis.asyncio import Redis
-
-from worker.judge.limiter import Limiter, RateLimits, RedisRateBackend
+from vigil.worker.judge.limiter import Limiter, RateLimits, RedisRateBackend
 
 
 class Clock:

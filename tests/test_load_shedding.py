@@ -8,14 +8,14 @@ import time
 
 import redis
 import yaml
+from vigil.worker.pipeline.app import SCORE_QUEUE
+from vigil.worker.pipeline.sampling import sample_point
+from vigil.worker.pipeline.shedding import admitted_fraction
+from vigil.worker.report import build_report
+from vigil.worker.store import connect
 
 from tests.judge_server import Reply, ScriptedJudge
 from tests.pipeline import WorkerProcess, make_turn, send, wait_drained
-from worker.pipeline.app import SCORE_QUEUE
-from worker.pipeline.sampling import sample_point
-from worker.pipeline.shedding import admitted_fraction
-from worker.report import build_report
-from worker.store import connect
 
 BOUND, BATCH, BATCHES, CONCURRENCY = 6, 10, 24, 2
 STATEMENTS = {"statements": ["Returns are accepted within 30 days."]}

@@ -12,13 +12,13 @@ from pathlib import Path
 
 import pytest
 import redis
+from vigil.producers import Monitor
+from vigil.producers._transport import CeleryTransport
+from vigil.schemas.broker import INGEST_QUEUE, JOURNAL, MIN_MESSAGE_BYTES
+from vigil.worker.store import connect
 
-from producers import Monitor
-from producers._transport import CeleryTransport
-from schemas.broker import INGEST_QUEUE, JOURNAL, MIN_MESSAGE_BYTES
 from tests.pipeline import IntakeProcess, WorkerProcess, make_turn, send, wait_drained
 from tests.test_sdk import turns as queued_turns
-from worker.store import connect
 
 CONFIG = Path(__file__).parent / "fixtures" / "pipeline.yaml"
 LIMIT = MIN_MESSAGE_BYTES  # the smallest budget the settings accept keeps the messages here small
@@ -95,8 +95,8 @@ def test_the_intake_answers_413_naming_the_budget_for_a_batch_whose_message_woul
 
 
 def test_the_intakes_body_limit_defaults_to_the_message_budget(monkeypatch):
-    from worker.intake.settings import IntakeSettings
-    from worker.settings import get_settings
+    from vigil.worker.intake.settings import IntakeSettings
+    from vigil.worker.settings import get_settings
 
     monkeypatch.setenv("VIGIL_MAX_MESSAGE_BYTES", str(LIMIT + 1))
     monkeypatch.delenv("VIGIL_INTAKE_MAX_BYTES", raising=False)

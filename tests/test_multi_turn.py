@@ -8,11 +8,11 @@ from collections import deque
 from typing import Any
 
 import pytest
+from vigil.schemas import ScoreStatus
+from vigil.worker.scorers.multi_turn import MultiTurn, OpenAIAgent
 
-from schemas import ScoreStatus
 from tests.judge_server import Reply, ScriptedJudge
 from tests.scoring_support import judge_factory, llm_judge, make_turn  # noqa: F401 (fixtures)
-from worker.scorers.multi_turn import MultiTurn, OpenAIAgent
 
 QUESTION = "What do SQL statements UNION and UNION ALL do and what is the difference between them?"
 REFERENCE = "They both combine the results of SELECT statements. UNION eliminates duplicates, UNION ALL does not."

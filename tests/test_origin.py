@@ -4,13 +4,13 @@ hook and the GenAI span processor), and how vigil's own calls to an agent carry 
 from __future__ import annotations
 
 import pytest
+from vigil.producers import origin_of
+from vigil.schemas import ORIGIN_HEADER, Turn
+from vigil.worker.scorers.multi_turn import AgentEndpoint, OpenAIAgent
 
-from producers import origin_of
-from schemas import ORIGIN_HEADER, Turn
 from tests.judge_server import Reply, ScriptedJudge
 from tests.test_otel_producer import SEMCONV, traced
 from tests.test_sdk import make_monitor, turns  # noqa: F401 - the fixture is shared
-from worker.scorers.multi_turn import AgentEndpoint, OpenAIAgent
 
 
 @pytest.mark.parametrize(("headers", "metadata", "origin"), [

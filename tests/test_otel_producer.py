@@ -9,9 +9,9 @@ import pytest
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from vigil.producers import GenAISpanProcessor, Monitor
+from vigil.schemas import Turn
 
-from producers import GenAISpanProcessor, Monitor
-from schemas import Turn
 from tests.test_sdk import make_monitor, turns  # noqa: F401 - the fixture is shared
 
 SEMCONV = {

@@ -10,13 +10,13 @@ import sys
 import time
 
 import redis
+from vigil.worker.judge.pause import PAUSED_KEY
+from vigil.worker.pipeline.app import app, configure
+from vigil.worker.store import connect
 
 from tests.judge_server import ScriptedJudge
 from tests.pipeline import WorkerProcess, make_turn, send, wait_drained
 from tests.test_pipeline_judge import config_for, judge_replies
-from worker.judge.pause import PAUSED_KEY
-from worker.pipeline.app import app, configure
-from worker.store import connect
 
 TURNS, BATCH, CONCURRENCY = 120, 20, 4
 
@@ -62,7 +62,7 @@ def test_a_paused_judges_work_waits_in_redis_not_in_worker_memory_and_is_all_sco
 
             authorised["yes"] = True
             env = {**os.environ, "REDIS_URL": redis_url}
-            subprocess.run([sys.executable, "-m", "worker", "judge", "resume", "llm"], env=env, check=True,
+            subprocess.run([sys.executable, "-m", "vigil.worker", "judge", "resume", "llm"], env=env, check=True,
                            capture_output=True)
             wait_drained(redis_url, worker)
         finally:

@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 import redis
+from vigil.schemas.broker import INGEST_QUEUE
+from vigil.worker.pipeline.app import SCORE_QUEUE, app, configure
+from vigil.worker.pipeline.sampling import sampled
+from vigil.worker.store import connect
 
-from schemas.broker import INGEST_QUEUE
 from tests.pipeline import WorkerProcess, make_turn, send, wait_drained
-from worker.pipeline.app import SCORE_QUEUE, app, configure
-from worker.pipeline.sampling import sampled
-from worker.store import connect
 
 CONFIG = Path(__file__).parent / "fixtures" / "pipeline.yaml"
 

@@ -7,11 +7,11 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from vigil.worker.store import connect, migrate
+from vigil.worker.store.migrations import _files, _statements
+from vigil.worker.store.queries import DETECTOR_QUERIES, PANELS, bind, render
 
 from tests.quality_seed import insert_scores, score_row
-from worker.store import connect, migrate
-from worker.store.migrations import _files, _statements
-from worker.store.queries import DETECTOR_QUERIES, PANELS, bind, render
 
 NOW = datetime(2026, 3, 20, 12, 0, tzinfo=UTC)
 COLUMNS = ["event_time", "project", "agent", "monitor", "stage", "trace_id", "span_id"]

@@ -9,11 +9,11 @@ import time
 
 import redis
 import yaml
+from vigil.worker.judge.pause import PAUSED_KEY
+from vigil.worker.store import connect
 
 from tests.judge_server import Reply, ScriptedJudge
 from tests.pipeline import WorkerProcess, make_turn, send, wait_drained
-from worker.judge.pause import PAUSED_KEY
-from worker.store import connect
 
 STATEMENTS = {"statements": ["Returns are accepted within 30 days.", "Our office dog is called Biscuit."]}
 VERDICTS = {"results": [{"result": "yes", "reason": "answers the question"},
@@ -61,12 +61,12 @@ def test_a_paused_judge_holds_the_work_and_after_resume_every_turn_is_scored_onc
             assert len(server.requests) == refused, "a paused judge is not called"
             assert client.llen("vigil.parked.llm") > 0, "the work waits in Redis, parked for its judge"
             env = {**os.environ, "REDIS_URL": redis_url}
-            status = subprocess.run([sys.executable, "-m", "worker", "judge", "status"], env=env,
+            status = subprocess.run([sys.executable, "-m", "vigil.worker", "judge", "status"], env=env,
                                     capture_output=True, text=True, check=True).stdout
             assert "llm" in status and "401" in status
 
             authorised["yes"] = True
-            subprocess.run([sys.executable, "-m", "worker", "judge", "resume", "llm"], env=env, check=True,
+            subprocess.run([sys.executable, "-m", "vigil.worker", "judge", "resume", "llm"], env=env, check=True,
                            capture_output=True)
             wait_drained(redis_url, worker)
         finally:

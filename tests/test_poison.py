@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 import redis
+from vigil.schemas.broker import INGEST_QUEUE, INGEST_TASK, JOURNAL, SCORE_QUEUE
+from vigil.worker.store import connect
 
-from schemas.broker import INGEST_QUEUE, INGEST_TASK, JOURNAL, SCORE_QUEUE
 from tests.pipeline import WorkerProcess, make_turn, send, wait_drained
-from worker.store import connect
 
 CONFIG = Path(__file__).parent / "fixtures" / "pipeline.yaml"
 

@@ -9,12 +9,12 @@ import asyncio
 import pytest
 from click.testing import CliRunner
 from redis.asyncio import Redis
+from vigil.schemas import JudgeConfig
+from vigil.worker.cli import main
+from vigil.worker.judge.limiter import MAX_RETRY_AFTER_S, RateLimits, RedisRateBackend
+from vigil.worker.judge.transport import Transport
 
-from schemas import JudgeConfig
 from tests.judge_server import Reply
-from worker.cli import main
-from worker.judge.limiter import MAX_RETRY_AFTER_S, RateLimits, RedisRateBackend
-from worker.judge.transport import Transport
 
 
 @pytest.fixture

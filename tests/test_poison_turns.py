@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 import yaml
+from vigil.schemas import Turn
+from vigil.schemas.trace import MAX_PAYLOAD_BYTES, WIRE_VERSION
+from vigil.worker.store import connect
 
-from schemas import Turn
-from schemas.trace import MAX_PAYLOAD_BYTES, WIRE_VERSION
 from tests.judge_server import Reply, ScriptedJudge
 from tests.pipeline import WorkerProcess, make_turn, send, wait_drained
-from worker.store import connect
 
 CONFIG = Path(__file__).parent / "fixtures" / "pipeline.yaml"
 

@@ -8,17 +8,24 @@ import json
 
 import pytest
 from click.testing import CliRunner
+from vigil.schemas import ScoreStatus
+from vigil.worker.cli.probe import probe_command
+from vigil.worker.judge.baseline import MODEL as BASELINE_MODEL
+from vigil.worker.scorers.multi_turn import MultiTurn
+from vigil.worker.scorers.probe import run_probe
+from vigil.worker.scorers.rag_correctness import GoldenItem
+from vigil.worker.store import connect
 
-from schemas import ScoreStatus
 from tests.judge_server import Reply, ScriptedJudge
 from tests.scoring_support import judge_factory, llm_judge  # noqa: F401 (fixtures)
-from tests.test_multi_turn import CONFIRM, FOLLOW_UP, QUESTION, REFERENCE, WRONG, Dialogue
-from worker.judge.baseline import MODEL as BASELINE_MODEL
-from worker.scorers.multi_turn import MultiTurn
-from worker.cli.probe import probe_command
-from worker.scorers.probe import run_probe
-from worker.scorers.rag_correctness import GoldenItem
-from worker.store import connect
+from tests.test_multi_turn import (
+    CONFIRM,
+    FOLLOW_UP,
+    QUESTION,
+    REFERENCE,
+    WRONG,
+    Dialogue,
+)
 
 DEADLOCK = "What is a deadlock?"
 DEADLOCK_REFERENCE = "Two transactions each wait for a lock the other holds, so neither can proceed."

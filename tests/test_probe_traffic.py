@@ -12,11 +12,11 @@ import uuid
 import pytest
 import yaml
 from aiohttp import web
+from vigil.producers import Monitor, origin_of
+from vigil.schemas import ORIGIN_HEADER
+from vigil.worker.store import connect
 
-from producers import Monitor, origin_of
-from schemas import ORIGIN_HEADER
 from tests.pipeline import WorkerProcess, send, wait_drained
-from worker.store import connect
 
 QUESTION = "How long do refunds take?"
 REFERENCE = "Refunds are issued within fourteen days to the original payment card."

@@ -8,21 +8,21 @@ import re
 from typing import Any
 
 import pytest
+from vigil.schemas import ContextDoc, ScoreStatus
+from vigil.worker.judge.fence import DATA_RULES
+from vigil.worker.scorers.answer_relevancy import AnswerRelevancy
+from vigil.worker.scorers.context_relevance import ContextRelevance
+from vigil.worker.scorers.multi_turn import MultiTurn
+from vigil.worker.scorers.prompt_alignment import PromptAlignment
+from vigil.worker.scorers.prompts import answer_relevancy as ar
+from vigil.worker.scorers.prompts import context_relevance as cr
+from vigil.worker.scorers.prompts import multi_turn as mt
+from vigil.worker.scorers.prompts import prompt_alignment as pa
+from vigil.worker.scorers.prompts import rag_correctness as rc
+from vigil.worker.scorers.rag_correctness import RagCorrectness
 
-from schemas import ContextDoc, ScoreStatus
 from tests.judge_server import Reply
 from tests.scoring_support import judge_factory, llm_judge, make_turn
-from worker.judge.fence import DATA_RULES
-from worker.scorers.answer_relevancy import AnswerRelevancy
-from worker.scorers.context_relevance import ContextRelevance
-from worker.scorers.multi_turn import MultiTurn
-from worker.scorers.prompt_alignment import PromptAlignment
-from worker.scorers.prompts import answer_relevancy as ar
-from worker.scorers.prompts import context_relevance as cr
-from worker.scorers.prompts import multi_turn as mt
-from worker.scorers.prompts import prompt_alignment as pa
-from worker.scorers.prompts import rag_correctness as rc
-from worker.scorers.rag_correctness import RagCorrectness
 
 QUESTION = "What are the health benefits of regular exercise?"
 OUTPUT = "Exercise strengthens the heart. It improves mood. Paris is in France."

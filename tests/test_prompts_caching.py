@@ -8,15 +8,15 @@ from datetime import UTC, datetime, timedelta
 import pytest
 import redis
 from rich.console import Console
+from vigil.schemas import JudgeCall, JudgeConfig, JudgeUsage, Score, ScoreStatus
+from vigil.schemas.rows import JudgeCallRow
+from vigil.worker.judge.transport import Transport
+from vigil.worker.report import build_report
+from vigil.worker.report.text import print_report
+from vigil.worker.sinks.write_queue import push
+from vigil.worker.sinks.writer import Writer
 
-from schemas import JudgeCall, JudgeConfig, JudgeUsage, Score, ScoreStatus
-from schemas.rows import JudgeCallRow
 from tests.judge_server import Reply, ScriptedJudge
-from worker.judge.transport import Transport
-from worker.report import build_report
-from worker.report.text import print_report
-from worker.sinks.write_queue import push
-from worker.sinks.writer import Writer
 
 STATIC = "You are a careful evaluator. " * 40  # a static system message well over any provider's minimum
 

@@ -6,12 +6,12 @@ import json
 
 import pytest
 from pydantic import ValidationError
+from vigil.schemas import ScoreStatus
+from vigil.worker.scorers.prompts.rag_correctness import parse_verdict
+from vigil.worker.scorers.rag_correctness import RagCorrectness
 
-from schemas import ScoreStatus
 from tests.judge_server import Reply
 from tests.scoring_support import judge_factory, llm_judge, make_turn  # noqa: F401 (fixtures)
-from worker.scorers.prompts.rag_correctness import parse_verdict
-from worker.scorers.rag_correctness import RagCorrectness
 
 QUESTION = "What do SQL statements UNION and UNION ALL do and what is the difference between them?"
 REFERENCE = "They both combine the results of SELECT statements. UNION eliminates duplicates, UNION ALL does not."

@@ -8,13 +8,13 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from click.testing import CliRunner
 from rich.console import Console
+from vigil.worker.cli import main
+from vigil.worker.report import Report, build_report, write_html
+from vigil.worker.report.build import pick_interval
+from vigil.worker.report.text import print_report
+from vigil.worker.store import connect, migrate
 
 from tests.quality_seed import insert_scores, score_row, seed_everything
-from worker.cli import main
-from worker.report import Report, build_report, write_html
-from worker.report.build import pick_interval
-from worker.report.text import print_report
-from worker.store import connect, migrate
 
 NOW = datetime(2026, 3, 2, 12, 0, tzinfo=UTC)
 

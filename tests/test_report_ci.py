@@ -8,11 +8,11 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 from scipy import stats
+from vigil.worker.report.build import MIN_TURNS_PER_BUCKET, chart_interval, run_query
+from vigil.worker.store import connect, migrate
+from vigil.worker.store.queries import PANELS
 
 from tests.quality_seed import insert_scores, score_row
-from worker.report.build import MIN_TURNS_PER_BUCKET, chart_interval, run_query
-from worker.store import connect, migrate
-from worker.store.queries import PANELS
 
 NOW = datetime(2026, 5, 4, 12, 0, tzinfo=UTC)
 

@@ -14,11 +14,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from vigil.worker.report import build_report, write_html
+from vigil.worker.report.build import MIN_TURNS_PER_BUCKET
+from vigil.worker.store import connect, migrate
 
 from tests.quality_seed import seed_everything
-from worker.report import build_report, write_html
-from worker.report.build import MIN_TURNS_PER_BUCKET
-from worker.store import connect, migrate
 
 NOW = datetime(2026, 3, 2, 12, 0, tzinfo=UTC)
 CHROMIUM = "/usr/bin/chromium"
@@ -54,7 +54,7 @@ def demo_home(tmp_path_factory) -> Path:
     """`vigil demo` run once for the module, as `make demo` runs it; its store and its report.html stay behind."""
     home = tmp_path_factory.mktemp("demo") / "demo"
     env = {k: v for k, v in os.environ.items() if k not in ("REDIS_URL", "CLICKHOUSE_DSN", "VIGIL_JUDGE_BASE_URL")}
-    run = subprocess.run([sys.executable, "-m", "worker", "demo", "--home", str(home)], env=env,
+    run = subprocess.run([sys.executable, "-m", "vigil.worker", "demo", "--home", str(home)], env=env,
                          capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, (run.stdout + run.stderr)[-4000:]
     return home

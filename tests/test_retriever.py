@@ -6,8 +6,7 @@ import json
 import os
 
 import pytest
-
-from worker.retrieval import BM25Retriever, RetrieverConfig, load_documents
+from vigil.worker.retrieval import BM25Retriever, RetrieverConfig, load_documents
 
 
 @pytest.fixture

@@ -5,9 +5,9 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from vigil.worker.store import migrate
 
 from tests.quality_seed import insert_scores, score_row, seed_everything
-from worker.store import migrate
 
 NOW = datetime(2026, 3, 2, 12, 0, tzinfo=UTC)
 KEY = "project, agent, monitor, scorer, scorer_version"

@@ -7,8 +7,7 @@ import sys
 import uuid
 
 import pytest
-
-from worker.pipeline.sampling import sampled
+from vigil.worker.pipeline.sampling import sampled
 
 IDS = [uuid.UUID(int=i * 7919 + 13).hex for i in range(100_000)]
 

@@ -6,10 +6,9 @@ from __future__ import annotations
 import pytest
 from click.testing import CliRunner
 from pydantic import ValidationError
-
-from schemas import Turn, VigilConfig, score_id
-from schemas.trace import MAX_FIELD_CHARS
-from worker.cli import main
+from vigil.schemas import Turn, VigilConfig, score_id
+from vigil.schemas.trace import MAX_FIELD_CHARS
+from vigil.worker.cli import main
 
 TURN = {"trace_id": "t1", "agent": "bot", "input": [{"role": "user", "content": "Where is my order?"}],
         "output": "It ships today."}
@@ -75,7 +74,7 @@ def test_config_check_prints_each_error_with_its_field_and_exits_1(tmp_path):
 
 
 def test_config_check_accepts_the_bundled_demo_config():
-    from worker.demo import bundled_config_path
+    from vigil.worker.demo import bundled_config_path
 
     result = CliRunner().invoke(main, ["config", "check", str(bundled_config_path())])
     assert result.exit_code == 0 and ": ok (" in result.output

@@ -6,11 +6,11 @@ import json
 import uuid
 
 from click.testing import CliRunner
+from vigil.worker.cli import main
+from vigil.worker.judge.baseline import MODEL
 
 from tests.judge_server import Reply
 from tests.scoring_support import make_turn
-from worker.cli import main
-from worker.judge.baseline import MODEL
 
 
 def write_trace(tmp_path, **fields) -> str:

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import pytest
-
-from schemas import MonitorConfig
-from worker.scorers import SCORERS, build_scorer, scorer_class
-from worker.scorers.answer_relevancy import AnswerRelevancy
-from worker.scorers.context_relevance import ContextRelevance
+from vigil.schemas import MonitorConfig
+from vigil.worker.scorers import SCORERS, build_scorer, scorer_class
+from vigil.worker.scorers.answer_relevancy import AnswerRelevancy
+from vigil.worker.scorers.context_relevance import ContextRelevance
 
 
 def monitor(scorer: str, params: dict | None = None, **fields) -> MonitorConfig:

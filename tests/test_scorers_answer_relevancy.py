@@ -5,12 +5,12 @@ from __future__ import annotations
 import re
 
 import pytest
+from vigil.schemas import ScoreStatus
+from vigil.worker.judge.base import JudgePaused
+from vigil.worker.scorers.answer_relevancy import AnswerRelevancy
 
-from schemas import ScoreStatus
 from tests.judge_server import Reply
 from tests.scoring_support import judge_factory, llm_judge, make_turn  # noqa: F401 (fixtures)
-from worker.judge.base import JudgePaused
-from worker.scorers.answer_relevancy import AnswerRelevancy
 
 STATEMENTS = ["Exercise strengthens the heart.", "It improves mood.", "It may help sleep.", "Paris is in France."]
 VERDICTS = [

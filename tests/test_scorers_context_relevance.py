@@ -5,12 +5,12 @@ from __future__ import annotations
 import re
 
 import pytest
+from vigil.schemas import ScoreStatus
+from vigil.worker.judge.base import JudgePaused
+from vigil.worker.scorers.context_relevance import ContextRelevance
 
-from schemas import ScoreStatus
 from tests.judge_server import Reply
 from tests.scoring_support import judge_factory, llm_judge, make_turn  # noqa: F401 (fixtures)
-from worker.judge.base import JudgePaused
-from worker.scorers.context_relevance import ContextRelevance
 
 EINSTEIN = make_turn(
     input=[{"role": "user", "content": "Why did Einstein win the Nobel Prize?"}],

@@ -5,13 +5,13 @@ from __future__ import annotations
 import re
 
 import pytest
+from vigil.schemas import ScoreStatus
+from vigil.worker.judge.base import JudgePaused
+from vigil.worker.scorers.prompt_alignment import PromptAlignment
+from vigil.worker.scorers.prompts.prompt_alignment import NO_SYSTEM_NOTE
 
-from schemas import ScoreStatus
 from tests.judge_server import Reply
 from tests.scoring_support import judge_factory, llm_judge, make_turn  # noqa: F401 (fixtures)
-from worker.judge.base import JudgePaused
-from worker.scorers.prompt_alignment import PromptAlignment
-from worker.scorers.prompts.prompt_alignment import NO_SYSTEM_NOTE
 
 SYSTEM = "You are a coding assistant. Always include a docstring. Never use recursion."
 TURN = make_turn(

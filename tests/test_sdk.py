@@ -18,8 +18,7 @@ from openai.types.chat import ChatCompletion
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import TracerProvider
-
-from producers import (
+from vigil.producers import (
     CeleryTransport,
     DropReason,
     Monitor,
@@ -28,11 +27,12 @@ from producers import (
     current_turn,
     replay,
 )
-from producers._backoff import compute_backoff
-from schemas import Turn
+from vigil.producers._backoff import compute_backoff
+from vigil.schemas import Turn
+from vigil.worker.demo.embedded_redis import EmbeddedRedis, free_port
+from vigil.worker.store import connect
+
 from tests.pipeline import WorkerProcess, wait_drained
-from worker.demo.embedded_redis import EmbeddedRedis, free_port
-from worker.store import connect
 
 PIPELINE_CONFIG = Path(__file__).parent / "fixtures" / "pipeline.yaml"
 
@@ -135,7 +135,7 @@ def test_captured_turns_arrive_as_one_celery_task_message_per_batch(redis_url, m
 
 def test_every_batch_costs_exactly_one_redis_transaction(redis_url, make_monitor):
     """Given a warmed-up connection, when 50 turns ship in batches of 10, Redis sees 5 transactions, each one
-    LPUSH with its journal entry (``schemas.broker``) sent as one pipelined MULTI/EXEC, and nothing else."""
+    LPUSH with its journal entry (``vigil.schemas.broker``) sent as one pipelined MULTI/EXEC, and nothing else."""
     monitor = make_monitor(redis_url, batch_size=10)
     monitor.capture(input="warm-up", output="declares the queue once")
     assert monitor.flush(timeout=10)

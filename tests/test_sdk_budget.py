@@ -9,10 +9,10 @@ import uuid
 from pathlib import Path
 
 import pytest
+from vigil.producers import Monitor
+from vigil.producers.monitor import DropReason
+from vigil.schemas.trace import Turn
 
-from producers import Monitor
-from producers.monitor import DropReason
-from schemas.trace import Turn
 from tests.test_sdk import turns
 
 TEXT = 50_000  # characters in each of two places of a turn: its output and, nested, one retrieved context

@@ -14,12 +14,12 @@ from pathlib import Path
 import pytest
 import redis
 from redis.sentinel import MasterNotFoundError, Sentinel
+from vigil.producers import Monitor
+from vigil.schemas.broker import SENTINEL_TRANSPORT, TRANSPORT, broker
+from vigil.worker.demo.embedded_redis import free_port, redis_server_binary
+from vigil.worker.store import connect
 
-from producers import Monitor
-from schemas.broker import SENTINEL_TRANSPORT, TRANSPORT, broker
 from tests.pipeline import WorkerProcess, make_turn, wait_drained
-from worker.demo.embedded_redis import free_port, redis_server_binary
-from worker.store import connect
 
 CONFIG = Path(__file__).parent / "fixtures" / "pipeline.yaml"
 
@@ -63,7 +63,7 @@ def test_a_wrong_sentinel_url_says_what_to_write(url, says):
 def test_vigil_worker_with_a_sentinel_url_missing_its_master_fails_with_one_line(tmp_path):
     env = {**os.environ, "REDIS_URL": "sentinel://:secret@10.0.0.1:26379", "VIGIL_HOME": str(tmp_path),
            "VIGIL_CONFIG": str(CONFIG)}
-    done = subprocess.run([sys.executable, "-m", "worker", "worker"], env=env, capture_output=True, text=True,
+    done = subprocess.run([sys.executable, "-m", "vigil.worker", "worker"], env=env, capture_output=True, text=True,
                           timeout=120, check=False)
 
     assert done.returncode != 0

@@ -9,14 +9,16 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 
 import pytest
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+    ExportTraceServiceRequest,
+)
 from opentelemetry.sdk._logs.export import InMemoryLogRecordExporter
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from vigil.schemas import Score, ScoreStatus
+from vigil.worker.sinks.otel import Telemetry
 
-from schemas import Score, ScoreStatus
 from tests.pipeline import WorkerProcess, make_turn, send, wait_drained
-from worker.sinks.otel import Telemetry
 
 CONFIG = Path(__file__).parent / "fixtures" / "pipeline.yaml"
 

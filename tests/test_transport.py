@@ -7,12 +7,12 @@ time and the retry age is exact.
 from __future__ import annotations
 
 import pytest
+from vigil.schemas import JudgeConfig
+from vigil.worker.judge.base import JudgeFailed
+from vigil.worker.judge.limiter import RateLimits, RedisRateBackend
+from vigil.worker.judge.transport import ModeRejected, Transport
 
-from schemas import JudgeConfig
 from tests.judge_server import Reply
-from worker.judge.base import JudgeFailed
-from worker.judge.limiter import RateLimits, RedisRateBackend
-from worker.judge.transport import ModeRejected, Transport
 
 MESSAGES = [{"role": "user", "content": "Is the sky blue?"}]
 

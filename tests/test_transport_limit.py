@@ -14,11 +14,12 @@ import multiprocessing
 import time
 from collections import Counter
 
-from schemas import JudgeConfig
+from vigil.schemas import JudgeConfig
+from vigil.worker.judge.base import JudgeFailed
+from vigil.worker.judge.limiter import RateLimits
+from vigil.worker.judge.transport import Transport
+
 from tests.judge_server import Reply, ScriptedJudge
-from worker.judge.base import JudgeFailed
-from worker.judge.limiter import RateLimits
-from worker.judge.transport import Transport
 
 LIMIT, WINDOW_S, RUN_S = 30, 3.0, 10.0
 

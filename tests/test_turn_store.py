@@ -11,12 +11,12 @@ import uuid
 
 import redis
 import yaml
+from vigil.worker.pipeline.app import INGEST_QUEUE, SCORE_QUEUE
+from vigil.worker.pipeline.backlog import backlog
+from vigil.worker.store import connect
 
 from tests.judge_server import Reply, ScriptedJudge
 from tests.pipeline import WorkerProcess, make_turn, send, wait_drained
-from worker.pipeline.app import INGEST_QUEUE, SCORE_QUEUE
-from worker.pipeline.backlog import backlog
-from worker.store import connect
 
 TURNS = 12
 
@@ -94,7 +94,7 @@ def test_a_waiting_turns_text_is_in_redis_once_and_gone_after_it_is_scored(redis
 
 
 def test_the_stored_turn_stays_while_any_task_holds_it_and_then_leaves_only_a_tombstone(redis_url):
-    from worker.pipeline import turn_store
+    from vigil.worker.pipeline import turn_store
 
     client = redis.Redis.from_url(redis_url)
     pipe = client.pipeline()
@@ -114,7 +114,7 @@ def test_the_stored_turn_stays_while_any_task_holds_it_and_then_leaves_only_a_to
 
 
 def test_a_score_task_whose_stored_turn_expired_is_dead_lettered_naming_the_ttl(redis_url, tmp_path):
-    from worker.pipeline.app import app, configure
+    from vigil.worker.pipeline.app import app, configure
 
     config = tmp_path / "vigil.yaml"
     config.write_text(yaml.safe_dump({"judges": [{"name": "base", "kind": "baseline"}],

@@ -11,12 +11,12 @@ import yaml
 from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
     ExportMetricsServiceRequest,
 )
+from vigil.schemas.broker import INGEST_QUEUE, SCORE_QUEUE
+from vigil.worker.sinks.write_queue import WRITE_QUEUE
+from vigil.worker.store import connect
 
-from schemas.broker import INGEST_QUEUE, SCORE_QUEUE
 from tests.judge_server import Reply, ScriptedJudge
 from tests.pipeline import WorkerProcess, make_turn, send, wait_drained
-from worker.sinks.write_queue import WRITE_QUEUE
-from worker.store import connect
 
 BUDGET = 24_000  # bytes: a few batches' rows, far less than the 60 turns' rows
 STATEMENTS = {"statements": ["Returns are accepted within 30 days."]}

@@ -8,9 +8,8 @@ from datetime import UTC, datetime
 
 import pytest
 import redis
-
-from schemas import Score, ScoreStatus
-from worker.sinks.write_queue import (
+from vigil.schemas import Score, ScoreStatus
+from vigil.worker.sinks.write_queue import (
     WRITE_BYTES,
     WRITE_QUEUE,
     WriteQueueFull,
@@ -20,7 +19,7 @@ from worker.sinks.write_queue import (
     push_within,
     wait_for_room,
 )
-from worker.sinks.writer import Writer
+from vigil.worker.sinks.writer import Writer
 
 
 def scores(*trace_ids: str) -> list[tuple[str, list[Score]]]:

@@ -9,11 +9,10 @@ from datetime import UTC, datetime
 
 import pytest
 import redis
-
-from schemas import JudgeCall, Score, ScoreStatus
-from schemas.rows import JudgeCallRow
-from worker.sinks.write_queue import WRITE_QUEUE, inflight_key, owner_key, push
-from worker.sinks.writer import Writer, WriterIdLost
+from vigil.schemas import JudgeCall, Score, ScoreStatus
+from vigil.schemas.rows import JudgeCallRow
+from vigil.worker.sinks.write_queue import WRITE_QUEUE, inflight_key, owner_key, push
+from vigil.worker.sinks.writer import Writer, WriterIdLost
 
 
 def a_score(trace_id: str) -> Score:

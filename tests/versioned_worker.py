@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import runpy
 
-from worker.scorers.answer_relevancy import AnswerRelevancy
+from vigil.worker.scorers.answer_relevancy import AnswerRelevancy
 
 AnswerRelevancy.version = os.environ["VIGIL_TEST_ANSWER_RELEVANCY_VERSION"]
-runpy.run_module("worker", run_name="__main__", alter_sys=True)
+runpy.run_module("vigil.worker", run_name="__main__", alter_sys=True)

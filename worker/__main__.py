@@ -1,3 +1,3 @@
-from worker.cli import main
+from vigil.worker.cli import main
 
 main()

@@ -7,8 +7,7 @@ import sys
 import time
 
 import structlog
-
-from worker.redact import redact, redact_event
+from vigil.worker.redact import redact, redact_event
 
 __all__ = ["Every", "configure_logging"]
 

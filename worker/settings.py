@@ -7,9 +7,8 @@ from pathlib import Path
 
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
-
-from schemas import VigilConfig, load_config
-from schemas.broker import DEFAULT_MESSAGE_BYTES, MIN_MESSAGE_BYTES
+from vigil.schemas import VigilConfig, load_config
+from vigil.schemas.broker import DEFAULT_MESSAGE_BYTES, MIN_MESSAGE_BYTES
 
 __all__ = ["CONFIG_NOT_SET", "ConfigNotSet", "Settings", "config_path", "get_settings", "monitor_config"]
 

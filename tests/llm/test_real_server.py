@@ -16,11 +16,18 @@ from typing import Any, Literal
 
 import pytest
 from pydantic import BaseModel
-
-from schemas import ContextDoc, JudgeConfig, Message, MonitorConfig, ScoreResult, ScoreStatus, Turn
-from worker.judge import JudgeRequest, LLMJudge, build_judge
-from worker.judge.client import Mode, remembered_mode
-from worker.scorers import build_scorer
+from vigil.schemas import (
+    ContextDoc,
+    JudgeConfig,
+    Message,
+    MonitorConfig,
+    ScoreResult,
+    ScoreStatus,
+    Turn,
+)
+from vigil.worker.judge import JudgeRequest, LLMJudge, build_judge
+from vigil.worker.judge.client import Mode, remembered_mode
+from vigil.worker.scorers import build_scorer
 
 pytestmark = pytest.mark.llm
 

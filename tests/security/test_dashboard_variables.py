@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 import yaml
+from vigil.worker.store import connect, migrate
+from vigil.worker.store.queries import PANELS, VARIABLES, _vars, option_value, render
 
 from tests.quality_seed import insert_scores, score_row
-from worker.store import connect, migrate
-from worker.store.queries import PANELS, VARIABLES, _vars, option_value, render
 
 ROOT = Path(__file__).resolve().parents[2]
 GRAFANA = ROOT / "deploy" / "grafana"

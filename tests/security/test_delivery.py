@@ -7,16 +7,16 @@ import os
 
 import redis
 from rich.console import Console
+from vigil.producers import Monitor
+from vigil.worker.demo.embedded_redis import EmbeddedRedis
+from vigil.worker.pipeline.durability import persistence_problem
+from vigil.worker.report.build import build_report
+from vigil.worker.report.text import print_report
+from vigil.worker.store import connect
 
-from producers import Monitor
 from tests.pipeline import WorkerProcess, make_turn, send, wait_drained
 from tests.security.test_tls import CONFIG
 from tests.test_sdk import down_url, turns
-from worker.demo.embedded_redis import EmbeddedRedis
-from worker.pipeline.durability import persistence_problem
-from worker.report.build import build_report
-from worker.report.text import print_report
-from worker.store import connect
 
 
 def test_turns_spooled_by_forked_children_are_shipped_by_the_next_process(redis_url, tmp_path):

@@ -20,18 +20,18 @@ import pytest
 import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from schemas import ContextDoc
-from tests.judge_server import Reply, ScriptedJudge
-from tests.pipeline import WorkerProcess, make_turn, send, wait_drained
-from worker.judge.fence import fence, neutralise, nonce_for, normalise
-from worker.scorers.prompts import (
+from vigil.schemas import ContextDoc
+from vigil.worker.judge.fence import fence, neutralise, nonce_for, normalise
+from vigil.worker.scorers.prompts import (
     answer_relevancy,
     context_relevance,
     multi_turn,
     prompt_alignment,
     rag_correctness,
 )
+
+from tests.judge_server import Reply, ScriptedJudge
+from tests.pipeline import WorkerProcess, make_turn, send, wait_drained
 
 SENTINEL = "INJECTED7"  # the attacker's instruction: must only ever be read as data
 EARLIER_NONCE = nonce_for("an earlier prompt the attacker saw")

@@ -6,10 +6,9 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
-
-from schemas import Turn
-from schemas.rows import trace_row
-from schemas.trace import WIRE_VERSION
+from vigil.schemas import Turn
+from vigil.schemas.rows import trace_row
+from vigil.schemas.trace import WIRE_VERSION
 
 FIELDS = ["schema_version", "trace_id", "span_id", "session_id", "project", "agent", "environment", "started_at",
           "ended_at", "system", "input", "output", "contexts", "reference", "tool_calls", "model", "usage", "tags",

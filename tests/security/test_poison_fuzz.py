@@ -9,10 +9,9 @@ import json
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from schemas.broker import UNDELIVERABLE_TASK, envelope
-from worker.pipeline.poison import body_problem
-from worker.pipeline.tasks import ingest, score
+from vigil.schemas.broker import UNDELIVERABLE_TASK, envelope
+from vigil.worker.pipeline.poison import body_problem
+from vigil.worker.pipeline.tasks import ingest, score
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20),

@@ -8,17 +8,17 @@ import pytest
 import redis
 import yaml
 from redis.asyncio import Redis as AsyncRedis
+from vigil.producers._transport import CeleryTransport
+from vigil.schemas import JudgeConfig
+from vigil.worker.demo.embedded_redis import EmbeddedRedis
+from vigil.worker.judge.base import JudgePaused
+from vigil.worker.judge.pause import PAUSED_KEY
+from vigil.worker.judge.transport import Transport
+from vigil.worker.redact import redact
+from vigil.worker.store import connect
 
-from producers._transport import CeleryTransport
-from schemas import JudgeConfig
 from tests.judge_server import Reply, ScriptedJudge
 from tests.pipeline import WorkerProcess, make_turn, wait_drained
-from worker.demo.embedded_redis import EmbeddedRedis
-from worker.judge.base import JudgePaused
-from worker.judge.pause import PAUSED_KEY
-from worker.judge.transport import Transport
-from worker.redact import redact
-from worker.store import connect
 
 API_KEY = "sk-live-0123456789abcdefSECRET"
 JUDGE_PASSWORD = "judge-pw-SECRET-42"

@@ -11,13 +11,13 @@ from pathlib import Path
 
 import pytest
 import redis
+from vigil.producers._transport import CeleryTransport
+from vigil.schemas.broker import INGEST_QUEUE, broker_ssl
+from vigil.worker.store import connect
 
-from producers._transport import CeleryTransport
-from schemas.broker import INGEST_QUEUE, broker_ssl
 from tests.pipeline import IntakeProcess, WorkerProcess, make_turn, wait_drained
-from tests.test_intake import post
 from tests.security.tls_proxy import TLSProxy, self_signed
-from worker.store import connect
+from tests.test_intake import post
 
 CONFIG = Path(__file__).parent.parent / "fixtures" / "pipeline.yaml"
 

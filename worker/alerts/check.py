@@ -13,9 +13,8 @@ from typing import Any
 
 from clickhouse_connect.driver.client import Client
 from opentelemetry import trace
-
-from schemas import AlertRule, VigilConfig
-from worker.alerts.decide import (
+from vigil.schemas import AlertRule, VigilConfig
+from vigil.worker.alerts.decide import (
     agreement_verdict,
     coverage_verdict,
     decide,
@@ -24,10 +23,17 @@ from worker.alerts.decide import (
     regression_verdict,
     threshold_verdict,
 )
-from worker.alerts.model import ALERT_COLUMNS, AlertEvent, AlertState, Subject, Verdict, WindowStats
-from worker.alerts.notify import Notifier, WebhookNotifier, emit_event, log_event
-from worker.report.build import run_query
-from worker.store.queries import DETECTOR_QUERIES, bind
+from vigil.worker.alerts.model import (
+    ALERT_COLUMNS,
+    AlertEvent,
+    AlertState,
+    Subject,
+    Verdict,
+    WindowStats,
+)
+from vigil.worker.alerts.notify import Notifier, WebhookNotifier, emit_event, log_event
+from vigil.worker.report.build import run_query
+from vigil.worker.store.queries import DETECTOR_QUERIES, bind
 
 __all__ = ["DEFAULT_RULES", "check_alerts"]
 

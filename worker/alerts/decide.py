@@ -17,10 +17,15 @@ import math
 from datetime import datetime, timedelta
 
 from scipy import stats
-
-from schemas import AlertRule
-from worker.alerts.model import AlertEvent, AlertState, Subject, Verdict, WindowStats
-from worker.eval.stats import wilson
+from vigil.schemas import AlertRule
+from vigil.worker.alerts.model import (
+    AlertEvent,
+    AlertState,
+    Subject,
+    Verdict,
+    WindowStats,
+)
+from vigil.worker.eval.stats import wilson
 
 __all__ = [
     "DEFAULT_LIMITS", "agreement_verdict", "coverage_verdict", "decide", "failure_rate_verdict",

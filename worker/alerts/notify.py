@@ -14,8 +14,7 @@ from typing import Any
 
 import structlog
 from opentelemetry import trace
-
-from worker.alerts.model import AlertEvent
+from vigil.worker.alerts.model import AlertEvent
 
 __all__ = ["Notifier", "WebhookNotifier", "emit_event", "log_event"]
 

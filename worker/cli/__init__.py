@@ -1,10 +1,10 @@
 """The ``vigil`` command: one table of subcommands, each in its own module of this package.
 
 A subcommand's module is imported only when it runs (or when ``--help`` lists it), so ``vigil report`` never pays
-for Celery or the demo, and the demo's room (``worker.demo``) is reached only through ``vigil demo``.
+for Celery or the demo, and the demo's room (``vigil.worker.demo``) is reached only through ``vigil demo``.
 
 Every mistake, in any command, ends here as one line on stderr and a non-zero exit (``_Table.main``); ``--debug``
-shows the traceback instead. Nothing printed here carries a password (``worker.cli.errors.redact``).
+shows the traceback instead. Nothing printed here carries a password (``vigil.worker.cli.errors.redact``).
 """
 
 from __future__ import annotations
@@ -19,21 +19,21 @@ __all__ = ["COMMANDS", "main"]
 
 # name -> "module:attribute"; the order is the order of ``vigil --help``.
 COMMANDS: dict[str, str] = {
-    "demo": "worker.demo:demo_command",
-    "worker": "worker.cli.worker:worker_command",
-    "intake": "worker.cli.intake:intake_command",
-    "beat": "worker.cli.worker:beat_command",
-    "migrate": "worker.cli.worker:migrate_command",
-    "config": "worker.cli.config:config",
-    "emit": "worker.cli.emit:emit_command",
-    "feedback": "worker.cli.feedback:feedback",
-    "score": "worker.cli.score:score_command",
-    "probe": "worker.cli.probe:probe_command",
-    "report": "worker.cli.report:report",
-    "show": "worker.cli.show:show_command",
-    "alerts": "worker.cli.alerts:alerts",
-    "judge": "worker.cli.judge:judge",
-    "eval": "worker.cli.eval:eval_command",
+    "demo": "vigil.worker.demo:demo_command",
+    "worker": "vigil.worker.cli.worker:worker_command",
+    "intake": "vigil.worker.cli.intake:intake_command",
+    "beat": "vigil.worker.cli.worker:beat_command",
+    "migrate": "vigil.worker.cli.worker:migrate_command",
+    "config": "vigil.worker.cli.config:config",
+    "emit": "vigil.worker.cli.emit:emit_command",
+    "feedback": "vigil.worker.cli.feedback:feedback",
+    "score": "vigil.worker.cli.score:score_command",
+    "probe": "vigil.worker.cli.probe:probe_command",
+    "report": "vigil.worker.cli.report:report",
+    "show": "vigil.worker.cli.show:show_command",
+    "alerts": "vigil.worker.cli.alerts:alerts",
+    "judge": "vigil.worker.cli.judge:judge",
+    "eval": "vigil.worker.cli.eval:eval_command",
 }
 
 
@@ -52,7 +52,7 @@ class _Table(click.Group):
 
     def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
         """Run a command; any mistake becomes one line on stderr and exit != 0 (a usage mistake exits 2)."""
-        from worker.cli.errors import one_line, redact
+        from vigil.worker.cli.errors import one_line, redact
 
         argv = list(sys.argv[1:] if args is None else args)
         debug = "--debug" in argv[: next((i for i, a in enumerate(argv) if a in COMMANDS), len(argv))] or \
@@ -101,6 +101,6 @@ Examples:
               help="Show the full traceback when a command fails (and the drivers' own logs).")
 def main(debug: bool) -> None:
     """vigil: online quality monitoring for LLM agents."""
-    from worker.cli.errors import quiet_logs
+    from vigil.worker.cli.errors import quiet_logs
 
     quiet_logs(debug)

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import click
-
-from schemas import VigilConfig, load_config
-from worker.alerts.check import DEFAULT_RULES, check_alerts
-from worker.store.clickhouse import connect_for_reading, require_tables
+from vigil.schemas import VigilConfig, load_config
+from vigil.worker.alerts.check import DEFAULT_RULES, check_alerts
+from vigil.worker.store.clickhouse import connect_for_reading, require_tables
 
 __all__ = ["alerts"]
 

@@ -15,8 +15,7 @@ from pathlib import Path
 import click
 import yaml
 from pydantic import ValidationError
-
-from schemas import VigilConfig
+from vigil.schemas import VigilConfig
 
 __all__ = ["CheckedConfig", "ConfigError", "check_config", "config"]
 
@@ -56,8 +55,8 @@ def _files(params: dict, where: str) -> list[str]:
 
 def check_config(path: str | Path) -> CheckedConfig:
     """The config at ``path``, validated and with every judge and scorer built; a ``ConfigError`` otherwise."""
-    from worker.judge import build_judge
-    from worker.scorers import build_scorer
+    from vigil.worker.judge import build_judge
+    from vigil.worker.scorers import build_scorer
 
     try:
         data = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}

@@ -13,16 +13,15 @@ from rich.progress import (
     TextColumn,
     TimeElapsedColumn,
 )
-
-from worker.cli.options import redis_url_option
+from vigil.worker.cli.options import redis_url_option
 
 __all__ = ["emit_command", "emit_file"]
 
 
 def emit_file(path: Path, redis_url: str, *, spool_path: Path | None = None, console: Console | None = None):
     """Capture every line of ``path`` through a ``producers.Monitor`` and flush; returns the ReplayResult."""
-    from producers import Monitor
-    from producers.replay import replay
+    from vigil.producers import Monitor
+    from vigil.producers.replay import replay
 
     monitor = Monitor(redis_url=redis_url, spool_path=spool_path)
     try:

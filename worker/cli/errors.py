@@ -1,7 +1,7 @@
 """Every ``vigil`` mistake as one line on stderr: what went wrong, in words, never with a password.
 
 ``one_line`` turns an exception into that line; ``redact`` hides the credentials of any URL in a text
-(``redis://:secret@host`` -> ``redis://***@host``). The ``vigil`` group (``worker.cli``) calls them for every
+(``redis://:secret@host`` -> ``redis://***@host``). The ``vigil`` group (``vigil.worker.cli``) calls them for every
 command, so a command raises and never prints its own traceback.
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from worker.redact import redact
+from vigil.worker.redact import redact
 
 __all__ = ["one_line", "redact"]
 
@@ -36,8 +36,7 @@ def describe(exc: BaseException) -> str:
     import yaml
     from clickhouse_connect.driver.exceptions import DatabaseError, OperationalError
     from pydantic import ValidationError
-
-    from worker.store.clickhouse import StoreError
+    from vigil.worker.store.clickhouse import StoreError
 
     if isinstance(exc, StoreError):
         return str(exc)

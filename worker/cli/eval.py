@@ -21,9 +21,8 @@ from rich.progress import (
     TextColumn,
     TimeElapsedColumn,
 )
-
-from schemas import JudgeConfig, MonitorConfig
-from worker.judge import JudgePaused, build_judge
+from vigil.schemas import JudgeConfig, MonitorConfig
+from vigil.worker.judge import JudgePaused, build_judge
 
 __all__ = ["eval_command"]
 
@@ -46,7 +45,7 @@ def _setup(monitor_name: str | None, scorer: str | None, params: str | None, bas
         if scorer or params or base_url:
             raise click.UsageError("--monitor takes the scorer, params and judge from VIGIL_CONFIG: "
                                    "drop --scorer, --params and --judge-base-url")
-        from worker.settings import monitor_config
+        from vigil.worker.settings import monitor_config
 
         try:
             config = monitor_config()
@@ -71,7 +70,7 @@ def _setup(monitor_name: str | None, scorer: str | None, params: str | None, bas
 
 
 async def _run(dataset, scorer, judge, *, concurrency, params, limit, progress: Progress | None):
-    from worker.eval.runner import evaluate
+    from vigil.worker.eval.runner import evaluate
 
     total = len(dataset.items[:limit] if limit is not None else dataset.items)
     task = progress.add_task("eval", total=total) if progress else None
@@ -105,12 +104,12 @@ def eval_command(dataset_path: Path, dataset_format: str, scorer: str | None, pa
                  monitor_name: str | None, judge_base_url: str | None, model: str | None, limit: int | None,
                  as_json: bool, keep: bool) -> None:
     """How often a judge agrees with people: pairwise accuracy, rank correlations, cost, worst disagreements."""
-    from worker.eval.items import load_dataset
-    from worker.eval.keep import NotKept
-    from worker.eval.keep import keep as keep_run
-    from worker.eval.show import print_eval
-    from worker.scorers import build_scorer
-    from worker.settings import get_settings
+    from vigil.worker.eval.items import load_dataset
+    from vigil.worker.eval.keep import NotKept
+    from vigil.worker.eval.keep import keep as keep_run
+    from vigil.worker.eval.show import print_eval
+    from vigil.worker.scorers import build_scorer
+    from vigil.worker.settings import get_settings
 
     monitor, judge_config = _setup(monitor_name, scorer, params, judge_base_url, model)
     try:

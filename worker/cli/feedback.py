@@ -17,8 +17,7 @@ from pathlib import Path
 
 import click
 from pydantic import BaseModel, ValidationError
-
-from worker.cli.options import redis_url_option
+from vigil.worker.cli.options import redis_url_option
 
 __all__ = ["FeedbackImport", "feedback", "import_file"]
 
@@ -32,9 +31,9 @@ class FeedbackImport(BaseModel):
 
 def import_file(path: Path, redis_url: str, *, spool_path: Path | None = None,
                 flush_timeout: float = 60.0) -> FeedbackImport:
-    """Validate each line as ``schemas.feedback.Feedback`` and send the good ones with ``Monitor.feedback``."""
-    from producers import Monitor
-    from schemas.feedback import Feedback, problems
+    """Validate each line as ``vigil.schemas.feedback.Feedback`` and send the good ones with ``Monitor.feedback``."""
+    from vigil.producers import Monitor
+    from vigil.schemas.feedback import Feedback, problems
 
     result = FeedbackImport()
     # The spool path from VIGIL_SPOOL_PATH unless given: a broker outage leaves the items there for the next run.

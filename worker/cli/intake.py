@@ -1,4 +1,4 @@
-"""``vigil intake``: the OTLP/HTTP receiver (``worker.intake.server``), writing to Redis only."""
+"""``vigil intake``: the OTLP/HTTP receiver (``vigil.worker.intake.server``), writing to Redis only."""
 
 from __future__ import annotations
 
@@ -15,11 +15,10 @@ def intake_command(host: str, port: int) -> None:
     """Receive OTLP/HTTP traces (POST /v1/traces) and vigil turns (POST /v1/turns) into Redis."""
     from aiohttp import web
     from pydantic import ValidationError
-
-    from worker.intake.server import make_app
-    from worker.intake.settings import intake_settings
-    from worker.logs import configure_logging
-    from worker.settings import get_settings
+    from vigil.worker.intake.server import make_app
+    from vigil.worker.intake.settings import intake_settings
+    from vigil.worker.logs import configure_logging
+    from vigil.worker.settings import get_settings
 
     settings = get_settings()
     configure_logging(settings.log_level)

@@ -15,10 +15,9 @@ import click
 from redis.asyncio import Redis
 from rich.console import Console
 from rich.table import Table
-
-from schemas.broker import broker
-from worker.judge.limiter import RateLimits, clear_hold, limiter_key
-from worker.judge.pause import paused_judges, resume
+from vigil.schemas.broker import broker
+from vigil.worker.judge.limiter import RateLimits, clear_hold, limiter_key
+from vigil.worker.judge.pause import paused_judges, resume
 
 __all__ = ["judge"]
 
@@ -62,7 +61,7 @@ async def _resume(name: str) -> tuple[bool, list[str]]:
 
 def _configured() -> dict[str, str]:
     """The judges of ``VIGIL_CONFIG`` (name -> kind and model), or none when it is unset."""
-    from schemas import load_config
+    from vigil.schemas import load_config
 
     path = os.environ.get("VIGIL_CONFIG")
     if not path:
@@ -73,9 +72,13 @@ def _configured() -> dict[str, str]:
 
 def _calls(dsn: str | None) -> tuple[dict[str, dict], str | None]:
     """Each judge's calls, errors and last call from the store; with why not, when the store cannot be read."""
-    from worker.report.build import run_query
-    from worker.store.clickhouse import StoreError, connect_for_reading, require_tables
-    from worker.store.queries import PANELS
+    from vigil.worker.report.build import run_query
+    from vigil.worker.store.clickhouse import (
+        StoreError,
+        connect_for_reading,
+        require_tables,
+    )
+    from vigil.worker.store.queries import PANELS
 
     try:
         client = connect_for_reading(dsn)
@@ -144,8 +147,8 @@ def judge_resume(name: str) -> None:
 
 def _release(name: str) -> int:
     """Put the judge's parked work back on the score queue now, as far as the queue's bound has room."""
-    from worker.pipeline.parked import release, room
-    from worker.settings import get_settings
+    from vigil.worker.pipeline.parked import release, room
+    from vigil.worker.settings import get_settings
 
     client = broker(os.environ["REDIS_URL"]).redis(socket_connect_timeout=5, socket_timeout=10)
     try:

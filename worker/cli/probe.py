@@ -1,4 +1,4 @@
-"""``vigil probe``: the golden-set probe of a live agent (``worker.scorers.probe``), results to ClickHouse."""
+"""``vigil probe``: the golden-set probe of a live agent (``vigil.worker.scorers.probe``), results to ClickHouse."""
 
 from __future__ import annotations
 
@@ -16,14 +16,19 @@ from rich.progress import (
     TextColumn,
     TimeElapsedColumn,
 )
-
-from schemas import JudgeConfig, ScoreResult
-from worker.cli.errors import redact
-from worker.judge import JudgePaused, build_judge
-from worker.scorers.multi_turn import MultiTurn, OpenAIAgent
-from worker.scorers.probe import ProbeLabels, rows_for, run_probe, summary, write_rows
-from worker.scorers.rag_correctness import GoldenItem, load_golden
-from worker.store import connect, migrate
+from vigil.schemas import JudgeConfig, ScoreResult
+from vigil.worker.cli.errors import redact
+from vigil.worker.judge import JudgePaused, build_judge
+from vigil.worker.scorers.multi_turn import MultiTurn, OpenAIAgent
+from vigil.worker.scorers.probe import (
+    ProbeLabels,
+    rows_for,
+    run_probe,
+    summary,
+    write_rows,
+)
+from vigil.worker.scorers.rag_correctness import GoldenItem, load_golden
+from vigil.worker.store import connect, migrate
 
 __all__ = ["probe_command"]
 

@@ -5,12 +5,11 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 import click
-
-from worker.report.build import build_report
-from worker.report.html import write_html
-from worker.report.model import Report
-from worker.report.text import print_report
-from worker.store.clickhouse import connect_for_reading, require_tables
+from vigil.worker.report.build import build_report
+from vigil.worker.report.html import write_html
+from vigil.worker.report.model import Report
+from vigil.worker.report.text import print_report
+from vigil.worker.store.clickhouse import connect_for_reading, require_tables
 
 __all__ = ["report"]
 
@@ -62,7 +61,7 @@ def report(dsn: str | None, hours: float | None, monitors: tuple[str, ...], as_j
 
 
 def _serve(build, port: int, refresh_s: int) -> None:
-    from worker.report.serve import ReportServer
+    from vigil.worker.report.serve import ReportServer
 
     try:
         server = ReportServer(build, port=port, refresh_s=refresh_s)

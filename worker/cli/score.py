@@ -9,11 +9,10 @@ from pathlib import Path
 
 import click
 from pydantic import ValidationError
-
-from schemas import JudgeConfig, MonitorConfig, ScoreResult, ScoreStatus, Turn
-from worker.judge import Judge, JudgePaused, LLMJudge, build_judge
-from worker.scorers import SCORERS, build_scorer
-from worker.scorers.base import Scorer
+from vigil.schemas import JudgeConfig, MonitorConfig, ScoreResult, ScoreStatus, Turn
+from vigil.worker.judge import Judge, JudgePaused, LLMJudge, build_judge
+from vigil.worker.scorers import SCORERS, build_scorer
+from vigil.worker.scorers.base import Scorer
 
 __all__ = ["score_command"]
 

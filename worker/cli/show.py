@@ -13,9 +13,8 @@ from rich.console import Console, Group
 from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
-
-from worker.store.clickhouse import connect_for_reading, require_tables
-from worker.store.queries import TURN_QUERIES
+from vigil.worker.store.clickhouse import connect_for_reading, require_tables
+from vigil.worker.store.queries import TURN_QUERIES
 
 __all__ = ["show_command"]
 

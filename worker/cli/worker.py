@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 import click
 
 if TYPE_CHECKING:
-    from worker.cli.config import CheckedConfig
+    from vigil.worker.cli.config import CheckedConfig
 
 __all__ = ["beat_command", "migrate_command", "worker_command"]
 
@@ -63,14 +63,13 @@ def worker_command(concurrency: int, writer: bool, writer_id: str | None, queues
     """
     signal.signal(signal.SIGTERM, _early_term)  # first: everything below is slow (see _early_term)
     from celery import signals
-
-    from schemas.broker import ALERTS_QUEUE, INGEST_QUEUE, SCORE_QUEUE
-    from worker.cli.config import check_config
-    from worker.logs import configure_logging
-    from worker.pipeline.app import app, configure
-    from worker.settings import CONFIG_NOT_SET, get_settings
-    from worker.sinks import writer as process_writer
-    from worker.store import default_dsn
+    from vigil.schemas.broker import ALERTS_QUEUE, INGEST_QUEUE, SCORE_QUEUE
+    from vigil.worker.cli.config import check_config
+    from vigil.worker.logs import configure_logging
+    from vigil.worker.pipeline.app import app, configure
+    from vigil.worker.settings import CONFIG_NOT_SET, get_settings
+    from vigil.worker.sinks import writer as process_writer
+    from vigil.worker.store import default_dsn
 
     queues = queues or f"{INGEST_QUEUE},{SCORE_QUEUE}"
     settings = get_settings()
@@ -105,7 +104,7 @@ def worker_command(concurrency: int, writer: bool, writer_id: str | None, queues
 
     @signals.worker_ready.connect(weak=False)
     def _start_mover(**_: object) -> None:
-        from worker.pipeline.parked import start_mover
+        from vigil.worker.pipeline.parked import start_mover
 
         mover["thread"] = start_mover()  # releases work parked for a paused judge once it may be called
 
@@ -143,9 +142,8 @@ def _check_broker_persistence(url: str) -> None:
     """Say loudly when the broker would lose queued turns on a restart (a check, never a reason not to start)."""
     import redis
     import structlog
-
-    from schemas.broker import broker
-    from worker.pipeline.durability import persistence_problem
+    from vigil.schemas.broker import broker
+    from vigil.worker.pipeline.durability import persistence_problem
 
     client = broker(url).redis(socket_connect_timeout=5, socket_timeout=5)
     try:
@@ -163,9 +161,8 @@ def _check_cache_redis(cache_url: str, broker_url: str) -> None:
     """Say loudly when the judge cache's Redis would compete with the broker or refuse writes when full."""
     import redis
     import structlog
-
-    from schemas.broker import broker
-    from worker.judge.cache import cache_redis_problem
+    from vigil.schemas.broker import broker
+    from vigil.worker.judge.cache import cache_redis_problem
 
     clients = [broker(url).redis(socket_connect_timeout=5, socket_timeout=5) for url in (cache_url, broker_url)]
     try:
@@ -184,8 +181,8 @@ def _check_cache_redis(cache_url: str, broker_url: str) -> None:
 @click.option("--dsn", default=None, help="ClickHouse DSN (default: CLICKHOUSE_DSN, else the embedded chDB).")
 def migrate_command(dsn: str | None) -> None:
     """Apply pending ClickHouse migrations (idempotent)."""
-    from worker.settings import get_settings
-    from worker.store import connect, default_dsn, migrate
+    from vigil.worker.settings import get_settings
+    from vigil.worker.store import connect, default_dsn, migrate
 
     applied = migrate(connect(dsn or default_dsn(get_settings().home / "chdb")))
     click.echo("applied: " + (", ".join(applied) if applied else "nothing (up to date)"))
@@ -194,10 +191,10 @@ def migrate_command(dsn: str | None) -> None:
 @click.command("beat")
 def beat_command() -> None:
     """Start Celery beat: schedules the regression check every VIGIL_ALERTS_INTERVAL seconds (run one)."""
-    from worker.logs import configure_logging
-    from worker.pipeline.app import app, configure
-    from worker.pipeline.beat import schedule
-    from worker.settings import get_settings
+    from vigil.worker.logs import configure_logging
+    from vigil.worker.pipeline.app import app, configure
+    from vigil.worker.pipeline.beat import schedule
+    from vigil.worker.settings import get_settings
 
     settings = get_settings()
     configure_logging(settings.log_level)

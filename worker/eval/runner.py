@@ -18,13 +18,12 @@ from typing import Any
 
 import numpy as np
 from pydantic import BaseModel, Field
-
-from schemas import JudgeUsage, ScoreResult, ScoreStatus, Turn
-from worker.eval.items import Dataset, EvalItem
-from worker.eval.stats import Agreement, Judged, Pair, agreement, pairs
-from worker.judge.base import Judge, JudgePaused
-from worker.judge.baseline import word_recall
-from worker.scorers.base import Scorer
+from vigil.schemas import JudgeUsage, ScoreResult, ScoreStatus, Turn
+from vigil.worker.eval.items import Dataset, EvalItem
+from vigil.worker.eval.stats import Agreement, Judged, Pair, agreement, pairs
+from vigil.worker.judge.base import Judge, JudgePaused
+from vigil.worker.judge.baseline import word_recall
+from vigil.worker.scorers.base import Scorer
 
 __all__ = ["Cost", "EvalReport", "ItemRow", "Outcome", "evaluate", "reference_agreement", "score_items"]
 

@@ -5,9 +5,8 @@ from __future__ import annotations
 from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
-
-from worker.eval.runner import EvalReport
-from worker.eval.stats import Agreement, Estimate
+from vigil.worker.eval.runner import EvalReport
+from vigil.worker.eval.stats import Agreement, Estimate
 
 __all__ = ["print_eval", "render_eval"]
 

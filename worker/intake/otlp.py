@@ -2,15 +2,15 @@
 ``ExportLogsServiceRequest`` into the GenAI events they carry, and encoding the answers (``ExportTraceServiceResponse``
 / ``ExportLogsServiceResponse`` with ``partial_success``, ``google.rpc.Status`` on errors).
 
-Of the resource, only the attributes assembly reads are kept (``schemas.spans.RESOURCE_KEYS``), once per span. A span
+Of the resource, only the attributes assembly reads are kept (``vigil.schemas.spans.RESOURCE_KEYS``), once per span. A span
 with nothing GenAI or OpenInference on it (an HTTP server span, a database call) is kept as a bare link: its ids,
 parent, name and times, so the trace's tree stays whole while its attributes, events and resource are dropped.
 A span whose ids are not OTLP ids (a 16-byte trace id and an 8-byte span id, not all zeros) is rejected, and the
 answer's ``partial_success`` says which and why; the others are kept.
 
 Of logs, only the GenAI events that carry content are kept: a log record whose event name (``event_name``, else the
-``event.name`` attribute) is one of ``schemas.spans.CONTENT_EVENTS``, as a span event of its span
-(``schemas.spans.log_record``): its attributes, and its body's fields (a map body; a text body as ``content``). Other
+``event.name`` attribute) is one of ``vigil.schemas.spans.CONTENT_EVENTS``, as a span event of its span
+(``vigil.schemas.spans.log_record``): its attributes, and its body's fields (a map body; a text body as ``content``). Other
 log records are accepted and dropped (vigil's own ``gen_ai.evaluation.result`` among them: kept, each score would
 re-assemble the trace it scored, and score it again); a content event without a valid trace and span id cannot be
 attached to a trace and is rejected, named in ``partial_success``.
@@ -26,19 +26,24 @@ from typing import Any
 from google.protobuf import json_format
 from google.protobuf.message import DecodeError
 from google.rpc import status_pb2
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
-    ExportTracePartialSuccess,
-    ExportTraceServiceRequest,
-    ExportTraceServiceResponse,
-)
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import (
     ExportLogsPartialSuccess,
     ExportLogsServiceRequest,
     ExportLogsServiceResponse,
 )
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+    ExportTracePartialSuccess,
+    ExportTraceServiceRequest,
+    ExportTraceServiceResponse,
+)
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
-
-from schemas.spans import CONTENT_EVENTS, RESOURCE_KEYS, SpanRecord, is_genai, log_record
+from vigil.schemas.spans import (
+    CONTENT_EVENTS,
+    RESOURCE_KEYS,
+    SpanRecord,
+    is_genai,
+    log_record,
+)
 
 __all__ = ["Decoded", "UndecodableBody", "decode_logs", "decode_traces", "encode_error", "encode_logs_response",
            "encode_response"]

@@ -1,4 +1,4 @@
-"""How the intake writes: Celery task messages on the journaled Redis transport (``schemas.broker``), one Redis
+"""How the intake writes: Celery task messages on the journaled Redis transport (``vigil.schemas.broker``), one Redis
 transaction per request, never retried here: a failure is answered 503 and the sender retries (OTLP exporters do).
 
 Each publishing thread owns its producer and connection; a failed publish drops that connection, so the next
@@ -13,8 +13,7 @@ from typing import Any
 import redis
 from celery import Celery
 from kombu.exceptions import OperationalError
-
-from schemas.broker import INGEST_QUEUE, broker
+from vigil.schemas.broker import INGEST_QUEUE, broker
 
 __all__ = ["BROKER_ERRORS", "Publisher"]
 

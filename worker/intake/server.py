@@ -28,9 +28,8 @@ from concurrent.futures import ThreadPoolExecutor
 import structlog
 from aiohttp import web
 from aiohttp.web_protocol import RequestPayloadError
-
-from schemas.broker import INGEST_TASK, SPANS_TASK, MessageTooLarge
-from worker.intake.otlp import (
+from vigil.schemas.broker import INGEST_TASK, SPANS_TASK, MessageTooLarge
+from vigil.worker.intake.otlp import (
     UndecodableBody,
     decode_logs,
     decode_traces,
@@ -38,9 +37,9 @@ from worker.intake.otlp import (
     encode_logs_response,
     encode_response,
 )
-from worker.intake.publish import BROKER_ERRORS, Publisher
-from worker.intake.settings import IntakeSettings
-from worker.settings import get_settings
+from vigil.worker.intake.publish import BROKER_ERRORS, Publisher
+from vigil.worker.intake.settings import IntakeSettings
+from vigil.worker.settings import get_settings
 
 __all__ = ["make_app"]
 

@@ -6,7 +6,7 @@ Keys: ``vigil.sessions.pending``, a sorted set of sessions (``[project, session 
 turn was ingested; ``vigil.session.<hash>``, the session's turns (JSON), kept ``VIGIL_INTAKE_KEEP_S`` after the last.
 Ingest records every live turn that has a session id (only when a session monitor is configured) and schedules a
 close sweep the idle time later; ``vigil beat`` sweeps too, as a backstop. Claims work as for traces
-(``worker.intake.traces``): a session that gets a new turn after it closed closes again later and is scored again
+(``vigil.worker.intake.traces``): a session that gets a new turn after it closed closes again later and is scored again
 under the same score ids (its first turn's trace and span ids), replacing the earlier scores.
 
 The session as scored is one turn: the first turn's ids, agent, project, environment, system prompt and reference;
@@ -24,8 +24,7 @@ from typing import Any
 import redis
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
-
-from schemas import Turn
+from vigil.schemas import Turn
 
 __all__ = ["CLOSE_SESSIONS_TASK", "SESSIONS", "SessionSettings", "session_settings", "session_turn",
            "session_turns", "track", "track_turns"]
@@ -103,9 +102,9 @@ def session_turn(turns: list[Turn]) -> dict[str, Any]:
 
 def track(client: redis.Redis, turns: list[Turn]) -> None:
     """Called by ingest: record the turns and schedule the close sweep once the idle time has passed."""
-    from schemas.broker import INGEST_QUEUE
-    from worker.intake.traces import schedule_sweep
-    from worker.pipeline.app import app
+    from vigil.schemas.broker import INGEST_QUEUE
+    from vigil.worker.intake.traces import schedule_sweep
+    from vigil.worker.pipeline.app import app
 
     settings = session_settings()
     if track_turns(client, turns, keep_s=settings.keep_s):

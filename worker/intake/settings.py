@@ -6,8 +6,7 @@ from functools import lru_cache
 
 from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
-
-from worker.settings import get_settings
+from vigil.worker.settings import get_settings
 
 __all__ = ["IntakeSettings", "intake_settings"]
 

@@ -1,6 +1,6 @@
 """The worker's side of the intake: ``vigil.spans`` keeps spans by trace, ``vigil.assemble_traces`` turns settled
-traces into turns and hands them to ``vigil.ingest`` (see ``worker.intake.traces`` for the keys and the claims), and
-``vigil.close_sessions`` scores idle sessions with the session monitors (``worker.intake.sessions``)."""
+traces into turns and hands them to ``vigil.ingest`` (see ``vigil.worker.intake.traces`` for the keys and the claims), and
+``vigil.close_sessions`` scores idle sessions with the session monitors (``vigil.worker.intake.sessions``)."""
 
 from __future__ import annotations
 
@@ -9,18 +9,17 @@ from typing import Any
 
 import structlog
 from pydantic import ValidationError
-
-from schemas import Turn
-from schemas.broker import INGEST_QUEUE, INGEST_TASK, SPANS_TASK
-from worker.intake.sessions import (
+from vigil.schemas import Turn
+from vigil.schemas.broker import INGEST_QUEUE, INGEST_TASK, SPANS_TASK
+from vigil.worker.intake.sessions import (
     CLOSE_SESSIONS_TASK,
     SESSIONS,
     session_settings,
     session_turn,
     session_turns,
 )
-from worker.intake.settings import intake_settings
-from worker.intake.traces import (
+from vigil.worker.intake.settings import intake_settings
+from vigil.worker.intake.traces import (
     claim_due,
     invalid_reason,
     release,
@@ -29,11 +28,11 @@ from worker.intake.traces import (
     trace_spans,
     turns_of,
 )
-from worker.pipeline.app import SCORE_QUEUE, app
-from worker.pipeline.filters import matches
-from worker.pipeline.runtime import runtime
-from worker.pipeline.sampling import sampled
-from worker.pipeline.tasks import (
+from vigil.worker.pipeline.app import SCORE_QUEUE, app
+from vigil.worker.pipeline.filters import matches
+from vigil.worker.pipeline.runtime import runtime
+from vigil.worker.pipeline.sampling import sampled
+from vigil.worker.pipeline.tasks import (
     _REDIS_FAILED,
     _event,
     _requeue_on_redis_failure,
@@ -41,7 +40,7 @@ from worker.pipeline.tasks import (
     score,
     validation_reason,
 )
-from worker.sinks.write_queue import push
+from vigil.worker.sinks.write_queue import push
 
 __all__ = ["ASSEMBLE_TASK", "assemble_traces", "close_sessions", "collect_spans"]
 

@@ -1,4 +1,4 @@
-"""Spans kept by trace in Redis until the trace settles, then assembled into turns (``schemas.spans``).
+"""Spans kept by trace in Redis until the trace settles, then assembled into turns (``vigil.schemas.spans``).
 
 Keys: ``vigil.intake.trace.<trace id>``, a list of span records (JSON), kept ``VIGIL_INTAKE_KEEP_S`` after the
 trace's last span; ``vigil.intake.pending``, a sorted set of trace ids scored by when their last span arrived.
@@ -27,8 +27,7 @@ from typing import Any
 
 import redis
 import structlog
-
-from schemas.spans import assemble
+from vigil.schemas.spans import assemble
 
 __all__ = ["PENDING", "claim_due", "release", "schedule_sweep", "store_spans", "trace_key", "trace_spans",
            "turns_of"]

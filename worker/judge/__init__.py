@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from schemas import JudgeConfig
-from worker.judge.base import (
+from vigil.schemas import JudgeConfig
+from vigil.worker.judge.base import (
     CallContext,
     Judge,
     JudgeFailed,
@@ -11,8 +11,8 @@ from worker.judge.base import (
     JudgeReply,
     JudgeRequest,
 )
-from worker.judge.baseline import BaselineJudge
-from worker.judge.client import LLMJudge
+from vigil.worker.judge.baseline import BaselineJudge
+from vigil.worker.judge.client import LLMJudge
 
 __all__ = [
     "BaselineJudge",

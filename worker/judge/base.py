@@ -16,8 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, Generic, Protocol, TypeVar
 
 from pydantic import BaseModel
-
-from schemas import JudgeCall, Origin
+from vigil.schemas import JudgeCall, Origin
 
 __all__ = ["CallContext", "Judge", "JudgeFailed", "JudgePaused", "JudgeReply", "JudgeRequest"]
 

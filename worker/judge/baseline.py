@@ -22,9 +22,8 @@ from itertools import pairwise
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
-
-from schemas import JudgeCall, JudgeConfig
-from worker.judge.base import JudgeFailed, JudgeReply, JudgeRequest
+from vigil.schemas import JudgeCall, JudgeConfig
+from vigil.worker.judge.base import JudgeFailed, JudgeReply, JudgeRequest
 
 __all__ = [
     "MODEL",

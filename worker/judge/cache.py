@@ -2,7 +2,7 @@
 
 Identical means the same scorer version (the caller's ``extra``), endpoint, model, temperature, rendered messages
 and response format; the key is a SHA-256 of their canonical JSON, so no trace text is readable in a key. Fence tags
-are keyed per process (``worker.judge.fence``), so they are left out of the key: identical requests share an entry.
+are keyed per process (``vigil.worker.judge.fence``), so they are left out of the key: identical requests share an entry.
 
 The cache never competes with the broker for memory (at ``maxmemory`` with ``noeviction`` the broker would refuse
 turns because of cached replies). Where the replies live:
@@ -32,8 +32,7 @@ import structlog
 from cachetools import TLRUCache
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
-
-from worker.judge.fence import untagged
+from vigil.worker.judge.fence import untagged
 
 __all__ = ["CachedReply", "LocalReplyCache", "RedisReplyCache", "ReplyCache", "cache_key", "cache_redis_problem",
            "local_cache"]
@@ -129,7 +128,7 @@ class RedisReplyCache:
 @functools.cache
 def local_cache() -> LocalReplyCache:
     """This process's cache, within ``VIGIL_CACHE_MAX_BYTES`` whatever the number of judges and transports."""
-    from worker.settings import get_settings
+    from vigil.worker.settings import get_settings
 
     return LocalReplyCache(get_settings().cache_max_bytes)
 

@@ -21,10 +21,9 @@ from enum import StrEnum
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
-
-from schemas import JudgeCall, JudgeConfig
-from worker.judge.base import JudgeFailed, JudgeReply, JudgeRequest
-from worker.judge.transport import ModeRejected, Transport
+from vigil.schemas import JudgeCall, JudgeConfig
+from vigil.worker.judge.base import JudgeFailed, JudgeReply, JudgeRequest
+from vigil.worker.judge.transport import ModeRejected, Transport
 
 __all__ = ["LLMJudge", "Mode", "last_json_object", "parse_output", "remembered_mode", "strict_schema"]
 

@@ -39,8 +39,7 @@ from typing import Protocol
 
 import structlog
 from redis.asyncio import Redis
-
-from schemas import JudgeConfig
+from vigil.schemas import JudgeConfig
 
 __all__ = ["MAX_RETRY_AFTER_S", "Decision", "Limiter", "RateBackend", "RateLimits", "RedisRateBackend", "Slot",
            "clear_hold", "limiter_key"]

@@ -14,8 +14,7 @@ import time
 from dataclasses import asdict, dataclass
 
 from redis.asyncio import Redis
-
-from schemas import JudgeConfig
+from vigil.schemas import JudgeConfig
 
 __all__ = ["PAUSED_KEY", "Pause", "config_fingerprint", "is_paused", "pause", "paused_judges", "resume"]
 

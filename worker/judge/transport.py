@@ -2,11 +2,11 @@
 
 The transport owns everything between "send these messages" and "here is the text": the pause check, the reply
 cache, the global rate limit (``limiter``), retries with backoff (``backoff``) and one ``JudgeCall`` per attempt.
-The structured-output layer above it (``worker.judge.client``) owns prompts' response formats and parsing.
+The structured-output layer above it (``vigil.worker.judge.client``) owns prompts' response formats and parsing.
 
 Shared state (limiter buckets, pauses) lives in Redis: the ``redis`` argument, else ``REDIS_URL``. Without either, a
 transport still retries and caps concurrency, but its rate limit and pause are off. Cached replies never live in the
-broker's Redis: in ``VIGIL_CACHE_URL``'s, else in the process within a byte budget (``worker.judge.cache``).
+broker's Redis: in ``VIGIL_CACHE_URL``'s, else in the process within a byte budget (``vigil.worker.judge.cache``).
 Make one transport per judge per process: ``max_concurrency`` and the per-monitor queues are the transport's.
 """
 
@@ -27,27 +27,26 @@ import openai
 import structlog
 from openai.types.chat import ChatCompletion
 from redis.asyncio import Redis
-
-from schemas import JudgeCall, JudgeConfig
-from schemas.broker import broker
-from worker.judge.backoff import parse_retry_after, retry_delay
-from worker.judge.base import JudgeFailed, JudgePaused
-from worker.judge.cache import (
+from vigil.schemas import JudgeCall, JudgeConfig
+from vigil.schemas.broker import broker
+from vigil.worker.judge.backoff import parse_retry_after, retry_delay
+from vigil.worker.judge.base import JudgeFailed, JudgePaused
+from vigil.worker.judge.cache import (
     CachedReply,
     RedisReplyCache,
     ReplyCache,
     cache_key,
     local_cache,
 )
-from worker.judge.limiter import (
+from vigil.worker.judge.limiter import (
     MAX_RETRY_AFTER_S,
     Limiter,
     RateLimits,
     RedisRateBackend,
 )
-from worker.judge.pause import config_fingerprint, is_paused, pause, resume
-from worker.redact import redact
-from worker.settings import get_settings
+from vigil.worker.judge.pause import config_fingerprint, is_paused, pause, resume
+from vigil.worker.redact import redact
+from vigil.worker.settings import get_settings
 
 __all__ = ["ChatResult", "ModeRejected", "Transport", "cached_prompt_tokens", "judge_cost"]
 

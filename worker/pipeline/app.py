@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 from celery import Celery
-
-from schemas.broker import (
+from vigil.schemas.broker import (
     ALERTS_QUEUE,
     INGEST_QUEUE,
     INGEST_TASK,
@@ -12,13 +11,13 @@ from schemas.broker import (
     SPANS_TASK,
     broker,
 )
-from worker.settings import get_settings
+from vigil.worker.settings import get_settings
 
 __all__ = ["ALERTS_QUEUE", "INGEST_QUEUE", "SCORE_QUEUE", "app", "configure"]
 
 
-app = Celery("vigil", include=["worker.pipeline.tasks", "worker.pipeline.beat", "worker.pipeline.poison",
-                               "worker.intake.tasks"])
+app = Celery("vigil", include=["vigil.worker.pipeline.tasks", "vigil.worker.pipeline.beat", "vigil.worker.pipeline.poison",
+                               "vigil.worker.intake.tasks"])
 
 
 def configure(broker_url: str | None = None) -> Celery:
@@ -56,7 +55,7 @@ def configure(broker_url: str | None = None) -> Celery:
                      "vigil.check_alerts": {"queue": ALERTS_QUEUE}},
         task_default_queue=SCORE_QUEUE,
         # Celery's consumer, but a message it cannot turn into a task is dead-lettered, not fatal (celery#1113)
-        worker_consumer="worker.pipeline.poison:Consumer",
+        worker_consumer="vigil.worker.pipeline.poison:Consumer",
         worker_hijack_root_logger=False,
         worker_redirect_stdouts=False,
     )

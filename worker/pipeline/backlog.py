@@ -4,7 +4,7 @@ score tasks parked for a paused judge.
 All zero means every message handed to vigil has been processed and every row inserted (the ingest and score
 tasks push their rows before they are acked; the writer clears its in-flight list only after the insert). A message
 a consumer has popped but not yet recorded as unacked is in no queue and not in ``unacked``; it is still in the
-journal (``schemas.broker``: written with the publish, cleared by the ack), which therefore counts too.
+journal (``vigil.schemas.broker``: written with the publish, cleared by the ack), which therefore counts too.
 """
 
 from __future__ import annotations
@@ -13,11 +13,10 @@ import time
 from collections.abc import Callable
 
 import redis
-
-from schemas.broker import INGEST_QUEUE, JOURNAL
-from worker.pipeline.app import ALERTS_QUEUE, SCORE_QUEUE
-from worker.pipeline.parked import parked
-from worker.sinks.write_queue import WRITE_QUEUE, inflight_key
+from vigil.schemas.broker import INGEST_QUEUE, JOURNAL
+from vigil.worker.pipeline.app import ALERTS_QUEUE, SCORE_QUEUE
+from vigil.worker.pipeline.parked import parked
+from vigil.worker.sinks.write_queue import WRITE_QUEUE, inflight_key
 
 __all__ = ["backlog", "drained", "wait_drained"]
 

@@ -2,7 +2,7 @@
 
 A task first waits (up to ``VIGIL_WRITE_WAIT``) until the write queue is under ``VIGIL_WRITE_QUEUE_MAX_BYTES``, so a
 full queue does not cost judge calls that would only be refused; its push is refused whole when there is no room
-(``worker.sinks.write_queue``), and waits again. A task that still finds no room, or whose worker is shutting down,
+(``vigil.worker.sinks.write_queue``), and waits again. A task that still finds no room, or whose worker is shutting down,
 goes back on its queue unacked-then-requeued (``Reject(requeue=True)``): nothing is dropped, the backlog stays in the
 ingest and score queues, and the worker keeps no more in memory than the tasks it is running.
 """
@@ -15,10 +15,9 @@ import redis
 import structlog
 from celery.exceptions import Reject
 from pydantic import BaseModel
-
-from worker.logs import Every
-from worker.settings import get_settings
-from worker.sinks.write_queue import WriteQueueFull, push_within, wait_for_room
+from vigil.worker.logs import Every
+from vigil.worker.settings import get_settings
+from vigil.worker.sinks.write_queue import WriteQueueFull, push_within, wait_for_room
 
 __all__ = ["push_rows", "room_for_rows"]
 

@@ -1,4 +1,4 @@
-"""The periodic regression check: ``vigil beat`` (``worker.cli.worker``) schedules it, the writer process runs it.
+"""The periodic regression check: ``vigil beat`` (``vigil.worker.cli.worker``) schedules it, the writer process runs it.
 
 The check reads and writes ClickHouse, so it runs where the store is open: the task goes to the ``vigil.alerts``
 queue, which only ``vigil worker --writer`` consumes (on chDB that is the one process allowed to open the
@@ -11,9 +11,8 @@ import json
 from datetime import UTC, datetime
 
 import structlog
-
-from worker.pipeline.app import ALERTS_QUEUE, INGEST_QUEUE, app
-from worker.settings import get_settings, monitor_config
+from vigil.worker.pipeline.app import ALERTS_QUEUE, INGEST_QUEUE, app
+from vigil.worker.settings import get_settings, monitor_config
 
 __all__ = ["check_alerts_task", "schedule"]
 
@@ -22,9 +21,9 @@ log = structlog.get_logger("vigil.beat")
 
 @app.task(name="vigil.check_alerts", ignore_result=True)
 def check_alerts_task() -> int:
-    from worker.alerts import check_alerts
-    from worker.pipeline.runtime import runtime
-    from worker.sinks.writer import current_writer
+    from vigil.worker.alerts import check_alerts
+    from vigil.worker.pipeline.runtime import runtime
+    from vigil.worker.sinks.writer import current_writer
 
     writer = current_writer()
     if writer is None:
@@ -38,15 +37,15 @@ def check_alerts_task() -> int:
 
 
 def _paused(client) -> dict[str, str]:
-    """Paused judges by name, read synchronously from the hash ``worker.judge.pause`` keeps."""
-    from worker.judge.pause import PAUSED_KEY, Pause
+    """Paused judges by name, read synchronously from the hash ``vigil.worker.judge.pause`` keeps."""
+    from vigil.worker.judge.pause import PAUSED_KEY, Pause
 
     return {(name.decode() if isinstance(name, bytes) else name): Pause(**json.loads(raw)).reason
             for name, raw in client.hgetall(PAUSED_KEY).items()}
 
 
 def schedule() -> dict:
-    from worker.intake.settings import intake_settings
+    from vigil.worker.intake.settings import intake_settings
 
     interval = get_settings().alerts_interval_s
     sweep = max(intake_settings().settle_s, 5.0)  # a backstop: each span batch schedules its own sweep

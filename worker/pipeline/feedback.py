@@ -28,12 +28,11 @@ from typing import Any
 
 import redis
 import structlog
-
-from schemas import MonitorConfig, Turn, VigilConfig
-from schemas.feedback import Feedback
-from worker.pipeline.app import ALERTS_QUEUE, SCORE_QUEUE, app
-from worker.pipeline.filters import matches
-from worker.pipeline.sampling import sampled
+from vigil.schemas import MonitorConfig, Turn, VigilConfig
+from vigil.schemas.feedback import Feedback
+from vigil.worker.pipeline.app import ALERTS_QUEUE, SCORE_QUEUE, app
+from vigil.worker.pipeline.filters import matches
+from vigil.worker.pipeline.sampling import sampled
 
 __all__ = [
     "CLAIM_TTL_S", "NEGATIVE_MARK_TTL_S", "RESCORE_TASK", "always_monitors", "claim_key", "forced",
@@ -116,7 +115,7 @@ def on_feedback(client: redis.Redis, config: VigilConfig, items: list[Feedback],
 
 
 def turn_from_row(row: dict[str, Any]) -> Turn:
-    """The ``Turn`` a ``traces`` row was stored from (``schemas.rows.trace_row`` the other way)."""
+    """The ``Turn`` a ``traces`` row was stored from (``vigil.schemas.rows.trace_row`` the other way)."""
     usage = {"prompt_tokens": row["prompt_tokens"], "completion_tokens": row["completion_tokens"]}
     return Turn.model_validate({
         "trace_id": row["trace_id"], "span_id": row["span_id"] or None, "session_id": row["session_id"] or None,
@@ -131,8 +130,8 @@ def turn_from_row(row: dict[str, Any]) -> Turn:
 
 def _stored_turns(trace_id: str) -> list[Turn] | None:
     """The stored turns of a trace, read by this writer process; None when this process has no writer."""
-    from worker.sinks.writer import current_writer
-    from worker.store.queries import TRACE_ROWS
+    from vigil.worker.sinks.writer import current_writer
+    from vigil.worker.store.queries import TRACE_ROWS
 
     writer = current_writer()
     if writer is None:
@@ -146,9 +145,9 @@ def _stored_turns(trace_id: str) -> list[Turn] | None:
 def rescore_on_feedback(self, trace_id: Any) -> int:
     """In a writer process: score the stored turn of ``trace_id`` for every feedback-sampling monitor that skipped
     it, once. Returns the score tasks sent."""
-    from worker.pipeline.runtime import runtime
-    from worker.pipeline.tasks import _event, score
-    from worker.sinks.write_queue import push
+    from vigil.worker.pipeline.runtime import runtime
+    from vigil.worker.pipeline.tasks import _event, score
+    from vigil.worker.sinks.write_queue import push
 
     if not isinstance(trace_id, str) or not trace_id:
         log.warning("feedback rescore without a trace id; ignored", trace_id=repr(trace_id)[:200])

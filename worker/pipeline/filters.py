@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from schemas import MonitorFilter, Turn
+from vigil.schemas import MonitorFilter, Turn
 
 __all__ = ["matches"]
 

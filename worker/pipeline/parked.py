@@ -1,6 +1,6 @@
 """Work for a paused judge waits in Redis, not in a worker's memory.
 
-A score task whose judge is paused (401/402/404, ``worker.judge.pause``) used to retry with a countdown; Celery
+A score task whose judge is paused (401/402/404, ``vigil.worker.judge.pause``) used to retry with a countdown; Celery
 keeps such ETA tasks in the worker that received them (prefetch does not bound them), so a long pause under load
 grew every worker's memory by every waiting turn. Now the task publishes the monitors still to do onto the judge's
 own list, ``vigil.parked.<judge>`` (journaled like every queue: kill -9 loses nothing), and is acked. No worker
@@ -18,9 +18,8 @@ import threading
 
 import redis
 import structlog
-
-from schemas.broker import JOURNAL, PARKED_PREFIX, SCORE_QUEUE
-from worker.judge.pause import PAUSED_KEY, config_fingerprint
+from vigil.schemas.broker import JOURNAL, PARKED_PREFIX, SCORE_QUEUE
+from vigil.worker.judge.pause import PAUSED_KEY, config_fingerprint
 
 __all__ = ["MOVE_BATCH", "PARKED_JUDGES", "Mover", "fingerprints", "parked", "parked_queue", "register", "release",
            "room", "start_mover"]
@@ -143,8 +142,8 @@ def fingerprints(config) -> dict[str, str]:
 
 def start_mover() -> Mover:
     """This worker process's mover, on the runtime's Redis client and config."""
-    from worker.pipeline.runtime import runtime
-    from worker.settings import get_settings
+    from vigil.worker.pipeline.runtime import runtime
+    from vigil.worker.settings import get_settings
 
     rt, settings = runtime(), get_settings()
     return Mover(rt.redis, fingerprints(rt.config), interval=settings.paused_retry_s,

@@ -2,7 +2,7 @@
 
 Anyone holding the Redis URL can push anything. Three layers keep one bad message from stopping the fleet:
 
-- the transport (``schemas.broker``) delivers an item that is not a kombu envelope as a ``vigil.undeliverable``
+- the transport (``vigil.schemas.broker``) delivers an item that is not a kombu envelope as a ``vigil.undeliverable``
   task, which ``undeliverable`` below dead-letters;
 - ``Consumer`` checks a task message's body before Celery builds a request from it (Celery unpacks it as
   ``[args, kwargs, embed]`` in its consumer loop, where an exception is "unrecoverable": celery/celery#1113),
@@ -14,7 +14,7 @@ Each becomes a ``dead_letters`` row naming the queue and the reason; the message
 journal), so a restart does not meet it again.
 
 The same consumer rides out a broker that refuses writes because it is full (``maxmemory`` with ``noeviction``):
-the transport counts that error a connection error (``schemas.broker.Transport``), so Celery reconnects instead of
+the transport counts that error a connection error (``vigil.schemas.broker.Transport``), so Celery reconnects instead of
 stopping the worker; here each refusal is logged loudly (``REDIS IS OUT OF MEMORY``) and the next attempt waits,
 doubling up to 30 s, so a full broker is not hammered. Messages stay in Redis (journaled) until the worker can
 take them.
@@ -28,18 +28,17 @@ from typing import Any
 
 import structlog
 from celery import signals
-from celery.worker.consumer import Consumer as CeleryConsumer
 from celery.worker import state as worker_state
+from celery.worker.consumer import Consumer as CeleryConsumer
 from kombu.exceptions import DecodeError
 from redis.exceptions import OutOfMemoryError
+from vigil.schemas.broker import UNDELIVERABLE_TASK
+from vigil.worker.pipeline.app import app
+from vigil.worker.pipeline.runtime import runtime
+from vigil.worker.pipeline.tasks import dead_letter
+from vigil.worker.redact import redact
+from vigil.worker.sinks.write_queue import push
 from vine import promise
-
-from schemas.broker import UNDELIVERABLE_TASK
-from worker.pipeline.app import app
-from worker.pipeline.runtime import runtime
-from worker.pipeline.tasks import dead_letter
-from worker.redact import redact
-from worker.sinks.write_queue import push
 
 __all__ = ["Consumer", "body_problem", "undeliverable"]
 
@@ -148,7 +147,7 @@ def _stopping() -> bool:
 
 @app.task(name=UNDELIVERABLE_TASK)
 def undeliverable(text: str, queue: str, reason: str) -> None:
-    """What the transport could not deliver as a message (see ``schemas.broker.envelope``)."""
+    """What the transport could not deliver as a message (see ``vigil.schemas.broker.envelope``)."""
     _record(str(queue), str(text), str(reason), "undeliverable_message")
 
 

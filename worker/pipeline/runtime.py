@@ -7,14 +7,13 @@ import threading
 from dataclasses import dataclass, field
 
 import redis
-
-from schemas import MonitorConfig, VigilConfig
-from schemas.broker import broker
-from worker.judge.base import Judge
-from worker.scorers.base import Scorer
-from worker.settings import get_settings, monitor_config
-from worker.sinks import write_queue
-from worker.sinks.otel import Telemetry
+from vigil.schemas import MonitorConfig, VigilConfig
+from vigil.schemas.broker import broker
+from vigil.worker.judge.base import Judge
+from vigil.worker.scorers.base import Scorer
+from vigil.worker.settings import get_settings, monitor_config
+from vigil.worker.sinks import write_queue
+from vigil.worker.sinks.otel import Telemetry
 
 __all__ = ["Runtime", "runtime"]
 
@@ -29,7 +28,7 @@ class Runtime:
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def judge(self, name: str) -> Judge:
-        from worker.judge import build_judge
+        from vigil.worker.judge import build_judge
 
         with self._lock:
             if name not in self._judges:
@@ -37,7 +36,7 @@ class Runtime:
             return self._judges[name]
 
     def scorer(self, monitor: MonitorConfig) -> Scorer:
-        from worker.scorers import build_scorer
+        from vigil.worker.scorers import build_scorer
 
         with self._lock:
             if monitor.name not in self._scorers:
@@ -55,7 +54,7 @@ def runtime() -> Runtime:
     global _runtime, _pid
     with _lock:
         if _runtime is None or _pid != os.getpid():
-            from worker.pipeline.app import app
+            from vigil.worker.pipeline.app import app
 
             client = broker(get_settings().redis_url or app.conf.broker_url).redis()
             _runtime = Runtime(config=monitor_config(), redis=client, telemetry=Telemetry.create())

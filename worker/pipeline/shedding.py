@@ -3,7 +3,7 @@
 Each ingest batch reads the score queue's depth once. While the batch's sampled turns fit under the bound
 (``VIGIL_SCORE_QUEUE_MAX``), nothing changes. Beyond it, every monitor's rate is multiplied by the fraction that
 fits, ``room / wanted``, so about ``room`` score tasks are sent. The cut is on the same point of the trace id as
-sampling (``worker.pipeline.sampling``): a turn is shed when it falls below the monitor's rate but not below the
+sampling (``vigil.worker.pipeline.sampling``): a turn is shed when it falls below the monitor's rate but not below the
 reduced one, so every monitor and every worker sheds the same turns, and what survives at a lower fraction is a
 subset of what survives at a higher one. Each shed turn is a ``shed`` stage in the funnel, never dropped silently.
 Turns forced by negative feedback are never shed.

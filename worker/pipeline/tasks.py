@@ -1,7 +1,7 @@
 """The pipeline's tasks: ingest (validate, store, sample, fan out) and score (the sampled monitors on one turn).
 
 Human feedback travels in the ingest batches too (``{"feedback": {...}}``): ingest stores it, and negative feedback
-makes the monitors that ask for it score the turn (``worker.pipeline.feedback``).
+makes the monitors that ask for it score the turn (``vigil.worker.pipeline.feedback``).
 
 A message that cannot be processed is dead-lettered with its reason (a ``dead_letters`` row, a log line, a
 counter) and the worker goes on. When Redis itself fails (out of memory, a failover), the message is rejected
@@ -24,11 +24,10 @@ from celery.exceptions import Reject
 from kombu.exceptions import BatchPublishError
 from kombu.exceptions import OperationalError as BrokerError
 from pydantic import BaseModel, ValidationError
-
-from schemas import ScoreResult, ScoreStatus, Turn
-from schemas.broker import INGEST_QUEUE, INGEST_TASK, SHIPPED_HEADERS
-from schemas.feedback import Feedback, is_feedback, problems
-from schemas.rows import (
+from vigil.schemas import ScoreResult, ScoreStatus, Turn
+from vigil.schemas.broker import INGEST_QUEUE, INGEST_TASK, SHIPPED_HEADERS
+from vigil.schemas.feedback import Feedback, is_feedback, problems
+from vigil.schemas.rows import (
     DeadLetter,
     JudgeCallRow,
     PipelineEvent,
@@ -36,21 +35,21 @@ from schemas.rows import (
     score_row,
     trace_row,
 )
-from worker.intake import sessions
-from worker.judge.base import JudgePaused
-from worker.logs import Every
-from worker.pipeline import feedback as feedback_sampling
-from worker.pipeline import loop, parked, turn_store
-from worker.pipeline.app import SCORE_QUEUE, app
-from worker.pipeline.backpressure import push_rows, room_for_rows
-from worker.pipeline.filters import matches
-from worker.pipeline.parked import parked_queue
-from worker.pipeline.runtime import runtime
-from worker.pipeline.sampling import sampled
-from worker.pipeline.shedding import admitted_fraction
-from worker.redact import redact
-from worker.settings import get_settings
-from worker.sinks.write_queue import push
+from vigil.worker.intake import sessions
+from vigil.worker.judge.base import JudgePaused
+from vigil.worker.logs import Every
+from vigil.worker.pipeline import feedback as feedback_sampling
+from vigil.worker.pipeline import loop, parked, turn_store
+from vigil.worker.pipeline.app import SCORE_QUEUE, app
+from vigil.worker.pipeline.backpressure import push_rows, room_for_rows
+from vigil.worker.pipeline.filters import matches
+from vigil.worker.pipeline.parked import parked_queue
+from vigil.worker.pipeline.runtime import runtime
+from vigil.worker.pipeline.sampling import sampled
+from vigil.worker.pipeline.shedding import admitted_fraction
+from vigil.worker.redact import redact
+from vigil.worker.settings import get_settings
+from vigil.worker.sinks.write_queue import push
 
 __all__ = ["ingest", "score"]
 
@@ -108,8 +107,8 @@ def _check_turn(raw: Any, queue: str) -> Turn | DeadLetter:
 def ingest(self, batch: Any) -> dict[str, int]:
     """Validate each turn, store its row, and fan out one score task per turn naming the monitors that sample it.
     A turn of vigil's own traffic (origin ``probe`` or ``follow_up``) is stored but never sampled: stage ``probe``.
-    Beyond the score queue's bound, sampled turns are shed (stage ``shed``, ``worker.pipeline.shedding``); while the
-    write queue is at its byte budget the batch waits, then goes back on its queue (``worker.pipeline.backpressure``)."""
+    Beyond the score queue's bound, sampled turns are shed (stage ``shed``, ``vigil.worker.pipeline.shedding``); while the
+    write queue is at its byte budget the batch waits, then goes back on its queue (``vigil.worker.pipeline.backpressure``)."""
     rt = runtime()
     _room_for_rows(rt)
     rows: dict[str, list[BaseModel]] = {"traces": [], "pipeline_events": [], "dead_letters": [], "feedback": [],
@@ -191,7 +190,7 @@ _shed_warning = Every(10)  # a line per 10 s, not per batch
 
 
 def _admitted(rt, wanted: int) -> float:
-    """The share of this batch's sampled turns the score queue has room for (``worker.pipeline.shedding``)."""
+    """The share of this batch's sampled turns the score queue has room for (``vigil.worker.pipeline.shedding``)."""
     bound = get_settings().score_queue_max
     if not wanted or bound <= 0:
         return 1.0
@@ -238,7 +237,7 @@ def score(self, turn_json: Any, monitors: Any, enqueued_at: float | None = None,
     """Run the monitors that sampled this turn, concurrently on the process's judge loop. Scores, judge calls and
     stages go to the write queue in one push; monitors whose judge is paused are parked for it, alone. The turn
     comes inline (``turn_json``) or, from ingest, as ``ref`` = [id, holder] of the copy stored once in Redis
-    (``worker.pipeline.turn_store``), let go of when this task is done with it."""
+    (``vigil.worker.pipeline.turn_store``), let go of when this task is done with it."""
     rt = runtime()
     if ref is not None:
         stored = _stored_turn(rt, ref)

@@ -1,7 +1,7 @@
 """A sampled turn's text stored once in Redis while its scores are pending; score tasks carry a reference to it.
 
 Before, every score task carried the whole turn, and every queued message sits in Redis twice (the list and the
-delivery journal, ``schemas.broker``), base64-encoded by kombu: about 2.7 times the turn's JSON per waiting task.
+delivery journal, ``vigil.schemas.broker``), base64-encoded by kombu: about 2.7 times the turn's JSON per waiting task.
 Now ingest stores the turn's JSON once, in a hash ``vigil:turn:<id>`` (field ``turn``) with a TTL
 (``VIGIL_TURN_TTL``, a guard against leaks, far longer than any backlog should last), and each score task carries
 ``(id, holder)``. A hash field per holder (``h:<holder>``) says which tasks still need the turn: a task parked for a

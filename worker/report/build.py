@@ -8,14 +8,13 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from clickhouse_connect.driver.client import Client
-
-from worker.report.model import (
+from vigil.worker.report.model import (
     AgreementRow,
     AlertRow,
     BandPoint,
     DeadLetterGroup,
-    DistributionBin,
     DeliveryRow,
+    DistributionBin,
     FunnelRow,
     JudgeEval,
     JudgeSummary,
@@ -29,7 +28,7 @@ from worker.report.model import (
     UnscoredReason,
     WorstTurn,
 )
-from worker.store.queries import PANELS, REPORT_QUERIES, Query, render
+from vigil.worker.store.queries import PANELS, REPORT_QUERIES, Query, render
 
 __all__ = ["build_report", "chart_interval", "pick_interval", "run_query"]
 

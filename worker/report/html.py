@@ -9,8 +9,8 @@ from collections import defaultdict
 from html import escape
 from pathlib import Path
 
-from worker.report.model import Report
-from worker.report.svg import (
+from vigil.worker.report.model import Report
+from vigil.worker.report.svg import (
     PALETTE,
     Band,
     Bar,

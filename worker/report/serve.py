@@ -11,8 +11,8 @@ from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import urlsplit
 
-from worker.report.html import render_html
-from worker.report.model import Report
+from vigil.worker.report.html import render_html
+from vigil.worker.report.model import Report
 
 __all__ = ["ReportServer"]
 

@@ -5,8 +5,7 @@ from __future__ import annotations
 from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
-
-from worker.report.model import Report
+from vigil.worker.report.model import Report
 
 __all__ = ["print_report", "render_tables"]
 

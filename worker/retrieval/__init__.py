@@ -5,9 +5,8 @@ from __future__ import annotations
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
-
-from worker.retrieval.base import Retriever
-from worker.retrieval.bm25 import BM25Retriever, load_documents
+from vigil.worker.retrieval.base import Retriever
+from vigil.worker.retrieval.bm25 import BM25Retriever, load_documents
 
 __all__ = ["BM25Retriever", "Retriever", "RetrieverConfig", "load_documents"]
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from schemas import ContextDoc
+from vigil.schemas import ContextDoc
 
 __all__ = ["Retriever"]
 

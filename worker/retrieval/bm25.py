@@ -15,8 +15,7 @@ from pathlib import Path
 
 import bm25s
 from bm25s.tokenization import Tokenizer
-
-from schemas import ContextDoc
+from vigil.schemas import ContextDoc
 
 __all__ = ["PASSAGE_CHARS", "BM25Retriever", "load_documents"]
 

@@ -11,17 +11,17 @@ from __future__ import annotations
 import importlib
 import inspect
 
-from schemas import MonitorConfig
-from worker.scorers.base import Scorer
+from vigil.schemas import MonitorConfig
+from vigil.worker.scorers.base import Scorer
 
 __all__ = ["SCORERS", "build_scorer", "scorer_class"]
 
 SCORERS: dict[str, str | type[Scorer]] = {
-    "answer_relevancy": "worker.scorers.answer_relevancy:AnswerRelevancy",
-    "context_relevance": "worker.scorers.context_relevance:ContextRelevance",
-    "prompt_alignment": "worker.scorers.prompt_alignment:PromptAlignment",
-    "rag_correctness": "worker.scorers.rag_correctness:RagCorrectness",
-    "multi_turn": "worker.scorers.multi_turn:MultiTurn",
+    "answer_relevancy": "vigil.worker.scorers.answer_relevancy:AnswerRelevancy",
+    "context_relevance": "vigil.worker.scorers.context_relevance:ContextRelevance",
+    "prompt_alignment": "vigil.worker.scorers.prompt_alignment:PromptAlignment",
+    "rag_correctness": "vigil.worker.scorers.rag_correctness:RagCorrectness",
+    "multi_turn": "vigil.worker.scorers.multi_turn:MultiTurn",
 }
 
 

@@ -13,14 +13,13 @@ from __future__ import annotations
 from typing import ClassVar, Literal
 
 from pydantic import Field
-
-from schemas import ScoreResult, Turn
-from worker.judge.base import JudgeRequest
-from worker.scorers import base
-from worker.scorers.base import ReasonedScorer, ScoreRun, Unscorable
-from worker.scorers.formulas import Bands, answer_relevancy_score
-from worker.scorers.prompts import answer_relevancy as prompts
-from worker.scorers.prompts.common import Reason
+from vigil.schemas import ScoreResult, Turn
+from vigil.worker.judge.base import JudgeRequest
+from vigil.worker.scorers import base
+from vigil.worker.scorers.base import ReasonedScorer, ScoreRun, Unscorable
+from vigil.worker.scorers.formulas import Bands, answer_relevancy_score
+from vigil.worker.scorers.prompts import answer_relevancy as prompts
+from vigil.worker.scorers.prompts.common import Reason
 
 __all__ = ["AnswerRelevancy"]
 

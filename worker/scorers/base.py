@@ -30,12 +30,17 @@ from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
-
-from schemas import ScoreResult, ScoreStatus, StepResult, Turn
-from schemas.score import ABSTAINED
-from worker.judge.base import CallContext, Judge, JudgeFailed, JudgeReply, JudgeRequest
-from worker.scorers.formulas import Bands, band_label, clamp
-from worker.scorers.prompts.common import Reason
+from vigil.schemas import ScoreResult, ScoreStatus, StepResult, Turn
+from vigil.schemas.score import ABSTAINED
+from vigil.worker.judge.base import (
+    CallContext,
+    Judge,
+    JudgeFailed,
+    JudgeReply,
+    JudgeRequest,
+)
+from vigil.worker.scorers.formulas import Bands, band_label, clamp
+from vigil.worker.scorers.prompts.common import Reason
 
 __all__ = [
     "AgentFailed",

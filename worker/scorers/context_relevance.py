@@ -19,14 +19,13 @@ from collections.abc import Callable
 from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
-
-from schemas import Message, ScoreResult, Turn
-from worker.judge.base import JudgeRequest
-from worker.scorers import base
-from worker.scorers.base import InvalidInput, ReasonedScorer, ScoreRun, Unscorable
-from worker.scorers.formulas import Bands, context_relevance_score
-from worker.scorers.prompts import context_relevance as prompts
-from worker.scorers.prompts.common import Reason
+from vigil.schemas import Message, ScoreResult, Turn
+from vigil.worker.judge.base import JudgeRequest
+from vigil.worker.scorers import base
+from vigil.worker.scorers.base import InvalidInput, ReasonedScorer, ScoreRun, Unscorable
+from vigil.worker.scorers.formulas import Bands, context_relevance_score
+from vigil.worker.scorers.prompts import context_relevance as prompts
+from vigil.worker.scorers.prompts.common import Reason
 
 __all__ = ["ContextExtractor", "ContextRelevance", "Penalties"]
 

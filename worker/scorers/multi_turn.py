@@ -23,7 +23,7 @@ OpenAI-compatible chat endpoint (``OpenAIAgent``). Its errors make the result *f
 vigil's questions to the agent are vigil's own traffic, and are tagged so: ``OpenAIAgent`` sends the origin
 (``follow_up`` for a live turn's follow-ups, ``probe`` under the golden-set probe) as the ``X-Vigil-Origin`` header
 and as OpenAI ``metadata.vigil_origin``. An agent that passes it to ``capture(..., origin=...)`` (see
-``producers.origin_of``) keeps those turns out of sampling, so the probe never feeds itself.
+``vigil.producers.origin_of``) keeps those turns out of sampling, so the probe never feeds itself.
 """
 
 from __future__ import annotations
@@ -35,17 +35,16 @@ from typing import Any, ClassVar
 
 import openai
 from pydantic import BaseModel, ConfigDict, Field, model_validator
-
-from schemas import ORIGIN_HEADER, ContextDoc, Origin, ScoreResult, Turn
-from worker.judge.base import CallContext, Judge, JudgeRequest
-from worker.judge.baseline import content_words, register
-from worker.retrieval import RetrieverConfig
-from worker.scorers import base
-from worker.scorers.base import AgentFailed, Scorer, ScoreRun, Unscorable
-from worker.scorers.formulas import Bands, lscore, mscore, wscore
-from worker.scorers.prompts import multi_turn as prompts
-from worker.scorers.prompts.rag_correctness import Verdict
-from worker.scorers.rag_correctness import (
+from vigil.schemas import ORIGIN_HEADER, ContextDoc, Origin, ScoreResult, Turn
+from vigil.worker.judge.base import CallContext, Judge, JudgeRequest
+from vigil.worker.judge.baseline import content_words, register
+from vigil.worker.retrieval import RetrieverConfig
+from vigil.worker.scorers import base
+from vigil.worker.scorers.base import AgentFailed, Scorer, ScoreRun, Unscorable
+from vigil.worker.scorers.formulas import Bands, lscore, mscore, wscore
+from vigil.worker.scorers.prompts import multi_turn as prompts
+from vigil.worker.scorers.prompts.rag_correctness import Verdict
+from vigil.worker.scorers.rag_correctness import (
     MAX_RESULT,
     RUBRIC_BANDS,
     RagCorrectness,

@@ -1,7 +1,7 @@
 """The golden-set probe: the multi-turn evaluation of a live agent over a dataset, every result written to ClickHouse.
 
-``vigil probe --dataset golden.jsonl --agent-url URL`` (``worker.cli.probe``) asks the agent each golden question, runs the T1–T7 dialogue
-(``worker.scorers.multi_turn``) and writes, per question, a ``traces`` row (the question and the agent's first
+``vigil probe --dataset golden.jsonl --agent-url URL`` (``vigil.worker.cli.probe``) asks the agent each golden question, runs the T1–T7 dialogue
+(``vigil.worker.scorers.multi_turn``) and writes, per question, a ``traces`` row (the question and the agent's first
 answer), a ``scores`` row (scorer ``multi_turn``, environment ``probe``) and its ``judge_calls`` rows. Each run has
 its own id, so every run is a new point in the time series, and a re-run under the same ``--run-id`` replaces its
 rows instead of adding to them. The probe opens the store itself: on chDB, no other process may hold it.
@@ -17,13 +17,12 @@ from statistics import fmean
 
 from clickhouse_connect.driver.client import Client
 from pydantic import BaseModel
-
-from schemas import MonitorConfig, ScoreResult, ScoreStatus, Turn
-from schemas.rows import JudgeCallRow, score_row, trace_row
-from worker.judge import Judge
-from worker.judge.base import CallContext
-from worker.scorers.multi_turn import Agent, MultiTurn
-from worker.scorers.rag_correctness import GoldenItem
+from vigil.schemas import MonitorConfig, ScoreResult, ScoreStatus, Turn
+from vigil.schemas.rows import JudgeCallRow, score_row, trace_row
+from vigil.worker.judge import Judge
+from vigil.worker.judge.base import CallContext
+from vigil.worker.scorers.multi_turn import Agent, MultiTurn
+from vigil.worker.scorers.rag_correctness import GoldenItem
 
 __all__ = ["ProbeLabels", "rows_for", "run_probe", "summary", "write_rows"]
 

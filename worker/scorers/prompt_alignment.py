@@ -17,13 +17,13 @@ from __future__ import annotations
 
 from typing import Any, ClassVar, Literal
 
-from schemas import ScoreResult, Turn
-from worker.judge.base import JudgeRequest
-from worker.scorers import base
-from worker.scorers.base import InvalidInput, ReasonedScorer, ScoreRun, Unscorable
-from worker.scorers.formulas import Bands, prompt_alignment_score
-from worker.scorers.prompts import prompt_alignment as prompts
-from worker.scorers.prompts.common import Reason
+from vigil.schemas import ScoreResult, Turn
+from vigil.worker.judge.base import JudgeRequest
+from vigil.worker.scorers import base
+from vigil.worker.scorers.base import InvalidInput, ReasonedScorer, ScoreRun, Unscorable
+from vigil.worker.scorers.formulas import Bands, prompt_alignment_score
+from vigil.worker.scorers.prompts import prompt_alignment as prompts
+from vigil.worker.scorers.prompts.common import Reason
 
 __all__ = ["PromptAlignment", "system_instructions"]
 

@@ -19,14 +19,13 @@ from pathlib import Path
 from typing import ClassVar, Literal
 
 from pydantic import BaseModel, Field, model_validator
-
-from schemas import ContextDoc, ScoreResult, Turn
-from worker.judge.base import JudgeReply, JudgeRequest
-from worker.retrieval import RetrieverConfig
-from worker.scorers import base
-from worker.scorers.base import Scorer, ScoreRun, Unscorable
-from worker.scorers.formulas import Bands
-from worker.scorers.prompts import rag_correctness as prompts
+from vigil.schemas import ContextDoc, ScoreResult, Turn
+from vigil.worker.judge.base import JudgeReply, JudgeRequest
+from vigil.worker.retrieval import RetrieverConfig
+from vigil.worker.scorers import base
+from vigil.worker.scorers.base import Scorer, ScoreRun, Unscorable
+from vigil.worker.scorers.formulas import Bands
+from vigil.worker.scorers.prompts import rag_correctness as prompts
 
 __all__ = ["MAX_RESULT", "GoldenItem", "RagCorrectness", "judge_correctness", "load_golden"]
 

@@ -30,8 +30,7 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
 from opentelemetry.trace import NonRecordingSpan, SpanContext, SpanKind, TraceFlags
-
-from schemas import Score, ScoreStatus
+from vigil.schemas import Score, ScoreStatus
 
 __all__ = ["EVALUATION_EVENT", "Telemetry", "parent_context"]
 

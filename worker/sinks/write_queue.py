@@ -1,6 +1,6 @@
 """The write queue: scoring workers never touch ClickHouse; they push finished rows onto a Redis list.
 
-Each entry is one JSON object ``{"table": name, "rows": [...]}``. The writer (``worker.sinks.writer``) is the only
+Each entry is one JSON object ``{"table": name, "rows": [...]}``. The writer (``vigil.worker.sinks.writer``) is the only
 process that inserts, so the embedded chDB store (one process per directory) and a ClickHouse server both work.
 
 The queue has a byte budget. Every push adds its entries' bytes to ``WRITE_BYTES`` in the same script as the RPUSH;

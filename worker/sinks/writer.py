@@ -33,10 +33,14 @@ from clickhouse_connect.driver.client import Client
 from clickhouse_connect.driver.exceptions import DatabaseError, OperationalError
 from clickhouse_connect.driver.insert import InsertContext
 from pydantic import BaseModel, ValidationError
-
-from schemas.broker import broker
-from schemas.rows import TABLES, DeadLetter
-from worker.sinks.write_queue import WRITE_BYTES, WRITE_QUEUE, inflight_key, owner_key
+from vigil.schemas.broker import broker
+from vigil.schemas.rows import TABLES, DeadLetter
+from vigil.worker.sinks.write_queue import (
+    WRITE_BYTES,
+    WRITE_QUEUE,
+    inflight_key,
+    owner_key,
+)
 
 __all__ = ["Writer", "WriterIdLost", "current_writer", "open_writer"]
 
@@ -360,10 +364,10 @@ def current_writer() -> Writer | None:
 def open_writer(redis_url: str, dsn: str, writer_id: str) -> Writer:
     """This process's writer: open and migrate the store now, so a worker whose store is unreachable fails at start,
     not silently. On chDB it also serves reads of the store to other local processes (``vigil report``)."""
-    from worker.settings import get_settings
-    from worker.store import connect, migrate
-    from worker.store.clickhouse import chdb_dir
-    from worker.store.read_server import ReadServer
+    from vigil.worker.settings import get_settings
+    from vigil.worker.store import connect, migrate
+    from vigil.worker.store.clickhouse import chdb_dir
+    from vigil.worker.store.read_server import ReadServer
 
     global _current
     settings = get_settings()

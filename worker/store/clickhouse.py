@@ -1,7 +1,7 @@
 """Opening the store. ``CLICKHOUSE_DSN`` picks a server; unset, the embedded default is chDB in ``$VIGIL_HOME/chdb``.
 
 chDB lets one OS process open a directory at a time. The writer process (inside ``vigil worker``) holds it and
-serves reads to the others (``worker.store.read_server``): ``connect_for_reading`` goes through that process when
+serves reads to the others (``vigil.worker.store.read_server``): ``connect_for_reading`` goes through that process when
 one holds the directory, and opens the directory itself otherwise. With a ClickHouse server both connect directly.
 Every failure to open the store is a ``StoreError`` whose message is one line and never shows a password.
 """
@@ -99,7 +99,7 @@ def connect(dsn: str | None = None) -> Client:
     dsn = check_dsn(dsn, "--dsn") if dsn else default_dsn()
     directory = chdb_dir(dsn)
     if directory is not None and _held_elsewhere(directory):
-        from worker.store.read_server import read_endpoint
+        from vigil.worker.store.read_server import read_endpoint
 
         holder = read_endpoint(directory)
         raise StoreError(f"the embedded store {directory} is held by " + (
@@ -121,12 +121,12 @@ def connect(dsn: str | None = None) -> Client:
 def connect_for_reading(dsn: str | None = None, *, open_here: bool = True) -> Client:
     """A client for reading the store, also while another local process (``vigil worker``) holds chDB open.
 
-    With a chDB DSN whose directory a live process holds and serves (``worker.store.read_server``), a
+    With a chDB DSN whose directory a live process holds and serves (``vigil.worker.store.read_server``), a
     clickhouse-connect HTTP client to that process; otherwise the store opened here, as ``connect`` does, unless
     ``open_here`` is false (a process that must not take the directory from a worker about to open it): then a
     ``StoreError``.
     """
-    from worker.store.read_server import read_endpoint
+    from vigil.worker.store.read_server import read_endpoint
 
     dsn = check_dsn(dsn, "--dsn") if dsn else default_dsn()
     directory = chdb_dir(dsn)

@@ -27,7 +27,7 @@ ENGINE = ReplacingMergeTree(applied_at) ORDER BY version
 
 
 def _files() -> list[tuple[int, str, str]]:
-    ddl = resources.files("schemas") / "ddl"
+    ddl = resources.files("vigil.schemas") / "ddl"
     found = []
     for entry in ddl.iterdir():
         if entry.name.endswith(".sql"):

@@ -362,7 +362,7 @@ def render_files(seed: int = SEED) -> dict[str, str]:
 
 def main(out_dir: Path = HERE) -> None:
     sys.path.insert(0, str(HERE.parents[2]))
-    from schemas import Turn
+    from vigil.schemas import Turn
 
     files = render_files()
     for line in files["turns.jsonl"].splitlines():

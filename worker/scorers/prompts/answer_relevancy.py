@@ -13,9 +13,8 @@ from collections.abc import Sequence
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field
-
-from worker.judge.fence import fence
-from worker.scorers.prompts.common import data_message, fenced_json, nonce_for
+from vigil.worker.judge.fence import fence
+from vigil.worker.scorers.prompts.common import data_message, fenced_json, nonce_for
 
 __all__ = [
     "ANALYZE_SYSTEM",

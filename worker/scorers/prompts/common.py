@@ -3,7 +3,7 @@
 A request has two messages. The **system message** is static, the same for every call of a step: the judge's task
 and the seed's criteria, said once (the JSON schema is added by the judge client, also static). So it is a prefix
 that OpenAI-style automatic prompt caching can serve. The **user message** is what depends on the trace: the fence
-rules with this prompt's nonce (``worker.judge.fence.DATA_RULES``, said once), then the fenced data, then any
+rules with this prompt's nonce (``vigil.worker.judge.fence.DATA_RULES``, said once), then the fenced data, then any
 computed figures. Nothing trace-dependent comes before static text.
 """
 
@@ -13,8 +13,7 @@ import json
 from typing import Any
 
 from pydantic import BaseModel, Field
-
-from worker.judge.fence import DATA_RULES, fence, nonce_for
+from vigil.worker.judge.fence import DATA_RULES, fence, nonce_for
 
 __all__ = ["Reason", "data_header", "data_message", "fenced_json", "nonce_for"]
 

@@ -12,9 +12,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from pydantic import BaseModel, Field
-
-from worker.judge.fence import fence
-from worker.scorers.prompts.common import data_message, fenced_json, nonce_for
+from vigil.worker.judge.fence import fence
+from vigil.worker.scorers.prompts.common import data_message, fenced_json, nonce_for
 
 __all__ = [
     "COMPOSE_SYSTEM",

@@ -8,9 +8,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from pydantic import BaseModel, Field
-
-from worker.judge.fence import fence
-from worker.scorers.prompts.common import data_message, fenced_json, nonce_for
+from vigil.worker.judge.fence import fence
+from vigil.worker.scorers.prompts.common import data_message, fenced_json, nonce_for
 
 __all__ = [
     "ANALYZE_SYSTEM_SYSTEM",

@@ -14,10 +14,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from pydantic import BaseModel, Field
-
-from schemas import ContextDoc
-from worker.judge.fence import fence
-from worker.scorers.prompts.common import data_message, nonce_for
+from vigil.schemas import ContextDoc
+from vigil.worker.judge.fence import fence
+from vigil.worker.scorers.prompts.common import data_message, nonce_for
 
 __all__ = [
     "LABELS",
