@@ -22,7 +22,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 MAX_FIELD_CHARS = 32_000
 MAX_PAYLOAD_BYTES = 2_000_000
-WIRE_VERSION = 2  # the turn contract this code speaks (2: origin); a newer one has its unknown fields ignored
+WIRE_VERSION = 3  # the turn contract this code speaks (2: origin, 3: a tool call's error); a newer one has its
+# unknown fields ignored
 
 __all__ = [
     "MAX_FIELD_CHARS",
@@ -67,9 +68,13 @@ class ContextDoc(_Strict):
 
 
 class ToolCall(_Strict):
+    """One tool call the agent made. A turn keeps its calls in call order (the OTLP intake orders tool spans by
+    start time); ``error`` is the failure's text when the call failed (a tool span's error status), else null."""
+
     name: str
     arguments: dict[str, Any] = Field(default_factory=dict)
     result: str | None = None
+    error: str | None = None
 
 
 class TokenUsage(_Strict):

@@ -3,6 +3,8 @@ id is deterministic; a monitor config refers only to judges and monitors it defi
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from click.testing import CliRunner
 from pydantic import ValidationError
@@ -78,3 +80,18 @@ def test_config_check_accepts_the_bundled_demo_config():
 
     result = CliRunner().invoke(main, ["config", "check", str(bundled_config_path())])
     assert result.exit_code == 0 and ": ok (" in result.output
+
+
+def test_a_tool_call_keeps_its_error_and_the_calls_keep_their_order_into_the_trace_row():
+    from vigil.schemas.rows import trace_row
+
+    turn = Turn.model_validate({**TURN, "tool_calls": [
+        {"name": "lookup_order", "arguments": {"id": "A1"}, "result": "shipped"},
+        {"name": "issue_refund", "arguments": {"id": "A1"}, "error": "PermissionDenied: refunds are closed"},
+    ]})
+
+    assert [(c.name, c.error) for c in turn.tool_calls] == [
+        ("lookup_order", None), ("issue_refund", "PermissionDenied: refunds are closed")]
+    stored = json.loads(trace_row(turn).tool_calls_json)
+    assert [c["name"] for c in stored] == ["lookup_order", "issue_refund"]
+    assert stored[1]["error"] == "PermissionDenied: refunds are closed" and stored[0]["error"] is None
