@@ -58,7 +58,7 @@ def trace_row(turn: Turn) -> TraceRow:
         started_at=turn.started_at,
         ended_at=turn.ended_at,
         system=turn.system or "",
-        input_json=json.dumps([m.model_dump() for m in turn.input], ensure_ascii=False),
+        input_json=json.dumps([m.model_dump(exclude_defaults=True) for m in turn.input], ensure_ascii=False),
         question=turn.question,
         output=turn.output,
         contexts_json=json.dumps([c.model_dump() for c in turn.contexts], ensure_ascii=False),

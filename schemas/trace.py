@@ -22,8 +22,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 MAX_FIELD_CHARS = 32_000
 MAX_PAYLOAD_BYTES = 2_000_000
-WIRE_VERSION = 3  # the turn contract this code speaks (2: origin, 3: a tool call's error); a newer one has its
-# unknown fields ignored
+WIRE_VERSION = 4  # the turn contract this code speaks (2: origin, 3: a tool call's error, 4: tool call ids and the
+# assistant's tool calls in the input messages); a newer one has its unknown fields ignored
 
 __all__ = [
     "MAX_FIELD_CHARS",
@@ -54,9 +54,6 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", str_strip_whitespace=False)
 
 
-class Message(_Strict):
-    role: Literal["system", "user", "assistant", "tool"]
-    content: str
 
 
 class ContextDoc(_Strict):
@@ -75,6 +72,17 @@ class ToolCall(_Strict):
     arguments: dict[str, Any] = Field(default_factory=dict)
     result: str | None = None
     error: str | None = None
+    id: str | None = Field(default=None, max_length=256)  # the call's id, which its tool message answers
+
+
+class Message(_Strict):
+    """One message of the conversation. An assistant message may ask for tools (``tool_calls``); a tool message
+    answers one of them (``tool_call_id``)."""
+
+    role: Literal["system", "user", "assistant", "tool"]
+    content: str
+    tool_calls: list[ToolCall] = Field(default_factory=list)
+    tool_call_id: str | None = Field(default=None, max_length=256)
 
 
 class TokenUsage(_Strict):

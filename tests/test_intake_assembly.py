@@ -13,7 +13,7 @@ from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
 from vigil.producers import GenAISpanProcessor
 from vigil.schemas import Turn
-from vigil.schemas.spans import assemble
+from vigil.schemas.spans import assemble, assembly
 
 from tests.test_sdk import make_monitor, turns  # noqa: F401 - the fixture is shared
 
@@ -61,14 +61,29 @@ def test_an_agent_root_without_its_own_messages_takes_the_first_llm_input_and_th
 
 
 def test_tool_calls_come_from_the_llm_output_when_the_trace_has_no_tool_spans():
-    output = json.dumps([{"role": "assistant", "tool_calls": [
+    asked = json.dumps([{"role": "assistant", "tool_calls": [
         {"id": "x", "type": "function", "function": {"name": "weather", "arguments": '{"city": "Oslo"}'}}]}])
-    spans = [span("c1", None, 0, **{"gen_ai.operation.name": "chat", "gen_ai.prompt": "Weather in Oslo?",
-                                    "gen_ai.completion": output})]
+    conversation = json.dumps([{"role": "user", "content": "Weather in Oslo?"}, json.loads(asked)[0],
+                               {"role": "tool", "tool_call_id": "x", "content": "rain"}])
+    spans = [span("a1", None, 0), chat("c1", "a1", 1, "Weather in Oslo?", asked),
+             chat("c2", "a1", 20, conversation, "Rain in Oslo.")]
 
     [turn] = assemble(spans)
 
-    assert turn["tool_calls"] == [{"name": "weather", "arguments": {"city": "Oslo"}}]
+    assert (turn["span_id"][:2], turn["output"]) == ("c2", "Rain in Oslo.")
+    assert turn["tool_calls"] == [{"name": "weather", "arguments": {"city": "Oslo"}, "id": "x", "result": "rain"}]
+    assert turn["input"][1] == {"role": "assistant", "content": "",
+                                "tool_calls": [{"name": "weather", "arguments": {"city": "Oslo"}, "id": "x"}]}
+    assert turn["input"][2] == {"role": "tool", "content": "rain", "tool_call_id": "x"}
+
+
+def test_a_call_that_only_asks_for_a_tool_is_a_step_never_a_turn_with_an_empty_answer():
+    asked = json.dumps([{"role": "assistant", "tool_calls": [
+        {"id": "x", "type": "function", "function": {"name": "weather", "arguments": '{"city": "Oslo"}'}}]}])
+
+    result = assembly([chat("c1", None, 0, "Weather in Oslo?", asked)])
+
+    assert (result.turns, result.steps) == ([], ["c1".ljust(16, "0")])
 
 
 def test_a_vigil_reference_attribute_on_any_span_of_the_turn_is_its_reference_answer():

@@ -99,7 +99,6 @@ def test_older_genai_conventions_become_turns_too(redis_url, make_monitor, attri
     [
         pytest.param({"http.request.method": "GET"}, id="not a GenAI span"),
         pytest.param({"gen_ai.operation.name": "embeddings", "gen_ai.request.model": "e"}, id="GenAI without text"),
-        pytest.param({"gen_ai.input.messages": "[]"}, id="an input and no output"),
     ],
 )
 def test_spans_without_an_input_and_an_output_are_not_turns(redis_url, make_monitor, attributes):
@@ -110,6 +109,17 @@ def test_spans_without_an_input_and_an_output_are_not_turns(redis_url, make_moni
 
     assert turns(redis_url) == []
     assert monitor.counters().captured == 0
+
+
+def test_an_llm_span_without_message_content_is_a_turn_that_names_the_setting_to_turn_it_on(redis_url, make_monitor):
+    monitor = make_monitor(redis_url)
+
+    traced(monitor, {"gen_ai.operation.name": "chat", "gen_ai.request.model": "m", "gen_ai.input.messages": "[]"})
+    assert monitor.flush(timeout=10)
+
+    [wire] = turns(redis_url)
+    assert (wire["output"], wire["metadata"]["vigil.content"]) == ("", "missing")
+    assert "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT" in wire["metadata"]["vigil.content_setting"]
 
 
 def test_malformed_message_json_still_reaches_the_worker_as_text(redis_url, make_monitor):

@@ -61,7 +61,7 @@ def test_the_wheel_holds_only_the_namespaced_sdk(tmp_path):
     [wheel] = tmp_path.glob("vigil_sdk-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
     packages = {name.rsplit("/", 1)[0] for name in names if name.endswith(".py")}
-    assert packages == {"vigil/sdk", "vigil/schemas"}
+    assert packages == {"vigil/sdk", "vigil/schemas", "vigil/schemas/conventions"}
     assert "vigil/__init__.py" not in names  # a namespace: other vigil.* distributions can share it
     for name in (n for n in names if n.endswith(".py")):
         source = zipfile.ZipFile(wheel).read(name).decode()

@@ -7,6 +7,6 @@ Nothing else of the repository (worker/, the DDL) is in the wheel.
 
 from setuptools import setup
 
-PACKAGES = {"vigil.sdk": "..", "vigil.schemas": "../../schemas"}
+PACKAGES = {"vigil.sdk": "..", "vigil.schemas": "../../schemas", "vigil.schemas.conventions": "../../schemas/conventions"}
 
 setup(packages=list(PACKAGES), package_dir=PACKAGES)

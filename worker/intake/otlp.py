@@ -5,8 +5,12 @@
 Of the resource, only the attributes assembly reads are kept (``vigil.schemas.spans.RESOURCE_KEYS``), once per span. A span
 with nothing GenAI or OpenInference on it (an HTTP server span, a database call) is kept as a bare link: its ids,
 parent, name and times, so the trace's tree stays whole while its attributes, events and resource are dropped.
-A span whose ids are not OTLP ids (a 16-byte trace id and an 8-byte span id, not all zeros) is rejected, and the
-answer's ``partial_success`` says which and why; the others are kept.
+Of every span the record also keeps its kind, an error status, its scope's name and whether its parent is remote
+(the span flags), which assembly reads to find a turn's root and to tell a parent not yet arrived from one in
+another process. A span whose ids are not OTLP ids (a 16-byte trace id and an 8-byte span id, not all zeros; in
+OTLP/JSON, hex) is rejected, and the answer's ``partial_success`` says which and why; the others are kept. So is an
+OTLP/JSON span (or log record) that protobuf's JSON mapping refuses (a value of the wrong type, nesting past its
+limit): it alone is rejected.
 
 Of logs, only the GenAI events that carry content are kept: a log record whose event name (``event_name``, else the
 ``event.name`` attribute) is one of ``vigil.schemas.spans.CONTENT_EVENTS``, as a span event of its span
@@ -51,6 +55,8 @@ __all__ = ["Decoded", "UndecodableBody", "decode_logs", "decode_traces", "encode
 _ZERO_TRACE, _ZERO_SPAN = bytes(16), bytes(8)
 _ID_FIELDS = ("traceId", "spanId", "parentSpanId", "trace_id", "span_id", "parent_span_id")
 _MAX_REASONS = 10
+_STATUS_ERROR = 2  # Status.STATUS_CODE_ERROR
+_FLAGS_KNOW_REMOTE, _FLAGS_REMOTE = 0x100, 0x200  # SpanFlags: whether the parent is remote is known; it is
 
 
 class UndecodableBody(ValueError):
@@ -76,17 +82,22 @@ class Decoded:
 
 def decode_traces(body: bytes, *, json_body: bool) -> Decoded:
     """The span records in one export request; raises ``UndecodableBody``."""
-    return _records(_parse(body, ExportTraceServiceRequest(), json_body=json_body))
+    bad: dict[tuple[int, int, int], str] = {}
+    return _records(_parse(body, ExportTraceServiceRequest(), json_body=json_body, bad=bad), bad)
 
 
 def decode_logs(body: bytes, *, json_body: bool) -> Decoded:
     """The GenAI events in one logs export request, as records for their traces; raises ``UndecodableBody``."""
-    request = _parse(body, ExportLogsServiceRequest(), json_body=json_body)
+    bad: dict[tuple[int, int, int], str] = {}
+    request = _parse(body, ExportLogsServiceRequest(), json_body=json_body, bad=bad)
     out = Decoded()
     for r, resource_logs in enumerate(request.resource_logs):
         resource = {kv.key: _value(kv.value) for kv in resource_logs.resource.attributes if kv.key in RESOURCE_KEYS}
         for s, scope_logs in enumerate(resource_logs.scope_logs):
             for i, record in enumerate(scope_logs.log_records):
+                if (r, s, i) in bad:
+                    out.reject(f"resource_logs[{r}].scope_logs[{s}].log_records[{i}]", bad[r, s, i])
+                    continue
                 attributes = _attributes(record.attributes)
                 name = record.event_name or str(attributes.pop("event.name", "") or "")
                 if name not in CONTENT_EVENTS:  # not content (vigil's own gen_ai.evaluation.result among them)
@@ -103,39 +114,90 @@ def decode_logs(body: bytes, *, json_body: bool) -> Decoded:
                     attributes.setdefault("content", body_value)
                 event = {"name": name, "time": record.time_unix_nano or record.observed_time_unix_nano,
                          "attributes": attributes}
-                out.spans.append(log_record(record.trace_id.hex(), record.span_id.hex(), event, resource))
+                out.spans.append(log_record(record.trace_id.hex(), record.span_id.hex(), event, resource,
+                                            scope_logs.scope.name))
     return out
 
 
-def _parse(body: bytes, request, *, json_body: bool):
-    """``body`` parsed into the (empty) protobuf message ``request``; raises ``UndecodableBody``."""
+def _parse(body: bytes, request, *, json_body: bool, bad: dict[tuple[int, int, int], str]):
+    """``body`` parsed into the (empty) protobuf message ``request``; raises ``UndecodableBody``. In OTLP/JSON, the
+    spans or log records that cannot be read (an id that is not hex, a value protobuf refuses) are left empty and
+    named in ``bad`` by their (resource, scope, item) indices, so the others are kept."""
     kind = type(request).__name__
-    if json_body:
-        try:
-            data = json.loads(body)
-        except (ValueError, UnicodeDecodeError) as exc:
-            raise UndecodableBody(f"body is not JSON: {exc}") from None
-        if not isinstance(data, dict):
-            raise UndecodableBody(f"body must be a JSON object, got {type(data).__name__}")
-        try:
-            json_format.ParseDict(_hex_ids_to_base64(data), request, ignore_unknown_fields=True)
-        except (json_format.ParseError, ValueError, TypeError) as exc:
-            raise UndecodableBody(f"not an OTLP {kind}: {exc}") from None
-    else:
+    if not json_body:
         try:
             request.ParseFromString(body)
-        except (DecodeError, ValueError) as exc:
+        except (DecodeError, ValueError, RecursionError) as exc:
             raise UndecodableBody(f"not a protobuf {kind}: {exc}") from None
+        return request
+    try:
+        data = json.loads(body)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise UndecodableBody(f"body is not JSON: {exc}") from None
+    except RecursionError:
+        raise UndecodableBody("body is not JSON: nested too deeply") from None
+    if not isinstance(data, dict):
+        raise UndecodableBody(f"body must be a JSON object, got {type(data).__name__}")
+    levels = _LEVELS[kind]
+    items = list(_items(data, levels))
+    for where, item in items:
+        reason = _hex_ids_to_base64(item)
+        if reason:
+            bad[where] = reason
+    try:
+        json_format.ParseDict(data, request, ignore_unknown_fields=True)
+        return request
+    except (json_format.ParseError, ValueError, TypeError, RecursionError):
+        request.Clear()
+    for where, item in items:  # which of them protobuf refuses: each alone
+        if where in bad:
+            continue
+        alone = {levels[0]: [{levels[1]: [{levels[2]: [item]}]}]}
+        try:
+            json_format.ParseDict(alone, type(request)(), ignore_unknown_fields=True)
+        except (json_format.ParseError, ValueError, TypeError, RecursionError) as exc:
+            bad[where] = f"not OTLP: {str(exc)[:200]}"
+    for where, item in items:
+        if where in bad:
+            item.clear()
+    try:
+        json_format.ParseDict(data, request, ignore_unknown_fields=True)
+    except (json_format.ParseError, ValueError, TypeError, RecursionError) as exc:
+        raise UndecodableBody(f"not an OTLP {kind}: {exc}") from None
     return request
 
 
-def _records(request: ExportTraceServiceRequest) -> Decoded:
+_LEVELS = {"ExportTraceServiceRequest": ("resourceSpans", "scopeSpans", "spans"),
+           "ExportLogsServiceRequest": ("resourceLogs", "scopeLogs", "logRecords")}
+
+
+def _items(data: dict[str, Any], levels: tuple[str, str, str]):
+    """((resource, scope, item) indices, item) of every span or log record in an OTLP/JSON request (camelCase or
+    snake_case keys), in order."""
+    def children(node: Any, key: str) -> list[Any]:
+        if not isinstance(node, dict):
+            return []
+        snake = "".join(f"_{c.lower()}" if c.isupper() else c for c in key)
+        value = node.get(key, node.get(snake))
+        return value if isinstance(value, list) else []
+
+    for r, resource in enumerate(children(data, levels[0])):
+        for s, scope in enumerate(children(resource, levels[1])):
+            for i, item in enumerate(children(scope, levels[2])):
+                if isinstance(item, dict):
+                    yield (r, s, i), item
+
+
+def _records(request: ExportTraceServiceRequest, bad: dict[tuple[int, int, int], str]) -> Decoded:
     out = Decoded()
     for r, resource_spans in enumerate(request.resource_spans):
         resource = {kv.key: _value(kv.value) for kv in resource_spans.resource.attributes if kv.key in RESOURCE_KEYS}
         for s, scope_spans in enumerate(resource_spans.scope_spans):
             for i, span in enumerate(scope_spans.spans):
                 where = f"resource_spans[{r}].scope_spans[{s}].spans[{i}]"
+                if (r, s, i) in bad:
+                    out.reject(where, bad[r, s, i])
+                    continue
                 if len(span.trace_id) != 16 or span.trace_id == _ZERO_TRACE:
                     out.reject(where, f"trace_id must be 16 bytes and not all zero (got {len(span.trace_id)} bytes)")
                     continue
@@ -151,13 +213,19 @@ def _records(request: ExportTraceServiceRequest) -> Decoded:
                     "start": span.start_time_unix_nano,
                     "end": span.end_time_unix_nano,
                     "attributes": {},
+                    "kind": span.kind,
                 }
+                if span.flags & _FLAGS_KNOW_REMOTE and span.flags & _FLAGS_REMOTE and record["parent_id"]:
+                    record["parent_remote"] = True
                 attributes = _attributes(span.attributes)
                 if is_genai(attributes, (e.name for e in span.events)):
                     record["attributes"] = attributes
                     record["events"] = [{"name": e.name, "time": e.time_unix_nano,
                                          "attributes": _attributes(e.attributes)} for e in span.events]
                     record["resource"] = resource
+                    record["scope"] = scope_spans.scope.name
+                    if span.status.code == _STATUS_ERROR:
+                        record["status"] = {"code": _STATUS_ERROR, "message": span.status.message}
                 out.spans.append(record)
     return out
 
@@ -179,23 +247,19 @@ def _value(value: AnyValue) -> Any:
     return getattr(value, kind)
 
 
-def _hex_ids_to_base64(data: Any) -> Any:
-    """OTLP/JSON writes span and trace ids as hex, where protobuf's JSON mapping expects base64."""
-    if isinstance(data, dict):
-        out = {}
-        for key, value in data.items():
-            if key in _ID_FIELDS and isinstance(value, str):
-                try:
-                    value = base64.b64encode(bytes.fromhex(value)).decode("ascii")
-                except ValueError:
-                    raise UndecodableBody(f"{key}: {value[:40]!r} is not a hex id") from None
-                out[key] = value
-            else:
-                out[key] = _hex_ids_to_base64(value)
-        return out
-    if isinstance(data, list):
-        return [_hex_ids_to_base64(item) for item in data]
-    return data
+def _hex_ids_to_base64(item: dict[str, Any]) -> str | None:
+    """OTLP/JSON writes a span's (or log record's) ids as hex, where protobuf's JSON mapping expects base64: converted
+    in place. Returns why an id is not hex (the item is then rejected alone), or None."""
+    for key in _ID_FIELDS:
+        value = item.get(key)
+        if not isinstance(value, str):
+            continue
+        try:
+            item[key] = base64.b64encode(bytes.fromhex(value)).decode("ascii")
+        except ValueError:
+            item[key] = ""
+            return f"{key}: {value[:40]!r} is not a hex id"
+    return None
 
 
 def _serialized(message: Any, *, json_body: bool) -> bytes:

@@ -1,0 +1,144 @@
+"""The OpenTelemetry GenAI semantic conventions (``opentelemetry-instrumentation-openai-v2``, ``-google-genai``, the
+``opentelemetry-util-genai`` family, and any agent that sets the attributes itself), current and older.
+
+| what | read from |
+| --- | --- |
+| span kind | ``gen_ai.operation.name``: ``invoke_agent`` / ``create_agent`` agent, ``execute_tool`` tool, ``retrieval`` retriever, ``chat`` / ``text_completion`` / ``generate_content`` / ``completion`` LLM; else message attributes or events make an LLM span |
+| messages, current | ``gen_ai.input.messages``, ``gen_ai.output.messages``, ``gen_ai.system_instructions`` (JSON messages of typed parts: ``text``, ``tool_call`` with its id, ``tool_call_response``) |
+| messages, as events | span events or log records ``gen_ai.system.message``, ``gen_ai.user.message``, ``gen_ai.assistant.message`` (``tool_calls``), ``gen_ai.tool.message`` (``id``), ``gen_ai.choice``; ``gen_ai.content.prompt`` / ``gen_ai.content.completion``; ``gen_ai.client.inference.operation.details`` (attached by ``schemas.spans.attach_logs``) |
+| messages, oldest | ``gen_ai.prompt`` / ``gen_ai.completion`` (JSON messages, or indexed ``.N.role`` / ``.N.content`` / ``.N.tool_calls.K.*``) |
+| contexts | ``gen_ai.retrieval.documents`` (JSON: ``content`` / ``text``, ``id``, ``score``) |
+| a tool span | ``gen_ai.tool.name``, ``gen_ai.tool.call.id``, ``gen_ai.tool.call.arguments``, ``gen_ai.tool.call.result``; its error from the span status and ``error.type`` |
+| who | agent ``gen_ai.agent.name``; session ``gen_ai.conversation.id`` |
+| content off | ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT`` unset (the default) |
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from ._parse import Io, Msg, indexed, json_value, message, msg, role, text, tool_call
+
+__all__ = ["INPUT_EVENTS", "LLM_OPERATIONS", "SETTING", "documents", "identity", "io", "kind", "tool"]
+
+SETTING = ("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true (or span_only with "
+           "OTEL_SEMCONV_STABILITY_OPT_IN=gen_ai_latest_experimental)")
+INPUT_EVENTS = {"gen_ai.system.message": "system", "gen_ai.user.message": "user",
+                "gen_ai.assistant.message": "assistant", "gen_ai.tool.message": "tool"}
+OUTPUT_EVENTS = frozenset({"gen_ai.choice", "gen_ai.content.prompt", "gen_ai.content.completion"})
+LLM_OPERATIONS = frozenset({"chat", "text_completion", "generate_content", "completion"})
+_MESSAGE_KEYS = ("gen_ai.input.messages", "gen_ai.output.messages", "gen_ai.prompt", "gen_ai.completion")
+
+
+def kind(attrs: Mapping[str, Any], event_names: Iterable[str]) -> str | None:
+    operation = str(attrs.get("gen_ai.operation.name", "")).lower()
+    if operation in ("invoke_agent", "create_agent"):
+        return "agent"
+    if operation == "execute_tool":
+        return "tool"
+    if operation == "retrieval":
+        return "retriever"
+    if operation in LLM_OPERATIONS:
+        return "llm"
+    if operation:
+        return "other"
+    if any(key.startswith(_MESSAGE_KEYS) for key in attrs) or any(
+            name in INPUT_EVENTS or name in OUTPUT_EVENTS for name in event_names):
+        return "llm"
+    return None
+
+
+def io(span: Mapping[str, Any]) -> Io:
+    attrs = span["attributes"]
+    system = _system_instructions(attrs.get("gen_ai.system_instructions"))
+    inputs = _json_messages(attrs, "gen_ai.input.messages", "user") or _json_messages(attrs, "gen_ai.prompt", "user")
+    outputs = (_json_messages(attrs, "gen_ai.output.messages", "assistant")
+               or _json_messages(attrs, "gen_ai.completion", "assistant"))
+    if not inputs:
+        inputs = _flat_indexed(attrs, "gen_ai.prompt", "user")
+    if not outputs:
+        outputs = _flat_indexed(attrs, "gen_ai.completion", "assistant")
+    if not inputs or not outputs:
+        event_in, event_out = _event_messages(span.get("events") or ())
+        inputs, outputs = inputs or event_in, outputs or event_out
+    return inputs, outputs, system
+
+
+def documents(attrs: Mapping[str, Any]) -> list[Any]:
+    docs = json_value(attrs.get("gen_ai.retrieval.documents"))
+    return docs if isinstance(docs, list) else []
+
+
+def tool(span: Mapping[str, Any]) -> dict[str, Any] | None:
+    attrs = span["attributes"]
+    name = attrs.get("gen_ai.tool.name")
+    if name is None and "gen_ai.tool.call.arguments" not in attrs and "gen_ai.tool.call.result" not in attrs:
+        return None
+    call = tool_call(name or span["name"], attrs.get("gen_ai.tool.call.arguments"), attrs.get("gen_ai.tool.call.id"))
+    if attrs.get("gen_ai.tool.call.result") is not None:
+        call["result"] = text(attrs["gen_ai.tool.call.result"])
+    return call
+
+
+def identity(attrs: Mapping[str, Any]) -> dict[str, Any]:
+    return {"agent": attrs.get("gen_ai.agent.name"), "session_id": attrs.get("gen_ai.conversation.id")}
+
+
+def _json_messages(attrs: Mapping[str, Any], key: str, default_role: str) -> list[Msg]:
+    raw = attrs.get(key)
+    if raw in (None, ""):
+        return []
+    parsed = json_value(raw)
+    if isinstance(parsed, dict):
+        parsed = [parsed]
+    if not isinstance(parsed, list):
+        return [msg(default_role, str(raw))]
+    return [message(m, default_role) for m in parsed]
+
+
+def _flat_indexed(attrs: Mapping[str, Any], prefix: str, default_role: str) -> list[Msg]:
+    """``gen_ai.prompt.0.role`` / ``.0.content`` / ``.0.tool_calls.0.name`` as OpenLLMetry's older versions write."""
+    out = []
+    for group in indexed(attrs, prefix):
+        calls = [tool_call(c.get("name"), c.get("arguments"), c.get("id")) for c in indexed(group, "tool_calls")]
+        out.append(msg(role(group.get("role"), default_role), text(group.get("content", "")), calls,
+                       group.get("tool_call_id")))
+    return out
+
+
+def _event_messages(events: Iterable[Mapping[str, Any]]) -> tuple[list[Msg], list[Msg]]:
+    """The older GenAI events, recorded as span events (or log records attached to their span), in time order."""
+    inputs: list[Msg] = []
+    outputs: list[Msg] = []
+    for event in sorted(events, key=lambda e: e.get("time", 0)):
+        name, attrs = event["name"], event.get("attributes") or {}
+        body = json_value(attrs.get("gen_ai.event.content"))
+        body = body if isinstance(body, dict) else {}
+        if name in INPUT_EVENTS:
+            raw = {"role": attrs.get("role", INPUT_EVENTS[name]),
+                   "content": attrs.get("content", body.get("content", "")),
+                   "tool_calls": attrs.get("tool_calls", body.get("tool_calls")),
+                   "tool_call_id": attrs.get("id", body.get("id"))}
+            inputs.append(message(raw, INPUT_EVENTS[name]))
+        elif name == "gen_ai.choice":
+            raw = json_value(attrs.get("message", body.get("message")))
+            if not isinstance(raw, dict):
+                raw = {"content": attrs.get("content", body.get("content", ""))}
+            if not raw.get("tool_calls") and attrs.get("tool_calls", body.get("tool_calls")):
+                raw = {**raw, "tool_calls": attrs.get("tool_calls", body.get("tool_calls"))}  # beside the message
+            outputs.append(message({"role": "assistant", **raw}, "assistant"))
+        elif name == "gen_ai.content.prompt" and "gen_ai.prompt" in attrs:
+            inputs.extend(_json_messages(attrs, "gen_ai.prompt", "user"))
+        elif name == "gen_ai.content.completion" and "gen_ai.completion" in attrs:
+            outputs.extend(_json_messages(attrs, "gen_ai.completion", "assistant"))
+    return inputs, outputs
+
+
+def _system_instructions(raw: Any) -> str:
+    parsed = json_value(raw)
+    if isinstance(parsed, list):
+        return "\n".join(text(p.get("content", p.get("text", ""))) if isinstance(p, dict) else str(p) for p in parsed)
+    if isinstance(parsed, dict):
+        return text(parsed.get("content", parsed.get("text", "")))
+    return parsed if isinstance(parsed, str) else ""

@@ -1,0 +1,102 @@
+"""OpenInference (Arize / Phoenix: ``openinference-instrumentation-openai``, ``-langchain``, ``-llama-index`` ...).
+
+| what | read from |
+| --- | --- |
+| span kind | ``openinference.span.kind``: ``AGENT`` agent, ``CHAIN`` chain (at the top of a trace, the turn's root), ``LLM``, ``TOOL``, ``RETRIEVER``; the others (``EMBEDDING``, ``RERANKER``, ``PROMPT``, ``GUARDRAIL`` ...) are kept as members, not read |
+| messages | ``llm.input_messages.N.message.{role, content, contents.M.message_content.text, tool_call_id, tool_calls.K.tool_call.{id, function.name, function.arguments}}``, ``llm.output_messages.*``; else ``input.value`` / ``output.value`` (text, or JSON holding messages or a text field) |
+| model, usage | ``llm.model_name``, ``llm.token_count.prompt`` / ``completion`` |
+| contexts | ``retrieval.documents.N.document.{content, id, score}``; LangChain puts id and score in ``document.metadata`` (JSON), read there when the fields are missing |
+| a tool span | ``tool.name``, ``tool.parameters`` (else ``input.value``), ``output.value``, ``tool_call.id``; its error from the span status |
+| who | agent ``agent.name``; session ``session.id``; ``user.id`` and the ``metadata`` JSON object as turn metadata |
+| content off | ``OPENINFERENCE_HIDE_INPUTS`` / ``OPENINFERENCE_HIDE_OUTPUTS`` (or ``..._HIDE_INPUT_MESSAGES`` / ``..._OUTPUT_MESSAGES``) set |
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ._parse import Io, Msg, indexed, json_value, message, msg, role, text, tool_call
+
+__all__ = ["SETTING", "documents", "identity", "io", "kind", "tool"]
+
+SETTING = "OPENINFERENCE_HIDE_INPUTS / OPENINFERENCE_HIDE_OUTPUTS unset"
+_KINDS = {"AGENT": "agent", "CHAIN": "chain", "LLM": "llm", "TOOL": "tool", "RETRIEVER": "retriever"}
+_VALUE_KEYS = ("messages", "input", "question", "query", "output", "answer", "content", "text", "result")
+
+
+def kind(attrs: Mapping[str, Any]) -> str | None:
+    value = str(attrs.get("openinference.span.kind", "")).upper()
+    if not value:
+        return None
+    return _KINDS.get(value, "other")
+
+
+def io(span: Mapping[str, Any]) -> Io:
+    attrs = span["attributes"]
+    inputs = _messages(attrs, "llm.input_messages", "user")
+    outputs = _messages(attrs, "llm.output_messages", "assistant")
+    if not inputs and attrs.get("input.value") not in (None, ""):
+        inputs = _value_messages(attrs["input.value"], "user")
+    if not outputs and attrs.get("output.value") not in (None, ""):
+        outputs = _value_messages(attrs["output.value"], "assistant")
+    return inputs, outputs, ""
+
+
+def documents(attrs: Mapping[str, Any]) -> list[dict[str, Any]]:
+    docs = []
+    for group in indexed(attrs, "retrieval.documents"):
+        meta = json_value(group.get("document.metadata"))
+        meta = meta if isinstance(meta, dict) else {}
+        docs.append({"content": group.get("document.content"),
+                     "id": group.get("document.id", meta.get("id", meta.get("doc_id", meta.get("source")))),
+                     "score": group.get("document.score", meta.get("score", meta.get("relevance_score")))})
+    return docs
+
+
+def tool(span: Mapping[str, Any]) -> dict[str, Any] | None:
+    attrs = span["attributes"]
+    if "tool.name" not in attrs and kind(attrs) != "tool":
+        return None
+    call = tool_call(attrs.get("tool.name") or span["name"], attrs.get("tool.parameters", attrs.get("input.value")),
+                     attrs.get("tool_call.id"))
+    if attrs.get("output.value") is not None:
+        call["result"] = text(attrs["output.value"])
+    return call
+
+
+def identity(attrs: Mapping[str, Any]) -> dict[str, Any]:
+    meta = json_value(attrs.get("metadata"))
+    metadata = {f"metadata.{k}": text(v) for k, v in meta.items()} if isinstance(meta, dict) else {}
+    if attrs.get("user.id") not in (None, ""):
+        metadata["user.id"] = text(attrs["user.id"])
+    return {"agent": attrs.get("agent.name"), "session_id": attrs.get("session.id"), "metadata": metadata}
+
+
+def _messages(attrs: Mapping[str, Any], prefix: str, default_role: str) -> list[Msg]:
+    out = []
+    for group in indexed(attrs, prefix):
+        content = group.get("message.content")
+        if content is None:
+            parts = indexed(group, "message.contents")
+            content = "\n".join(text(p["message_content.text"]) for p in parts if "message_content.text" in p)
+        calls = [tool_call(c.get("tool_call.function.name"), c.get("tool_call.function.arguments"),
+                           c.get("tool_call.id")) for c in indexed(group, "message.tool_calls")]
+        out.append(msg(role(group.get("message.role"), default_role), text(content), calls,
+                       group.get("message.tool_call_id")))
+    return out
+
+
+def _value_messages(value: Any, default_role: str) -> list[Msg]:
+    """``input.value`` / ``output.value``: text, or JSON holding messages or a text field."""
+    parsed = json_value(value)
+    if isinstance(parsed, dict):
+        for key in _VALUE_KEYS:
+            inner = parsed.get(key)
+            if isinstance(inner, list) and inner and all(isinstance(m, dict) for m in inner):
+                return [message(m, default_role) for m in inner]
+            if isinstance(inner, str):
+                return [msg(default_role, inner)]
+    if isinstance(parsed, list) and parsed and all(isinstance(m, dict) and "role" in m for m in parsed):
+        return [message(m, default_role) for m in parsed]
+    return [msg(default_role, text(value))]

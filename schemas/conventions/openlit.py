@@ -1,0 +1,77 @@
+"""openlit: GenAI attributes, with the messages flattened to role-prefixed text.
+
+| what | read from |
+| --- | --- |
+| which spans | ``telemetry.sdk.name = openlit`` on the span, or a ``gen_ai.prompt`` whose text starts with a role prefix |
+| messages | ``gen_ai.prompt`` (and the ``gen_ai.content.prompt`` event's): ``"system: …\\nuser: …\\ntool: …"``, one message per role-prefixed line, continuation lines kept with theirs; openlit writes an assistant message that asked for tools as a ``user:`` line holding the whole message list in Python notation, which is dropped (it repeats the conversation); ``gen_ai.completion`` the answer |
+| a step's tool call | ``gen_ai.tool.name``, ``gen_ai.tool.call.id``, ``gen_ai.tool.args`` on the LLM span that asked for it |
+| the rest | as ``schemas.conventions.genai`` (operation, model, usage, tool and retrieval spans) |
+| content off | ``openlit.init(capture_message_content=False)`` (default True) |
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from ._parse import Io, Msg, msg, role, tool_call
+
+__all__ = ["SETTING", "claims", "io"]
+
+SETTING = "openlit.init(capture_message_content=True) (the default)"
+_PREFIX = re.compile(r"^(system|user|assistant|tool|developer|human|ai|function): ?", re.IGNORECASE)
+_LIST_REPR_LIMIT = 200_000
+
+
+def claims(span: Mapping[str, Any]) -> bool:
+    attrs = span["attributes"]
+    if attrs.get("telemetry.sdk.name") == "openlit":
+        return True
+    prompt = attrs.get("gen_ai.prompt")
+    return isinstance(prompt, str) and bool(_PREFIX.match(prompt))
+
+
+def io(span: Mapping[str, Any]) -> Io:
+    attrs = span["attributes"]
+    prompt, completion = attrs.get("gen_ai.prompt"), attrs.get("gen_ai.completion")
+    for event in span.get("events") or ():
+        event_attrs = event.get("attributes") or {}
+        if event["name"] == "gen_ai.content.prompt" and prompt in (None, ""):
+            prompt = event_attrs.get("gen_ai.prompt")
+        elif event["name"] == "gen_ai.content.completion" and completion in (None, ""):
+            completion = event_attrs.get("gen_ai.completion")
+    inputs = split(prompt) if isinstance(prompt, str) else []
+    outputs = [msg("assistant", completion)] if isinstance(completion, str) and completion else []
+    if attrs.get("gen_ai.tool.name"):  # the call asked for a tool: that is its output
+        names = str(attrs["gen_ai.tool.name"]).split(", ")
+        ids = str(attrs.get("gen_ai.tool.call.id") or "").split(", ")
+        args = str(attrs.get("gen_ai.tool.args") or "")
+        calls = [tool_call(name, args if len(names) == 1 else None, ids[i] if i < len(ids) else None)
+                 for i, name in enumerate(names)]
+        outputs = [*outputs, msg("assistant", "", calls)] if not outputs else [{**outputs[0], "tool_calls": calls}]
+    return inputs, outputs, ""
+
+
+def split(prompt: str) -> list[Msg]:
+    """``"system: …\\nuser: …"`` as messages."""
+    out: list[Msg] = []
+    for line in prompt.split("\n"):
+        match = _PREFIX.match(line)
+        if match or not out:
+            out.append(msg(role(match.group(1), "user") if match else "user", line[match.end():] if match else line))
+        else:
+            out[-1]["content"] += "\n" + line
+    return [m for m in out if not _is_message_list(m["content"])]
+
+
+def _is_message_list(content: str) -> bool:
+    """openlit's rendering of a message list (Python notation) inside one line: ``[{'role': 'system', …}, …]``."""
+    if not content.startswith("[{") or len(content) > _LIST_REPR_LIMIT:
+        return False
+    try:
+        value = ast.literal_eval(content)
+    except (ValueError, SyntaxError, MemoryError, RecursionError):
+        return False
+    return isinstance(value, list) and all(isinstance(m, dict) and "role" in m for m in value)
