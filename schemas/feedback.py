@@ -1,13 +1,17 @@
 """Human feedback on a turn: a user's thumbs or rating from production, or a reviewer's label.
 
 One model is both what crosses the wire and the row of the ``feedback`` table. Its id is deterministic,
-hash(trace_id, name, source, author), so sending the same feedback again (a spool drained twice, a re-import, a
+hash(trace_id, name, source, author, and the monitor when there is one), so sending the same feedback again (a spool drained twice, a re-import, a
 user changing their vote) replaces the earlier row instead of adding one: the table is a ReplacingMergeTree on the
 id, and the newest ``created_at`` wins.
 
 ``value`` is on ``0..scale`` (thumbs: ``True``/``False`` or 1/0 on the default scale 1; five stars: ``scale=5``).
 Normalised, ``value / scale`` is *positive* at 0.5 and above and *negative* below: the same cut the judge's
 ``score / scale`` is read with when vigil measures judge-human agreement.
+
+A reviewer's label on the review page (``vigil review``) is about one monitor's verdict: ``monitor`` names it,
+and ``queue`` says how the page chose the turn (``REVIEW_QUEUES``), which the agreement estimate weighs. Feedback
+with no monitor (a user's thumbs) is about the whole turn and pairs with every monitor's score.
 
 On the ingest queue a feedback item travels in the same batches as turns, wrapped as ``{"feedback": {...}}``,
 so the worker tells the two apart without guessing (a turn never has a ``feedback`` field).
@@ -30,17 +34,20 @@ from pydantic import (
     model_validator,
 )
 
-__all__ = ["FEEDBACK_KEY", "MAX_COMMENT_CHARS", "NEGATIVE_BELOW", "Feedback", "feedback_id", "is_feedback",
-           "problems"]
+__all__ = ["FEEDBACK_KEY", "MAX_COMMENT_CHARS", "NEGATIVE_BELOW", "REVIEW_QUEUES", "Feedback", "feedback_id",
+           "is_feedback", "problems"]
 
 FEEDBACK_KEY = "feedback"  # the one key of a feedback item on the ingest queue
 MAX_COMMENT_CHARS = 4_000
 NEGATIVE_BELOW = 0.5  # value / scale under this is negative feedback; the judge's score / scale is cut the same way
+# How the review page chose a turn: a uniform random draw, the lowest scores, complaints and disagreements, alerts.
+REVIEW_QUEUES = ("random", "lowest", "flagged", "alerts")
 
 
-def feedback_id(trace_id: str, name: str, source: str, author: str) -> str:
-    """Deterministic: the same person's feedback of the same name on the same trace replaces, never adds."""
-    key = "\x1f".join(["feedback", trace_id, name, source, author])
+def feedback_id(trace_id: str, name: str, source: str, author: str, monitor: str = "") -> str:
+    """Deterministic: the same person's feedback of the same name on the same trace (and monitor) replaces, never
+    adds. Feedback without a monitor keeps the id it always had."""
+    key = "\x1f".join(["feedback", trace_id, name, source, author, *([monitor] if monitor else [])])
     return hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()[:32]
 
 
@@ -67,6 +74,8 @@ class Feedback(BaseModel):
     comment: str = ""
     source: Literal["user", "reviewer"] = "user"
     author: str = Field(default="", max_length=256)  # who gave it (a user id, a reviewer); part of the id
+    monitor: str = Field(default="", max_length=128)  # the monitor a reviewer's label is about; "": every monitor
+    queue: Literal["", "random", "lowest", "flagged", "alerts"] = ""  # how the review page chose the turn
     created_at: datetime = Field(default_factory=lambda: datetime.now(UTC))
 
     @field_validator("value", mode="before")
@@ -98,12 +107,12 @@ class Feedback(BaseModel):
 
     @model_validator(mode="after")
     def _checked(self) -> Feedback:
-        for field in ("trace_id", "name", "comment", "author"):
+        for field in ("trace_id", "name", "comment", "author", "monitor"):
             try:
                 getattr(self, field).encode("utf-8")
             except UnicodeEncodeError:
                 raise ValueError(f"{field}: invalid UTF-8") from None
-        self.feedback_id = feedback_id(self.trace_id, self.name, self.source, self.author)
+        self.feedback_id = feedback_id(self.trace_id, self.name, self.source, self.author, self.monitor)
         return self
 
     @property

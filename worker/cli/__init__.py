@@ -31,6 +31,7 @@ COMMANDS: dict[str, str] = {
     "probe": "vigil.worker.cli.probe:probe_command",
     "report": "vigil.worker.cli.report:report",
     "show": "vigil.worker.cli.show:show_command",
+    "review": "vigil.worker.cli.review:review",
     "alerts": "vigil.worker.cli.alerts:alerts",
     "judge": "vigil.worker.cli.judge:judge",
     "eval": "vigil.worker.cli.eval:eval_command",
@@ -95,7 +96,8 @@ Examples:
   vigil report --serve                        the same as a live page on http://127.0.0.1:8765
   vigil config check vigil.yaml               validate a monitor config, building every scorer and judge
   VIGIL_CONFIG=vigil.yaml vigil worker        score turns as they arrive
-  vigil show TRACE_ID                         one turn with all its scores, steps and reasons""")
+  vigil show TRACE_ID                         one turn with all its scores, steps and reasons
+  vigil review                                label turns in the browser: http://127.0.0.1:8766/review/""")
 @click.version_option(_version(), "--version", "-V", prog_name="vigil", message="%(prog)s %(version)s")
 @click.option("--debug", is_flag=True, envvar="VIGIL_DEBUG",
               help="Show the full traceback when a command fails (and the drivers' own logs).")

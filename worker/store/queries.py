@@ -90,8 +90,11 @@ def _wilson(k: str, n: str, sign: str) -> str:
 
 
 _FEEDBACK_SIDES = """
-    SELECT trace_id, value / scale >= 0.5 AS human_positive, value / scale < 0.5 AS human_negative
+    SELECT trace_id, monitor, value / scale >= 0.5 AS human_positive, value / scale < 0.5 AS human_negative
     FROM feedback FINAL"""
+# Feedback on the whole turn (monitor '') pairs with every monitor's score; a reviewer's label of one monitor's
+# verdict (``vigil review``) only with that monitor's.
+_FEEDBACK_PAIRS = "f.trace_id = s.trace_id\nWHERE f.monitor IN ('', s.monitor)"
 
 _PANEL_LIST = [
     Query(
@@ -417,7 +420,7 @@ FROM (
       AND {_vars("project", "agent", "monitor")}
 ) AS s
 INNER JOIN ({_FEEDBACK_SIDES}
-) AS f ON f.trace_id = s.trace_id
+) AS f ON {_FEEDBACK_PAIRS}
 GROUP BY project, agent, monitor
 ORDER BY monitor, agent""",
         ("project", "agent", "monitor", "pairs", "agreed", "negative_feedback", "agreement", "agreement_low",
@@ -546,7 +549,7 @@ FROM (
           AND trace_time >= $__toTime - INTERVAL ({{window_minutes}} + {{baseline_minutes}}) MINUTE
     ) AS s
     INNER JOIN ({_FEEDBACK_SIDES}
-    ) AS f ON f.trace_id = s.trace_id
+    ) AS f ON {_FEEDBACK_PAIRS}
 )
 GROUP BY project, agent, monitor, period"""
 

@@ -1,0 +1,419 @@
+"""The review page's queues, leases, labels, guard and export, on a real chDB store and a real Redis.
+
+The page's service reads the store in this process (a worker would serve the same reads through its endpoint, which
+tests/test_review_browser.py covers); labels are published to the real ingest queue and read back from it here.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import uuid
+from collections import Counter
+from datetime import UTC, datetime, timedelta
+
+import pytest
+import redis as redis_py
+from scipy import stats
+
+from vigil.schemas import MonitorConfig, Turn
+from vigil.schemas.feedback import Feedback, feedback_id
+from vigil.schemas.rows import score_row, trace_row
+from vigil.schemas.score import ScoreResult
+from vigil.worker.eval.items import load_dataset
+from vigil.worker.review.agreement import Label, item_verdicts, weighted_agreement
+from vigil.worker.review.export import export_items, write_jsonl
+from vigil.worker.review.guard import Guard
+from vigil.worker.review.leases import Leases
+from vigil.worker.review.service import LabelRequest, ReviewService
+from vigil.worker.review.web import ReviewServer
+
+NOW = datetime.now(UTC).replace(microsecond=0)
+MONITOR = MonitorConfig(name="relevancy", scorer="answer_relevancy", judge="offline")
+
+
+def _insert(store, table: str, models: list) -> None:
+    if models:
+        columns = list(type(models[0]).model_fields)
+        store.insert(table, [[getattr(m, c) for c in columns] for m in models], column_names=columns)
+
+
+def seed(store, scores: list[float], *, monitor: MonitorConfig = MONITOR, agent: str = "support-bot",
+         at: datetime = NOW, **turn_fields) -> list[str]:
+    """One stored, scored turn per score (on 0..1, the newest first); returns their trace ids in that order."""
+    turns, rows = [], []
+    for i, value in enumerate(scores):
+        turn = Turn.model_validate({"trace_id": uuid.uuid4().hex, "project": "shop", "agent": agent,
+                                    "started_at": at - timedelta(minutes=i),
+                                    "input": [{"role": "user", "content": f"question {i}"}],
+                                    "output": f"answer {i}", **turn_fields})
+        result = ScoreResult(run_id=f"r{i}", scorer="answer_relevancy", scorer_version="1", status="scored",
+                             score=value, label="good" if value >= 0.5 else "bad", reason=f"reason {i}")
+        turns.append(trace_row(turn))
+        rows.append(score_row(turn, monitor, result))
+    _insert(store, "traces", turns)
+    _insert(store, "scores", rows)
+    return [t.trace_id for t in turns]
+
+
+def add_feedback(store, items: list[Feedback]) -> None:
+    _insert(store, "feedback", items)
+
+
+def served_and_skipped(service: ReviewService, queue: str, reviewer: str = "ana") -> dict | None:
+    """The next item for ``reviewer``, skipped at once so that the next call serves another one."""
+    item = service.next_item("relevancy", queue, reviewer)
+    if item is not None:
+        service.done(item["trace_id"], reviewer, skipped=True)
+    return item
+
+
+class Sent(list):
+    """The feedback items the service published (what the ingest queue would carry)."""
+
+    def __call__(self, items: list[dict]) -> None:
+        self.extend(Feedback.model_validate(item["feedback"]) for item in items)
+
+
+@pytest.fixture
+def leases(redis_url):
+    client = redis_py.Redis.from_url(redis_url)
+    yield Leases(client)
+    client.close()
+
+
+@pytest.fixture
+def service(store, leases):
+    return ReviewService(store, leases, Sent(), reviewer="ana")
+
+
+# -- queues ----------------------------------------------------------------------------------------------------
+
+
+def test_the_random_queue_draws_every_unreviewed_turn_equally_often(store, service, leases):
+    """A chi-square goodness-of-fit test on 600 draws over 12 turns, each lease given back before the next draw: the
+    queue may be rejected as non-uniform only at the 0.1% level (so a correct queue fails 1 run in 1,000)."""
+    traces = seed(store, [i / 12 for i in range(12)])
+    drawn = Counter()
+    for _ in range(600):
+        item = service.next_item("relevancy", "random", "ana")
+        drawn[item["trace_id"]] += 1
+        leases.release(item["trace_id"], "ana")
+
+    assert set(drawn) == set(traces)
+    assert stats.chisquare([drawn[t] for t in traces]).pvalue > 0.001
+
+
+def test_each_queue_names_itself_and_picks_its_turns(store, service):
+    low, *rest = seed(store, [0.05, 0.4, 0.7, 0.8, 0.9, 0.95])
+    complained = rest[-1]
+    add_feedback(store, [Feedback(trace_id=complained, name="thumbs", value=0, source="user", author="u1")])
+
+    lowest = service.next_item("relevancy", "lowest", "ana")
+    flagged = service.next_item("relevancy", "flagged", "ana")
+
+    assert (lowest["trace_id"], lowest["queue"]) == (low, "lowest")
+    assert "lowest" in lowest["queue_title"]
+    assert (flagged["trace_id"], flagged["queue"]) == (complained, "flagged")
+    assert flagged["scores"][0]["monitor"] == "relevancy" and flagged["spans"][0]["output"]
+
+
+def test_the_alerts_queue_serves_the_worst_turns_of_the_newest_firing_alert(store, service):
+    before = seed(store, [0.1], at=NOW - timedelta(hours=6))  # long before the alert: not its turn
+    during = seed(store, [0.9, 0.3, 0.6], at=NOW)
+    store.insert("alerts", [["a1", "score-regression", "regression", "shop", "support-bot", "relevancy", "firing",
+                             NOW - timedelta(minutes=30), NOW + timedelta(minutes=1), 0.5, 0.8, 3, 100, 0.01, 0.5,
+                             "dropped"]],
+                 column_names=["alert_id", "rule", "kind", "project", "agent", "monitor", "state", "fired_at",
+                               "updated_at", "recent_mean", "baseline_mean", "recent_n", "baseline_n", "p_value",
+                               "effect_size", "message"])
+
+    served = [served_and_skipped(service, "alerts")["trace_id"] for _ in range(3)]
+
+    assert served == [during[1], during[2], during[0]]
+    assert before[0] not in served
+    assert service.next_item("relevancy", "alerts", "ana") is None
+
+
+def test_auto_mode_serves_every_other_item_from_the_random_queue(store, service):
+    seed(store, [i / 10 for i in range(10)])
+    add_feedback(store, [Feedback(trace_id=t, name="thumbs", value=0, source="user", author="u")
+                         for t in seed(store, [0.9, 0.8])])
+
+    queues = [served_and_skipped(service, "auto")["queue"] for _ in range(4)]
+
+    assert queues == ["random", "flagged", "random", "random"]  # no firing alert: its turn falls to the random queue
+
+
+# -- leases ----------------------------------------------------------------------------------------------------
+
+
+def test_two_reviewers_never_hold_the_same_item_at_once(store, service):
+    seed(store, [0.2, 0.4, 0.6])
+
+    ana = [service.next_item("relevancy", "lowest", "ana")["trace_id"] for _ in range(1)]
+    bob = service.next_item("relevancy", "lowest", "bob")["trace_id"]
+    ana_again = service.next_item("relevancy", "lowest", "ana")["trace_id"]
+
+    assert bob != ana[0]
+    assert ana_again == ana[0]  # asking again renews one's own lease, it does not hand out a second item
+
+
+def test_a_lapsed_lease_returns_the_item_to_the_queue(store, redis_url):
+    client = redis_py.Redis.from_url(redis_url)
+    leases = Leases(client, lease_s=1)
+    service = ReviewService(store, leases, Sent(), reviewer="ana")
+    (only,) = seed(store, [0.5])
+
+    assert service.next_item("relevancy", "random", "ana")["trace_id"] == only
+    assert service.next_item("relevancy", "random", "bob") is None
+    client.pexpire(f"vigil.review.lease.{only}", 1)  # the lease's time runs out (no waiting on a clock)
+    while client.exists(f"vigil.review.lease.{only}"):
+        pass
+    assert service.next_item("relevancy", "random", "bob")["trace_id"] == only
+    client.close()
+
+
+def test_a_labelled_item_is_not_served_again_before_the_store_has_the_label(store, service):
+    (only,) = seed(store, [0.3])
+    service.next_item("relevancy", "random", "ana")
+
+    service.label(LabelRequest(trace_id=only, monitor="relevancy", action="judge-right", queue="random",
+                               reviewer="ana"))
+    service.done(only, "ana")
+
+    assert service.next_item("relevancy", "random", "bob") is None
+
+
+def test_a_skipped_item_goes_to_the_next_reviewer_but_not_back_to_the_one_who_skipped(store, service):
+    (only,) = seed(store, [0.3])
+    service.next_item("relevancy", "random", "ana")
+    service.done(only, "ana", skipped=True)
+
+    assert service.next_item("relevancy", "random", "ana") is None
+    assert service.next_item("relevancy", "random", "bob")["trace_id"] == only
+
+
+# -- labels ----------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("score", "action", "value"), [
+    (0.9, "judge-right", 1.0), (0.9, "judge-wrong", 0.0), (0.2, "judge-right", 0.0), (0.2, "judge-wrong", 1.0),
+], ids=["good-turn-judge-right", "good-turn-judge-wrong", "bad-turn-judge-right", "bad-turn-judge-wrong"])
+def test_a_verdict_on_the_judge_becomes_the_reviewers_value_of_the_turn(store, service, score, action, value):
+    (trace,) = seed(store, [score])
+
+    row = service.label(LabelRequest(trace_id=trace, monitor="relevancy", action=action, queue="lowest",
+                                     comment="refund window is 30 days", reviewer="bob"))
+
+    assert service.publish == [row]
+    assert (row.value, row.scale, row.source, row.author, row.monitor, row.queue, row.comment) == (
+        value, 1.0, "reviewer", "bob", "relevancy", "lowest", "refund window is 30 days")
+    assert row.feedback_id == feedback_id(trace, "review", "reviewer", "bob", "relevancy")
+
+
+def test_a_score_label_must_be_on_the_monitors_scale(store, service):
+    (trace,) = seed(store, [0.5])
+
+    with pytest.raises(ValueError, match="value"):
+        service.label(LabelRequest(trace_id=trace, monitor="relevancy", action="score", value=3))
+    assert service.label(LabelRequest(trace_id=trace, monitor="relevancy", action="score", value=0.25)).value == 0.25
+
+
+def test_feedback_without_a_monitor_keeps_the_id_it_always_had():
+    assert feedback_id("t", "thumbs", "user", "u") == feedback_id("t", "thumbs", "user", "u", "")
+    assert feedback_id("t", "review", "reviewer", "a", "m1") != feedback_id("t", "review", "reviewer", "a", "m2")
+
+
+def test_two_reviewers_labels_of_one_turn_are_two_rows_and_a_relabel_replaces(store, service):
+    (trace,) = seed(store, [0.8])
+    ana = service.label(LabelRequest(trace_id=trace, monitor="relevancy", action="judge-right", reviewer="ana"))
+    bob = service.label(LabelRequest(trace_id=trace, monitor="relevancy", action="judge-wrong", reviewer="bob"))
+    ana_again = service.label(LabelRequest(trace_id=trace, monitor="relevancy", action="judge-wrong",
+                                           reviewer="ana"))
+    add_feedback(store, [ana, bob, ana_again])
+
+    rows = store.query("SELECT author, value FROM feedback FINAL WHERE trace_id = {t:String} ORDER BY author",
+                       parameters={"t": trace}).result_rows
+    assert rows == [("ana", 0.0), ("bob", 0.0)]
+
+
+def test_a_reviewers_label_pairs_only_with_its_monitor_in_the_agreement_panel(store):
+    from vigil.worker.report.build import run_query
+    from vigil.worker.store.queries import PANELS
+
+    other = MonitorConfig(name="alignment", scorer="answer_relevancy", judge="offline")
+    (trace,) = seed(store, [0.9])
+    result = ScoreResult(run_id="x", scorer="answer_relevancy", scorer_version="1", status="scored", score=0.9)
+    turn = Turn.model_validate({"trace_id": trace, "project": "shop", "agent": "support-bot", "started_at": NOW,
+                                "input": [{"role": "user", "content": "q"}], "output": "a"})
+    _insert(store, "scores", [score_row(turn, other, result)])
+    add_feedback(store, [Feedback(trace_id=trace, name="review", value=0, source="reviewer", author="ana",
+                                  monitor="relevancy", queue="random")])
+
+    rows = run_query(store, PANELS["judge_agreement"], start=NOW - timedelta(days=1), end=NOW + timedelta(hours=1))
+
+    assert [(r["monitor"], r["pairs"], r["agreed"]) for r in rows] == [("relevancy", 1, 0)]
+
+
+# -- agreement -------------------------------------------------------------------------------------------------
+
+
+def test_agreement_weights_random_draws_by_the_turns_nobody_picked():
+    """100 turns: 10 complaints reviewed on purpose (all judge-wrong) and 20 random draws (18 right). The random
+    draws stand for the 90 turns nobody picked: (0 + 90 × 0.9) / 100 = 0.81, where the plain share of the labels
+    (18 / 30 = 0.6) would say the judge is wrong far more often than it is."""
+    estimate = weighted_agreement([True] * 18 + [False] * 2, [False] * 10, population=100)
+
+    assert estimate.value == pytest.approx(0.81)
+    assert estimate.labelled_agreement == pytest.approx(0.6)
+    assert estimate.low < 0.81 < estimate.high
+    assert estimate.low >= 0.0 and estimate.high <= 0.9  # at most 90 of the 100 can agree
+
+
+def test_without_random_draws_agreement_is_only_bounded():
+    estimate = weighted_agreement([], [True, False], population=10)
+
+    assert estimate.value is None
+    assert (estimate.low, estimate.high) == (pytest.approx(0.1), pytest.approx(0.9))
+
+
+def test_a_turn_with_several_labels_counts_once_by_majority_and_as_random_if_drawn_at_random():
+    verdicts = item_verdicts([Label("t1", "flagged", False), Label("t1", "random", True), Label("t1", "random", True),
+                              Label("t2", "lowest", True), Label("t2", "flagged", False)])
+
+    assert verdicts == {"t1": (True, True), "t2": (False, True)}  # t2: a tie goes to the first label
+
+
+def test_progress_reports_each_monitor_with_its_weighted_agreement(store, service):
+    traces = seed(store, [0.9, 0.8, 0.2, 0.1])
+    add_feedback(store, [
+        Feedback(trace_id=traces[0], name="review", value=1, source="reviewer", author="a", monitor="relevancy",
+                 queue="random"),
+        Feedback(trace_id=traces[3], name="review", value=1, source="reviewer", author="a", monitor="relevancy",
+                 queue="lowest"),
+    ])
+
+    (row,) = service.progress()
+
+    assert (row["monitor"], row["population"], row["reviewed"], row["unreviewed"]) == ("relevancy", 4, 2, 2)
+    assert row["agreement"]["random"] == 1 and row["agreement"]["chosen"] == 1
+    assert row["agreement"]["value"] == pytest.approx((0 + 3 * 1.0) / 4)
+
+
+# -- export ----------------------------------------------------------------------------------------------------
+
+
+def test_export_writes_the_labelled_turns_as_a_vigil_eval_dataset(store, tmp_path):
+    traces = seed(store, [0.9, 0.2, 0.5])
+    add_feedback(store, [
+        Feedback(trace_id=traces[0], name="review", value=1, source="reviewer", author="a", monitor="relevancy"),
+        Feedback(trace_id=traces[0], name="review", value=0, source="reviewer", author="b", monitor="relevancy"),
+        Feedback(trace_id=traces[1], name="review", value=2, scale=5, source="reviewer", author="a",
+                 monitor="relevancy"),
+        Feedback(trace_id=traces[2], name="review", value=1, source="reviewer", author="a", monitor="other"),
+    ])
+    path = tmp_path / "labels.jsonl"
+
+    with path.open("w") as out:
+        written = write_jsonl(export_items(store, "relevancy"), out)
+    dataset = load_dataset(path)
+
+    assert written == 2 and not dataset.bad
+    assert {item.id: item.human for item in dataset.items} == {traces[0]: 0.5, traces[1]: 0.4}
+    assert {item.turn.trace_id: item.turn.output for item in dataset.items} == {traces[0]: "answer 0",
+                                                                                 traces[1]: "answer 1"}
+
+
+# -- the guard -------------------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def server(service):
+    running = ReviewServer(service, port=0).start()
+    yield running
+    running.shutdown()
+
+
+def request(server: ReviewServer, method: str, path: str, *, body: dict | None = None,
+            headers: dict[str, str] | None = None) -> tuple[int, dict | str]:
+    connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=30)
+    data = json.dumps(body).encode() if body is not None else None
+    sent = {"Host": f"127.0.0.1:{server.port}", **(headers or {})}
+    if data is not None:
+        sent.setdefault("Content-Type", "application/json")
+    connection.request(method, path, body=data, headers=sent)
+    response = connection.getresponse()
+    text = response.read().decode()
+    connection.close()
+    try:
+        return response.status, json.loads(text)
+    except ValueError:
+        return response.status, text
+
+
+def test_a_foreign_host_header_is_refused_on_every_path(server):
+    """DNS rebinding: a page on evil.example resolves its name to 127.0.0.1 and reads the review API."""
+    for path in ("/review/", "/review/api/progress", "/review/api/next?monitor=relevancy", "/"):
+        status, _ = request(server, "GET", path, headers={"Host": f"evil.example:{server.port}"})
+        assert status == 421, path
+    assert request(server, "GET", "/review/api/progress", headers={"Host": f"localhost:{server.port}"})[0] == 200
+
+
+def test_every_write_needs_the_pages_csrf_token_and_its_own_origin(store, server):
+    (trace,) = seed(store, [0.7])
+    body = {"trace_id": trace, "monitor": "relevancy", "action": "judge-right"}
+    good = {"X-Vigil-CSRF": server.guard.csrf}
+
+    without = request(server, "POST", "/review/api/label", body=body)
+    wrong = request(server, "POST", "/review/api/label", body=body, headers={"X-Vigil-CSRF": "guess"})
+    other_origin = request(server, "POST", "/review/api/label", body=body,
+                           headers={**good, "Origin": "http://evil.example"})
+    cross_site = request(server, "POST", "/review/api/label", body=body,
+                         headers={**good, "Sec-Fetch-Site": "cross-site"})
+    form = request(server, "POST", "/review/api/skip", body=body,
+                   headers={**good, "Content-Type": "application/x-www-form-urlencoded"})
+    ok = request(server, "POST", "/review/api/label", body=body,
+                 headers={**good, "Origin": f"http://127.0.0.1:{server.port}"})
+
+    assert [r[0] for r in (without, wrong, other_origin, cross_site, form)] == [403] * 5
+    assert "CSRF" in without[1]["error"]
+    assert ok[0] == 200 and ok[1]["value"] == 1.0
+    assert len(server.app.service.publish) == 1  # only the good request sent a label
+
+
+def test_the_page_carries_its_csrf_token_and_forbids_inline_script(server):
+    connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=30)
+    connection.request("GET", "/review/", headers={"Host": f"127.0.0.1:{server.port}"})
+    response = connection.getresponse()
+    page = response.read().decode()
+
+    assert f'content="{server.guard.csrf}"' in page
+    assert "script-src 'self'" in response.getheader("Content-Security-Policy")
+    assert "unsafe-inline" not in response.getheader("Content-Security-Policy")
+
+
+def test_bound_beyond_loopback_the_page_asks_for_its_token():
+    guard = Guard.for_binding("0.0.0.0", 8766, token="s3cret")  # noqa: S104 - what is being tested
+
+    assert not guard.token_ok({}, None)
+    assert guard.token_ok({}, "s3cret")
+    assert guard.token_ok({"Cookie": "vigil_review=s3cret"}, None)
+    assert guard.token_ok({"Authorization": "Bearer s3cret"}, None)
+    assert not guard.token_ok({"Cookie": "vigil_review=guess"}, None)
+    assert guard.host_ok("192.0.2.7:8766") and not guard.host_ok("evil.example:8766")
+    assert Guard.for_binding("127.0.0.1", 8766).token is None  # on loopback labelling never waits on a login
+    assert Guard.for_binding("10.0.0.5", 8766).token  # beyond it, a random token when none is given
+
+
+def test_a_body_over_the_limit_is_refused_before_it_is_read(server):
+    connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=30)
+    connection.putrequest("POST", "/review/api/label", skip_host=True)
+    for key, value in {"Host": f"127.0.0.1:{server.port}", "Content-Type": "application/json",
+                       "X-Vigil-CSRF": server.guard.csrf, "Content-Length": str(1 << 30)}.items():
+        connection.putheader(key, value)
+    connection.endheaders()  # declares 1 GiB and sends none of it
+    response = connection.getresponse()
+
+    assert response.status == 413
+    connection.close()

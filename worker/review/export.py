@@ -1,0 +1,47 @@
+"""``vigil review export``: a monitor's review labels as a ``vigil eval`` dataset (JSON lines).
+
+One item per labelled turn: ``{"id": trace_id, "human": ..., "turn": {...}}``, ``human`` on 0..1 (the label's value
+/ scale: "judge right" on a good turn and "judge wrong" on a bad one are 1, the others 0, a score its share of the
+scale), the mean when several reviewers labelled the turn. ``turn`` is the stored turn, so ``vigil eval --monitor``
+scores the very text the reviewers saw, with a changed rubric or judge.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+from clickhouse_connect.driver.client import Client
+from vigil.worker.eval.items import EvalItem
+from vigil.worker.store.queries import TRACE_ROWS
+from vigil.worker.store.review import REVIEW_QUERIES
+
+__all__ = ["export_items", "write_jsonl"]
+
+
+def _rows(client: Client, sql: str, columns: tuple[str, ...], **params: Any) -> list[dict[str, Any]]:
+    return [dict(zip(columns, row, strict=True)) for row in client.query(sql, parameters=params).result_rows]
+
+
+def export_items(client: Client, monitor: str) -> Iterator[EvalItem]:
+    """The labelled turns of ``monitor`` whose turn is still stored, in trace id order."""
+    from vigil.worker.pipeline.feedback import turn_from_row
+
+    query = REVIEW_QUERIES["export"]
+    humans: dict[str, list[float]] = {}
+    for row in _rows(client, query.sql, query.columns, monitor=monitor):
+        humans.setdefault(row["trace_id"], []).append(float(row["human"]))
+    for trace_id, values in humans.items():
+        spans = _rows(client, TRACE_ROWS.sql, TRACE_ROWS.columns, trace_id=trace_id)
+        if spans:
+            turn = turn_from_row(spans[-1])
+            yield EvalItem(id=trace_id, human=sum(values) / len(values), turn=turn)
+
+
+def write_jsonl(items: Iterator[EvalItem], out: Any) -> int:
+    count = 0
+    for item in items:
+        out.write(json.dumps(item.model_dump(mode="json", exclude_none=True), ensure_ascii=False) + "\n")
+        count += 1
+    return count

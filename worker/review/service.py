@@ -1,0 +1,180 @@
+"""What the review page does, without HTTP: pick the next item for a reviewer, record a label, skip, progress.
+
+Reads go to the store (``connect_for_reading``: through the worker's read endpoint while it holds chDB); writes go
+where every other feedback goes, as ``feedback`` items on the ingest queue, published before the page is answered,
+so a label the page saw accepted is in Redis (and from there in the store, the agreement panel, the ``agreement``
+alert and ``always_sample``). The page never writes the store itself.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any, Literal
+
+import click
+from clickhouse_connect.driver.client import Client
+from pydantic import BaseModel, Field
+from vigil.schemas.feedback import MAX_COMMENT_CHARS, REVIEW_QUEUES, Feedback
+from vigil.worker.review.agreement import (
+    Label,
+    WeightedAgreement,
+    item_verdicts,
+    weighted_agreement,
+)
+from vigil.worker.review.leases import Leases
+from vigil.worker.store.queries import TURN_QUERIES, Query
+from vigil.worker.store.review import REVIEW_QUERIES
+
+__all__ = ["QUEUE_TITLES", "LabelRequest", "ReviewService", "auto_queue", "open_service"]
+
+REVIEW_NAME = "review"  # the feedback name of a review label
+CANDIDATES = 64  # turns read per queue per request; the first one open to the reviewer is served
+
+QUEUE_TITLES = {
+    "random": "uniform random sample of the monitor's scored turns (unbiased agreement)",
+    "lowest": "lowest scores first",
+    "flagged": "negative user feedback, or a label the judge disagrees with",
+    "alerts": "the worst turns of the newest alerts",
+}
+# ``auto``: every other item is a random draw, so the unbiased estimate grows as fast as the targeted review.
+_ROTATION = ("random", "flagged", "random", "alerts", "random", "lowest")
+
+Action = Literal["judge-right", "judge-wrong", "score"]
+
+
+def auto_queue(turn: int) -> list[str]:
+    """The queues to try, in order, for a reviewer's ``turn``-th item in ``auto`` mode."""
+    first = _ROTATION[turn % len(_ROTATION)]
+    return [first, *(q for q in REVIEW_QUEUES if q != first)]
+
+
+class LabelRequest(BaseModel):
+    """One action on one monitor of one item, as the page posts it."""
+
+    trace_id: str = Field(min_length=1, max_length=128)
+    monitor: str = Field(min_length=1, max_length=128)
+    action: Action
+    value: float | None = None  # the score, on the monitor's scale, for ``score``
+    comment: str = Field(default="", max_length=MAX_COMMENT_CHARS)
+    queue: Literal["random", "lowest", "flagged", "alerts", ""] = ""
+    reviewer: str = Field(default="", max_length=256)
+
+
+class ReviewService:
+    """The page's operations on one store client (one query at a time) and one Redis."""
+
+    def __init__(self, client: Client, leases: Leases, publish: Callable[[list[dict[str, Any]]], None], *,
+                 reviewer: str) -> None:
+        self.client = client
+        self.leases = leases
+        self.publish = publish
+        self.reviewer = reviewer
+        self.lock = threading.Lock()
+        self._served: dict[str, int] = {}  # reviewer -> items served (the auto rotation)
+
+    def rows(self, name: str | Query, **params: Any) -> list[dict[str, Any]]:
+        query = REVIEW_QUERIES[name] if isinstance(name, str) else name
+        with self.lock:
+            result = self.client.query(query.sql, parameters=params)
+        return [dict(zip(query.columns, row, strict=True)) for row in result.result_rows]
+
+    def monitors(self) -> list[dict[str, Any]]:
+        return self.rows("monitors")
+
+    def next_item(self, monitor: str, queue: str, reviewer: str) -> dict[str, Any] | None:
+        """Lease the next turn for ``reviewer`` from ``monitor``'s ``queue`` (``auto``: rotate), or None."""
+        if queue == "auto":
+            order = auto_queue(self._served.get(reviewer, 0))
+        elif queue in REVIEW_QUEUES:
+            order = [queue]
+        else:
+            raise ValueError(f"queue: {queue!r} is not one of auto, {', '.join(REVIEW_QUEUES)}")
+        for name in order:
+            candidates = [r["trace_id"] for r in self.rows(name, monitor=monitor, reviewer=reviewer,
+                                                           limit=CANDIDATES)]
+            for trace_id in self.leases.open_to(candidates, monitor, reviewer):
+                if self.leases.take(trace_id, reviewer):
+                    self._served[reviewer] = self._served.get(reviewer, 0) + 1
+                    return self.item(trace_id) | {"queue": name, "queue_title": QUEUE_TITLES[name],
+                                                  "monitor": monitor, "reviewer": reviewer}
+        return None
+
+    def item(self, trace_id: str) -> dict[str, Any]:
+        """One turn whole: its spans, every monitor's score with steps and reason, its feedback, its session."""
+        from vigil.worker.cli.show import load_turn
+
+        with self.lock:
+            try:
+                turn = load_turn(self.client, trace_id)
+            except click.ClickException as exc:
+                raise LookupError(exc.format_message()) from None
+        spans = turn["spans"]
+        session: list[dict[str, Any]] = []
+        if spans and spans[0]["session_id"]:
+            session = self.rows("session_before", session_id=spans[0]["session_id"],
+                                started_at=spans[0]["started_at"])[::-1]
+        return {"trace_id": turn["trace_id"], "spans": spans, "scores": turn["scores"],
+                "labels": self.rows("item_labels", trace_id=trace_id), "session": session}
+
+    def label(self, request: LabelRequest) -> Feedback:
+        """Record one label: a ``feedback`` row on the ingest queue (raises what the broker raises)."""
+        reviewer = request.reviewer or self.reviewer
+        scores = [s for s in self.item_scores(request.trace_id) if s["monitor"] == request.monitor]
+        if not scores:
+            raise LookupError(f"monitor: {request.monitor!r} has no score on turn {request.trace_id}")
+        latest = max(scores, key=lambda s: s["scored_at"])
+        scale = float(latest["scale"] or 1.0)
+        if request.action == "score":
+            if request.value is None:
+                raise ValueError(f"value: a score on 0..{scale:g} is required")
+            value = request.value
+        else:
+            if latest["status"] != "scored" or latest["score"] is None:
+                raise ValueError(f"action: the judge gave no score on {request.monitor}; give a score instead")
+            judge_positive = latest["score"] / scale >= 0.5
+            value = scale if judge_positive == (request.action == "judge-right") else 0.0
+        row = Feedback(trace_id=request.trace_id, name=REVIEW_NAME, value=value, scale=scale,
+                       comment=request.comment, source="reviewer", author=reviewer, monitor=request.monitor,
+                       queue=request.queue)
+        self.publish([row.wire()])
+        self.leases.labelled(request.trace_id, [request.monitor], reviewer)
+        return row
+
+    def item_scores(self, trace_id: str) -> list[dict[str, Any]]:
+        return [s for s in self.rows(TURN_QUERIES["scores"], trace_id=trace_id) if s["trace_id"] == trace_id]
+
+    def done(self, trace_id: str, reviewer: str, *, skipped: bool = False) -> None:
+        if skipped:
+            self.leases.skipped(trace_id, reviewer)
+        self.leases.release(trace_id, reviewer)
+
+    def progress(self) -> list[dict[str, Any]]:
+        """Per monitor: its turns, reviewed, unreviewed, and the weighted agreement so far."""
+        out = []
+        for monitor in self.monitors():
+            name = monitor["monitor"]
+            sizes = self.rows("queue_sizes", monitor=name)[0]
+            labels = [Label(r["trace_id"], r["queue"], bool(r["human_positive"]) == bool(r["judge_positive"]))
+                      for r in self.rows("labels", monitor=name)]
+            verdicts = item_verdicts(labels).values()
+            estimate: WeightedAgreement = weighted_agreement([a for r, a in verdicts if r],
+                                                             [a for r, a in verdicts if not r], sizes["population"])
+            out.append({"monitor": name, "scale": monitor["scale"], **sizes, "agreement": estimate.model_dump()})
+        return out
+
+
+def open_service(client: Client, redis_url: str, *, reviewer: str) -> ReviewService:
+    """The service on the store ``client`` reads and the broker at ``redis_url`` (checked at once: a page whose
+    labels cannot be sent should not start)."""
+    from vigil.schemas.broker import INGEST_TASK, broker
+    from vigil.worker.intake.publish import Publisher
+
+    redis = broker(redis_url).redis(socket_connect_timeout=5, socket_timeout=5)
+    redis.ping()
+    publisher = Publisher(redis_url)
+
+    def publish(items: list[dict[str, Any]]) -> None:
+        publisher.send(INGEST_TASK, items, "feedback")
+
+    return ReviewService(client, Leases(redis), publish, reviewer=reviewer)

@@ -1,0 +1,250 @@
+"""The review page over HTTP: a plain HTML page, one script, one stylesheet, and a small JSON API under ``/review``.
+
+``ReviewApp.handle`` answers one request of any ``BaseHTTPRequestHandler`` (``vigil review`` runs its own server,
+``vigil report --serve`` hands it the ``/review`` paths). The guard runs before a body is read; a body is read only
+up to ``MAX_BODY`` bytes. Every answer forbids inline script and every origin but this page's
+(Content-Security-Policy), so trace text, which the script only ever puts in the page as text, could not run even if
+it were written as HTML somewhere.
+
+API (JSON; every POST needs the page's CSRF header):
+
+- ``GET  /review/api/progress``: per monitor, turns, reviewed, unreviewed, weighted agreement with its interval;
+- ``GET  /review/api/next?monitor=M&queue=auto|random|lowest|flagged|alerts&reviewer=R``: the next item, leased;
+- ``POST /review/api/label``: ``{trace_id, monitor, action: judge-right|judge-wrong|score, value?, comment?,
+  queue, reviewer}``;
+- ``POST /review/api/skip`` and ``/review/api/release``: ``{trace_id, reviewer}``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+from datetime import date, datetime
+from html import escape
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from importlib import resources
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+import structlog
+from pydantic import ValidationError
+from vigil.schemas.feedback import problems
+from vigil.worker.review.guard import Guard
+from vigil.worker.review.service import LabelRequest, ReviewService
+
+__all__ = ["MAX_BODY", "PREFIX", "ReviewApp", "ReviewServer"]
+
+log = structlog.get_logger("vigil.review")
+
+PREFIX = "/review"
+MAX_BODY = 64 * 1024
+MAX_CONNECTIONS = 32
+_NAME = re.compile(r"^[^\x00-\x1f\x7f]{1,256}$")
+_STATIC = {"review.js": "text/javascript; charset=utf-8", "review.css": "text/css; charset=utf-8"}
+_CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; "
+        "base-uri 'none'; form-action 'none'; frame-ancestors 'none'")
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, datetime | date):
+        return value.isoformat()
+    return str(value)
+
+
+class _Refused(Exception):
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class ReviewApp:
+    def __init__(self, service: ReviewService, guard: Guard) -> None:
+        self.service = service
+        self.guard = guard
+
+    @staticmethod
+    def owns(path: str) -> bool:
+        return path == PREFIX or path.startswith(PREFIX + "/")
+
+    def handle(self, request: BaseHTTPRequestHandler) -> None:
+        url = urlsplit(request.path)
+        query = {k: v[0] for k, v in parse_qs(url.query).items()}
+        try:
+            if not self.guard.host_ok(request.headers.get("Host")):
+                raise _Refused(421, "this page answers only to its own host name (Host header refused)")
+            if not self.guard.token_ok(request.headers, query.get("token")):
+                raise _Refused(401, "a token is required: open the address `vigil review` printed")
+            if request.command == "POST":
+                self._post(request, url.path)
+            elif request.command == "GET":
+                self._get(request, url.path, query)
+            else:
+                raise _Refused(405, "GET or POST")
+        except _Refused as exc:
+            self._send(request, exc.status, {"error": str(exc)})
+        except ValidationError as exc:
+            self._send(request, 400, {"error": problems(exc)})
+        except (ValueError, LookupError) as exc:
+            self._send(request, 404 if isinstance(exc, LookupError) else 400, {"error": str(exc)})
+        except Exception as exc:  # noqa: BLE001 (the store or the broker went away: say so, keep serving)
+            log.warning("review request failed", path=url.path, error=" ".join(str(exc).split())[:300])
+            self._send(request, 503, {"error": " ".join(str(exc).split())[:300]})
+
+    # -- GET ---------------------------------------------------------------------------------------------------
+
+    def _get(self, request: BaseHTTPRequestHandler, path: str, query: dict[str, str]) -> None:
+        if path in (PREFIX, PREFIX + "/"):
+            if "token" in query:  # trade the address bar's token for a cookie
+                self._send(request, 303, b"", extra={"Location": PREFIX + "/", "Set-Cookie": self.guard.cookie()})
+                return
+            self._send(request, 200, self._page(), content_type="text/html; charset=utf-8")
+        elif (name := path.removeprefix(PREFIX + "/")) in _STATIC:
+            body = (resources.files("vigil.worker.review") / "static" / name).read_bytes()
+            self._send(request, 200, body, content_type=_STATIC[name])
+        elif path == PREFIX + "/api/progress":
+            self._send(request, 200, {"monitors": self.service.progress()})
+        elif path == PREFIX + "/api/next":
+            monitor = query.get("monitor") or ""
+            if not monitor:
+                raise ValueError("monitor: which monitor's queue (?monitor=NAME)")
+            item = self.service.next_item(monitor, query.get("queue", "auto"), self._reviewer(query.get("reviewer")))
+            self._send(request, 200, {"item": item})
+        else:
+            raise _Refused(404, f"nothing at {path}")
+
+    def _page(self) -> bytes:
+        html = (resources.files("vigil.worker.review") / "static" / "review.html").read_text(encoding="utf-8")
+        return (html.replace("{{csrf}}", escape(self.guard.csrf))
+                    .replace("{{reviewer}}", escape(self.service.reviewer))).encode("utf-8")
+
+    # -- POST --------------------------------------------------------------------------------------------------
+
+    def _post(self, request: BaseHTTPRequestHandler, path: str) -> None:
+        if problem := self.guard.write_ok(request.headers):
+            raise _Refused(403, problem)
+        length = request.headers.get("Content-Length")
+        if length is None or not length.isdigit():
+            raise _Refused(411, "Content-Length is required")
+        if int(length) > MAX_BODY:
+            raise _Refused(413, f"a body is at most {MAX_BODY} bytes")
+        try:
+            data = json.loads(request.rfile.read(int(length)) or b"{}")
+        except ValueError as exc:
+            raise ValueError(f"body: not JSON ({exc})") from None
+        if not isinstance(data, dict):
+            raise ValueError("body: a JSON object")  # noqa: TRY004 - answered 400 like every bad body
+        if path == PREFIX + "/api/label":
+            label = LabelRequest.model_validate(data)
+            label.reviewer = self._reviewer(label.reviewer)
+            row = self.service.label(label)
+            self.service.done(label.trace_id, label.reviewer)
+            self._send(request, 200, {"feedback_id": row.feedback_id, "value": row.value, "scale": row.scale})
+        elif path in (PREFIX + "/api/skip", PREFIX + "/api/release"):
+            trace_id = data.get("trace_id")
+            if not isinstance(trace_id, str) or not trace_id:
+                raise ValueError("trace_id: required")
+            self.service.done(trace_id, self._reviewer(data.get("reviewer")), skipped=path.endswith("skip"))
+            self._send(request, 200, {"ok": True})
+        else:
+            raise _Refused(404, f"nothing at {path}")
+
+    def _reviewer(self, name: Any) -> str:
+        if name in (None, ""):
+            return self.service.reviewer
+        if not isinstance(name, str) or not _NAME.match(name):
+            raise ValueError("reviewer: 1 to 256 printable characters")
+        return name
+
+    @staticmethod
+    def _send(request: BaseHTTPRequestHandler, status: int, body: bytes | dict[str, Any], *,
+              content_type: str = "application/json", extra: dict[str, str] | None = None) -> None:
+        data = body if isinstance(body, bytes) else json.dumps(body, default=_json_default).encode("utf-8")
+        request.send_response(status)
+        for key, value in {"Content-Type": content_type, "Content-Length": str(len(data)),
+                           "Cache-Control": "no-store", "Content-Security-Policy": _CSP,
+                           "X-Content-Type-Options": "nosniff", "Referrer-Policy": "no-referrer",
+                           **(extra or {})}.items():
+            request.send_header(key, value)
+        request.end_headers()
+        request.wfile.write(data)
+
+
+class _CappedServer(ThreadingHTTPServer):
+    """At most ``MAX_CONNECTIONS`` requests at once; more are closed unanswered."""
+
+    daemon_threads = True
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        if not self.slots.acquire(blocking=False):
+            self.shutdown_request(request)
+            return
+        super().process_request(request, client_address)
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self.slots.release()
+
+
+class ReviewServer:
+    """``vigil review``: the page on ``http://host:port/review/`` (``/`` redirects there)."""
+
+    def __init__(self, service: ReviewService, *, host: str = "127.0.0.1", port: int = 8766,
+                 token: str | None = None, allowed_hosts: tuple[str, ...] = ()) -> None:
+        self.server = _CappedServer((host, port), _handler(self))
+        self.host = host
+        self.guard = Guard.for_binding(host, self.server.server_address[1], token=token, allowed_hosts=allowed_hosts)
+        self.app = ReviewApp(service, self.guard)
+
+    @property
+    def port(self) -> int:
+        return self.server.server_address[1]
+
+    @property
+    def url(self) -> str:
+        shown = "127.0.0.1" if self.host in ("", "0.0.0.0", "::") else self.host
+        address = f"http://{'[' + shown + ']' if ':' in shown else shown}:{self.port}{PREFIX}/"
+        return address + (f"?token={self.guard.token}" if self.guard.token else "")
+
+    def serve_forever(self) -> None:
+        try:
+            self.server.serve_forever()
+        finally:
+            self.server.server_close()
+
+    def start(self) -> ReviewServer:
+        threading.Thread(target=self.serve_forever, name="vigil-review", daemon=True).start()
+        return self
+
+    def shutdown(self) -> None:
+        self.server.shutdown()
+
+
+def _handler(server: ReviewServer) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        def _serve(self) -> None:
+            if urlsplit(self.path).path in ("/", "/index.html") and self.command == "GET":
+                if not server.guard.host_ok(self.headers.get("Host")):
+                    ReviewApp._send(self, 421, {"error": "Host header refused"})
+                    return
+                query = urlsplit(self.path).query
+                ReviewApp._send(self, 302, b"", extra={"Location": PREFIX + "/" + (f"?{query}" if query else "")})
+                return
+            if not ReviewApp.owns(urlsplit(self.path).path):
+                ReviewApp._send(self, 404, {"error": f"the review page is at {PREFIX}/"})
+                return
+            server.app.handle(self)
+
+        do_GET = _serve
+        do_POST = _serve
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    return Handler

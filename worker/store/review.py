@@ -1,0 +1,115 @@
+"""The review page's SQL (``vigil review``): its queues, the labels it reads back, one item's session, the export.
+
+Every query is bound server-side (``{monitor:String}``, ``{reviewer:String}``, ``{limit:UInt32}``,
+``{trace_id:String}``), passed with clickhouse-connect's ``parameters=``, so no name or id is ever spliced into SQL.
+
+A monitor's *population* is its scored turns (a score, not an abstention), one per trace: the judge's side of a
+turn is its latest score / scale, read positive at 0.5 and above. A *review label* is a ``feedback`` row with
+``source = 'reviewer'`` and the monitor it is about; ``queue`` says how the page chose the item.
+"""
+
+from __future__ import annotations
+
+from vigil.worker.store.queries import Query
+
+__all__ = ["REVIEW_QUERIES"]
+
+_POPULATION = """
+    SELECT trace_id, argMax(score / if(scale > 0, scale, 1), scored_at) AS judged,
+           any(project) AS project, any(agent) AS agent, max(trace_time) AS last_time
+    FROM scores FINAL
+    WHERE monitor = {monitor:String} AND status = 'scored' AND score IS NOT NULL AND label != 'abstained'
+    GROUP BY trace_id"""
+
+_REVIEWED = """
+    SELECT trace_id FROM feedback FINAL WHERE source = 'reviewer' AND monitor = {monitor:String}"""
+
+_MINE = _REVIEWED + " AND author = {reviewer:String}"
+
+# Feedback that is about this monitor: a reviewer's label of it, or a user's feedback on the whole turn.
+_ABOUT = """
+    SELECT trace_id, source, author, value / if(scale > 0, scale, 1) < 0.5 AS negative, created_at
+    FROM feedback FINAL
+    WHERE monitor IN ('', {monitor:String})"""
+
+MAX_OPINIONS = 2  # a flagged turn goes to at most this many reviewers
+
+_QUEUE_LIST = [
+    Query("random", "A uniform random sample of the monitor's unreviewed scored turns", "lookup", f"""
+SELECT trace_id FROM ({_POPULATION})
+WHERE trace_id NOT IN ({_REVIEWED})
+ORDER BY rand()
+LIMIT {{limit:UInt32}}""", ("trace_id",)),
+    Query("lowest", "The monitor's unreviewed turns, lowest score first", "lookup", f"""
+SELECT trace_id FROM ({_POPULATION})
+WHERE trace_id NOT IN ({_REVIEWED})
+ORDER BY judged, last_time DESC, trace_id
+LIMIT {{limit:UInt32}}""", ("trace_id",)),
+    Query("flagged", "Turns with negative user feedback, or feedback the judge disagrees with", "lookup", f"""
+SELECT f.trace_id AS trace_id
+FROM ({_ABOUT}) AS f
+INNER JOIN ({_POPULATION}) AS p ON p.trace_id = f.trace_id
+WHERE ((f.source = 'user' AND f.negative) OR f.negative = (p.judged >= 0.5))
+  AND f.trace_id NOT IN ({_MINE})
+  AND f.trace_id NOT IN (SELECT trace_id FROM ({_REVIEWED}) GROUP BY trace_id HAVING count() >= {MAX_OPINIONS})
+GROUP BY f.trace_id
+ORDER BY max(f.created_at) DESC, f.trace_id
+LIMIT {{limit:UInt32}}""", ("trace_id",)),
+    Query("alerts", "The worst turns of the newest alerts on the monitor", "lookup", f"""
+SELECT p.trace_id AS trace_id
+FROM ({_POPULATION}) AS p
+INNER JOIN (
+    SELECT project, agent, fired_at, updated_at
+    FROM alerts FINAL
+    WHERE monitor = {{monitor:String}} AND kind IN ('regression', 'threshold', 'agreement') AND state = 'firing'
+    ORDER BY fired_at DESC
+    LIMIT 3
+) AS a ON a.project = p.project
+WHERE (a.agent = '' OR a.agent = p.agent)
+  AND p.last_time >= a.fired_at - INTERVAL 1 HOUR AND p.last_time <= a.updated_at
+  AND p.trace_id NOT IN ({_REVIEWED})
+GROUP BY p.trace_id
+ORDER BY max(a.fired_at) DESC, min(p.judged), p.trace_id
+LIMIT {{limit:UInt32}}""", ("trace_id",)),
+]
+
+REVIEW_QUERIES: dict[str, Query] = {q.name: q for q in [
+    *_QUEUE_LIST,
+    Query("monitors", "Monitors with scored turns, and their scale", "lookup", """
+SELECT monitor, argMax(scale, scored_at) AS latest_scale, uniqExact(trace_id) AS turns
+FROM scores FINAL
+WHERE status = 'scored' AND score IS NOT NULL AND label != 'abstained'
+GROUP BY monitor
+ORDER BY monitor""", ("monitor", "scale", "turns")),
+    Query("queue_sizes", "How many turns each of the monitor's queues holds", "lookup", f"""
+SELECT
+    (SELECT count() FROM ({_POPULATION})) AS population,
+    (SELECT uniqExact(trace_id) FROM ({_REVIEWED})) AS reviewed,
+    (SELECT count() FROM ({_POPULATION}) WHERE trace_id NOT IN ({_REVIEWED})) AS unreviewed""",
+          ("population", "reviewed", "unreviewed")),
+    Query("labels", "The monitor's review labels with the judge's side of each turn", "lookup", f"""
+SELECT f.trace_id AS trace_id, f.queue AS queue, f.author AS author, f.value / if(f.scale > 0, f.scale, 1) >= 0.5
+       AS human_positive, p.judged >= 0.5 AS judge_positive, f.created_at AS created_at
+FROM (SELECT trace_id, queue, author, value, scale, created_at FROM feedback FINAL
+      WHERE source = 'reviewer' AND monitor = {{monitor:String}}) AS f
+INNER JOIN ({_POPULATION}) AS p ON p.trace_id = f.trace_id
+ORDER BY f.trace_id, f.created_at""",
+          ("trace_id", "queue", "author", "human_positive", "judge_positive", "created_at")),
+    Query("item_labels", "Every piece of feedback on a turn", "lookup", """
+SELECT monitor, source, author, name, value, scale, comment, queue, created_at
+FROM feedback FINAL
+WHERE trace_id = {trace_id:String}
+ORDER BY created_at""",
+          ("monitor", "source", "author", "name", "value", "scale", "comment", "queue", "created_at")),
+    Query("session_before", "The turns of the same session before this one (the latest ten)", "lookup", """
+SELECT trace_id, started_at, question, output
+FROM traces FINAL
+WHERE session_id != '' AND session_id = {session_id:String} AND started_at < {started_at:DateTime64(3, 'UTC')}
+ORDER BY started_at DESC
+LIMIT 10""", ("trace_id", "started_at", "question", "output")),
+    Query("export", "The monitor's review labels, one row per label, with the turn's trace id", "lookup", """
+SELECT trace_id, author, value / if(scale > 0, scale, 1) AS human, comment, queue
+FROM feedback FINAL
+WHERE source = 'reviewer' AND monitor = {monitor:String}
+ORDER BY trace_id, author""", ("trace_id", "author", "human", "comment", "queue")),
+]}
