@@ -1,4 +1,5 @@
-"""The monitor configuration: judges, monitors and alert rules, read from YAML (``vigil config check FILE``).
+"""The monitor configuration: judges, users' own scorers, monitors and alert rules, read from YAML (``vigil config
+check FILE``).
 
 String values may name environment variables, as docker-compose does: ``${VAR}`` (required: unset is an error
 naming the field and the variable), ``${VAR:-default}`` (the default when unset or empty), ``$$`` for a literal
@@ -15,14 +16,14 @@ from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from vigil.schemas.user_scorers import UserScorerSpec
 
 __all__ = [
-    "AlertRule", "AlwaysSample", "JudgeConfig", "MonitorConfig", "MonitorFilter", "VigilConfig", "interpolate_env", "load_config",
+    "BUILTIN_SCORERS", "AlertRule", "AlwaysSample", "JudgeConfig", "MonitorConfig", "MonitorFilter", "VigilConfig", "interpolate_env", "load_config",
 ]
 
-ScorerName = Literal[
-    "answer_relevancy", "context_relevance", "prompt_alignment", "rag_correctness", "multi_turn"
-]
+BUILTIN_SCORERS = ("answer_relevancy", "context_relevance", "prompt_alignment", "rag_correctness", "multi_turn")
+JUDGELESS_KINDS = ("regex", "contains", "length", "json_schema", "python", "tool_policy")  # user scorers, no judge
 
 
 SESSION_SCORERS = ("multi_turn",)  # the scorers that can score a whole conversation (monitor target: session)
@@ -78,14 +79,15 @@ class AlwaysSample(_Config):
 
 
 class MonitorConfig(_Config):
-    """One scorer watching a sample of the turns."""
+    """One scorer watching a sample of the turns: a built-in one (``BUILTIN_SCORERS``) or one of the config's
+    ``scorers:``. ``judge`` is needed when the scorer calls one (the built-ins and ``llm_judge`` rubrics)."""
 
     name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.\-]+$")
-    scorer: ScorerName
+    scorer: str = Field(min_length=1)
     params: dict[str, Any] = Field(default_factory=dict)
     sampling_rate: float = Field(default=1.0, ge=0.0, le=1.0)
     filters: MonitorFilter = Field(default_factory=MonitorFilter)
-    judge: str
+    judge: str | None = None
     reason: Literal["llm", "template", "none"] = "llm"
     always_sample: AlwaysSample = Field(default_factory=AlwaysSample)
     # turn: every sampled turn is scored; session: a conversation is scored once, as a whole, when it has had no new
@@ -128,6 +130,7 @@ class AlertRule(_Config):
 
 class VigilConfig(_Config):
     judges: list[JudgeConfig] = Field(default_factory=list)
+    scorers: list[UserScorerSpec] = Field(default_factory=list)
     monitors: list[MonitorConfig] = Field(default_factory=list)
     alerts: list[AlertRule] = Field(default_factory=list)
 
@@ -135,17 +138,44 @@ class VigilConfig(_Config):
     def _references(self) -> VigilConfig:
         judges = [j.name for j in self.judges]
         monitors = [m.name for m in self.monitors]
-        for kind, names in (("judge", judges), ("monitor", monitors), ("alert", [a.name for a in self.alerts])):
+        scorers = [s.name for s in self.scorers]
+        for kind, names in (("judge", judges), ("scorer", scorers), ("monitor", monitors),
+                            ("alert", [a.name for a in self.alerts])):
             dupes = sorted({n for n in names if names.count(n) > 1})
             if dupes:
                 raise ValueError(f"{kind} names must be unique: {', '.join(dupes)}")
+        for index, spec in enumerate(self.scorers):
+            if spec.name in BUILTIN_SCORERS:
+                raise ValueError(f"scorers[{index}].name: {spec.name!r} is a built-in scorer's name; "
+                                 "choose another")
         for index, monitor in enumerate(self.monitors):
-            if monitor.judge not in judges:
-                raise ValueError(f"monitors[{index}].judge: unknown judge {monitor.judge!r} (known: {judges})")
+            self._check_monitor(index, monitor, judges, scorers)
         for index, rule in enumerate(self.alerts):
             if rule.monitor is not None and rule.monitor not in monitors:
                 raise ValueError(f"alerts[{index}].monitor: unknown monitor {rule.monitor!r}")
         return self
+
+    def _check_monitor(self, index: int, monitor: MonitorConfig, judges: list[str], scorers: list[str]) -> None:
+        if monitor.scorer not in BUILTIN_SCORERS and monitor.scorer not in scorers:
+            raise ValueError(f"monitors[{index}].scorer: unknown scorer {monitor.scorer!r} (built-in: "
+                             f"{', '.join(BUILTIN_SCORERS)}; in scorers: {', '.join(scorers) or 'none'})")
+        if monitor.scorer in scorers and monitor.params:
+            raise ValueError(f"monitors[{index}].params: {monitor.scorer!r} is defined under scorers:, where its "
+                             "settings go; a monitor of it takes no params")
+        if monitor.judge is None and self.calls_judge(monitor):
+            raise ValueError(f"monitors[{index}].judge: scorer {monitor.scorer!r} calls a judge: name one "
+                             f"(known: {judges})")
+        if monitor.judge is not None and monitor.judge not in judges:
+            raise ValueError(f"monitors[{index}].judge: unknown judge {monitor.judge!r} (known: {judges})")
+
+    def user_scorer(self, name: str) -> UserScorerSpec | None:
+        """The ``scorers:`` definition called ``name``, if any."""
+        return next((s for s in self.scorers if s.name == name), None)
+
+    def calls_judge(self, monitor: MonitorConfig) -> bool:
+        """Whether the monitor's scorer asks a judge (every built-in one and ``llm_judge`` rubrics do)."""
+        spec = self.user_scorer(monitor.scorer)
+        return spec is None or spec.kind not in JUDGELESS_KINDS
 
     def judge(self, name: str) -> JudgeConfig:
         return next(j for j in self.judges if j.name == name)

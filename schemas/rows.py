@@ -198,7 +198,7 @@ def score_row(turn: Turn, monitor: MonitorConfig, result: ScoreResult) -> Score:
         steps_json=json.dumps([s.model_dump(mode="json") for s in result.steps], ensure_ascii=False, default=str),
         details_json=json.dumps(result.details, ensure_ascii=False, default=str),
         error_type=result.error_type or "",
-        judge=monitor.judge,
+        judge=monitor.judge or "",
         judge_model=result.judge_model or "",
         judge_calls=usage.calls,
         prompt_tokens=usage.prompt_tokens,

@@ -1,7 +1,8 @@
 """``vigil config check FILE``: validate a monitor config the way a worker will use it; errors name the field.
 
-Beyond the YAML schema, ``check_config`` builds every judge and every monitor's scorer from its params (so a typo in
-a param, ``uncertanty_weight``, or a bad value, ``evaluation_mode: bothh``, is an error now, not a failed score per
+Beyond the YAML schema, ``check_config`` builds every judge, every user scorer (compiling its pattern or schema,
+parsing its template, importing its function: each problem one line naming the scorer) and every monitor's scorer
+from its params (so a typo in a param, ``uncertanty_weight``, or a bad value, ``evaluation_mode: bothh``, is an error now, not a failed score per
 turn later), checks that the files the params name exist, and warns about monitors that will score nothing (RAG
 correctness with neither reference answers in the traces nor a golden set). ``vigil worker`` runs the same check at
 start and refuses an invalid config with the same one line.
@@ -34,9 +35,26 @@ def _where(loc: tuple) -> str:
     return ".".join(str(part) for part in loc) or "(top level)"
 
 
-def _validation(prefix: str, exc: ValidationError) -> list[str]:
-    return [f"{prefix}{'.' if prefix and error['loc'] else ''}{_where(error['loc']) if error['loc'] else ''}: "
+_KIND_TAGS = ("llm_judge", "regex", "contains", "length", "json_schema", "python", "tool_policy",
+              "boolean", "numeric", "categorical")
+
+
+def _validation(prefix: str, exc: ValidationError, data: dict | None = None) -> list[str]:
+    return [_scorer_error(error, data) if error["loc"][:1] == ("scorers",) and len(error["loc"]) > 1 else
+            f"{prefix}{'.' if prefix and error['loc'] else ''}{_where(error['loc']) if error['loc'] else ''}: "
             f"{error['msg']}" for error in exc.errors()]
+
+
+def _scorer_error(error: dict, data: dict | None) -> str:
+    """``scorers.2 (refund_policy).rules.1: unknown rule 'forbidd' (...)``: the scorer named, its field, the problem
+    (without the union's tag pydantic puts in the location)."""
+    index = error["loc"][1]
+    scorers = (data or {}).get("scorers")
+    entry = scorers[index] if isinstance(scorers, list) and isinstance(index, int) and index < len(scorers) else None
+    name = entry.get("name") if isinstance(entry, dict) else None
+    rest = [p for p in error["loc"][2:] if p not in _KIND_TAGS]
+    message = error["msg"].removeprefix("Value error, ")
+    return f"scorers.{index}{f' ({name})' if name else ''}{'.' + _where(tuple(rest)) if rest else ''}: {message}"
 
 
 def _files(params: dict, where: str) -> list[str]:
@@ -57,6 +75,7 @@ def check_config(path: str | Path) -> CheckedConfig:
     """The config at ``path``, validated and with every judge and scorer built; a ``ConfigError`` otherwise."""
     from vigil.worker.judge import build_judge
     from vigil.worker.scorers import build_scorer
+    from vigil.worker.scorers.user import build_user_scorer
 
     try:
         data = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
@@ -72,7 +91,7 @@ def check_config(path: str | Path) -> CheckedConfig:
     try:
         cfg = VigilConfig.model_validate(data)
     except ValidationError as exc:
-        raise ConfigError(f"{path}: " + "; ".join(_validation("", exc))) from exc
+        raise ConfigError(f"{path}: " + "; ".join(_validation("", exc, data))) from exc
 
     problems: list[str] = []
     warnings: list[str] = []
@@ -81,14 +100,23 @@ def check_config(path: str | Path) -> CheckedConfig:
             build_judge(judge)
         except (ValueError, TypeError) as exc:
             problems.append(f"judges.{index} ({judge.name}): {exc}")
+    broken = set()
+    for index, spec in enumerate(cfg.scorers):
+        try:
+            build_user_scorer(spec)
+        except ValueError as exc:
+            problems.append(f"scorers.{index} ({spec.name}): {exc}")
+            broken.add(spec.name)
     for index, monitor in enumerate(cfg.monitors):
+        if monitor.scorer in broken:
+            continue
         where = f"monitors.{index}.params"
         missing = _files(monitor.params, where)
         problems += missing
         if missing:
             continue
         try:
-            build_scorer(monitor)
+            build_scorer(monitor, cfg)
         except ValueError as exc:
             cause = exc.__cause__
             if isinstance(cause, ValidationError):
@@ -126,4 +154,5 @@ def config_check(path: str) -> None:
     cfg = checked.config
     for warning in checked.warnings:
         click.echo(f"warning: {warning}", err=True)
-    click.echo(f"{path}: ok ({len(cfg.judges)} judges, {len(cfg.monitors)} monitors, {len(cfg.alerts)} alert rules)")
+    click.echo(f"{path}: ok ({len(cfg.judges)} judges, {len(cfg.scorers)} scorers, {len(cfg.monitors)} monitors, "
+               f"{len(cfg.alerts)} alert rules)")

@@ -21,7 +21,7 @@ from rich.progress import (
     TextColumn,
     TimeElapsedColumn,
 )
-from vigil.schemas import JudgeConfig, MonitorConfig
+from vigil.schemas import JudgeConfig, MonitorConfig, VigilConfig
 from vigil.worker.judge import JudgePaused, build_judge
 
 __all__ = ["eval_command"]
@@ -40,7 +40,7 @@ def _params(text: str | None) -> dict[str, Any]:
 
 
 def _setup(monitor_name: str | None, scorer: str | None, params: str | None, base_url: str | None,
-           model: str | None) -> tuple[MonitorConfig, JudgeConfig]:
+           model: str | None) -> tuple[MonitorConfig, JudgeConfig | None, VigilConfig | None]:
     if monitor_name:
         if scorer or params or base_url:
             raise click.UsageError("--monitor takes the scorer, params and judge from VIGIL_CONFIG: "
@@ -55,7 +55,7 @@ def _setup(monitor_name: str | None, scorer: str | None, params: str | None, bas
             known = ", ".join(m.name for m in config.monitors)
             raise click.UsageError(f"--monitor: no monitor {monitor_name!r} in the config (known: {known})")
         monitor = config.monitor(monitor_name)
-        return monitor, config.judge(monitor.judge)
+        return monitor, config.judge(monitor.judge) if monitor.judge else None, config
     if not scorer:
         raise click.UsageError("give --scorer NAME (or --monitor NAME from VIGIL_CONFIG)")
     if base_url and not model:
@@ -66,7 +66,7 @@ def _setup(monitor_name: str | None, scorer: str | None, params: str | None, bas
         monitor = MonitorConfig(name="eval", scorer=scorer, params=_params(params), judge=judge.name)
     except ValueError as exc:
         raise click.UsageError(str(exc).splitlines()[-1].strip()) from None
-    return monitor, judge
+    return monitor, judge, None
 
 
 async def _run(dataset, scorer, judge, *, concurrency, params, limit, progress: Progress | None):
@@ -111,9 +111,9 @@ def eval_command(dataset_path: Path, dataset_format: str, scorer: str | None, pa
     from vigil.worker.scorers import build_scorer
     from vigil.worker.settings import get_settings
 
-    monitor, judge_config = _setup(monitor_name, scorer, params, judge_base_url, model)
+    monitor, judge_config, config = _setup(monitor_name, scorer, params, judge_base_url, model)
     try:
-        scorer_obj = build_scorer(monitor)
+        scorer_obj = build_scorer(monitor, config)
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
     try:
@@ -130,7 +130,8 @@ def eval_command(dataset_path: Path, dataset_format: str, scorer: str | None, pa
     try:
         with Progress(TextColumn(f"judging {dataset_path.name}"), BarColumn(), MofNCompleteColumn(),
                       TimeElapsedColumn(), console=err, transient=True) as progress:
-            report = asyncio.run(_run(dataset, scorer_obj, judge, concurrency=judge_config.max_concurrency,
+            concurrency = judge_config.max_concurrency if judge_config else 16  # no judge: the CPU's work alone
+            report = asyncio.run(_run(dataset, scorer_obj, judge, concurrency=concurrency,
                                       params=monitor.params, limit=limit, progress=progress))
     except JudgePaused as exc:
         raise click.ClickException(str(exc)) from None

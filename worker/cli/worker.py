@@ -135,7 +135,8 @@ def _announce(checked: CheckedConfig) -> None:
         click.echo(f"warning: {warning}", err=True)
     monitors = checked.config.monitors
     click.echo(f"monitors ({len(monitors)}): " + (", ".join(
-        f"{m.name} ({m.scorer}, rate {m.sampling_rate:g}, judge {m.judge})" for m in monitors) or "none"), err=True)
+        f"{m.name} ({m.scorer}, rate {m.sampling_rate:g}, {f'judge {m.judge}' if m.judge else 'no judge'})"
+        for m in monitors) or "none"), err=True)
 
 
 def _check_broker_persistence(url: str) -> None:

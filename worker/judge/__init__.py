@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from vigil.schemas import JudgeConfig
 from vigil.worker.judge.base import (
+    NO_JUDGE,
     CallContext,
     Judge,
     JudgeFailed,
@@ -15,6 +16,7 @@ from vigil.worker.judge.baseline import BaselineJudge
 from vigil.worker.judge.client import LLMJudge
 
 __all__ = [
+    "NO_JUDGE",
     "BaselineJudge",
     "CallContext",
     "Judge",
@@ -27,8 +29,11 @@ __all__ = [
 ]
 
 
-def build_judge(config: JudgeConfig) -> Judge:
-    """The judge a config describes: ``kind: openai`` an ``LLMJudge``, ``kind: baseline`` a ``BaselineJudge``."""
+def build_judge(config: JudgeConfig | None) -> Judge:
+    """The judge a config describes: ``kind: openai`` an ``LLMJudge``, ``kind: baseline`` a ``BaselineJudge``;
+    none (a monitor whose scorer calls no judge) ``NO_JUDGE``."""
+    if config is None:
+        return NO_JUDGE
     if config.kind == "baseline":
         return BaselineJudge(config)
     return LLMJudge(config)

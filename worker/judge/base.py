@@ -18,7 +18,7 @@ from typing import Any, Generic, Protocol, TypeVar
 from pydantic import BaseModel
 from vigil.schemas import JudgeCall, Origin
 
-__all__ = ["CallContext", "Judge", "JudgeFailed", "JudgePaused", "JudgeReply", "JudgeRequest"]
+__all__ = ["NO_JUDGE", "CallContext", "Judge", "JudgeFailed", "JudgePaused", "JudgeReply", "JudgeRequest", "NoJudge"]
 
 T = TypeVar("T", bound=BaseModel)
 
@@ -90,3 +90,17 @@ class Judge(Protocol):
     model: str
 
     async def ask(self, request: JudgeRequest[T]) -> JudgeReply[T]: ...
+
+
+class NoJudge:
+    """The judge of a monitor whose scorer calls none (a regex, a JSON schema, a tool policy, a Python function):
+    nameless, and a request to it is a bug in the scorer, which fails that score."""
+
+    name = ""
+    model = ""
+
+    async def ask(self, request: JudgeRequest[T]) -> JudgeReply[T]:
+        raise JudgeFailed("no_judge", f"step {request.step} asked for a judge, but its monitor names none")
+
+
+NO_JUDGE = NoJudge()

@@ -9,7 +9,10 @@ mostly echoes the prompt; the RAG rubric by word recall of the reference (words 
 half), continuous inside the rubric's buckets, with the credit of sentences that visibly contradict the reference
 (a negation, or another number or name, beside its key words) withdrawn, and 0 ("not sure") only when the response
 essentially is an abstention. Steps dispatch through a table; a scorer module adds its own steps with
-``register(step, handler)``. A ``*.reason`` step without a handler of its own returns ``inputs["summary"]``.
+``register(step, handler)``. A ``*.reason`` step without a handler of its own returns ``inputs["summary"]``. A user's
+rubric (a ``*.rubric`` step) gets the one heuristic this judge has for any rubric: the share of the judged text's
+content words (``output``, else the first variable) found in the turn's other variables, as the verdict (at least
+half), the score along the rubric's range, or the label whose score is nearest.
 """
 
 from __future__ import annotations
@@ -44,13 +47,7 @@ Handler = Callable[[Mapping[str, Any]], dict[str, Any]]
 MODEL = "baseline-word-overlap-v2"
 _HANDLERS: dict[str, Handler] = {}
 
-_STOPWORDS = frozenset("""
-a about above after again all also am an and any are as at be because been before being below between both but by
-can could did do does doing down during each few for from further had has have having he her here hers him his how
-i if in into is it its itself just me more most my no nor not of off on once only or other our out over own same
-she should so some such than that the their them then there these they this those through to too under until up
-very was we were what when where which while who whom why will with would you your yours please tell explain give
-""".split())
+_STOPWORDS = frozenset(["a", "about", "above", "after", "again", "all", "also", "am", "an", "and", "any", "are", "as", "at", "be", "because", "been", "before", "being", "below", "between", "both", "but", "by", "can", "could", "did", "do", "does", "doing", "down", "during", "each", "few", "for", "from", "further", "had", "has", "have", "having", "he", "her", "here", "hers", "him", "his", "how", "i", "if", "in", "into", "is", "it", "its", "itself", "just", "me", "more", "most", "my", "no", "nor", "not", "of", "off", "on", "once", "only", "or", "other", "our", "out", "over", "own", "same", "she", "should", "so", "some", "such", "than", "that", "the", "their", "them", "then", "there", "these", "they", "this", "those", "through", "to", "too", "under", "until", "up", "very", "was", "we", "were", "what", "when", "where", "which", "while", "who", "whom", "why", "will", "with", "would", "you", "your", "yours", "please", "tell", "explain", "give"])
 _CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff66-\uff9f"
 _TOKEN = re.compile(f"[{_CJK}]+|[^\\W_]+")
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+|(?<=[。！？])|\n+")
@@ -61,11 +58,7 @@ _NOT_SURE = re.compile(
     r"(answer|say|tell|determine|find|help)|no (information|idea)|(do not|don't) have (enough |any )?information"
     r"|not (mentioned|provided|stated|given) in)\b|わかりません|分かりません|わからない|不明です"
 )
-_ABSTAIN_WORDS = frozenset("""
-sorry unfortunately information context document provided answer question sure certain know able unable cannot
-can't exact exactly idea mention mentioned stated given find found say tell determine help afraid enough data
-source sources based text passage available regarding specific detail details
-""".split())
+_ABSTAIN_WORDS = frozenset(["sorry", "unfortunately", "information", "context", "document", "provided", "answer", "question", "sure", "certain", "know", "able", "unable", "cannot", "can't", "exact", "exactly", "idea", "mention", "mentioned", "stated", "given", "find", "found", "say", "tell", "determine", "help", "afraid", "enough", "data", "source", "sources", "based", "text", "passage", "available", "regarding", "specific", "detail", "details"])
 _ABSTAIN_SUBSTANCE = 3  # at most this many content words of its own, and an abstention phrase: an abstention
 _NEGATION = re.compile(r"(?i)not|no|never|neither|nor|none|cannot|without|isn't|wasn't|doesn't|didn't|don't|won't")
 _NOT_ONLY = re.compile(r"(?i)\bnot (only|just|merely)\b")
@@ -265,6 +258,8 @@ class BaselineJudge:
         handler = _HANDLERS.get(request.step)
         if handler is None and request.step.endswith(".reason") and "summary" in request.inputs:
             handler = _summary_reason
+        if handler is None and request.step.endswith(".rubric") and "values" in request.inputs:
+            handler = _user_rubric
         if handler is None:
             raise JudgeFailed("baseline_unsupported", f"the baseline judge has no heuristic for step {request.step!r}")
         started = time.perf_counter()
@@ -275,6 +270,24 @@ class BaselineJudge:
             raise JudgeFailed("baseline_mismatch", f"baseline {request.step} output does not fit: {exc}") from exc
         call = JudgeCall(step=request.step, model=self.model, latency_ms=(time.perf_counter() - started) * 1000)
         return JudgeReply(output=output, raw=json.dumps(data, ensure_ascii=False), calls=[call])
+
+
+def _user_rubric(inputs: Mapping[str, Any]) -> dict[str, Any]:
+    values: dict[str, str] = dict(inputs["values"])
+    judged = "output" if "output" in values else next(iter(values))
+    words = content_words(values.pop(judged))
+    evidence = set().union(*(content_words(v) for v in values.values())) if values else set()
+    support = _share(evidence, words)
+    spec = inputs["output"]
+    reply: dict[str, Any] = {"reason": f"Baseline judge (word overlap, no LLM): {support:.0%} of the {judged}'s "
+                                       f"content words appear in {', '.join(values) or 'nothing else'}."}
+    if spec["type"] == "boolean":
+        reply["verdict"] = support >= 0.5
+    elif spec["type"] == "numeric":
+        reply["score"] = round(spec["min"] + support * (spec["max"] - spec["min"]), 2)
+    else:
+        reply["label"] = min(spec["labels"], key=lambda label: abs(spec["labels"][label] - support))
+    return reply
 
 
 def _summary_reason(inputs: Mapping[str, Any]) -> dict[str, Any]:

@@ -27,9 +27,12 @@ class Runtime:
     _scorers: dict[str, Scorer] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def judge(self, name: str) -> Judge:
+    def judge(self, name: str | None) -> Judge:
+        """The judge called ``name``; ``NO_JUDGE`` for a monitor that names none (its scorer calls no judge)."""
         from vigil.worker.judge import build_judge
 
+        if name is None:
+            return build_judge(None)
         with self._lock:
             if name not in self._judges:
                 self._judges[name] = build_judge(self.config.judge(name))
@@ -40,7 +43,7 @@ class Runtime:
 
         with self._lock:
             if monitor.name not in self._scorers:
-                self._scorers[monitor.name] = build_scorer(monitor)
+                self._scorers[monitor.name] = build_scorer(monitor, self.config)
             return self._scorers[monitor.name]
 
 

@@ -1,4 +1,5 @@
-"""The scorers, by name. ``build_scorer(monitor)`` makes the one a monitor names, configured from its params.
+"""The scorers, by name. ``build_scorer(monitor, config)`` makes the one a monitor names: a built-in scorer
+configured from the monitor's params, or one of the config's own ``scorers:`` (``worker.scorers.user``).
 
 ``SCORERS`` maps a scorer name to its class or to ``"module:Class"`` (imported on first use, so building one
 scorer never imports the others). A scorer class is called as ``cls(**monitor.params)``, plus
@@ -11,7 +12,7 @@ from __future__ import annotations
 import importlib
 import inspect
 
-from vigil.schemas import MonitorConfig
+from vigil.schemas import MonitorConfig, VigilConfig
 from vigil.worker.scorers.base import Scorer
 
 __all__ = ["SCORERS", "build_scorer", "scorer_class"]
@@ -37,8 +38,14 @@ def scorer_class(name: str) -> type[Scorer]:
     return entry
 
 
-def build_scorer(monitor: MonitorConfig) -> Scorer:
-    """The scorer ``monitor`` names, its params as config; a ValueError names the monitor and the bad param."""
+def build_scorer(monitor: MonitorConfig, config: VigilConfig | None = None) -> Scorer:
+    """The scorer ``monitor`` names, its params as config (a user scorer: its definition in ``config``); a
+    ValueError names the monitor and the bad param, or the user scorer and what is wrong with it."""
+    spec = config.user_scorer(monitor.scorer) if config is not None and monitor.scorer not in SCORERS else None
+    if spec is not None:
+        from vigil.worker.scorers.user import build_user_scorer
+
+        return build_user_scorer(spec, reason_mode=monitor.reason)
     cls = scorer_class(monitor.scorer)
     params = dict(monitor.params)
     if "reason_mode" in params:

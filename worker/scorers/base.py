@@ -50,6 +50,7 @@ __all__ = [
     "ReasonedScorer",
     "ScoreRun",
     "Scorer",
+    "ScorerFailed",
     "Unscorable",
 ]
 
@@ -73,6 +74,15 @@ class InvalidInput(_Failure):
     """The trace lacks what the scorer needs: *failed* with error type ``invalid_input``."""
 
     error_type = "invalid_input"
+
+
+class ScorerFailed(_Failure):
+    """The scorer's own work failed (a user's function raised, timed out, returned a value off the scale):
+    *failed* with the given error type and the message as the reason."""
+
+    def __init__(self, error_type: str, message: str) -> None:
+        super().__init__(message)
+        self.error_type = error_type  # type: ignore[misc]
 
 
 class AgentFailed(_Failure):
@@ -173,10 +183,11 @@ class ScoreRun:
         self.note("reason", {"reason": template})
         return template
 
-    def scored(self, score: float, reason: str | None) -> ScoreResult:
-        """A verdict: the score clamped to the scale, labelled with the seed's band it falls in."""
+    def scored(self, score: float, reason: str | None, label: str | None = None) -> ScoreResult:
+        """A verdict: the score clamped to the scale, labelled ``label`` or else with the seed's band it falls in."""
         value = clamp(score, self.scorer.scale)
-        return self._result(ScoreStatus.SCORED, score=value, reason=reason, label=self.scorer.label_for(value))
+        return self._result(ScoreStatus.SCORED, score=value, reason=reason,
+                            label=label if label is not None else self.scorer.label_for(value))
 
     def empty_answer(self, reason: str) -> ScoreResult:
         """The agent answered nothing: the bottom of the scale (not an abstention, not unscored)."""
@@ -193,7 +204,7 @@ class ScoreRun:
         return ScoreResult(
             run_id=self.run_id, scorer=s.name, scorer_version=s.version, status=status, score=score,
             scale=s.scale, label=label, reason=reason, steps=self.steps, details=self.details.dump(),
-            error_type=error_type, judge_model=self.judge.model, calls=self.calls,
+            error_type=error_type, judge_model=self.judge.model or None, calls=self.calls,
         )
 
 

@@ -138,10 +138,11 @@ class Telemetry:
             "vigil.score.status": str(score.status),
             "vigil.score_id": score.score_id,
             "vigil.trace_id": score.trace_id,
-            "gen_ai.request.model": score.judge_model,
-            "gen_ai.usage.input_tokens": score.prompt_tokens,
-            "gen_ai.usage.output_tokens": score.completion_tokens,
         }
+        if score.judge_model:  # a user's check, tool policy or function calls no judge
+            attributes.update({"gen_ai.request.model": score.judge_model,
+                               "gen_ai.usage.input_tokens": score.prompt_tokens,
+                               "gen_ai.usage.output_tokens": score.completion_tokens})
         if score.score is not None:
             attributes["gen_ai.evaluation.score.value"] = score.score
         if score.label:
@@ -168,8 +169,9 @@ class Telemetry:
             self.score_value.record(score.score, {"monitor": score.monitor, "scorer": score.scorer})
         for latency in calls_latency_ms:
             self.judge_latency.record(latency, {"judge": score.judge, "model": score.judge_model})
-        self.judge_calls.add(score.judge_calls, {"judge": score.judge})
-        self.judge_tokens.add(score.prompt_tokens + score.completion_tokens, {"judge": score.judge})
+        if score.judge:
+            self.judge_calls.add(score.judge_calls, {"judge": score.judge})
+            self.judge_tokens.add(score.prompt_tokens + score.completion_tokens, {"judge": score.judge})
         if lag_s is not None:
             self.queue_lag.record(max(lag_s, 0.0), {"monitor": score.monitor})
 

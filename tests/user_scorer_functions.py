@@ -1,0 +1,35 @@
+"""Python scorers for the tests (``kind: python``, ``function: tests.user_scorer_functions:NAME``): each behaves
+as its name says."""
+
+from __future__ import annotations
+
+import time
+
+from vigil.schemas import Turn
+
+
+def cites_a_document(turn: Turn, *, marker: str = "[") -> tuple[float, str]:
+    """1 when the output cites a document (``[kb-…]``), with the reason."""
+    cited = marker in turn.output
+    return (1.0 if cited else 0.0), ("cites a document" if cited else "cites nothing")
+
+
+def is_short(turn: Turn) -> bool:
+    return len(turn.output) < 80
+
+
+def raises(turn: Turn) -> float:
+    raise RuntimeError(f"the scorer broke on {turn.trace_id[:4]}")
+
+
+def hangs(turn: Turn, *, seconds: float = 30.0) -> float:
+    time.sleep(seconds)
+    return 1.0
+
+
+def returns_seven(turn: Turn) -> float:
+    return 7
+
+
+async def answers_later(turn: Turn) -> float:
+    return 0.25
