@@ -103,7 +103,11 @@ class MonitorConfig(_Config):
 
 
 class AlertRule(_Config):
-    """A regression rule. ``regression`` compares the recent window with a baseline window statistically;
+    """A regression rule. ``regression`` watches every new score of a monitor with the sequential detector
+    (``method: sequential``, the default: no drop size to guess, ``false_alarms_per_month`` on the monitor's own
+    score distribution, learning from ``warmup_minutes`` of history, a baseline that forgets with a half-life of
+    ``baseline_minutes / 2``), or compares the recent window with a baseline window by Welch's test
+    (``method: window``: ``window_minutes``, ``baseline_minutes``, ``p_value``, ``min_effect_size``);
     ``threshold`` fires when the recent mean is below ``threshold``; ``failure_rate`` when failed/(all) is above it;
     ``coverage`` when scored/sampled is below it; ``judge_paused`` when a judge is paused; ``agreement`` when the
     judge's agreement with human feedback is below ``threshold`` (if set) or significantly below its own baseline
@@ -112,6 +116,9 @@ class AlertRule(_Config):
     name: str = Field(min_length=1)
     kind: Literal["regression", "threshold", "failure_rate", "coverage", "judge_paused", "agreement"] = "regression"
     monitor: str | None = None  # None: every monitor
+    method: Literal["sequential", "window"] = "sequential"  # regression only
+    false_alarms_per_month: float = Field(default=1.0, gt=0)  # sequential: per monitor
+    warmup_minutes: int = Field(default=24 * 60, gt=0)  # sequential: history needed before it can fire
     window_minutes: int = Field(default=60, gt=0)
     baseline_minutes: int = Field(default=7 * 24 * 60, gt=0)
     min_samples: int = Field(default=30, gt=0)

@@ -101,6 +101,15 @@ def seed_everything(client: Client, *, now: datetime) -> None:
     ], column_names=["alert_id", "rule", "kind", "project", "agent", "monitor", "judge", "state", "fired_at",
                      "updated_at", "recent_mean", "baseline_mean", "recent_n", "baseline_n", "p_value",
                      "effect_size", "message"])
+    client.insert("detector_checks", [  # the sequential detector's checks of the last hour: crossing 1.0 at 30 min
+        [now - timedelta(minutes=m), "score-regression", "relevancy", "2", "firing" if m <= 30 else "watching",
+         int(m <= 30), 1.0 + (30 - m) / 60, 1.0, 2, 0.62, 0.41 if m <= 30 else None,
+         now - timedelta(minutes=50) if m <= 30 else None, 0.21 if m <= 30 else None, None, None, "seeded",
+         now - timedelta(minutes=m), "{}"]
+        for m in range(60, 0, -1)
+    ], column_names=["checked_at", "rule", "monitor", "scorer_version", "mode", "firing", "statistic", "threshold",
+                     "scores", "baseline_mean", "recent_mean", "since", "drop", "drop_low", "drop_high", "reason",
+                     "cursor", "state"])
     client.insert("dead_letters", [
         [_id("dead", i), now - timedelta(minutes=5 * i), "vigil.ingest", "output: Input should be a valid string",
          "invalid_turn", json.dumps({"trace_id": f"dead-{i}", "project": "shop", "agent": "support-bot",

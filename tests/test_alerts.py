@@ -31,7 +31,8 @@ class Recorder:
 
 
 def regression(**overrides) -> VigilConfig:
-    rule = {"name": "relevancy-drop", "kind": "regression", "window_minutes": 60, "baseline_minutes": WEEK,
+    rule = {"name": "relevancy-drop", "kind": "regression", "method": "window", "window_minutes": 60,
+            "baseline_minutes": WEEK,
             "min_samples": 30, "min_effect_size": 0.5, "p_value": 0.01, "renotify_minutes": 60} | overrides
     return VigilConfig(alerts=[AlertRule(**rule)])
 
@@ -132,7 +133,7 @@ def test_recovery_resolves_the_alert(store):
 
 def test_too_little_data_keeps_a_firing_alert_firing():
     """Given a firing alert, when the window has too few turns to tell, then nothing is sent or resolved."""
-    rule = AlertRule(name="r", kind="regression", min_samples=30)
+    rule = AlertRule(name="r", kind="regression", method="window", min_samples=30)
     subject = Subject(project="shop", agent="bot", monitor="relevancy")
     verdict = regression_verdict(rule, subject, WindowStats(n=3, mean=0.9, variance=0.01),
                                  WindowStats(n=500, mean=0.8, variance=0.01))

@@ -137,8 +137,8 @@ def test_the_datasource_is_the_clickhouse_plugin_with_the_uid_every_panel_and_ru
         assert rule["condition"] == rule["data"][-1]["refId"]
 
 
-def test_the_alert_rules_cover_baseline_failure_rate_coverage_agreement_and_paused_judges():
-    assert {r["uid"] for r in _rules()} == {"vigil-mean-vs-baseline", "vigil-failure-rate", "vigil-coverage-drop",
+def test_the_alert_rules_cover_regression_failure_rate_coverage_agreement_and_paused_judges():
+    assert {r["uid"] for r in _rules()} == {"vigil-regression", "vigil-failure-rate", "vigil-coverage-drop",
                                             "vigil-judge-agreement", "vigil-judge-paused"}
 
 

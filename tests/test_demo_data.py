@@ -279,7 +279,7 @@ def test_each_regression_rule_has_enough_support_bot_samples_on_both_sides(confi
     rules = [r for r in config.alerts if r.kind == "regression"]
     assert {r.monitor for r in rules} >= {"answer_relevancy", "context_relevance", "rag_correctness"}
     for rule in rules:
-        assert (rule.window_minutes, rule.baseline_minutes, rule.min_samples) == (120, 7 * 24 * 60, 20)
+        assert (rule.method, rule.baseline_minutes, rule.min_samples) == ("sequential", 7 * 24 * 60, 20)
         if config.monitor(rule.monitor).filters.agents in ([], ["support-bot"]):
             sample = [t for t in pairs[rule.monitor] if t.agent == "support-bot"]
             assert sum(_in_window(t, newest) for t in sample) >= rule.min_samples, rule.name

@@ -1,13 +1,14 @@
 """``check_alerts``: read the windows from ClickHouse, measure every rule, decide, then record and notify.
 
-The reading and writing live here; the measuring and deciding are the pure functions in ``decide``.
+The reading and writing live here (the sequential detector's in ``watch``); the measuring and deciding are the pure
+functions in ``decide`` and ``sequential``. ``evaluate`` returns every verdict with its reason, sent or not.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Callable, Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -32,14 +33,15 @@ from vigil.worker.alerts.model import (
     WindowStats,
 )
 from vigil.worker.alerts.notify import Notifier, WebhookNotifier, emit_event, log_event
+from vigil.worker.alerts.watch import segments, watch
 from vigil.worker.report.build import run_query
 from vigil.worker.store.queries import DETECTOR_QUERIES, bind
 
-__all__ = ["DEFAULT_RULES", "check_alerts"]
+__all__ = ["DEFAULT_RULES", "Outcome", "check_alerts", "evaluate", "record"]
 
 # What ``vigil alerts check`` watches when no config names any rules.
 DEFAULT_RULES = [
-    AlertRule(name="score-regression", kind="regression"),
+    AlertRule(name="score-regression", kind="regression"),  # sequential, one false alarm a month per monitor
     AlertRule(name="failure-rate", kind="failure_rate", window_minutes=15, min_samples=20),
     AlertRule(name="coverage-drop", kind="coverage", window_minutes=60, min_samples=20),
     AlertRule(name="judge-paused", kind="judge_paused", window_minutes=60),
@@ -137,6 +139,45 @@ def _states(reader: _Reader) -> dict[tuple[str, Subject], AlertState]:
     }
 
 
+@dataclass(frozen=True)
+class Outcome:
+    """One rule measured on one subject, and what was decided: ``event`` None when nothing is sent (and
+    ``verdict.message`` says why: what was measured, too little data, still within the rule)."""
+
+    rule: AlertRule
+    verdict: Verdict
+    event: AlertEvent | None
+
+
+def evaluate(
+    client: Client,
+    config: VigilConfig,
+    *,
+    now: datetime | None = None,
+    paused_judges: PausedJudges | None = None,
+) -> list[Outcome]:
+    """Measure every rule of ``config`` on every subject and decide, recording only the sequential detector's own
+    check rows (``detector_checks``); ``check_alerts`` records and sends the events."""
+    now = now or datetime.now(UTC)
+    reader = _Reader(client, now)
+    previous = _states(reader)
+    outcomes = []
+    for rule in config.alerts:
+        if rule.kind == "regression" and rule.method == "sequential":
+            watched = {w.subject: w for w in watch(client, rule, now)}
+            verdicts = [w.verdict for w in watched.values()]
+        else:
+            watched, verdicts = {}, _verdicts(reader, rule, paused_judges)
+        for verdict in verdicts:
+            event = decide(rule, verdict, previous.get((rule.name, verdict.subject)), now)
+            if event is not None and event.action != "resolved" and verdict.subject in watched and verdict.since:
+                found = segments(client, verdict.subject.monitor, watched[verdict.subject].version, verdict.since,
+                                 now)
+                event = event.model_copy(update={"segments": found})
+            outcomes.append(Outcome(rule=rule, verdict=verdict, event=event))
+    return outcomes
+
+
 def check_alerts(
     client: Client,
     config: VigilConfig,
@@ -149,19 +190,19 @@ def check_alerts(
     """Run every alert rule of ``config`` once. Each event is written to ``alerts``, logged, emitted as an
     OpenTelemetry span event and handed to ``notifier`` (default: the Slack-compatible webhook). Returns the events:
     new firings, reminders past ``renotify_minutes``, and resolutions."""
-    now = now or datetime.now(UTC)
+    events = [o.event for o in evaluate(client, config, now=now, paused_judges=paused_judges) if o.event]
+    record(client, events, notifier=notifier, tracer=tracer)
+    return events
+
+
+def record(client: Client, events: list[AlertEvent], *, notifier: Notifier | None = None,
+           tracer: trace.Tracer | None = None) -> None:
+    """Write ``events`` to ``alerts``, log each, emit it as an OpenTelemetry span event and hand it to
+    ``notifier`` (default: the Slack-compatible webhook)."""
     notifier = notifier or WebhookNotifier()
-    reader = _Reader(client, now)
-    previous = _states(reader)
-    events = []
-    for rule in config.alerts:
-        for verdict in _verdicts(reader, rule, paused_judges):
-            if event := decide(rule, verdict, previous.get((rule.name, verdict.subject)), now):
-                events.append(event)
     if events:
         client.insert("alerts", [e.row() for e in events], column_names=list(ALERT_COLUMNS))
     for event in events:
         log_event(event)
         emit_event(event, tracer)
         notifier(event)
-    return events

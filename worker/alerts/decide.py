@@ -1,6 +1,7 @@
 """Pure decisions, no I/O: measure a rule on one subject (a ``Verdict``), then decide whether to notify.
 
-A regression is the recent window against a baseline window: Welch's t-test (one-sided, recent lower) from the
+A regression (``method: sequential``, the default) is the sequential detector's decision (``sequential``), turned
+into a verdict here. With ``method: window`` it is the recent window against a baseline window: Welch's t-test (one-sided, recent lower) from the
 windows' counts, means and variances, firing only with at least ``min_samples`` turns on each side, a p-value under
 ``p_value`` and an effect size (Cohen's d) of at least ``min_effect_size``. Too few turns is "cannot tell": an alert
 then keeps its state rather than flapping.
@@ -14,7 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import math
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 from scipy import stats
 from vigil.schemas import AlertRule
@@ -25,11 +26,12 @@ from vigil.worker.alerts.model import (
     Verdict,
     WindowStats,
 )
+from vigil.worker.alerts.sequential import Decision
 from vigil.worker.eval.stats import wilson
 
 __all__ = [
     "DEFAULT_LIMITS", "agreement_verdict", "coverage_verdict", "decide", "failure_rate_verdict",
-    "judge_paused_verdict", "regression_verdict", "threshold_verdict",
+    "judge_paused_verdict", "regression_verdict", "sequential_verdict", "threshold_verdict",
 ]
 
 # Limits for rules that leave ``threshold`` unset.
@@ -53,6 +55,16 @@ def _welch(recent: WindowStats, baseline: WindowStats) -> tuple[float, float]:
         equal_var=False, alternative="less",
     )
     return float(result.pvalue), drop / pooled
+
+
+def sequential_verdict(subject: Subject, decision: Decision) -> Verdict:
+    """The sequential detector's decision on one monitor as a verdict: breach while it is firing, None while it
+    learns its baseline or has no recent scores; the message is the decision's reason."""
+    since = datetime.fromtimestamp(decision.since, UTC) if decision.since is not None else None
+    return Verdict(subject=subject, breach=decision.breach, value=decision.recent_mean,
+                   baseline=decision.baseline_mean, recent_n=decision.recent_n, baseline_n=round(decision.baseline_n),
+                   message=f"{subject.describe()}: {decision.reason}", since=since, drop=decision.drop,
+                   drop_low=decision.drop_low, drop_high=decision.drop_high)
 
 
 def regression_verdict(rule: AlertRule, subject: Subject, recent: WindowStats, baseline: WindowStats) -> Verdict:
@@ -182,7 +194,8 @@ def decide(rule: AlertRule, verdict: Verdict, previous: AlertState | None, now: 
         baseline_n=verdict.baseline_n, p_value=verdict.p_value,
         effect_size=verdict.effect_size if verdict.effect_size is None or math.isfinite(verdict.effect_size)
         else None,
-        message=verdict.message, webhook_url=rule.webhook_url,
+        message=verdict.message, since=verdict.since, drop=verdict.drop, drop_low=verdict.drop_low,
+        drop_high=verdict.drop_high, webhook_url=rule.webhook_url,
     )
 
 

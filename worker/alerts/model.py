@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import json
 from datetime import datetime
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
+from vigil.schemas.alert import Segment, describe_change
 
 __all__ = ["ALERT_COLUMNS", "AlertEvent", "AlertState", "Subject", "Verdict", "WindowStats"]
 
 ALERT_COLUMNS = ("alert_id", "rule", "kind", "project", "agent", "monitor", "judge", "state", "fired_at", "updated_at",
-                 "recent_mean", "baseline_mean", "recent_n", "baseline_n", "p_value", "effect_size", "message")
+                 "recent_mean", "baseline_mean", "recent_n", "baseline_n", "p_value", "effect_size", "message", "since",
+                 "drop", "drop_low", "drop_high", "segments")
 
 
 class Subject(BaseModel):
@@ -26,6 +29,8 @@ class Subject(BaseModel):
     def describe(self) -> str:
         if self.judge:
             return f"judge {self.judge}"
+        if not self.project and not self.agent:
+            return self.monitor
         return f"{self.monitor} on {self.project}/{self.agent}"
 
 
@@ -55,7 +60,12 @@ class Verdict(BaseModel):
     baseline_n: int = 0
     p_value: float | None = None
     effect_size: float | None = None
-    message: str
+    message: str  # what was measured, and why it does or does not breach
+    # The sequential detector's change-point estimate and drop (score / scale, baseline minus since), 95% interval.
+    since: datetime | None = None
+    drop: float | None = None
+    drop_low: float | None = None
+    drop_high: float | None = None
 
 
 class AlertState(BaseModel):
@@ -88,15 +98,25 @@ class AlertEvent(BaseModel):
     p_value: float | None = None
     effect_size: float | None = None
     message: str
+    since: datetime | None = None  # the estimated start of the change
+    drop: float | None = None
+    drop_low: float | None = None
+    drop_high: float | None = None
+    segments: list[Segment] = Field(default_factory=list)  # what explains the drop, ranked
     webhook_url: str | None = Field(default=None, exclude=True)
 
     def row(self) -> list[Any]:
-        """The ``alerts`` row, in ``ALERT_COLUMNS`` order."""
+        """The ``alerts`` row, in ``ALERT_COLUMNS`` order (the segments as JSON)."""
         data = self.model_dump()
+        data["segments"] = json.dumps([s.model_dump() for s in self.segments])
         return [data[c] for c in ALERT_COLUMNS]
 
+    def where(self) -> list[str]:
+        return describe_change(self.since, self.drop, self.drop_low, self.drop_high, self.segments)
+
     def text(self) -> str:
-        """The Slack-compatible message line."""
+        """The Slack-compatible message: a line, then since when and the segments."""
         icon = ":white_check_mark:" if self.state == "resolved" else ":rotating_light:"
         verb = {"fired": "FIRING", "renotified": "STILL FIRING", "resolved": "RESOLVED"}[self.action]
-        return f"{icon} [vigil] {verb} {self.kind} `{self.rule}`: {self.message}"
+        head = f"{icon} [vigil] {verb} {self.kind} `{self.rule}`: {self.message}"
+        return "\n".join([head, *self.where()]) if self.action != "resolved" else head

@@ -297,7 +297,9 @@ def _report(dsn: str, home: Path, config_path: Path) -> None:
     report = build_report(client)  # after the alerts are written, so the tables and the HTML show them
     print_report(report, console)
     for event in events:
-        console.print(f"[bold red]ALERT[/] {event.message}")
+        console.print(f"[bold red]ALERT[/] {event.message}", markup=True)
+        for line in event.where():
+            console.print(line, markup=False, highlight=False)
     if not events:
         console.print("alerts: none firing")
     html = home / "report.html"

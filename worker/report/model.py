@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import json
 from datetime import datetime
+from typing import Any
 
-from pydantic import BaseModel, Field, computed_field
+from pydantic import BaseModel, Field, computed_field, field_validator
+from vigil.schemas.alert import Segment, describe_change
 
 __all__ = [
     "AgreementRow", "AlertRow", "BandPoint", "DeadLetterGroup", "DistributionBin", "FunnelRow", "JudgeEval",
@@ -217,6 +220,19 @@ class AlertRow(BaseModel):
     judge: str = ""
     fired_at: datetime
     message: str = ""
+    since: datetime | None = None  # a sequential regression's estimated start, drop and the segments behind it
+    drop: float | None = None
+    drop_low: float | None = None
+    drop_high: float | None = None
+    segments: list[Segment] = Field(default_factory=list)
+
+    @field_validator("segments", mode="before")
+    @classmethod
+    def _json(cls, value: Any) -> Any:
+        return json.loads(value or "[]") if isinstance(value, str) else value
+
+    def where(self) -> list[str]:
+        return describe_change(self.since, self.drop, self.drop_low, self.drop_high, self.segments)
 
 
 class JudgeEval(BaseModel):

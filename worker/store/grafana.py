@@ -41,6 +41,7 @@ _LAYOUT = [
     ("judge_evals", 0, 66, 24, 8),
     ("judge_agreement", 0, 74, 24, 7),
     ("unscored_reasons", 0, 81, 14, 8), ("dead_letters", 14, 81, 10, 8),
+    ("detector_statistic", 0, 89, 24, 8),
 ]
 
 
@@ -61,9 +62,9 @@ class _AlertRule:
 
 
 ALERT_RULES = [
-    _AlertRule("vigil-mean-vs-baseline", "mean_vs_baseline", op="gt", limit=0.10, window_minutes=60,
-               baseline_minutes=7 * 24 * 60, summary="{{ $labels.monitor }} on {{ $labels.agent }}: mean score "
-               "{{ humanizePercentage $values.A.Value }} below its 7-day baseline"),
+    _AlertRule("vigil-regression", "detector_firing", op="gt", limit=0.5, window_minutes=10, pending="0s",
+               summary="{{ $labels.monitor }}: the sequential regression detector ({{ $labels.rule }}) is firing; "
+               "vigil's alert says since when and which segments"),
     _AlertRule("vigil-failure-rate", "failure_rate", op="gt", limit=0.20, window_minutes=15, min_samples=20,
                summary="{{ $labels.monitor }} on {{ $labels.agent }}: {{ humanizePercentage $values.A.Value }} of "
                "scores failed in 15 min"),
@@ -112,6 +113,13 @@ def _panel(index: int, query: Query, x: int, y: int, w: int, h: int) -> dict[str
         panel["transformations"] = [{"id": "groupingToMatrix", "options": {
             "columnField": "monitor", "rowField": "bin", "valueField": "turns"}}]
         panel["options"] = {"xField": "bin\\monitor", "showValue": "never", "stacking": "none"}
+    if query.name == "detector_statistic":  # the statistic with its threshold drawn at 1.0; firing as bars
+        panel["fieldConfig"]["defaults"] |= {
+            "min": 0, "displayName": "${__field.labels.monitor} ${__field.name}",
+            "thresholds": {"mode": "absolute", "steps": [{"color": "green", "value": None},
+                                                         {"color": "red", "value": 1}]},
+            "custom": {"thresholdsStyle": {"mode": "line"}},
+        }
     if query.name == "judge_agreement":
         panel["fieldConfig"]["defaults"] |= {"min": 0, "max": 1}
     if query.name == "coverage_funnel":

@@ -431,12 +431,30 @@ ORDER BY monitor, agent""",
     Query(
         "recent_alerts", "Alerts", "table",
         """
-SELECT updated_at, state, kind, rule, project, agent, monitor, judge, fired_at, message
+SELECT updated_at, state, kind, rule, project, agent, monitor, judge, fired_at, message, since, drop, drop_low,
+       drop_high, segments
 FROM alerts FINAL
 WHERE $__timeFilter(updated_at)
 ORDER BY updated_at DESC
 LIMIT 50""",
-        ("updated_at", "state", "kind", "rule", "project", "agent", "monitor", "judge", "fired_at", "message"),
+        ("updated_at", "state", "kind", "rule", "project", "agent", "monitor", "judge", "fired_at", "message", "since",
+         "drop", "drop_low", "drop_high", "segments"),
+        "A regression's row says since when (the detector's change-point estimate), the drop with its 95% interval, "
+        "and the segments that explain it (JSON, ranked: key, value, n, recent and baseline mean, share of the "
+        "drop).",
+    ),
+    Query(
+        "detector_statistic", "Regression detector: statistic against its threshold (1.0 fires)", "timeseries",
+        f"""
+SELECT $__timeInterval(checked_at) AS time, monitor, max(statistic) AS statistic, max(firing) AS firing
+FROM detector_checks
+WHERE $__timeFilter(checked_at) AND $__conditionalAll(has({_selected("monitor")}, monitor), $monitor)
+GROUP BY time, monitor
+ORDER BY time, monitor""",
+        ("time", "monitor", "statistic", "firing"),
+        "Each monitor's highest CUSUM over its own threshold, per check: at 1.0 the sequential detector fires (the "
+        "threshold is set for the rule's false alarms a month on the monitor's own score distribution); firing is 1 "
+        "while the alert is on. Grafana's regression rule fires on the same column.",
     ),
 ]
 
@@ -580,20 +598,14 @@ ALERT_QUERIES: dict[str, Query] = {
     q.name: q
     for q in [
         Query(
-            "mean_vs_baseline", "A monitor's mean score dropped against its 7-day baseline", "alert",
-            f"""
-SELECT project, agent, monitor, (baseline - recent) / baseline AS value
-FROM (
-    SELECT project, agent, monitor,
-           sumIf(mean * n, period = 'recent') / sumIf(n, period = 'recent') AS recent,
-           sumIf(mean * n, period = 'baseline') / sumIf(n, period = 'baseline') AS baseline
-    FROM ({_WINDOWS}) WHERE n > 0
-    GROUP BY project, agent, monitor
-    HAVING sumIf(n, period = 'recent') >= {{min_samples}} AND sumIf(n, period = 'baseline') >= {{min_samples}}
-)
-WHERE baseline > 0""",
-            ("project", "agent", "monitor", "value"),
-            "Relative drop of the recent mean below the baseline mean (0.1 = 10% lower).",
+            "detector_firing", "The sequential regression detector is firing", "alert",
+            """
+SELECT rule, monitor, toFloat64(argMax(firing, checked_at)) AS value
+FROM detector_checks
+WHERE checked_at >= $__toTime - INTERVAL {window_minutes} MINUTE AND checked_at <= $__toTime
+GROUP BY rule, monitor""",
+            ("rule", "monitor", "value"),
+            "1 while the latest check of a sequential regression rule says firing: the very decision vigil notifies on.",
         ),
         Query(
             "failure_rate", "A monitor's failure rate", "alert",

@@ -1,0 +1,173 @@
+"""The sequential rules' reading and writing: each monitor's saved state, the scores stored since the last check, one
+step of the detector, and the check's row in ``detector_checks``.
+
+A monitor's state is the latest ``detector_checks`` row's, so a restarted beat or writer resumes where it stopped;
+a monitor with no row (its first check, or a store whose rows expired) is rebuilt by replaying its stored history
+(``baseline_minutes`` back) through the same checks. New scores are the ones ClickHouse stored (``inserted_at``)
+after the previous check's; a score for a turn more than an hour older than the newest one the detector has seen
+is a backfill (``vigil replay`` of old turns, a judge's backlog) and is not fed to it, so it cannot page. Only the
+monitor's current scorer version is watched: a new version starts a new baseline.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+import numpy as np
+from clickhouse_connect.driver.client import Client
+from vigil.schemas import AlertRule
+from vigil.worker.alerts.decide import sequential_verdict
+from vigil.worker.alerts.model import Subject, Verdict
+from vigil.worker.alerts.replay import checks, params_for
+from vigil.worker.alerts.segments import SEGMENT_QUERY, Segment, segments_from_rows
+from vigil.worker.alerts.sequential import STALE_S, Decision, DetectorState, step
+
+__all__ = ["CHECK_COLUMNS", "Watched", "segments", "watch"]
+
+CHECK_COLUMNS = ("checked_at", "rule", "monitor", "scorer_version", "mode", "firing", "statistic", "threshold",
+                 "scores", "baseline_mean", "recent_mean", "since", "drop", "drop_low", "drop_high", "reason",
+                 "cursor", "state")
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+_STATES = """
+SELECT monitor, argMax(scorer_version, checked_at), argMax(cursor, checked_at), argMax(state, checked_at)
+FROM detector_checks
+WHERE rule = {rule:String} AND checked_at >= {now:DateTime64(3)} - INTERVAL 7 DAY
+GROUP BY monitor"""
+
+_MONITORS = """
+SELECT DISTINCT monitor FROM scores_1h
+WHERE bucket >= toStartOfHour({now:DateTime64(3)} - INTERVAL {minutes:UInt32} MINUTE) AND monitor != ''"""
+
+_SCORES = """
+SELECT monitor, scorer_version, toUnixTimestamp64Milli(trace_time) / 1000 AS at,
+       score / if(scale > 0, scale, 1) AS x, inserted_at, score_id
+FROM scores
+WHERE status = 'scored' AND score IS NOT NULL AND label != 'abstained' AND monitor IN {monitors:Array(String)}
+  AND {where}
+ORDER BY at"""
+
+_NEW = "inserted_at > {cursor:DateTime64(3)}"
+_HISTORY = ("trace_time >= {now:DateTime64(3)} - INTERVAL {minutes:UInt32} MINUTE "
+            "AND trace_time <= {now:DateTime64(3)}")
+
+
+@dataclass
+class Watched:
+    """One monitor after a check: its verdict, and what the check row records."""
+
+    subject: Subject
+    verdict: Verdict
+    decision: Decision
+    version: str
+
+
+@dataclass
+class _Saved:
+    version: str
+    cursor: datetime
+    state: DetectorState
+
+
+def _saved(client: Client, rule: AlertRule, now: datetime) -> dict[str, _Saved]:
+    rows = client.query(_STATES, parameters={"rule": rule.name, "now": now}).result_rows
+    return {m: _Saved(version=v, cursor=c.replace(tzinfo=UTC) if c.tzinfo is None else c,
+                      state=DetectorState.model_validate_json(s)) for m, v, c, s in rows}
+
+
+def _rows(client: Client, where: str, **parameters) -> list[tuple]:
+    sql = _SCORES.replace("{where}", where)
+    return client.query(sql, parameters=parameters).result_rows
+
+
+def _latest_version(rows: list[tuple]) -> str:
+    return rows[-1][1] if rows else ""
+
+
+def _arrays(rows: list[tuple]) -> tuple[np.ndarray, np.ndarray]:
+    seen: set[str] = set()
+    kept = [(r[2], r[3]) for r in rows if not (r[5] in seen or seen.add(r[5]))]  # a redelivered score once
+    kept.sort()
+    return np.asarray([k[0] for k in kept], dtype=float), np.asarray([k[1] for k in kept], dtype=float)
+
+
+def _cursor(rows: list[tuple], default: datetime) -> datetime:
+    newest = max((r[4] for r in rows), default=None)
+    if newest is None:
+        return default
+    return newest.replace(tzinfo=UTC) if newest.tzinfo is None else newest
+
+
+def _rebuild(client: Client, rule: AlertRule, monitor: str, now: datetime) -> tuple[_Saved, Decision | None]:
+    """A state from the stored history, replayed at the live cadence up to ``now``."""
+    rows = _rows(client, _HISTORY, monitors=[monitor], now=now, minutes=rule.baseline_minutes)
+    version = _latest_version(rows)
+    rows = [r for r in rows if r[1] == version]
+    ts, xs = _arrays(rows)
+    state, decision = DetectorState(), None
+    for _, after, decision in checks(DetectorState(), ts, xs, params_for(rule), end=now.timestamp()):
+        state = after
+    return _Saved(version=version, cursor=_cursor(rows, EPOCH), state=state), decision
+
+
+def _advance(saved: _Saved, rows: list[tuple], rule: AlertRule, now: datetime) -> tuple[_Saved, Decision]:
+    """One live step over the rows stored since the saved cursor."""
+    cursor = _cursor(rows, saved.cursor)
+    version = _latest_version(rows) or saved.version
+    state = saved.state if version == saved.version else DetectorState()  # a new scorer version: a new baseline
+    newest = state.last_score_at
+    fresh = [r for r in rows if r[1] == version and (newest is None or r[2] >= newest - STALE_S)]
+    ts, xs = _arrays(fresh)
+    state, decision = step(state, ts, xs, now.timestamp(), params_for(rule))
+    return _Saved(version=version, cursor=cursor, state=state), decision
+
+
+def watch(client: Client, rule: AlertRule, now: datetime) -> list[Watched]:
+    """One check of a sequential regression rule over every monitor it covers; writes each monitor's check row."""
+    saved = _saved(client, rule, now)
+    found = {r[0] for r in client.query(_MONITORS, parameters={"now": now, "minutes": rule.baseline_minutes})
+             .result_rows}
+    monitors = sorted((found | set(saved)) if rule.monitor is None else {rule.monitor} & (found | set(saved)))
+    decisions: dict[str, tuple[_Saved, Decision]] = {}
+    known = [m for m in monitors if m in saved]
+    if known:
+        oldest = min(saved[m].cursor for m in known)
+        new_rows = _rows(client, _NEW, monitors=known, cursor=oldest)
+        for m in known:
+            mine = [r for r in new_rows if r[0] == m and _cursor([r], EPOCH) > saved[m].cursor]
+            decisions[m] = _advance(saved[m], mine, rule, now)
+    for m in monitors:
+        if m not in saved:
+            rebuilt, decision = _rebuild(client, rule, m, now)
+            if decision is None:
+                rebuilt, decision = _advance(rebuilt, [], rule, now)
+            decisions[m] = (rebuilt, decision)
+    out, rows = [], []
+    for m in monitors:
+        kept, decision = decisions[m]
+        subject = Subject(monitor=m)
+        out.append(Watched(subject=subject, verdict=sequential_verdict(subject, decision), decision=decision,
+                           version=kept.version))
+        rows.append(_check_row(rule, m, now, kept, decision))
+    if rows:
+        client.insert("detector_checks", rows, column_names=list(CHECK_COLUMNS))
+    return out
+
+
+def _at(epoch: float | None) -> datetime | None:
+    return None if epoch is None else datetime.fromtimestamp(epoch, UTC)
+
+
+def _check_row(rule: AlertRule, monitor: str, now: datetime, saved: _Saved, d: Decision) -> list:
+    return [now, rule.name, monitor, saved.version, d.mode, int(d.breach is True), d.statistic, 1.0, d.scored,
+            d.baseline_mean, d.recent_mean, _at(d.since), d.drop, d.drop_low, d.drop_high, d.reason, saved.cursor,
+            saved.state.model_dump_json()]
+
+
+def segments(client: Client, monitor: str, version: str, since: datetime, until: datetime) -> list[Segment]:
+    """The ranked segments of ``monitor``'s drop since ``since`` against the day before it."""
+    rows = client.query(SEGMENT_QUERY, parameters={"monitor": monitor, "version": version, "since": since,
+                                                   "until": until}).result_rows
+    return segments_from_rows(rows)
+
