@@ -35,6 +35,7 @@ class Case:
 
 BROKEN_YAML = "judges: [{name: b, kind: baseline\nmonitors: []\n"
 BASE = "judges: [{name: b, kind: baseline}]\n"
+KEYED = "judges: [{name: gpt, base_url: 'https://judge.example/v1', model: m, api_key_env: VIGIL_TEST_UNSET_KEY}]\n"
 CASES = [
     Case("report on a store nothing was written to", ["report"], "no vigil tables yet"),
     Case("report --json with ClickHouse unreachable", ["report", "--json"], "cannot reach ClickHouse",
@@ -65,6 +66,20 @@ CASES = [
          {"VIGIL_CONFIG": "{tmp}/rat.yaml", "REDIS_URL": f"redis://:{SECRET}@127.0.0.1:{{port}}/0"},
          {"rat.yaml": BASE + "monitors: [{name: a, scorer: answer_relevancy, judge: b, sampling_rat: 0.5}]\n"}),
     Case("a worker started without VIGIL_CONFIG", ["worker"], "VIGIL_CONFIG is not set", {"REDIS_URL": "{redis}"}),
+    Case("a worker whose broker is unreachable", ["worker", "--broker-wait", "0"],
+         "cannot reach the broker at 127.0.0.1:{port} (REDIS_URL): Connection refused",
+         {"VIGIL_CONFIG": "{tmp}/ok.yaml", "REDIS_URL": f"redis://:{SECRET}@127.0.0.1:{{port}}/0"}, {"ok.yaml": BASE}),
+    Case("beat with its broker unreachable", ["beat", "--broker-wait", "0"],
+         "cannot reach the broker at 127.0.0.1:{port} (REDIS_URL): Connection refused",
+         {"REDIS_URL": f"redis://:{SECRET}@127.0.0.1:{{port}}/0"}),
+    Case("intake with its broker unreachable", ["intake", "--broker-wait", "0"],
+         "cannot reach the broker at 127.0.0.1:{port} (REDIS_URL): Connection refused",
+         {"REDIS_URL": f"redis://:{SECRET}@127.0.0.1:{{port}}/0"}),
+    Case("config check with a judge key variable that is not set", ["config", "check", "{tmp}/key.yaml"],
+         "judges.0.api_key_env (gpt): VIGIL_TEST_UNSET_KEY is not set in this environment", files={"key.yaml": KEYED}),
+    Case("a worker started with a judge key variable that is not set", ["worker"],
+         "judges.0.api_key_env (gpt): VIGIL_TEST_UNSET_KEY is not set", {"VIGIL_CONFIG": "{tmp}/key.yaml",
+                                                                         "REDIS_URL": "{redis}"}, {"key.yaml": KEYED}),
     Case("judge status with Redis unreachable", ["judge", "status"], "cannot reach Redis",
          {"REDIS_URL": f"redis://:{SECRET}@127.0.0.1:{{port}}/0"}),
     Case("judge status without REDIS_URL", ["judge", "status"], "REDIS_URL is not set"),

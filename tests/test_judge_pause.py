@@ -6,6 +6,7 @@ import asyncio
 from collections import deque
 
 import pytest
+import structlog.testing
 from click.testing import CliRunner
 from redis.asyncio import Redis
 from vigil.schemas import JudgeConfig
@@ -109,3 +110,59 @@ def test_judge_commands_say_plainly_when_redis_is_not_configured():
     result = CliRunner().invoke(main, ["judge", "status"], env={"REDIS_URL": ""})
 
     assert result.exit_code == 2 and "REDIS_URL is not set" in result.output
+
+
+async def test_a_401_pause_names_the_variable_the_key_is_read_from_and_that_it_is_not_set(
+        judge_server, transport, monkeypatch):
+    monkeypatch.delenv("VIGIL_TEST_KEY", raising=False)
+    judge_server.replies.append(Reply.error(401, "Incorrect API key provided"))
+
+    with pytest.raises(JudgePaused) as paused:
+        await transport.chat(step="s", messages=MESSAGES)
+
+    assert paused.value.reason.startswith("HTTP 401: ") and "Incorrect API key provided" in paused.value.reason
+    assert paused.value.reason.endswith("(the key is read from VIGIL_TEST_KEY, which is not set)")
+
+
+@pytest.fixture
+def logs():
+    """What structlog logs during the test, at every level (an earlier command may have left it at CRITICAL)."""
+    saved = structlog.get_config()
+    structlog.reset_defaults()
+    with structlog.testing.capture_logs() as captured:
+        yield captured
+    structlog.configure(**saved)
+
+
+async def test_calls_in_flight_that_all_meet_the_401_log_the_pause_once(judge_server, transport, logs):
+    judge_server.script = lambda body: Reply.error(401, "bad key", delay=0.2)
+
+    outcomes = await asyncio.gather(*(transport.chat(step="s", messages=MESSAGES) for _ in range(5)),
+                                    return_exceptions=True)
+
+    assert all(isinstance(outcome, JudgePaused) for outcome in outcomes)
+    assert [entry["event"] for entry in logs].count("judge_paused") == 1
+
+
+def test_judge_status_shows_the_last_error_each_judge_answered_with(judge_server, redis_url, monkeypatch):
+    """Given a judge whose key is unset and whose server answers 401, when it is called once,
+    then `vigil judge status` shows the refusal, its time and the variable the key is read from."""
+    monkeypatch.delenv("VIGIL_TEST_KEY", raising=False)
+    judge_server.replies.append(Reply.error(401, "Incorrect API key provided"))
+    config = JudgeConfig(name="gpt", base_url=judge_server.base_url, model="m", api_key_env="VIGIL_TEST_KEY")
+
+    async def call() -> None:
+        client = Redis.from_url(redis_url)
+        made = Transport(config, redis=client)
+        with pytest.raises(JudgePaused):
+            await made.chat(step="s", messages=MESSAGES)
+        await made.aclose()
+        await client.aclose()
+    asyncio.run(call())
+
+    result = CliRunner().invoke(main, ["judge", "status"], env={"REDIS_URL": redis_url})
+
+    assert result.exit_code == 0, result.output
+    [line] = [line for line in result.output.splitlines() if line.startswith("gpt: last error")]
+    assert "UTC, http_401: HTTP 401: " in line and "Incorrect API key provided" in line
+    assert "read from VIGIL_TEST_KEY, which is not set" in line

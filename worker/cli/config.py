@@ -4,8 +4,9 @@ Beyond the YAML schema, ``check_config`` builds every judge, every user scorer (
 parsing its template, importing its function: each problem one line naming the scorer) and every monitor's scorer
 from its params (so a typo in a param, ``uncertanty_weight``, or a bad value, ``evaluation_mode: bothh``, is an error now, not a failed score per
 turn later), checks that the files the params name exist, and warns about monitors that will score nothing (RAG
-correctness with neither reference answers in the traces nor a golden set). ``vigil worker`` runs the same check at
-start and refuses an invalid config with the same one line.
+correctness with neither reference answers in the traces nor a golden set), and names a judge key that is not set
+(``worker.judge.key``). ``vigil worker`` runs the same check at start and refuses an invalid config with the same
+one line.
 """
 
 from __future__ import annotations
@@ -74,6 +75,7 @@ def _files(params: dict, where: str) -> list[str]:
 def check_config(path: str | Path) -> CheckedConfig:
     """The config at ``path``, validated and with every judge and scorer built; a ``ConfigError`` otherwise."""
     from vigil.worker.judge import build_judge
+    from vigil.worker.judge.key import key_problem
     from vigil.worker.scorers import build_scorer
     from vigil.worker.scorers.user import build_user_scorer
 
@@ -100,6 +102,8 @@ def check_config(path: str | Path) -> CheckedConfig:
             build_judge(judge)
         except (ValueError, TypeError) as exc:
             problems.append(f"judges.{index} ({judge.name}): {exc}")
+        if said := key_problem(judge, index):
+            (problems if said[0] == "error" else warnings).append(said[1])
     broken = set()
     for index, spec in enumerate(cfg.scorers):
         try:

@@ -11,13 +11,16 @@ __all__ = ["intake_command"]
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on (0.0.0.0: every one).")
 @click.option("--port", default=4318, show_default=True, type=click.IntRange(0, 65535),
               help="Port (4318 is OTLP/HTTP's).")
-def intake_command(host: str, port: int) -> None:
+@click.option("--broker-wait", type=click.FloatRange(0, 600), default=30.0, show_default=True, metavar="SECONDS",
+              help="How long to retry an unreachable broker (REDIS_URL) at start before exiting non-zero.")
+def intake_command(host: str, port: int, broker_wait: float) -> None:
     """Receive OTLP/HTTP traces (POST /v1/traces) and vigil turns (POST /v1/turns) into Redis."""
     from aiohttp import web
     from pydantic import ValidationError
     from vigil.worker.intake.server import make_app
     from vigil.worker.intake.settings import intake_settings
     from vigil.worker.logs import configure_logging
+    from vigil.worker.pipeline.broker_watch import BrokerWatch, wait_for_broker
     from vigil.worker.settings import get_settings
 
     settings = get_settings()
@@ -27,9 +30,14 @@ def intake_command(host: str, port: int) -> None:
     except ValidationError as exc:
         problems = "; ".join(f"VIGIL_INTAKE_{str(e['loc'][0]).upper()}: {e['msg']}" for e in exc.errors())
         raise click.ClickException(problems) from None
-    app = make_app(settings.redis_url or "redis://127.0.0.1:6379/0", intake)
+    redis_url = settings.redis_url or "redis://127.0.0.1:6379/0"
+    wait_for_broker(redis_url, broker_wait, say=lambda line: click.echo(f"vigil: {line}", err=True))
+    app = make_app(redis_url, intake)
+    watch = BrokerWatch(redis_url).start()  # one line per interval while Redis is lost (the 503s say nothing more)
     try:
         web.run_app(app, host=host, port=port, print=lambda line: click.echo(line.strip(), err=True),
                     access_log=None, handle_signals=True)
     except OSError as exc:
         raise click.ClickException(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+    finally:
+        watch.stop()

@@ -1,8 +1,8 @@
 """``vigil judge status`` and ``vigil judge resume NAME``: what an operator needs when a judge stops answering.
 
-The state comes from where it lives: the configured judges (``VIGIL_CONFIG``), their pauses (``pause``) and adaptive
-rate factors (``limiter``) in the workers' Redis (``REDIS_URL``), and their calls, errors and last call in the store
-(``judge_calls``, read as ``vigil report`` reads it, also while a worker runs).
+The state comes from where it lives: the configured judges (``VIGIL_CONFIG``), their pauses (``pause``), adaptive
+rate factors (``limiter``) and last errors (``last_error``) in the workers' Redis (``REDIS_URL``), and their calls,
+errors and last call in the store (``judge_calls``, read as ``vigil report`` reads it, also while a worker runs).
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from rich.console import Console
 from rich.table import Table
 from vigil.schemas.broker import broker
 from vigil.worker.judge.limiter import RateLimits, clear_hold, limiter_key
+from vigil.worker.judge.last_error import LastError, last_errors
 from vigil.worker.judge.pause import paused_judges, resume
 
 __all__ = ["judge"]
@@ -33,18 +34,18 @@ def _redis() -> Redis:
     return broker(url).async_redis(decode_responses=True, socket_connect_timeout=5, socket_timeout=10)
 
 
-async def _status() -> tuple[dict, dict[str, float]]:
-    """Pauses, and each judge's rate factor recovered up to now at the default recovery rate."""
+async def _status() -> tuple[dict, dict[str, float], dict[str, LastError]]:
+    """Pauses, each judge's rate factor recovered up to now at the default recovery rate, and its last error."""
     redis = _redis()
     recovery = RateLimits(rpm=None).recovery_per_s
     try:
-        paused = await paused_judges(redis)
+        paused, errors = await paused_judges(redis), await last_errors(redis)
         factors = {}
         async for key in redis.scan_iter(match=limiter_key("*")):
             factor, at = await redis.hmget(key, "factor", "at")
             since = max(0.0, float(dt.datetime.now(dt.UTC).timestamp()) - float(at or 0))
             factors[key.split("{", 1)[1].rsplit("}", 1)[0]] = min(1.0, float(factor or 1) + recovery * since)
-        return paused, factors
+        return paused, factors, errors
     finally:
         await redis.aclose()
 
@@ -105,11 +106,11 @@ def judge() -> None:
                                           "embedded chDB store).")
 def judge_status(dsn: str | None) -> None:
     """Every judge: configured (VIGIL_CONFIG), paused or active (reason, since), its rate factor (1 = the full
-    configured rate) and its calls, errors and last call from the store."""
-    paused, factors = asyncio.run(_status())
+    configured rate), its calls, errors and last call from the store, and the last error it answered with."""
+    paused, factors, errors = asyncio.run(_status())
     configured = _configured()
     calls, unread = _calls(dsn)
-    names = sorted(set(configured) | set(paused) | set(factors) | set(calls))
+    names = sorted(set(configured) | set(paused) | set(factors) | set(calls) | set(errors))
     if not names:
         raise click.ClickException("no judge found: none configured (set VIGIL_CONFIG), none paused or rate-limited "
                                    "in Redis, no judge call in the store" + (f" ({unread})" if unread else ""))
@@ -124,6 +125,10 @@ def judge_status(dsn: str | None) -> None:
                       str(row["errors"]) if row else "0",
                       row["last_call"].strftime("%Y-%m-%d %H:%M:%S") if row and row["last_call"] else "")
     Console(width=200).print(table)
+    for name in names:
+        if error := errors.get(name):
+            at = dt.datetime.fromtimestamp(error.at, dt.UTC).strftime("%Y-%m-%d %H:%M:%S")
+            click.echo(f"{name}: last error {at} UTC, {error.status}: {error.message}")
     if unread:
         click.echo(f"calls: not read ({unread})", err=True)
 

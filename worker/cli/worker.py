@@ -12,6 +12,7 @@ import os
 import signal
 import socket
 import threading
+import warnings
 from typing import TYPE_CHECKING
 
 import click
@@ -40,6 +41,15 @@ def _stopped_before_start() -> bool:
     return _term_requested.is_set()
 
 
+_BROKER_WAIT = click.option(
+    "--broker-wait", type=click.FloatRange(0, 600), default=30.0, show_default=True, metavar="SECONDS",
+    help="How long to retry an unreachable broker (REDIS_URL) at start before exiting non-zero.")
+
+
+def _say(line: str) -> None:
+    click.echo(f"vigil: {line}", err=True)
+
+
 @click.command("worker")
 @click.option("--concurrency", "-c", default=100, show_default=True,
               help="Threads: tasks (and judge calls) in flight in this process.")
@@ -49,8 +59,9 @@ def _stopped_before_start() -> bool:
               help="Names this writer's in-flight list (default: host name and pid, unique per process).")
 @click.option("--queues", "-Q", default=None, show_default="vigil.ingest,vigil.score")
 @click.option("--name", "-n", default=None, help="Celery node name.")
+@_BROKER_WAIT
 def worker_command(concurrency: int, writer: bool, writer_id: str | None, queues: str | None,
-                   name: str | None) -> None:
+                   name: str | None, broker_wait: float) -> None:
     """Start a Celery worker (thread pool) and, unless --no-writer, the batching ClickHouse writer.
 
     The monitor config (VIGIL_CONFIG) is checked first, as `vigil config check` does; an invalid or missing one
@@ -63,10 +74,12 @@ def worker_command(concurrency: int, writer: bool, writer_id: str | None, queues
     """
     signal.signal(signal.SIGTERM, _early_term)  # first: everything below is slow (see _early_term)
     from celery import signals
+    from celery.exceptions import CPendingDeprecationWarning
     from vigil.schemas.broker import ALERTS_QUEUE, INGEST_QUEUE, SCORE_QUEUE
     from vigil.worker.cli.config import check_config
     from vigil.worker.logs import configure_logging
     from vigil.worker.pipeline.app import app, configure
+    from vigil.worker.pipeline.broker_watch import BrokerWatch, wait_for_broker
     from vigil.worker.settings import CONFIG_NOT_SET, get_settings
     from vigil.worker.sinks import writer as process_writer
     from vigil.worker.store import default_dsn
@@ -75,13 +88,16 @@ def worker_command(concurrency: int, writer: bool, writer_id: str | None, queues
     settings = get_settings()
     if settings.config_path is None:  # a production worker never falls back to the demo's monitors
         raise click.ClickException(CONFIG_NOT_SET)
-    _announce(check_config(settings.config_path))
+    checked = check_config(settings.config_path)
     configure_logging(settings.log_level)
     configure()
     # Celery's own "received"/"succeeded" line per task costs more CPU than scoring does; vigil logs its outcomes.
     logging.getLogger("celery.app.trace").setLevel(logging.WARNING)
     logging.getLogger("celery.worker.strategy").setLevel(logging.WARNING)
-    _check_broker_persistence(settings.redis_url or app.conf.broker_url)
+    broker_url = settings.redis_url or app.conf.broker_url
+    wait_for_broker(broker_url, broker_wait, say=_say)
+    _announce(checked)
+    _check_broker_persistence(broker_url)
     if settings.cache_url:
         _check_cache_redis(settings.cache_url, settings.redis_url or app.conf.broker_url)
     if _stopped_before_start():
@@ -100,18 +116,23 @@ def worker_command(concurrency: int, writer: bool, writer_id: str | None, queues
         def _stop(**_: object) -> None:
             the_writer.stop()
 
-    mover = {}
+    threads = {}
 
     @signals.worker_ready.connect(weak=False)
-    def _start_mover(**_: object) -> None:
+    def _start_threads(**_: object) -> None:
         from vigil.worker.pipeline.parked import start_mover
 
-        mover["thread"] = start_mover()  # releases work parked for a paused judge once it may be called
+        # Celery 5 warns in seven lines, on every lost connection, that a setting's default changes in 6.0 (its
+        # logging setup has just let every such warning through); the broker watch's one line says what matters
+        warnings.filterwarnings("ignore", category=CPendingDeprecationWarning, message=r"\s*In Celery 5\.1")
+
+        threads["mover"] = start_mover()  # releases work parked for a paused judge once it may be called
+        threads["watch"] = BrokerWatch(broker_url).start()  # the one line per interval while the broker is lost
 
     @signals.worker_shutdown.connect(weak=False)
-    def _stop_mover(**_: object) -> None:
-        if "thread" in mover:
-            mover["thread"].stop()
+    def _stop_threads(**_: object) -> None:
+        for thread in threads.values():
+            thread.stop()
 
     if _stopped_before_start():
         if writer:
@@ -120,11 +141,11 @@ def worker_command(concurrency: int, writer: bool, writer_id: str | None, queues
     argv = ["worker", "--pool=threads", f"--concurrency={concurrency}", f"--queues={queues}",
             "--without-gossip", "--without-mingle", f"--loglevel={settings.log_level}",
             f"--hostname={name or f'vigil-{os.getpid()}@%h'}"]
-    # app.worker_main drops the worker's exit status: an unrecoverable error must not look like a clean stop
+    # Celery's own command line, named the app by --app (app.worker_main would drop the worker's exit status: an
+    # unrecoverable error must not look like a clean stop)
     from celery.bin.celery import celery as celery_cli
 
-    celery_cli.params[0].default = app  # what app.start does, keeping the status click returns
-    code = celery_cli.main(args=argv, standalone_mode=False)
+    code = celery_cli.main(args=["--app", "vigil.worker.pipeline.app:app", *argv], standalone_mode=False)
     if code:
         raise SystemExit(code)
 
@@ -190,16 +211,24 @@ def migrate_command(dsn: str | None) -> None:
 
 
 @click.command("beat")
-def beat_command() -> None:
+@_BROKER_WAIT
+def beat_command(broker_wait: float) -> None:
     """Start Celery beat: schedules the regression check every VIGIL_ALERTS_INTERVAL seconds (run one)."""
     from vigil.worker.logs import configure_logging
     from vigil.worker.pipeline.app import app, configure
     from vigil.worker.pipeline.beat import schedule
+    from vigil.worker.pipeline.broker_watch import BrokerWatch, wait_for_broker
     from vigil.worker.settings import get_settings
 
     settings = get_settings()
     configure_logging(settings.log_level)
     configure()
+    broker_url = settings.redis_url or app.conf.broker_url
+    wait_for_broker(broker_url, broker_wait, say=_say)
     app.conf.beat_schedule = schedule()
     settings.home.mkdir(parents=True, exist_ok=True)
-    app.start(argv=["beat", "--loglevel=INFO", f"--schedule={settings.home / 'celerybeat-schedule'}"])
+    watch = BrokerWatch(broker_url).start()  # beat's own reconnect lines are Celery's, quieted with the CLI's
+    try:
+        app.start(argv=["beat", "--loglevel=INFO", f"--schedule={settings.home / 'celerybeat-schedule'}"])
+    finally:
+        watch.stop()

@@ -39,6 +39,8 @@ from vigil.worker.intake.otlp import (
 )
 from vigil.worker.intake.publish import BROKER_ERRORS, Publisher
 from vigil.worker.intake.settings import IntakeSettings
+from vigil.worker.logs import Every
+from vigil.worker.pipeline.broker_watch import RETRY_INTERVAL_S
 from vigil.worker.settings import get_settings
 
 __all__ = ["make_app"]
@@ -49,6 +51,7 @@ _PROTOBUF, _JSON = "application/x-protobuf", "application/json"
 # google.rpc.Code values for the Status body of a failed request
 _INVALID_ARGUMENT, _UNAUTHENTICATED, _UNAVAILABLE, _RESOURCE_EXHAUSTED = 3, 16, 14, 8
 
+_refusal_line = Every(RETRY_INTERVAL_S)
 _PUBLISHER = web.AppKey("publisher", Publisher)
 _SETTINGS = web.AppKey("settings", IntakeSettings)
 _POOL = web.AppKey("pool", ThreadPoolExecutor)
@@ -120,8 +123,9 @@ async def _publish(request: web.Request, task: str, payload: list, what: str) ->
                       request)
     except BROKER_ERRORS as exc:
         retry_after = app[_SETTINGS].retry_after_s
-        log.error("redis refused the request; answered 503", path=request.path, items=len(payload), error=repr(exc),
-                  retry_after=retry_after)
+        if _refusal_line():  # a line per interval while Redis is down, not one per request
+            log.error("redis refused the request; answered 503", path=request.path, items=len(payload),
+                      error=repr(exc), retry_after=retry_after)
         return _error(503, _UNAVAILABLE, f"cannot store the {what} now ({type(exc).__name__}); retry later",
                       request, **{"Retry-After": str(retry_after)})
     return None

@@ -27,6 +27,7 @@ import openai
 import structlog
 from openai.types.chat import ChatCompletion
 from redis.asyncio import Redis
+from redis.exceptions import RedisError
 from vigil.schemas import JudgeCall, JudgeConfig
 from vigil.schemas.broker import broker
 from vigil.worker.judge.backoff import parse_retry_after, retry_delay
@@ -44,7 +45,10 @@ from vigil.worker.judge.limiter import (
     RateLimits,
     RedisRateBackend,
 )
+from vigil.worker.judge.key import api_key, key_note
+from vigil.worker.judge.last_error import record_error
 from vigil.worker.judge.pause import config_fingerprint, is_paused, pause, resume
+from vigil.worker.logs import Every
 from vigil.worker.redact import redact
 from vigil.worker.settings import get_settings
 
@@ -89,7 +93,7 @@ class Transport:
         self.config = config
         self.client = openai.AsyncOpenAI(
             base_url=config.base_url,
-            api_key=os.environ.get(config.api_key_env) or "not-needed",
+            api_key=api_key(config),
             timeout=config.timeout_s,
             max_retries=0,
         )
@@ -115,6 +119,7 @@ class Transport:
         self.fingerprint = config_fingerprint(config)
         self.expected_completion_tokens = expected_completion_tokens
         self.clock, self.sleep, self.rand = clock, sleep, rand
+        self._pause_line = Every(60)  # every call in flight meets the same 401: one line, not one per call
 
     async def aclose(self) -> None:
         """Close the HTTP client, and the Redis client when the transport opened it from ``REDIS_URL``."""
@@ -217,17 +222,22 @@ class Transport:
             completion = await self.client.chat.completions.create(**kwargs)
         except openai.APIStatusError as exc:
             call.status, call.latency_ms = f"http_{exc.status_code}", (self.clock() - started) * 1000
+            await self._note_error(call.status, self._refusal(exc))
             return await self._refused(exc, "response_format" in kwargs, calls)
         except openai.APITimeoutError as exc:
             call.status, call.latency_ms = "timeout", (self.clock() - started) * 1000
+            await self._note_error(call.status, redact(str(exc)))
             return _Retry("timeout", redact(str(exc)))
         except openai.APIConnectionError as exc:
             call.status, call.latency_ms = "connection_error", (self.clock() - started) * 1000
+            await self._note_error(call.status, redact(str(exc)))
             return _Retry("connection_error", redact(str(exc)))
         except (ValueError, TypeError, openai.APIResponseValidationError) as exc:  # a 200 that is not a completion
             call.status, call.latency_ms = "bad_response", (self.clock() - started) * 1000
-            raise JudgeFailed("bad_response", f"the judge answered with a body that is not a chat completion: "
-                              f"{type(exc).__name__}: {redact(str(exc))[:200]}", calls) from None
+            message = (f"the judge answered with a body that is not a chat completion: "
+                       f"{type(exc).__name__}: {redact(str(exc))[:200]}")
+            await self._note_error(call.status, message)
+            raise JudgeFailed("bad_response", message, calls) from None
         call.latency_ms = (self.clock() - started) * 1000
         if completion.usage:
             call.prompt_tokens = completion.usage.prompt_tokens
@@ -237,13 +247,28 @@ class Transport:
                                        call.cached_prompt_tokens)
         return completion
 
+    def _refusal(self, exc: openai.APIStatusError) -> str:
+        """The refusal in words, credentials hidden (gateways echo API keys); a 401 names the key's variable."""
+        reason = redact(f"HTTP {exc.status_code}: {exc.message}")
+        return f"{reason} ({key_note(self.config)})" if exc.status_code == 401 else reason
+
+    async def _note_error(self, status: str, message: str) -> None:
+        """Keep it as the judge's last error for ``vigil judge status`` (never a reason for the call to fail)."""
+        if self.redis is None:
+            return
+        try:
+            await record_error(self.redis, self.config.name, status, message)
+        except RedisError as exc:
+            log.debug("judge_last_error_not_kept", judge=self.config.name, error=str(exc))
+
     async def _refused(self, exc: openai.APIStatusError, with_format: bool, calls: list[JudgeCall]) -> _Retry:
         status = exc.status_code
         if status in PAUSING:
-            reason = redact(f"HTTP {status}: {exc.message}")  # gateways echo API keys
+            reason = self._refusal(exc)
             if self.redis is not None:
                 await pause(self.redis, self.config.name, reason, fingerprint=self.fingerprint)
-            log.error("judge_paused", judge=self.config.name, reason=reason)
+            if self._pause_line():
+                log.error("judge_paused", judge=self.config.name, reason=reason)
             raise JudgePaused(self.config.name, reason) from exc
         # Only a refusal that names the format is a refused mode: a context overflow (400) must not downgrade it.
         if with_format and (status in (400, 422) or status >= 500) and _FORMAT_COMPLAINT.search(exc.message):

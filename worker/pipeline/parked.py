@@ -124,6 +124,8 @@ class Mover:
         while not self._stop.wait(self.interval):
             try:
                 self.tick()
+            except (redis.ConnectionError, redis.TimeoutError) as exc:  # the broker watch says so, once per interval
+                log.debug("could not release parked work; trying again", error=str(exc)[:200])
             except redis.RedisError as exc:
                 log.warning("could not release parked work; trying again", error=str(exc)[:200])
 

@@ -326,6 +326,9 @@ async def _score_all(rt, turn: Turn, monitors: list) -> list[tuple[Any, ScoreRes
     return await asyncio.gather(*(_score_one(rt, turn, monitor) for monitor in monitors))
 
 
+_paused_line: dict[str, Every] = {}
+
+
 async def _score_one(rt, turn: Turn, monitor) -> tuple[Any, ScoreResult | None, int, int]:
     """One monitor on one turn: a result (scored, unscored or failed), or None when its judge is paused."""
     structlog.contextvars.bind_contextvars(trace_id=turn.trace_id, monitor=monitor.name, scorer=monitor.scorer)
@@ -335,7 +338,9 @@ async def _score_one(rt, turn: Turn, monitor) -> tuple[Any, ScoreResult | None, 
         scorer = rt.scorer(monitor)
         result = await scorer.score(turn, rt.judge(monitor.judge), scorer.context_for(turn, monitor.name))
     except JudgePaused as exc:
-        log.warning("judge paused; the score waits", judge=exc.judge, reason=exc.reason)
+        if _paused_line.setdefault(exc.judge, Every(60))():  # a line a minute per judge, not one per score
+            log.warning("judge paused; its scores wait until it is resumed (`vigil judge status`)", judge=exc.judge,
+                        reason=exc.reason)
         return monitor, None, start_ns, time.time_ns()
     except Exception as exc:  # a scorer bug or bad config must not crash the worker or lose the turn
         log.exception("scorer raised")

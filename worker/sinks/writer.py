@@ -319,8 +319,8 @@ class Writer:
                 log.error("WRITER ID TAKEN BY ANOTHER LIVE WRITER: this writer stops writing and waits to take it "
                           "back; give each writer its own --writer-id", writer_id=self.writer_id, error=str(exc))
                 self.claim()
-            except redis.ConnectionError as exc:
-                log.warning("writer cannot reach redis; retrying", error=str(exc))
+            except redis.ConnectionError as exc:  # the broker watch says so, once per interval
+                log.debug("writer cannot reach redis; retrying", error=str(exc))
                 self._stop.wait(1.0)
             except Exception as exc:  # an insert failed: keep the batch in flight and try again
                 log.exception("writer insert failed; batch kept in flight", error=str(exc))
