@@ -112,7 +112,8 @@ CASES = [
     Case("alerts check with a config whose rule is incomplete", ["alerts", "check", "--config", "{tmp}/rule.yaml"],
          "alerts.0: Value error, alert 'x': kind 'threshold' needs a threshold",
          files={"rule.yaml": "alerts: [{name: x, kind: threshold}]\n"}),
-    Case("intake on a port another process listens on", ["intake", "--port", "{busy}"], "address already in use"),
+    Case("intake on a port another process listens on", ["intake", "--port", "{busy}"], "address already in use",
+         {"REDIS_URL": "{redis}"}),
     Case("feedback import of a file that does not exist", ["feedback", "import", "{tmp}/none.jsonl"],
          "does not exist"),
 ]
