@@ -6,6 +6,8 @@ time and the retry age is exact.
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from vigil.schemas import JudgeConfig
 from vigil.worker.judge.base import JudgeFailed
@@ -166,3 +168,52 @@ async def test_the_limiter_wait_is_reported_with_the_result(judge_server, make_t
     second = await transport.chat(step="s", messages=MESSAGES)
 
     assert first.limiter_wait_s < second.limiter_wait_s
+
+
+async def test_the_request_is_the_one_the_openai_clients_create_sends(judge_server, make_transport):
+    """The transport posts its own body through the client's plain ``post`` (no parameter transform): the server
+    must see what ``chat.completions.create`` sends for the same arguments, body and credentials alike."""
+    judge_server.script = lambda body: Reply("yes")
+    fmt = {"type": "json_schema", "json_schema": {"name": "s", "strict": True, "schema": {
+        "type": "object", "properties": {"v": {"type": "string", "enum": ["yes", "no"]}}, "required": ["v"],
+        "additionalProperties": False}}}
+    messages = [{"role": "system", "content": "You judge."}, {"role": "user", "content": "Is it blue? ✓ «quoted»"}]
+    transport = make_transport(temperature=0.3, max_tokens=77)
+
+    await transport.chat(step="s", messages=messages, response_format=fmt)
+    await transport.client.chat.completions.create(model="m", messages=messages, max_tokens=77, response_format=fmt,
+                                                   temperature=0.3)
+
+    ours, clients = judge_server.requests
+    assert ours.body == clients.body
+    assert list(ours.body) == list(clients.body)  # the same keys in the same order
+    assert ours.headers["authorization"] == clients.headers["authorization"]
+    assert ours.headers["content-type"] == clients.headers["content-type"] == "application/json"
+
+
+@pytest.mark.parametrize("body", [
+    "<html>upstream hiccup</html>",
+    '{"id": "x", "object": "chat.completion"}',
+    '{"choices": [{"message": {"content": 7}}]}',
+], ids=["not JSON", "no choices", "content not text"])
+async def test_a_200_that_is_not_a_chat_completion_fails_as_bad_response_at_once(judge_server, make_transport, body):
+    judge_server.script = lambda request: Reply(body=body)
+
+    with pytest.raises(JudgeFailed) as failed:
+        await make_transport().chat(step="s", messages=MESSAGES)
+
+    assert failed.value.error_type == "bad_response"
+    assert [c.status for c in failed.value.calls] == ["bad_response"] and len(judge_server.requests) == 1
+
+
+async def test_usage_without_a_total_or_cached_tokens_is_read_as_zero_where_missing(judge_server, make_transport):
+    judge_server.script = lambda request: Reply(body=json.dumps({
+        "choices": [{"message": {"role": "assistant", "content": "yes"}}],
+        "usage": {"prompt_tokens": 30, "completion_tokens": None}}))
+
+    result = await make_transport(price_per_prompt_token=0.01).chat(step="s", messages=MESSAGES)
+
+    [call] = result.calls
+    assert (result.text, call.status, call.prompt_tokens, call.completion_tokens, call.cached_prompt_tokens) == (
+        "yes", "ok", 30, 0, 0)
+    assert call.cost_usd == pytest.approx(0.3)

@@ -4,6 +4,11 @@ The transport owns everything between "send these messages" and "here is the tex
 cache, the global rate limit (``limiter``), retries with backoff (``backoff``) and one ``JudgeCall`` per attempt.
 The structured-output layer above it (``vigil.worker.judge.client``) owns prompts' response formats and parsing.
 
+Each attempt is the client's plain ``post`` of the body built here, read back as bytes (``vigil.worker.judge.completion``):
+the client's timeout and typed errors stay, its per-call parameter transform and full ``ChatCompletion`` model go
+(they were most of a judge call's CPU: ``bench/judge_call.py``). The body is the one ``chat.completions.create``
+would send for the same arguments.
+
 Shared state (limiter buckets, pauses) lives in Redis: the ``redis`` argument, else ``REDIS_URL``. Without either, a
 transport still retries and caps concurrency, but its rate limit and pause are off. Cached replies never live in the
 broker's Redis: in ``VIGIL_CACHE_URL``'s, else in the process within a byte budget (``vigil.worker.judge.cache``).
@@ -25,7 +30,6 @@ from typing import Any
 
 import openai
 import structlog
-from openai.types.chat import ChatCompletion
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 from vigil.schemas import JudgeCall, JudgeConfig
@@ -39,6 +43,7 @@ from vigil.worker.judge.cache import (
     cache_key,
     local_cache,
 )
+from vigil.worker.judge.completion import Completion
 from vigil.worker.judge.limiter import (
     MAX_RETRY_AFTER_S,
     Limiter,
@@ -52,10 +57,11 @@ from vigil.worker.logs import Every
 from vigil.worker.redact import redact
 from vigil.worker.settings import get_settings
 
-__all__ = ["ChatResult", "ModeRejected", "Transport", "cached_prompt_tokens", "judge_cost"]
+__all__ = ["CHAT_PATH", "ChatResult", "ModeRejected", "Transport", "judge_cost"]
 
 log = structlog.get_logger(__name__)
 
+CHAT_PATH = "/chat/completions"  # under the client's base_url, where chat.completions.create posts
 PAUSING = frozenset({401, 402, 404})
 RETRYABLE = frozenset({408, 409, 429})
 # A 5xx whose message is about the requested format is the server refusing the mode, not a transient failure.
@@ -176,12 +182,12 @@ class Transport:
 
     async def _send(self, step: str, messages: list[dict[str, str]], response_format: dict[str, Any] | None,
                     monitor: str) -> ChatResult:
-        kwargs: dict[str, Any] = {"model": self.config.model, "messages": messages,
-                                  "temperature": self.config.temperature}
+        body: dict[str, Any] = {"model": self.config.model, "messages": messages}  # in create's order
         if self.config.max_tokens is not None:
-            kwargs["max_tokens"] = self.config.max_tokens
+            body["max_tokens"] = self.config.max_tokens
         if response_format is not None:
-            kwargs["response_format"] = response_format
+            body["response_format"] = response_format
+        body["temperature"] = self.config.temperature
         estimate = self.estimate_tokens(messages, response_format)
         calls: list[JudgeCall] = []
         started, waited = self.clock(), 0.0
@@ -192,14 +198,13 @@ class Transport:
                     async with self.limiter.slot(monitor, estimate) as slot:
                         deadline.reschedule(None)
                         waited += slot.wait_s
-                        outcome = await self._attempt(kwargs, step, attempt, calls)
+                        outcome = await self._attempt(body, step, attempt, calls)
                         await slot.reconcile(_tokens_used(outcome, estimate))
             except TimeoutError:
                 raise JudgeFailed("rate_limit_wait", f"no capacity within {self.config.max_retry_age_s}s",
                                   calls) from None
             if not isinstance(outcome, _Retry):
-                text = outcome.choices[0].message.content or "" if outcome.choices else ""
-                return ChatResult(text=text, calls=calls, limiter_wait_s=waited)
+                return ChatResult(text=outcome.text, calls=calls, limiter_wait_s=waited)
             if outcome.status == "http_429" and self.backend is not None:
                 factor, cut = await self.backend.penalize(outcome.retry_after)
                 if cut:
@@ -212,18 +217,18 @@ class Transport:
             await self.sleep(delay)
         raise AssertionError("unreachable")  # pragma: no cover
 
-    async def _attempt(self, kwargs: dict[str, Any], step: str, attempt: int,
-                       calls: list[JudgeCall]) -> ChatCompletion | _Retry:
+    async def _attempt(self, body: dict[str, Any], step: str, attempt: int,
+                       calls: list[JudgeCall]) -> Completion | _Retry:
         """One HTTP request, recorded in ``calls``. Returns the completion or what to retry; raises the rest."""
         started = self.clock()
         call = JudgeCall(step=step, model=self.config.model, attempt=attempt)
         calls.append(call)
         try:
-            completion = await self.client.chat.completions.create(**kwargs)
+            completion = Completion.parse(await self.client.post(CHAT_PATH, body=body, cast_to=bytes))
         except openai.APIStatusError as exc:
             call.status, call.latency_ms = f"http_{exc.status_code}", (self.clock() - started) * 1000
             await self._note_error(call.status, self._refusal(exc))
-            return await self._refused(exc, "response_format" in kwargs, calls)
+            return await self._refused(exc, "response_format" in body, calls)
         except openai.APITimeoutError as exc:
             call.status, call.latency_ms = "timeout", (self.clock() - started) * 1000
             await self._note_error(call.status, redact(str(exc)))
@@ -239,10 +244,11 @@ class Transport:
             await self._note_error(call.status, message)
             raise JudgeFailed("bad_response", message, calls) from None
         call.latency_ms = (self.clock() - started) * 1000
-        if completion.usage:
-            call.prompt_tokens = completion.usage.prompt_tokens
-            call.completion_tokens = completion.usage.completion_tokens
-            call.cached_prompt_tokens = cached_prompt_tokens(completion)
+        usage = completion.usage
+        if usage:
+            call.prompt_tokens = usage.prompt_tokens or 0
+            call.completion_tokens = usage.completion_tokens or 0
+            call.cached_prompt_tokens = usage.cached_prompt_tokens
             call.cost_usd = judge_cost(self.config, call.prompt_tokens, call.completion_tokens,
                                        call.cached_prompt_tokens)
         return completion
@@ -283,15 +289,6 @@ class Transport:
         raise JudgeFailed(f"http_{status}", redact(str(exc)), calls) from exc
 
 
-def cached_prompt_tokens(completion: ChatCompletion) -> int:
-    """``usage.prompt_tokens_details.cached_tokens``: the prompt tokens the provider's prefix cache served (0 when
-    the endpoint does not say), never more than the prompt."""
-    usage = completion.usage
-    details = getattr(usage, "prompt_tokens_details", None) if usage else None
-    cached = getattr(details, "cached_tokens", None) if details else None
-    return min(max(int(cached or 0), 0), usage.prompt_tokens) if usage else 0
-
-
 def judge_cost(config: JudgeConfig, prompt_tokens: int, completion_tokens: int, cached_prompt_tokens: int = 0) -> float:
     """The price of one call: uncached and cached prompt tokens and completion tokens at the judge's prices
     (cached ones at ``price_per_cached_prompt_token``, else at the prompt price)."""
@@ -302,9 +299,14 @@ def judge_cost(config: JudgeConfig, prompt_tokens: int, completion_tokens: int, 
             + cached_prompt_tokens * cached_price + completion_tokens * config.price_per_completion_token)
 
 
-def _tokens_used(outcome: ChatCompletion | _Retry, estimate: int) -> int:
+def _tokens_used(outcome: Completion | _Retry, estimate: int) -> int:
     """What the attempt cost against tokens per minute: the reported usage; nothing for a refusal; the estimate
     for a timeout (the server may have done the work)."""
     if isinstance(outcome, _Retry):
         return estimate if outcome.status == "timeout" else 0
-    return outcome.usage.total_tokens if outcome.usage else estimate
+    usage = outcome.usage
+    if usage is None:
+        return estimate
+    if usage.total_tokens is not None:
+        return usage.total_tokens
+    return (usage.prompt_tokens or 0) + (usage.completion_tokens or 0)
