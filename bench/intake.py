@@ -11,6 +11,14 @@ OTLP request into span records, and publishing them (the Celery message and its 
 least of five rounds of CPU time, so other load on the machine inflates it less than the servers' figures.
 
     .venv/bin/python bench/intake.py [--seconds 10] [--concurrency 16] [--traces-per-request 20] [--json]
+
+``--tool-loop``: instead, how fast the worker turns tool-loop traces into turns, before and after in one run: the
+traces recorded from opentelemetry-instrumentation-openai-v2 (``tests/fixtures/otlp/openai_v2_span_only.json``: an
+agent with retrieval, a tool step and the answer; the same tool round trip with no parent; and under an HTTP span)
+decoded from OTLP/JSON and assembled, by the code at ``--before`` (a git revision, its ``schemas/spans.py`` and
+``worker/intake/otlp.py`` loaded from git) and by this checkout's; spans/s, the least CPU of five rounds each.
+
+    .venv/bin/python bench/intake.py --tool-loop [--before 2de149b] [--copies 300] [--json]
 """
 
 from __future__ import annotations
@@ -187,13 +195,91 @@ def breakdown(body: bytes, spans: int, redis_url: str, rounds: int = 5, requests
     return {"decode_cpu_us_per_span": min(decode), "publish_cpu_us_per_span": min(publish)}
 
 
+def _module_at(revision: str, path: str, name: str):
+    """The module at ``path`` as it was at git ``revision``, loaded under ``name``."""
+    import importlib.util
+
+    source = subprocess.run(["git", "show", f"{revision}:{path}"], cwd=Path(__file__).resolve().parent.parent,
+                            check=True, capture_output=True, text=True).stdout
+    spec = importlib.util.spec_from_loader(name, loader=None)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # dataclasses look their module up
+    exec(compile(source, f"{revision}:{path}", "exec"), module.__dict__)  # noqa: S102 - our own history
+    return module
+
+
+def tool_loop_requests(copies: int) -> list[tuple[str, bytes]]:
+    """The recorded tool-loop requests, ``copies`` times over, each copy under fresh trace ids."""
+    fixture = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "otlp" / "openai_v2_span_only.json"
+    recorded = json.loads(fixture.read_text())["requests"]
+    out = []
+    for copy in range(copies):
+        for request in recorded:
+            text = json.dumps(request["body"])
+            for trace_id in {s["traceId"] for r in request["body"]["resourceSpans"] for sc in r["scopeSpans"]
+                             for s in sc["spans"]}:
+                text = text.replace(trace_id, f"{copy:08x}{trace_id[8:]}")
+            out.append((request["path"], text.encode()))
+    return out
+
+
+def assembly_rate(decode, assemble, requests: list[tuple[str, bytes]], rounds: int = 5) -> tuple[float, int, int]:
+    """(spans/s, spans, turns): decode every request, assemble every trace; the least CPU time of ``rounds``."""
+    best, spans, turns = float("inf"), 0, 0
+    for _ in range(rounds):
+        start = time.process_time()
+        by_trace: dict[str, list] = {}
+        for _path, body in requests:
+            for record in decode(body, json_body=True).spans:
+                by_trace.setdefault(record["trace_id"], []).append(record)
+        made = [turn for records in by_trace.values() for turn in assemble(records)]
+        best = min(best, time.process_time() - start)
+        spans, turns = sum(len(r) for r in by_trace.values()), len(made)
+    return spans / best, spans, turns
+
+
+def tool_loop(args) -> None:
+    from vigil.schemas.spans import assemble
+    from vigil.worker.intake.otlp import decode_traces
+
+    requests = tool_loop_requests(args.copies)
+    old_spans = _module_at(args.before, "schemas/spans.py", "bench_old_spans")
+    old_otlp = _module_at(args.before, "worker/intake/otlp.py", "bench_old_otlp")
+    before = assembly_rate(old_otlp.decode_traces, old_spans.assemble, requests)
+    after = assembly_rate(decode_traces, assemble, requests)
+    runs = {"copies": args.copies, "runs": 3 * args.copies,
+            "before": {"revision": args.before, "spans_per_s": before[0], "spans": before[1], "turns": before[2]},
+            "after": {"revision": "this checkout", "spans_per_s": after[0], "spans": after[1], "turns": after[2]},
+            "ratio": after[0] / before[0], "machine": f"{platform.machine()}, {os.cpu_count()} cores"}
+    if args.json:
+        print(json.dumps(runs, indent=2))
+        return
+    table = Table(title=f"tool-loop traces to turns (decode OTLP/JSON + assemble): {args.copies} copies of 3 agent "
+                        f"runs, least CPU of 5 rounds")
+    for column in ("code", "spans", "turns", "spans/s"):
+        table.add_column(column, justify="left" if column == "code" else "right")
+    for label, row in (("before", runs["before"]), ("after", runs["after"])):
+        table.add_row(f"{label} ({row['revision']})", str(row["spans"]), str(row["turns"]),
+                      f"{row['spans_per_s']:,.0f}")
+    console = Console()
+    console.print(table)
+    console.print(f"after / before: {runs['ratio']:.2f}x spans/s; turns per agent run: before "
+                  f"{before[2] / runs['runs']:.2f}, after {after[2] / runs['runs']:.2f}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--tool-loop", action="store_true", help="assembly of tool-loop traces, before and after")
+    parser.add_argument("--before", default="2de149b", help="the git revision --tool-loop compares with")
+    parser.add_argument("--copies", type=int, default=300)
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--concurrency", type=int, default=16)
     parser.add_argument("--traces-per-request", type=int, default=20)
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
+    if args.tool_loop:
+        tool_loop(args)
+        return
 
     body, spans = request_body(args.traces_per_request)
     server = EmbeddedRedis().start()

@@ -23,6 +23,7 @@ __all__ = [
     "JudgeEvalRow",
     "PipelineEvent",
     "ProducerBatch",
+    "Supersession",
     "TraceRow",
     "score_row",
     "trace_row",
@@ -110,6 +111,15 @@ class PipelineEvent(BaseModel):
     span_id: str = ""
 
 
+class Supersession(BaseModel):
+    """A turn a later assembly of its trace replaced (its root arrived late): the writer deletes its rows (``traces``,
+    ``scores``, its ``pipeline_events`` but this one's ``superseded`` stage), so no query sees the stale turn."""
+
+    trace_id: str
+    span_id: str
+    by_span_id: str = ""  # the turn that replaced it
+
+
 class DeadLetter(BaseModel):
     dead_id: str
     received_at: datetime = Field(default_factory=_now)
@@ -179,6 +189,7 @@ TABLES: dict[str, type[BaseModel]] = {
     "feedback": Feedback,
     "producer_batches": ProducerBatch,
     "judge_evals": JudgeEvalRow,
+    "superseded": Supersession,  # not a table: the writer deletes what it names (``vigil.worker.sinks.writer``)
 }
 
 def score_row(turn: Turn, monitor: MonitorConfig, result: ScoreResult) -> Score:

@@ -13,8 +13,13 @@ __all__ = ["intake_command"]
               help="Port (4318 is OTLP/HTTP's).")
 @click.option("--broker-wait", type=click.FloatRange(0, 600), default=30.0, show_default=True, metavar="SECONDS",
               help="How long to retry an unreachable broker (REDIS_URL) at start before exiting non-zero.")
-def intake_command(host: str, port: int, broker_wait: float) -> None:
-    """Receive OTLP/HTTP traces (POST /v1/traces) and vigil turns (POST /v1/turns) into Redis."""
+@click.option("--log-requests/--no-log-requests", default=None,
+              help="One info line per request: path, status, spans accepted / rejected, bytes (default: on; "
+                   "VIGIL_INTAKE_LOG_REQUESTS).")
+def intake_command(host: str, port: int, broker_wait: float, log_requests: bool | None) -> None:
+    """Receive OTLP/HTTP traces (POST /v1/traces), the GenAI events in OTLP logs (POST /v1/logs: message content
+    some instrumentations send as log records) and vigil turns (POST /v1/turns) into Redis. Point any OpenTelemetry
+    SDK at it with OTEL_EXPORTER_OTLP_ENDPOINT=http://HOST:PORT."""
     from aiohttp import web
     from pydantic import ValidationError
     from vigil.worker.intake.server import make_app
@@ -27,6 +32,8 @@ def intake_command(host: str, port: int, broker_wait: float) -> None:
     configure_logging(settings.log_level)
     try:
         intake = intake_settings()
+        if log_requests is not None:
+            intake = intake.model_copy(update={"log_requests": log_requests})
     except ValidationError as exc:
         problems = "; ".join(f"VIGIL_INTAKE_{str(e['loc'][0]).upper()}: {e['msg']}" for e in exc.errors())
         raise click.ClickException(problems) from None

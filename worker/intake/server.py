@@ -52,6 +52,7 @@ _PROTOBUF, _JSON = "application/x-protobuf", "application/json"
 _INVALID_ARGUMENT, _UNAUTHENTICATED, _UNAVAILABLE, _RESOURCE_EXHAUSTED = 3, 16, 14, 8
 
 _refusal_line = Every(RETRY_INTERVAL_S)
+_ACCEPTED, _REJECTED, _BYTES = "vigil.accepted", "vigil.rejected", "vigil.bytes"  # per request, for its log line
 _PUBLISHER = web.AppKey("publisher", Publisher)
 _SETTINGS = web.AppKey("settings", IntakeSettings)
 _POOL = web.AppKey("pool", ThreadPoolExecutor)
@@ -59,7 +60,8 @@ _POOL = web.AppKey("pool", ThreadPoolExecutor)
 
 def make_app(redis_url: str, settings: IntakeSettings, *, publish_threads: int = 8,
              max_message_bytes: int | None = None) -> web.Application:
-    app = web.Application(client_max_size=settings.max_bytes, middlewares=[_errors, _auth])
+    middlewares = [_log_request, _errors, _auth] if settings.log_requests else [_errors, _auth]
+    app = web.Application(client_max_size=settings.max_bytes, middlewares=middlewares)
     app[_SETTINGS] = settings
     app[_PUBLISHER] = Publisher(redis_url, socket_timeout=settings.publish_timeout_s,
                                 max_message_bytes=max_message_bytes or get_settings().max_message_bytes)
@@ -85,6 +87,18 @@ def _error(status: int, code: int, message: str, request: web.Request, **headers
     json_body = _is_json(request) or request.path == "/v1/turns"
     return web.Response(status=status, body=encode_error(code, message, json_body=json_body),
                         content_type=_JSON if json_body else _PROTOBUF, headers=headers)
+
+
+@web.middleware
+async def _log_request(request: web.Request, handler) -> web.StreamResponse:
+    """One info line per request (``VIGIL_INTAKE_LOG_REQUESTS=false`` or ``--no-log-requests``: none): so "did my
+    exporter reach vigil?" has an answer."""
+    response = await handler(request)
+    if request.path != "/healthz":
+        log.info("request", method=request.method, path=request.path, status=response.status,
+                 accepted=request.get(_ACCEPTED), rejected=request.get(_REJECTED),
+                 bytes=request.get(_BYTES, request.content_length))
+    return response
 
 
 @web.middleware
@@ -138,11 +152,13 @@ async def _otlp(request: web.Request, decode, encode, what: str) -> web.Response
                       request)
     json_body = _is_json(request)
     body = await request.read()
+    request[_BYTES] = len(body)
     try:
         decoded = decode(body, json_body=json_body)
     except UndecodableBody as exc:
         log.warning("undecodable OTLP body", path=request.path, error=str(exc))
         return _error(400, _INVALID_ARGUMENT, str(exc), request)
+    request[_ACCEPTED], request[_REJECTED] = len(decoded.spans), decoded.rejected
     if decoded.spans:
         refused = await _publish(request, SPANS_TASK, decoded.spans, what)
         if refused is not None:
@@ -169,6 +185,7 @@ async def turns(request: web.Request) -> web.Response:
         return _error(400, _INVALID_ARGUMENT, f"body is not JSON: {exc}", request)
     if not isinstance(batch, list) or not all(isinstance(turn, dict) for turn in batch):
         return _error(400, _INVALID_ARGUMENT, "body must be a JSON list of turn objects", request)
+    request[_ACCEPTED] = len(batch)
     if batch:
         refused = await _publish(request, INGEST_TASK, batch, "turns")
         if refused is not None:

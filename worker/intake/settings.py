@@ -21,6 +21,9 @@ class IntakeSettings(BaseSettings):
     publish_timeout_s: float = Field(default=5.0, gt=0, description="per Redis command when publishing")
     settle_s: float = Field(default=10.0, ge=0, description="a trace is assembled this long after its last span")
     keep_s: int = Field(default=3600, gt=0, description="how long a trace's spans are kept for late spans")
+    parent_wait_s: float = Field(default=120.0, ge=0, description="a trace with a span whose parent (in the same "
+                                 "process) has not arrived waits this long after its last span (at most keep_s)")
+    log_requests: bool = Field(default=True, description="one info line per request in the intake's log")
     lease_s: int = Field(default=120, gt=0, description="a claimed trace not released after this is claimed again")
 
 

@@ -11,6 +11,9 @@ import structlog
 from pydantic import ValidationError
 from vigil.schemas import Turn
 from vigil.schemas.broker import INGEST_QUEUE, INGEST_TASK, SPANS_TASK
+from vigil.schemas.rows import PipelineEvent
+from vigil.schemas.spans import CONTENT_METADATA, SETTING_METADATA, waiting_for_parent
+from vigil.worker.intake import late
 from vigil.worker.intake.sessions import (
     CLOSE_SESSIONS_TASK,
     SESSIONS,
@@ -20,13 +23,13 @@ from vigil.worker.intake.sessions import (
 )
 from vigil.worker.intake.settings import intake_settings
 from vigil.worker.intake.traces import (
+    assembly_of,
     claim_due,
     invalid_reason,
     release,
     schedule_sweep,
     store_spans,
     trace_spans,
-    turns_of,
 )
 from vigil.worker.pipeline.app import SCORE_QUEUE, app
 from vigil.worker.pipeline.filters import matches
@@ -40,6 +43,7 @@ from vigil.worker.pipeline.tasks import (
     score,
     validation_reason,
 )
+from vigil.worker.settings import get_settings
 from vigil.worker.sinks.write_queue import push
 
 __all__ = ["ASSEMBLE_TASK", "assemble_traces", "close_sessions", "collect_spans"]
@@ -75,7 +79,8 @@ def collect_spans(self, spans: Any) -> dict[str, int]:
 
 @app.task(name=ASSEMBLE_TASK)
 def assemble_traces() -> dict[str, int]:
-    """Assemble every settled trace: claim, assemble, publish one ingest batch, release."""
+    """Assemble every settled trace: claim, assemble (or wait for a parent that has not arrived: ``late``), publish
+    one ingest batch, record what earlier assemblies' turns it supersedes and the unanswered steps, release."""
     rt, settings = runtime(), intake_settings()
     assembled = turns = 0
     try:
@@ -84,18 +89,61 @@ def assemble_traces() -> dict[str, int]:
             if not claimed:
                 break
             batch: list[dict[str, Any]] = []
+            rows: dict[str, list] = {"pipeline_events": [], "superseded": []}
+            waits = []
             for trace_id in claimed:
-                batch.extend(turns_of(trace_spans(rt.redis, trace_id)))
+                spans = trace_spans(rt.redis, trace_id)
+                if waiting_for_parent(spans):
+                    enough, due = late.waited_enough(rt.redis, trace_id, keep_s=settings.keep_s,
+                                                     wait_s=settings.parent_wait_s)
+                    if not enough:
+                        late.defer(rt.redis, trace_id, due, settings.settle_s)
+                        waits.append(due)
+                        continue
+                result = assembly_of(spans)
+                batch.extend(result.turns)
+                gone, events = late.superseded_by(rt.redis, trace_id, result.turns, keep_s=settings.keep_s,
+                                                  mark_s=get_settings().turn_ttl_s)
+                rows["superseded"] += gone
+                rows["pipeline_events"] += events + _steps(trace_id, spans, result.steps)
+                _warn_missing_content(result.turns)
             if batch:
                 app.send_task(INGEST_TASK, args=[batch], queue=INGEST_QUEUE)
+            push(rt.redis, rows.items())
+            if waits:
+                schedule_sweep(rt.redis, "vigil.intake.sweep", min(waits),
+                               lambda countdown: assemble_traces.apply_async(countdown=countdown, queue=INGEST_QUEUE))
             release(rt.redis, claimed, lease)
-            assembled, turns = assembled + len(claimed), turns + len(batch)
+            assembled, turns = assembled + len(claimed) - len(waits), turns + len(batch)
     except _REDIS_FAILED as exc:  # claimed traces come back after their lease
         log.error("assembling traces failed; they are claimed again after the lease", error=str(exc))
         raise
     if assembled:
         log.info("traces assembled", traces=assembled, turns=turns)
     return {"traces": assembled, "turns": turns}
+
+
+def _steps(trace_id: str, spans: list[dict[str, Any]], steps: list[str]) -> list[PipelineEvent]:
+    """A ``step`` stage per LLM call that only asked for a tool and that no call of its trace answered."""
+    if not steps:
+        return []
+    resource = next((s["resource"] for s in spans if s.get("resource")), {})
+    agent = str(resource.get("service.name") or "unknown")[:128]
+    project = str(resource.get("vigil.project") or "default")[:128]
+    return [PipelineEvent(project=project, agent=agent, stage="step", trace_id=trace_id, span_id=step)
+            for step in steps]
+
+
+_content_warned: set[str] = set()  # agents warned of missing content (once each per worker process)
+
+
+def _warn_missing_content(turns: list[dict[str, Any]]) -> None:
+    for turn in turns:
+        metadata = turn.get("metadata") or {}
+        if metadata.get(CONTENT_METADATA) == "missing" and turn.get("agent") not in _content_warned:
+            _content_warned.add(turn.get("agent"))
+            log.warning("message content was not captured: the agent's turns are recorded and left unscored",
+                        agent=turn.get("agent"), set=metadata.get(SETTING_METADATA))
 
 
 @app.task(name=CLOSE_SESSIONS_TASK)

@@ -27,9 +27,9 @@ from typing import Any
 
 import redis
 import structlog
-from vigil.schemas.spans import assemble
+from vigil.schemas.spans import Assembly, assembly
 
-__all__ = ["PENDING", "claim_due", "release", "schedule_sweep", "store_spans", "trace_key", "trace_spans",
+__all__ = ["PENDING", "assembly_of", "claim_due", "release", "schedule_sweep", "store_spans", "trace_key", "trace_spans",
            "turns_of"]
 
 log = structlog.get_logger("vigil.intake")
@@ -131,11 +131,16 @@ def trace_spans(client: redis.Redis, trace_id: str) -> list[dict[str, Any]]:
 
 def turns_of(spans: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The turns of one trace's spans, with the intake's defaults for what spans did not say."""
-    turns = assemble(spans)
-    for turn in turns:
+    return assembly_of(spans).turns
+
+
+def assembly_of(spans: list[dict[str, Any]]) -> Assembly:
+    """The turns (with the intake's defaults for what spans did not say) and unanswered steps of one trace."""
+    result = assembly(spans)
+    for turn in result.turns:
         turn.setdefault("agent", _service(spans) or "unknown")
         turn.setdefault("metadata", {})["source"] = "otlp"
-    return turns
+    return result
 
 
 def _service(spans: list[dict[str, Any]]) -> str | None:

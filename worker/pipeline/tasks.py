@@ -35,7 +35,8 @@ from vigil.schemas.rows import (
     score_row,
     trace_row,
 )
-from vigil.worker.intake import sessions
+from vigil.schemas.spans import CONTENT_METADATA, SETTING_METADATA
+from vigil.worker.intake import late, sessions
 from vigil.worker.judge.base import JudgePaused
 from vigil.worker.logs import Every
 from vigil.worker.pipeline import feedback as feedback_sampling
@@ -290,6 +291,9 @@ def _score_turn(rt, turn_json: Any, monitors: Any, enqueued_at: float | None, re
         push(rt.redis, [("dead_letters", [*rows["dead_letters"], checked])])
         return {}
     turn = checked
+    if late.is_superseded(rt.redis, turn.trace_id, turn.span_id):  # a later assembly of its trace replaced it
+        push(rt.redis, [("dead_letters", rows["dead_letters"])])
+        return {}
     wanted = [configured[n] for n in names if isinstance(n, str) and n in configured]
     _room_for_rows(rt)  # before the judge calls: a full write queue would refuse their rows
     outcomes = loop.run(_score_all(rt, turn, wanted))
@@ -329,6 +333,14 @@ async def _score_all(rt, turn: Turn, monitors: list) -> list[tuple[Any, ScoreRes
 _paused_line: dict[str, Every] = {}
 
 
+def _content_not_captured(turn: Turn, scorer: Any) -> ScoreResult:
+    """Unscored, naming the instrumentation setting: there is nothing to judge, and it is no fault of the agent."""
+    return ScoreResult(run_id=str(uuid.uuid4()), scorer=getattr(scorer, "name", "unknown"),
+                       scorer_version=getattr(scorer, "version", "unknown"), status=ScoreStatus.UNSCORED,
+                       reason="message content was not captured: set "
+                       f"{turn.metadata.get(SETTING_METADATA, 'the instrumentation content capture setting')}")
+
+
 async def _score_one(rt, turn: Turn, monitor) -> tuple[Any, ScoreResult | None, int, int]:
     """One monitor on one turn: a result (scored, unscored or failed), or None when its judge is paused."""
     structlog.contextvars.bind_contextvars(trace_id=turn.trace_id, monitor=monitor.name, scorer=monitor.scorer)
@@ -336,6 +348,8 @@ async def _score_one(rt, turn: Turn, monitor) -> tuple[Any, ScoreResult | None, 
     scorer = None
     try:
         scorer = rt.scorer(monitor)
+        if turn.metadata.get(CONTENT_METADATA) == "missing":
+            return monitor, _content_not_captured(turn, scorer), start_ns, time.time_ns()
         result = await scorer.score(turn, rt.judge(monitor.judge), scorer.context_for(turn, monitor.name))
     except JudgePaused as exc:
         if _paused_line.setdefault(exc.judge, Every(60))():  # a line a minute per judge, not one per score

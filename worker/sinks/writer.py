@@ -206,8 +206,11 @@ class Writer:
         if dead:
             by_table["dead_letters"].extend(dead)
         inserted = 0
+        superseded = by_table.pop("superseded", [])
         for table, rows in by_table.items():
             inserted += self._insert_isolating(table, rows)
+        if superseded:  # after the batch's inserts: a stale turn's rows that came in the same batch go too
+            self._delete_superseded(superseded)
         # Exactly these entries, not "the first len(entries)": the list may have changed while we inserted (moved
         # back by a reclaim, or added to by a writer that took this id meanwhile). An entry already gone was
         # inserted by whoever took it (a replay duplicates nothing).
@@ -246,6 +249,16 @@ class Writer:
                 by_table[message["table"]].append(model.model_validate(row))
             except ValidationError as exc:
                 dead.append(_dead(json.dumps(row), f"{message['table']} row invalid: {exc}", "invalid_row"))
+
+    def _delete_superseded(self, turns: list[BaseModel]) -> None:
+        """Delete the rows of turns a later assembly replaced (lightweight deletes: gone from every query at once).
+        The per-minute and per-hour rollups, fed on insert, keep what they counted."""
+        keys = ", ".join(f"({_quote(t.trace_id)}, {_quote(t.span_id)})" for t in turns)
+        with self.lock:
+            for table, extra in (("traces", ""), ("scores", ""), ("pipeline_events", " AND stage != 'superseded'")):
+                self.store.command(f"DELETE FROM {table} WHERE (trace_id, span_id) IN ({keys}){extra}")
+        self.written["superseded"] += len(turns)
+        log.info("superseded turns deleted", turns=len(turns))
 
     def _insert(self, table: str, rows: list[BaseModel]) -> None:
         model = TABLES[table]
@@ -344,6 +357,10 @@ class Writer:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout)
+
+
+def _quote(value: str) -> str:
+    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
 def _dead(payload: bytes | str, reason: str, error_type: str) -> DeadLetter:
