@@ -7,7 +7,7 @@ Each has a unique ``name`` and a ``kind``; a monitor names it in ``scorer:`` as 
   ``output``: ``{type: boolean}``, ``{type: numeric, min, max}`` or ``{type: categorical, labels: {LABEL: SCORE}}``;
 - ``regex`` (``pattern``, ``match: must | must_not``), ``contains`` (``any`` / ``all`` / ``none`` of some phrases),
   ``length`` (``min`` / ``max`` characters or words), ``json_schema`` (``schema``): checks of one ``field`` of the
-  turn (``output`` unless said), no judge call;
+  turn (``output`` unless said; ``tool_calls`` is the calls as a JSON array), no judge call;
 - ``python``: ``function: "package.module:callable"`` or ``entry_point: NAME`` (group ``vigil.scorers``), called
   with the turn and ``params`` as keyword arguments, under ``timeout_s``;
 - ``tool_policy``: ``rules`` over the turn's tool calls, in call order: ``{require: NAME}``, ``{forbid: GLOB}``,
@@ -33,7 +33,7 @@ __all__ = [
     "definition_version",
 ]
 
-_FIELD = r"^(output|input|system|reference|agent|metadata\.[^\s]+)$"  # what a check can look at
+_FIELD = r"^(output|input|system|reference|agent|tool_calls|metadata\.[^\s]+)$"  # what a check looks at
 _FUNCTION = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
 
 

@@ -11,6 +11,7 @@ import subprocess
 import sys
 
 import pytest
+from vigil.worker.demo import demo_turns
 from vigil.worker.store import connect
 
 
@@ -80,9 +81,30 @@ def test_the_support_bot_comes_over_otlp_and_its_turns_are_scored_with_the_retri
     assert sources == {("support-bot", "otlp"), ("travel-assistant", ""), ("code-helper", "")}
     support = [row for row in rows if row[0] == "support-bot"]
     assert len(support) == 150, "one turn per agent trace, however many spans it had"
-    assert {spans for _, _, spans, _, _ in support} == {"4"}, "root, planning call, retriever, answering call"
+    tools = {trace_id: len(t.get("tool_calls", [])) for t in demo_turns() for trace_id in [t["trace_id"]]}
+    assert all(int(spans) == 4 + tools[trace_id] for _, _, spans, _, trace_id in support), \
+        "root, planning call, retriever, one span per tool call, answering call"
     with_contexts = [json.loads(contexts) for *_, contexts, _ in support if json.loads(contexts)]
     assert len(with_contexts) == 150, "every support-bot turn carries the retriever's documents"
     assert all(doc["id"].startswith("kb-") and doc["text"] for docs in with_contexts for doc in docs)
     assert scored["context_relevance"] == 150, "context relevance judged every OTLP turn's retrieved documents"
     assert scored["rag_correctness"] > 0 and scored["answer_relevancy"] > 0
+
+
+def test_the_support_bots_own_rubric_json_check_and_refund_policy_score_its_otlp_turns(demo):
+    _, _, home = demo
+    store = connect(f"chdb://{(home / 'chdb').resolve()}")
+    try:
+        got = store.query("SELECT monitor, status, label, count() FROM scores FINAL WHERE agent = 'support-bot' "
+                          "AND monitor IN ('cites_sources', 'refund_calls', 'refund_policy') "
+                          "GROUP BY monitor, status, label").result_rows
+        broken = store.query("SELECT reason FROM scores FINAL WHERE monitor = 'refund_policy' AND label = 'fail'"
+                             ).result_rows
+    finally:
+        store.close()
+    counts = {(monitor, status, label): n for monitor, status, label, n in got}
+    assert counts[("refund_policy", "scored", "fail")] > 0 and counts[("refund_calls", "scored", "fail")] > 0
+    assert counts[("cites_sources", "scored", "yes")] > 0 and counts[("cites_sources", "scored", "no")] > 0
+    assert sum(n for (monitor, *_), n in counts.items() if monitor == "refund_policy") == 150
+    assert any("#1 issue_refund came before any call it must follow" in reason or "failed: PaymentGatewayTimeout"
+               in reason for (reason,) in broken), "the tool spans' order and error status reach the policy"

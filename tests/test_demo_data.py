@@ -129,6 +129,18 @@ def test_the_assistants_have_system_instructions_and_some_tool_calls(turns):
         assert not any(t.contexts for t in mine)
 
 
+def test_the_support_bot_looks_orders_up_and_refunds_some_breaking_the_refund_rules_now_and_then(turns):
+    support = [t for t in turns if t.agent == "support-bot" and t.tool_calls]
+    refunds = [t for t in support if any(c.name == "issue_refund" for c in t.tool_calls)]
+    looked_up_first = [t for t in refunds if t.tool_calls[0].name == "lookup_order"]
+    over_limit = [t for t in refunds if any(c.name == "issue_refund" and c.arguments["amount"] > 500
+                                            for c in t.tool_calls)]
+    failed = [t for t in refunds if any(c.error for c in t.tool_calls)]
+    assert len(support) >= 40 and len(refunds) >= 15
+    assert 0 < len(refunds) - len(looked_up_first) < len(refunds) / 3
+    assert over_limit and failed
+
+
 def test_the_material_is_varied_not_repeated(turns):
     assert len({t.question for t in turns}) >= 120
     assert len({t.output for t in turns if t.output}) >= 100
@@ -242,10 +254,16 @@ def test_golden_questions_are_answerable_from_the_documents_they_cite(kb):
 # ---- the config ---------------------------------------------------------------------------------------------
 
 
-def test_the_config_validates_with_a_baseline_judge_and_the_four_monitors(config):
+def test_the_config_validates_with_a_baseline_judge_the_four_built_in_monitors_and_the_teams_own(config):
     assert [j.kind for j in config.judges] == ["baseline"]
     by_scorer = {m.scorer: m for m in config.monitors}
-    assert set(by_scorer) == {"answer_relevancy", "context_relevance", "prompt_alignment", "rag_correctness"}
+    assert set(by_scorer) == {"answer_relevancy", "context_relevance", "prompt_alignment", "rag_correctness",
+                              "cites_sources", "refund_calls", "refund_policy", "task_completion"}
+    assert {s.name: s.kind for s in config.scorers} == {
+        "cites_sources": "llm_judge", "refund_calls": "json_schema", "refund_policy": "tool_policy",
+        "task_completion": "llm_judge"}
+    assert all(by_scorer[name].filters.agents == ["support-bot"] for name in ("cites_sources", "refund_calls",
+                                                                              "refund_policy"))
     assert by_scorer["context_relevance"].filters.agents == ["support-bot"]
     assert by_scorer["rag_correctness"].filters.agents == ["support-bot"]
     assert set(by_scorer["prompt_alignment"].filters.agents) == {"travel-assistant", "code-helper"}
@@ -269,8 +287,12 @@ def _pairs(config, turns) -> dict[str, list[Turn]]:
             for m in config.monitors}
 
 
-def test_the_demo_scores_at_most_about_six_hundred_pairs(config, turns):
-    assert 400 <= sum(len(sample) for sample in _pairs(config, turns).values()) <= 600
+def test_the_demo_asks_the_judge_about_at_most_about_seven_hundred_pairs(config, turns):
+    """The checks and the tool policy call no judge and cost microseconds: they are counted apart."""
+    pairs = _pairs(config, turns)
+    judged = [m.name for m in config.monitors if config.calls_judge(m)]
+    assert 400 <= sum(len(pairs[name]) for name in judged) <= 700
+    assert sum(len(sample) for name, sample in pairs.items() if name not in judged) == 2 * 150
 
 
 def test_each_regression_rule_has_enough_support_bot_samples_on_both_sides(config, turns):
@@ -320,6 +342,8 @@ def test_the_baseline_judge_and_the_detector_see_the_support_bot_regression(conf
     async def score_all() -> None:
         for monitor_name, sample in _pairs(config, turns).items():
             monitor = config.monitor(monitor_name)
+            if monitor.scorer not in classes:  # the team's own scorers: no regression rule watches them
+                continue
             scorer = classes[monitor.scorer](**monitor.params)
             for turn in sample:
                 result = await scorer.score(turn, judge)

@@ -115,6 +115,18 @@ def test_a_check_scores_one_or_zero_with_a_reason_and_no_judge_call(definition, 
     assert (result.calls, result.judge_model) == ([], None)
 
 
+def test_a_json_schema_over_the_tool_calls_names_the_call_and_argument_that_break_it():
+    refund = {"if": {"properties": {"name": {"const": "issue_refund"}}},
+              "then": {"properties": {"arguments": {"properties": {"amount": {"maximum": 500}}}}}}
+    calls = [{"name": "lookup_order", "arguments": {"amount": 900}}, {"name": "issue_refund", "arguments": {"amount": 900}}]
+
+    result = run({"name": "j", "kind": "json_schema", "field": "tool_calls", "schema": {"items": refund}},
+                 turn(tool_calls=calls))
+
+    assert (result.score, result.reason) == (0.0, "the tool_calls does not match the schema at 1.arguments.amount: "
+                                                  "900 is greater than the maximum of 500")
+
+
 def test_a_check_of_a_field_the_turn_lacks_is_unscored_saying_which():
     result = run({"name": "c", "kind": "regex", "pattern": "x", "field": "metadata.channel"})
 
@@ -368,3 +380,17 @@ monitors:
     assert (scored["scorer"], scored["score"], scored["label"]) == ("refunds", 0.0, "fail")
     assert scored["scorer_version"] == scorer({"name": "refunds", "kind": "tool_policy",
                                                "rules": [{"order": ["lookup_order", "issue_refund"]}]}).version
+
+
+def test_the_readme_example_has_one_scorer_of_each_kind_and_they_build():
+    from pathlib import Path
+
+    import yaml
+
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+    data = yaml.safe_load(readme.split("### Your own scorers")[1].split("```yaml")[1].split("```")[0])
+    cfg = VigilConfig.model_validate({**data, "judges": [{"name": "gateway", "kind": "baseline"}]})
+
+    assert {s.kind for s in cfg.scorers} == {"llm_judge", "regex", "json_schema", "contains", "length", "python",
+                                             "tool_policy"}
+    assert all(build_user_scorer(s).version for s in cfg.scorers if s.kind != "python")  # no such package here

@@ -86,7 +86,8 @@ def demo_config(home: Path, agent_url: str | None = None) -> tuple[Path, str]:
         config["judges"] = [{"name": "llm", "kind": "openai", "base_url": base_url, "model": model,
                              "rpm": int(os.environ.get("VIGIL_JUDGE_RPM", "600"))}]
         for monitor in config["monitors"]:
-            monitor["judge"] = "llm"
+            if monitor.get("judge"):  # a check, a tool policy or a function calls no judge
+                monitor["judge"] = "llm"
         used = f"the OpenAI-compatible judge at {base_url} (model {model})"
     else:
         used = ("the offline BASELINE judge (no LLM: word overlap and recall heuristics). "

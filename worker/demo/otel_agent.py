@@ -2,7 +2,7 @@
 them, with the OpenTelemetry SDK only (no vigil code: this module imports nothing of vigil's), exported with
 ``OTLPSpanExporter`` (HTTP/protobuf) to ``vigil intake``.
 
-Each turn is one trace of four spans, with GenAI semantic-convention and OpenInference attributes:
+Each turn is one trace of four spans (and one more per tool call), with GenAI semantic-convention and OpenInference attributes:
 
 - ``invoke_agent support-bot`` (the root: ``gen_ai.operation.name = invoke_agent``, ``gen_ai.agent.name``,
   ``gen_ai.conversation.id``, the conversation as ``gen_ai.input.messages`` and the answer as
@@ -10,6 +10,8 @@ Each turn is one trace of four spans, with GenAI semantic-convention and OpenInf
 - ``chat <model>``, the planning call: the question in, a search query out;
 - ``retrieve knowledge-base``, the retriever (OpenInference ``RETRIEVER``: ``input.value`` and
   ``retrieval.documents.N.document.{id,content,score}``);
+- ``execute_tool <name>`` for each tool the bot called (the order tools: ``gen_ai.tool.name``, the arguments and the
+  result, and an error status with ``error.type`` when the call failed), one after the other;
 - ``chat <model>``, the answering call: ``gen_ai.system_instructions``, the messages, ``gen_ai.response.model`` and
   the token usage.
 
@@ -32,7 +34,7 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 from opentelemetry.sdk.trace.id_generator import IdGenerator
-from opentelemetry.trace import set_span_in_context
+from opentelemetry.trace import Status, StatusCode, set_span_in_context
 
 __all__ = ["export_turns"]
 
@@ -100,9 +102,12 @@ def _trace(tracer, turn: dict[str, Any], agent: str) -> None:
     root = tracer.start_span(f"invoke_agent {agent}", attributes=root_attributes, start_time=start)
     context = set_span_in_context(root)
 
-    def child(name: str, attributes: dict[str, Any], begin: int, finish: int) -> None:
-        tracer.start_span(name, context=context, attributes=attributes, start_time=start + begin * step).end(
-            end_time=start + finish * step)
+    def child(name: str, attributes: dict[str, Any], begin: int, finish: int, error: str | None = None) -> None:
+        span = tracer.start_span(name, context=context, attributes=attributes, start_time=start + begin * step)
+        if error:
+            span.set_attribute("error.type", error.split(":")[0])
+            span.set_status(Status(StatusCode.ERROR, error))
+        span.end(end_time=start + finish * step)
 
     child(f"chat {model}", {
         "gen_ai.operation.name": "chat", "gen_ai.request.model": model,
@@ -117,6 +122,13 @@ def _trace(tracer, turn: dict[str, Any], agent: str) -> None:
         if doc.get("score") is not None:
             documents[f"retrieval.documents.{n}.document.score"] = doc["score"]
     child("retrieve knowledge-base", documents, 3, 5)
+    tools = turn.get("tool_calls") or ()
+    for n, call in enumerate(tools):
+        attributes = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": call["name"],
+                      "gen_ai.tool.call.arguments": json.dumps(call.get("arguments") or {})}
+        if call.get("result") is not None:
+            attributes["gen_ai.tool.call.result"] = call["result"]
+        child(f"execute_tool {call['name']}", attributes, 5 + n, 6 + n, error=call.get("error"))
     answering = {
         "gen_ai.operation.name": "chat", "gen_ai.request.model": model, "gen_ai.response.model": model,
         "gen_ai.input.messages": _messages(turn["input"]), "gen_ai.output.messages": _messages(output),
@@ -129,5 +141,5 @@ def _trace(tracer, turn: dict[str, Any], agent: str) -> None:
                            ("completion_tokens", "gen_ai.usage.output_tokens")):
         if usage.get(key) is not None:
             answering[attribute] = usage[key]
-    child(f"chat {model}", answering, 5, 19)
+    child(f"chat {model}", answering, 5 + len(tools), 19)
     root.end(end_time=end)

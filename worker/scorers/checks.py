@@ -116,7 +116,8 @@ class JsonSchemaCheck(UserScorer):
 
         field = self.spec.field
         try:
-            document = json.loads(field_text(turn, field))
+            document = [c.model_dump() for c in turn.tool_calls] if field == "tool_calls" else \
+                json.loads(field_text(turn, field))
         except ValueError as exc:
             return _verdict(run, False, f"the {field} is not JSON: {exc}", path=None)
         error = best_match(self._validator.iter_errors(document))

@@ -9,6 +9,7 @@ an edited rubric from the old one. It scores through ``Scorer.score`` like a bui
 from __future__ import annotations
 
 import importlib
+import json
 from typing import Any, ClassVar
 
 from pydantic import PrivateAttr, ValidationError
@@ -58,9 +59,12 @@ class UserScorer(ReasonedScorer):
 
 def field_text(turn: Turn, field: str) -> str:
     """The text a check looks at: ``output`` (may be empty), ``input`` (the last user message), ``system``,
-    ``reference``, ``agent`` or ``metadata.KEY``; ``Unscorable`` when the turn has none."""
+    ``reference``, ``agent``, ``tool_calls`` (a JSON array, maybe empty) or ``metadata.KEY``; ``Unscorable`` when the
+    turn has none."""
     if field == "output":
         return turn.output
+    if field == "tool_calls":
+        return json.dumps([c.model_dump() for c in turn.tool_calls], ensure_ascii=False)
     if field.startswith("metadata."):
         text = turn.metadata.get(field.removeprefix("metadata."))
     else:

@@ -39,6 +39,13 @@ BAD_KINDS = {
                     "format_violation": 1, "truncated": 1, "prompt_injection": 1, "empty": 1},
 }
 REGRESSION_BAD_FRACTION = 0.78  # of the support-bot v2 turns
+# The support bot's order tools: the items whose answers look an order up, and those that then refund it. Drawn from
+# a random stream of their own (``Generator.tools``), so the rest of the data is the same with or without them.
+LOOKUP_ITEMS = ("orders-tracking", "orders-status", "orders-modify", "orders-missing", "shipping-delays",
+                "shipping-lost", "refunds-timing", "refunds-method", "warranty-claim")
+REFUND_ITEMS = ("orders-cancel", "refunds-partial", "price-drop", "payments-double-charge", "damaged-delivery",
+                "returns-exchange")
+REFUND_LIMIT = 500  # euros: a larger refund goes to a person (the demo config's JSON check of the tool calls)
 
 # --------------------------------------------------------------------------------------------------------------
 # The hand-written material lives in material/*.yaml (the knowledge base and each agent's questions, answers,
@@ -108,6 +115,7 @@ class _Slot:
 class Generator:
     def __init__(self, seed: int = SEED):
         self.rng = random.Random(seed)
+        self.tools = random.Random(seed + 1)  # the support bot's tool calls only
         self.used_hex: set[str] = set()
 
     # ---- small helpers ----
@@ -236,7 +244,34 @@ class Generator:
         }
         if reference is not None:
             turn["reference"] = reference
+        if item["key"] in LOOKUP_ITEMS + REFUND_ITEMS:
+            turn["tool_calls"] = self.support_tools(item["key"] in REFUND_ITEMS, bad=kind != "ok")
         return turn, question
+
+    def support_tools(self, refund: bool, bad: bool) -> list[dict]:
+        """Look the order up, and refund it for a refund item. A bad turn mostly refunds before looking the order
+        up, or more than the limit, or retries a refund that failed; a turn whose words are fine now and then does
+        one of those too (what only its actions show)."""
+        rng = self.tools
+        order = f"40-{rng.randrange(100_000, 999_999)}"
+        lookup = {"name": "lookup_order", "arguments": {"order_id": order},
+                  "result": json.dumps({"order_id": order, "status": rng.choice(["delivered", "shipped", "processing"])})}
+        if not refund:
+            return [lookup]
+        amount = rng.choice([19.99, 49.0, 89.5, 129.0, 249.99])
+        flaws = ["none", "refund_first", "over_limit", "failed_retry"]
+        flaw = rng.choices(flaws, [0.2, 0.35, 0.25, 0.2] if bad else [0.8, 0.05, 0.1, 0.05])[0]
+        if flaw == "over_limit":
+            amount = rng.choice([649.0, 1199.0])
+        refund_call = {"name": "issue_refund", "arguments": {"order_id": order, "amount": amount},
+                       "result": json.dumps({"refund_id": f"rf-{rng.randrange(10_000, 99_999)}", "amount": amount})}
+        if flaw == "refund_first":
+            return [refund_call, lookup]
+        if flaw == "failed_retry":
+            failed = {"name": "issue_refund", "arguments": {"order_id": order, "amount": amount},
+                      "error": "PaymentGatewayTimeout: no answer from the payment provider in 10 s"}
+            return [lookup, failed, refund_call]
+        return [lookup, refund_call]
 
     def assistant_turn(self, slot: _Slot, history: list[dict]) -> tuple[dict, str]:
         item, rng = slot.item, self.rng
