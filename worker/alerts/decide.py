@@ -73,7 +73,9 @@ def regression_verdict(rule: AlertRule, subject: Subject, recent: WindowStats, b
               "baseline_n": baseline.n}
     if min(recent.n, baseline.n) < rule.min_samples or recent.mean is None or baseline.mean is None:
         return Verdict(breach=None, message=f"{where}: too few turns to compare (n={recent.n} recent, "
-                                            f"{baseline.n} baseline; need {rule.min_samples})", **common)
+                                            f"{baseline.n} baseline; need {rule.min_samples} on each side: "
+                                            f"{_more(recent.n, rule)} recent and {_more(baseline.n, rule)} baseline "
+                                            "more)", **common)
     p_value, effect = _welch(recent, baseline)
     breach = p_value < rule.p_value and effect >= rule.min_effect_size
     return Verdict(
@@ -93,7 +95,7 @@ def agreement_verdict(rule: AlertRule, subject: Subject, recent: WindowStats, ba
     where = f"{subject.describe()}: judge-human agreement {_p(recent.mean)}"
     if recent.n < rule.min_samples or recent.mean is None:
         return Verdict(breach=None, message=f"{where} over the last {rule.window_minutes} min: too few "
-                       f"score-feedback pairs (n={recent.n}, need {rule.min_samples})", **common)
+                       f"score-feedback pairs (n={recent.n}, need {rule.min_samples}: {_more(recent.n, rule)} more)", **common)
     interval = wilson(round(recent.mean * recent.n), recent.n)
     low, high = interval.low, interval.high
     where += f" (95% {_p(low)}–{_p(high)}, n={recent.n}) over the last {rule.window_minutes} min"
@@ -101,7 +103,7 @@ def agreement_verdict(rule: AlertRule, subject: Subject, recent: WindowStats, ba
     compared = baseline.n >= rule.min_samples and baseline.mean is not None
     if not compared and rule.threshold is None:
         return Verdict(breach=None, message=f"{where}: too few baseline pairs to compare (n={baseline.n}, need "
-                                            f"{rule.min_samples})", **common)
+                                            f"{rule.min_samples}: {_more(baseline.n, rule)} more)", **common)
     p_value = effect = None
     dropped = False
     if compared:
@@ -124,7 +126,8 @@ def threshold_verdict(rule: AlertRule, subject: Subject, recent: WindowStats) ->
     where = f"{subject.describe()}: mean {_f(recent.mean)} over the last {rule.window_minutes} min"
     if recent.n < rule.min_samples or recent.mean is None:
         return Verdict(subject=subject, breach=None, value=recent.mean, recent_n=recent.n,
-                       message=f"{where}: too few turns (n={recent.n}, need {rule.min_samples})")
+                       message=f"{where}: too few turns (n={recent.n}, need {rule.min_samples}: "
+                               f"{_more(recent.n, rule)} more)")
     breach = recent.mean < limit
     return Verdict(subject=subject, breach=breach, value=recent.mean, recent_n=recent.n,
                    message=f"{where} is {'below' if breach else 'at or above'} {limit:g} (n={recent.n})")
@@ -136,7 +139,7 @@ def failure_rate_verdict(rule: AlertRule, subject: Subject, *, failed: int, tota
     where = f"{subject.describe()}: failure rate {_p(rate)} over the last {rule.window_minutes} min"
     if total < rule.min_samples or rate is None:
         return Verdict(subject=subject, breach=None, value=rate, recent_n=total,
-                       message=f"{where}: too few turns (n={total}, need {rule.min_samples})")
+                       message=f"{where}: too few turns (n={total}, need {rule.min_samples}: {_more(total, rule)} more)")
     breach = rate > limit
     return Verdict(subject=subject, breach=breach, value=rate, recent_n=total,
                    message=f"{where} is {'above' if breach else 'within'} {_p(limit)} ({failed} of {total} failed)")
@@ -148,7 +151,8 @@ def coverage_verdict(rule: AlertRule, subject: Subject, *, scored: int, sampled:
     where = f"{subject.describe()}: coverage {_p(coverage)} over the last {rule.window_minutes} min"
     if sampled < rule.min_samples or coverage is None:
         return Verdict(subject=subject, breach=None, value=coverage, recent_n=sampled,
-                       message=f"{where}: too few sampled turns (n={sampled}, need {rule.min_samples})")
+                       message=f"{where}: too few sampled turns (n={sampled}, need {rule.min_samples}: "
+                               f"{_more(sampled, rule)} more)")
     breach = coverage < limit
     return Verdict(subject=subject, breach=breach, value=coverage, recent_n=sampled,
                    message=(f"{where} is {'below' if breach else 'at or above'} {_p(limit)} "
@@ -197,6 +201,11 @@ def decide(rule: AlertRule, verdict: Verdict, previous: AlertState | None, now: 
         message=verdict.message, since=verdict.since, drop=verdict.drop, drop_low=verdict.drop_low,
         drop_high=verdict.drop_high, webhook_url=rule.webhook_url,
     )
+
+
+def _more(have: int, rule: AlertRule) -> int:
+    """How many more turns (or pairs) the rule needs before it can tell."""
+    return max(0, rule.min_samples - have)
 
 
 def _f(value: float | None) -> str:

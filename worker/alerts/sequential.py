@@ -382,9 +382,12 @@ def _decide(state: DetectorState, now: float, params: DetectorParams, *, fired: 
     if state.mode == "warmup":
         have = sum(b.counts)
         span = ((b.updated or 0.0) - (b.started or 0.0)) / 3600
+        more_scores = max(0.0, params.min_samples - have)
+        more_hours = max(0.0, params.warmup_s / 3600 - span)
         return Decision(mode="warmup", breach=None, statistic=0.0, baseline_n=have,
                         reason=(f"learning the baseline: {have:.0f} scores over {span:.1f} h, needs "
-                                f"{params.min_samples} over {params.warmup_s / 3600:g} h"))
+                                f"{params.min_samples} over {params.warmup_s / 3600:g} h: {more_scores:.0f} more "
+                                f"scores and {more_hours:.1f} more hours"))
     tilts = state.tilts
     assert tilts is not None
     ratios = [c.w / h for c, h in zip(state.cusums, tilts.threshold, strict=True)]

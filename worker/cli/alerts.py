@@ -46,11 +46,11 @@ def check(config_path: str | None, dsn: str | None, explain: bool) -> None:
     client = connect_for_reading(dsn)
     require_tables(client, "scores_1m", "scores_1h", "alerts", "detector_checks")
     if explain:
+        from vigil.worker.alerts.explain import explain as explained
+
         outcomes = evaluate(client, config)
-        for o in outcomes:
-            state = {True: "BREACH", False: "ok", None: "cannot tell"}[o.verdict.breach]
-            sent = f" -> {o.event.action}" if o.event else ""
-            click.echo(f"{o.rule.name} [{o.rule.kind}] {state}{sent}: {o.verdict.message}")
+        for line in explained(outcomes, config):
+            click.echo(line)
         events = [o.event for o in outcomes if o.event]
         record(client, events)
     else:
