@@ -15,7 +15,6 @@ from datetime import UTC, datetime, timedelta
 import pytest
 import redis as redis_py
 from scipy import stats
-
 from vigil.schemas import MonitorConfig, Turn
 from vigil.schemas.feedback import Feedback, feedback_id
 from vigil.schemas.rows import score_row, trace_row
@@ -394,7 +393,7 @@ def test_the_page_carries_its_csrf_token_and_forbids_inline_script(server):
 
 
 def test_bound_beyond_loopback_the_page_asks_for_its_token():
-    guard = Guard.for_binding("0.0.0.0", 8766, token="s3cret")  # noqa: S104 - what is being tested
+    guard = Guard.for_binding("0.0.0.0", 8766, token="s3cret")
 
     assert not guard.token_ok({}, None)
     assert guard.token_ok({}, "s3cret")

@@ -42,7 +42,7 @@ MAX_BODY = 64 * 1024
 MAX_CONNECTIONS = 32
 _NAME = re.compile(r"^[^\x00-\x1f\x7f]{1,256}$")
 _STATIC = {"review.js": "text/javascript; charset=utf-8", "review.css": "text/css; charset=utf-8"}
-_CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; "
+_CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
         "base-uri 'none'; form-action 'none'; frame-ancestors 'none'")
 
 
@@ -68,6 +68,12 @@ class ReviewApp:
         return path == PREFIX or path.startswith(PREFIX + "/")
 
     def handle(self, request: BaseHTTPRequestHandler) -> None:
+        try:
+            self._handle(request)
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the browser went away (a reload, a closed tab): nobody to answer
+
+    def _handle(self, request: BaseHTTPRequestHandler) -> None:
         url = urlsplit(request.path)
         query = {k: v[0] for k, v in parse_qs(url.query).items()}
         try:

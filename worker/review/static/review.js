@@ -12,7 +12,7 @@
     for (const [key, value] of Object.entries(attrs || {})) {
       if (key.startsWith("data-") || SAFE_ATTRS.has(key)) node.setAttribute(key, String(value));
     }
-    for (const child of children.flat()) {
+    for (const child of children.flat(Infinity)) {
       if (child === null || child === undefined || child === false) continue;
       node.append(child instanceof Node ? child : document.createTextNode(String(child)));
     }
@@ -142,7 +142,7 @@
     scores.sort((a, b) => (a.monitor === item.monitor ? -1 : b.monitor === item.monitor ? 1 : a.monitor.localeCompare(b.monitor)));
     state.blocks = scores.map((s) => monitorBlock(s, item));
     const session = item.session || [];
-    article.replaceChildren(
+    article.replaceChildren(...[
       el("p", { class: "source", "data-queue": item.queue }, "From ", el("b", {}, item.queue), ": ", item.queue_title,
         ` · ${item.monitor} · trace ${item.trace_id}`),
       session.length ? el("details", {}, el("summary", {}, `Session: ${session.length} earlier turn(s)`),
@@ -151,7 +151,8 @@
       el("h3", {}, "Monitors"),
       state.blocks,
       el("textarea", { id: "comment", placeholder: "Comment, sent with the next label (c)", "aria-label": "comment" }),
-      el("div", { class: "actions" }, el("button", { type: "button", "data-action": "skip", title: "s" }, "Skip (s)")));
+      el("div", { class: "actions" }, el("button", { type: "button", "data-action": "skip", title: "s" }, "Skip (s)")),
+    ].flat(2).filter(Boolean));
     article.setAttribute("data-trace-id", item.trace_id);
     article.querySelector('[data-action="skip"]').addEventListener("click", skip);
     activate(0);

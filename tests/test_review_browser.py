@@ -1,0 +1,222 @@
+"""The review page in a real headless browser (Debian's chromium through chromium-driver and selenium), served
+from the store a real `vigil worker` process holds and writes while it runs; labels travel through its ingest
+queue into the store, and back onto the page's progress.
+
+`make system-deps` installs chromium and chromium-driver; where they (or selenium) are missing, these tests skip
+and say so. VIGIL_UPDATE_SCREENSHOT=1 also copies the page's screenshot to docs/review.png (the README's).
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import shutil
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from vigil.worker.demo.embedded_redis import EmbeddedRedis
+from vigil.worker.review.leases import Leases
+from vigil.worker.review.service import ReviewService, open_service
+from vigil.worker.review.web import ReviewServer
+from vigil.worker.store.clickhouse import connect_for_reading
+from vigil.worker.store.read_server import read_endpoint
+
+from tests.pipeline import WorkerProcess, make_turn, ship, wait_drained
+from tests.test_review import seed
+
+CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
+CONFIG = Path(__file__).parent / "fixtures" / "pipeline.yaml"
+SCREENSHOT = Path(__file__).parent.parent / "docs" / "review.png"
+
+webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is missing: pip install -e '.[dev]'")
+if not (shutil.which(CHROMIUM) and shutil.which(CHROMEDRIVER)):
+    pytest.skip("chromium or chromium-driver is missing: `make system-deps` installs them "
+                "(apt-get install chromium chromium-driver)", allow_module_level=True)
+
+from selenium.webdriver.common.by import By
+from selenium.webdriver.support.ui import WebDriverWait
+
+
+def until(condition: Callable[[], Any], timeout: float = 120, what: str = "") -> Any:
+    """Poll ``condition`` until it returns something truthy (the work has no clock of its own to wait on)."""
+    deadline = time.monotonic() + timeout
+    while not (value := condition()):
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.2)
+    return value
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory):
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for argument in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                     "--window-size=1280,1000", "--no-first-run", "--disable-background-networking",
+                     "--disable-component-update", "--disable-sync",
+                     f"--user-data-dir={tmp_path_factory.mktemp('chromium-profile')}"):
+        options.add_argument(argument)
+    driver = webdriver.Chrome(service=webdriver.ChromeService(executable_path=CHROMEDRIVER), options=options)
+    yield driver
+    driver.quit()
+
+
+@dataclass
+class Stack:
+    worker: WorkerProcess
+    server: ReviewServer
+    store: Any  # a client reading through the worker's read endpoint
+    traces: list[str]
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory):
+    """A Redis of its own, a `vigil worker` that has scored 12 turns and still runs (holding chDB), and the review
+    page reading through it."""
+    home = tmp_path_factory.mktemp("review") / "vigil"
+    with EmbeddedRedis() as redis_server:
+        worker = WorkerProcess(redis_server.url, home, CONFIG)
+        turns = [make_turn(i) for i in range(12)]
+        ship(redis_server.url, turns)
+        worker.start()
+        try:
+            wait_drained(redis_server.url, worker)
+            until(lambda: read_endpoint(home / "chdb"), 60, "the worker's read endpoint")
+            store = connect_for_reading(worker.dsn, open_here=False)
+            until(lambda: store.query("SELECT count() FROM scores FINAL WHERE monitor = 'relevancy'")
+                  .result_rows[0][0] == len(turns), 120, "12 scores in the store")
+            server = ReviewServer(open_service(store, redis_server.url, reviewer="ana"), port=0).start()
+            yield Stack(worker, server, store, [t["trace_id"] for t in turns])
+            server.shutdown()
+        finally:
+            worker.stop()
+
+
+def review_labels(store, monitor: str = "relevancy") -> list[tuple]:
+    return store.query("SELECT trace_id, author, source, monitor, queue, value FROM feedback FINAL "
+                       "WHERE source = 'reviewer' AND monitor = {m:String} ORDER BY created_at",
+                       parameters={"m": monitor}).result_rows
+
+
+def open_page(browser, server: ReviewServer, monitor: str = "relevancy", queue: str = "random") -> None:
+    browser.get(f"http://127.0.0.1:{server.port}/review/")
+    browser.execute_script("localStorage.clear(); localStorage.setItem('vigil.monitor', arguments[0]);"
+                           "localStorage.setItem('vigil.queue', arguments[1]);", monitor, queue)
+    browser.get(f"http://127.0.0.1:{server.port}/review/")
+
+
+def current_item(browser, timeout: float = 60) -> str:
+    return WebDriverWait(browser, timeout).until(
+        lambda d: d.find_element(By.ID, "item").get_attribute("data-trace-id"))
+
+
+def test_a_reviewer_labels_a_turn_with_the_keyboard_and_the_store_and_agreement_follow(browser, stack):
+    open_page(browser, stack.server)
+    first = current_item(browser)
+    item = browser.find_element(By.CSS_SELECTOR, f'#item[data-trace-id="{first}"]')
+    block = item.find_element(By.CSS_SELECTOR, '[data-monitor="relevancy"]')
+    question = item.text
+
+    assert first in stack.traces
+    assert "within 30 days" in question and "How do I return order" in question  # the answer and the question
+    assert "random" in item.find_element(By.CSS_SELECTOR, "[data-queue]").text  # which queue it came from
+    for action in ("judge-right", "judge-wrong", "score"):
+        assert block.find_element(By.CSS_SELECTOR, f'[data-action="{action}"]').is_displayed()
+    assert item.find_element(By.CSS_SELECTOR, '[data-action="skip"]').is_displayed()
+    assert "judge wrong" in browser.find_element(By.ID, "keys").text  # the shortcuts are on the page
+
+    browser.find_element(By.TAG_NAME, "body").send_keys("w")
+    second = WebDriverWait(browser, 60).until(
+        lambda d: (t := d.find_element(By.ID, "item").get_attribute("data-trace-id")) != first and t)
+
+    assert second in stack.traces  # the next item, at once
+    rows = until(lambda: review_labels(stack.store), 120, "the label in the store")
+    assert [r[:5] for r in rows] == [(first, "ana", "reviewer", "relevancy", "random")]
+    progress = {m["monitor"]: m for m in stack.server.app.service.progress()}["relevancy"]
+    assert (progress["reviewed"], progress["agreement"]["random"]) == (1, 1)
+    assert progress["agreement"]["value"] == 0.0  # "judge wrong" on the only random draw
+    WebDriverWait(browser, 60).until(  # and the page's progress panel shows it
+        lambda d: d.find_element(By.CSS_SELECTOR, '#progress-rows [data-monitor="relevancy"] [data-field="reviewed"]')
+        .text.startswith("1 /"))
+    browser.save_screenshot(str(stack.worker.home / "review.png"))
+    if os.environ.get("VIGIL_UPDATE_SCREENSHOT"):
+        SCREENSHOT.parent.mkdir(exist_ok=True)
+        shutil.copy(stack.worker.home / "review.png", SCREENSHOT)
+
+
+def test_concurrent_labels_from_many_reviewers_all_reach_the_store(stack):
+    """16 labels posted at the same instant: 8 reviewers, each labelling two turns (so each turn gets labels from
+    several reviewers at once)."""
+    server, targets = stack.server, stack.traces[4:8]
+    jobs = [(f"reviewer-{r}", targets[(r + k) % len(targets)]) for r in range(8) for k in range(2)]
+    start, statuses = threading.Barrier(len(jobs)), []
+
+    def post(reviewer: str, trace_id: str) -> None:
+        body = json.dumps({"trace_id": trace_id, "monitor": "relevancy", "action": "judge-right",
+                           "queue": "flagged", "reviewer": reviewer, "comment": uuid.uuid4().hex})
+        connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=60)
+        start.wait()
+        connection.request("POST", "/review/api/label", body=body, headers={
+            "Host": f"127.0.0.1:{server.port}", "Content-Type": "application/json",
+            "X-Vigil-CSRF": server.guard.csrf})
+        statuses.append(connection.getresponse().status)
+        connection.close()
+
+    threads = [threading.Thread(target=post, args=job) for job in jobs]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(120)
+
+    assert statuses == [200] * len(jobs)
+    expected = set(jobs)
+    until(lambda: expected <= {(r[1], r[0]) for r in review_labels(stack.store)}, 120, "all 16 labels")
+
+
+HOSTILE = {
+    "system": '<script>window.__pwned = "system"</script>You are helpful.',
+    "input": [{"role": "user", "content": '<img src=x onerror="window.__pwned = \'img\'">Where is my order?'}],
+    "output": '<a href="javascript:window.__pwned=\'link\'">click here</a> [ok](javascript:alert(1)) '
+              '<svg onload="window.__pwned = \'svg\'"></svg>',
+    "contexts": [{"text": '<iframe src="javascript:window.__pwned=\'iframe\'"></iframe>', "id": '"><b id=x>'}],
+    "tool_calls": [{"name": '<b onmouseover="window.__pwned=1">lookup</b>', "arguments": {"q": "</pre><script>x"},
+                    "result": '<style>body{display:none}</style>found'}],
+    "metadata": {"<i onclick=x>": '<script>window.__pwned = "meta"</script>'},
+}
+
+
+def test_hostile_trace_text_is_shown_as_text_and_never_runs(browser, store, redis_url):
+    """Script tags, event handlers and javascript: links in every field of a turn: the browser's DOM holds them
+    as text, no element or attribute comes from them, and nothing ran."""
+    import redis as redis_py
+
+    (trace,) = seed(store, [0.1], **HOSTILE)
+    client = redis_py.Redis.from_url(redis_url)
+    server = ReviewServer(ReviewService(store, Leases(client), lambda items: None, reviewer="ana"), port=0).start()
+    try:
+        open_page(browser, server, queue="lowest")
+        assert current_item(browser) == trace
+        page = browser.find_element(By.ID, "item")
+
+        assert browser.execute_script("return window.__pwned") is None
+        assert browser.find_elements(By.CSS_SELECTOR, "#item script, #item img, #item svg, #item iframe, "
+                                                      "#item style, #item a, #item i, #item #x") == []
+        handlers = browser.execute_script(
+            "return [...document.querySelectorAll('#item *')].flatMap(e => [...e.attributes].map(a => a.name))"
+            ".filter(n => n.startsWith('on') || n === 'href' || n === 'src')")
+        assert handlers == []
+        text = page.text
+        for shown in ("<script>window.__pwned", "<img src=x onerror=", "javascript:window.__pwned='link'",
+                      "<svg onload=", "<iframe src=", '<b onmouseover="window.__pwned=1">lookup</b>',
+                      "</pre><script>x", "<style>body{display:none}</style>found", "<i onclick=x>"):
+            assert shown in text, shown
+        assert page.is_displayed()
+    finally:
+        server.shutdown()
+        client.close()
