@@ -180,6 +180,7 @@ class _CappedServer(ThreadingHTTPServer):
     """At most ``MAX_CONNECTIONS`` requests at once; more are closed unanswered."""
 
     daemon_threads = True
+    request_queue_size = 64  # the listen backlog: a burst of connections waits instead of being reset
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
