@@ -235,3 +235,17 @@ def test_episodes_use_the_rules_parameters():
     assert params.false_alarms_per_month == 5 and params.warmup_s == 3600 and params.half_life_s == 86400
     found, state = episodes(rule, Subject(monitor="m"), np.asarray([T0]), np.asarray([0.5]))
     assert found == [] and state.mode == "warmup"
+
+
+def test_evaluate_keeps_the_reason_a_rule_did_not_fire(store):
+    """What ``vigil alerts check --explain`` prints: every rule's verdict, sent or not, with why."""
+    from vigil.worker.alerts.check import evaluate
+
+    rng = np.random.default_rng(15)
+    insert(store, rows(rng, start=NOW - timedelta(days=1), minutes=24 * 60, rate=2, mean=0.8))
+
+    (outcome,) = evaluate(store, config(), now=NOW)
+
+    assert outcome.event is None and outcome.verdict.breach is False
+    assert outcome.verdict.message.startswith("relevancy: watching: highest CUSUM")
+    assert "1 false alarm(s) a month" in outcome.verdict.message
