@@ -48,7 +48,8 @@ WHERE status = 'scored' AND score IS NOT NULL AND label != 'abstained' AND monit
   AND {where}
 ORDER BY at"""
 
-_NEW = "inserted_at > {cursor:DateTime64(3)}"
+# Stored since the last check, for turns no older than the backfill limit (which also spares a scan of the table).
+_NEW = "inserted_at > {cursor:DateTime64(3)} AND trace_time >= {oldest:DateTime64(3)}"
 _HISTORY = ("trace_time >= {now:DateTime64(3)} - INTERVAL {minutes:UInt32} MINUTE "
             "AND trace_time <= {now:DateTime64(3)}")
 
@@ -132,8 +133,10 @@ def watch(client: Client, rule: AlertRule, now: datetime) -> list[Watched]:
     decisions: dict[str, tuple[_Saved, Decision]] = {}
     known = [m for m in monitors if m in saved]
     if known:
-        oldest = min(saved[m].cursor for m in known)
-        new_rows = _rows(client, _NEW, monitors=known, cursor=oldest)
+        cursor = min(saved[m].cursor for m in known)
+        newest = [saved[m].state.last_score_at for m in known]
+        oldest = min((t for t in newest if t is not None), default=now.timestamp()) - STALE_S
+        new_rows = _rows(client, _NEW, monitors=known, cursor=cursor, oldest=datetime.fromtimestamp(oldest, UTC))
         for m in known:
             mine = [r for r in new_rows if r[0] == m and _cursor([r], EPOCH) > saved[m].cursor]
             decisions[m] = _advance(saved[m], mine, rule, now)
