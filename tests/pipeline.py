@@ -86,10 +86,12 @@ class IntakeProcess(_Process):
         self.log = home / f"intake-{self.port}.log"
         self.process: subprocess.Popen | None = None
 
-    def start(self, timeout: float = 30) -> IntakeProcess:
+    def start(self, *args: str, timeout: float = 30) -> IntakeProcess:
+        """``vigil intake --port PORT ARGS``, once it answers ``/healthz``."""
         with open(self.log, "ab") as out:
-            self.process = subprocess.Popen([sys.executable, "-m", "vigil.worker", "intake", "--port", str(self.port)],
-                                            env=self.env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+            self.process = subprocess.Popen([sys.executable, "-m", "vigil.worker", "intake", "--port", str(self.port),
+                                             *args], env=self.env, stdout=out, stderr=subprocess.STDOUT,
+                                            start_new_session=True)
         deadline = time.monotonic() + timeout
         while True:
             try:

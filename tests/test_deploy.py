@@ -18,7 +18,8 @@ from vigil.schemas import load_config
 DEPLOY = Path(__file__).resolve().parent.parent / "deploy"
 K8S_VERSION = "1.30.0"
 SECRETS = {"REDIS_PASSWORD": "r-pass-1", "CLICKHOUSE_PASSWORD": "c-pass-2", "GRAFANA_ADMIN_PASSWORD": "g-pass-3",
-           "GRAFANA_CLICKHOUSE_PASSWORD": "g-pass-4", "VIGIL_JUDGE_BASE_URL": "https://judge.example/v1"}
+           "GRAFANA_CLICKHOUSE_PASSWORD": "g-pass-4", "VIGIL_JUDGE_BASE_URL": "https://judge.example/v1",
+           "VIGIL_INTAKE_TOKEN": "i-token-5"}
 
 
 def _compose() -> dict:
@@ -236,3 +237,14 @@ def test_the_configmap_carries_the_same_monitor_config_as_compose_and_it_validat
     assert configmap["data"]["vigil.yaml"] == (DEPLOY / "config" / "vigil.yaml").read_text()
     config = load_config(tmp_path / "vigil.yaml", environ={"VIGIL_JUDGE_BASE_URL": "https://judge.example/v1"})
     assert {r.kind for r in config.alerts} == {"regression", "failure_rate", "coverage", "judge_paused", "agreement"}
+
+
+def test_no_deploy_file_sets_an_empty_intake_token():
+    """An empty VIGIL_INTAKE_TOKEN used to make the intake refuse every request, unlogged; compose now refuses to
+    start without one, as for its other secrets, and the Kubernetes intake needs its secret key."""
+    compose = _compose()
+    for name in ("intake", "otel-collector"):
+        assert compose["services"][name]["environment"]["VIGIL_INTAKE_TOKEN"].startswith("${VIGIL_INTAKE_TOKEN:?")
+    [container] = _by_kind("Deployment", "vigil-intake")["spec"]["template"]["spec"]["containers"]
+    [token] = [e for e in container["env"] if e["name"] == "VIGIL_INTAKE_TOKEN"]
+    assert "optional" not in token["valueFrom"]["secretKeyRef"]

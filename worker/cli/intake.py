@@ -20,12 +20,15 @@ def intake_command(host: str, port: int, broker_wait: float, log_requests: bool 
     """Receive OTLP/HTTP traces (POST /v1/traces), the GenAI events in OTLP logs (POST /v1/logs: message content
     some instrumentations send as log records) and vigil turns (POST /v1/turns) into Redis. Point any OpenTelemetry
     SDK at it with OTEL_EXPORTER_OTLP_ENDPOINT=http://HOST:PORT."""
-    from aiohttp import web
+    import os
+
+    import structlog
     from pydantic import ValidationError
-    from vigil.worker.intake.server import make_app
+    from vigil.worker.intake.server import make_app, run
     from vigil.worker.intake.settings import intake_settings
     from vigil.worker.logs import configure_logging
     from vigil.worker.pipeline.broker_watch import BrokerWatch, wait_for_broker
+    from vigil.worker.serving.guard import is_loopback
     from vigil.worker.settings import get_settings
 
     settings = get_settings()
@@ -37,13 +40,18 @@ def intake_command(host: str, port: int, broker_wait: float, log_requests: bool 
     except ValidationError as exc:
         problems = "; ".join(f"VIGIL_INTAKE_{str(e['loc'][0]).upper()}: {e['msg']}" for e in exc.errors())
         raise click.ClickException(problems) from None
+    if intake.token is None and not is_loopback(host):
+        why = "VIGIL_INTAKE_TOKEN is empty, which means no token" if "VIGIL_INTAKE_TOKEN" in os.environ \
+            else "VIGIL_INTAKE_TOKEN is not set"
+        structlog.get_logger("vigil.intake").warning(
+            f"listening beyond loopback without a token ({why}): anyone who can reach this port can send spans "
+            "and turns; set VIGIL_INTAKE_TOKEN to require 'Authorization: Bearer <token>'", host=host, port=port)
     redis_url = settings.redis_url or "redis://127.0.0.1:6379/0"
     wait_for_broker(redis_url, broker_wait, say=lambda line: click.echo(f"vigil: {line}", err=True))
     app = make_app(redis_url, intake)
     watch = BrokerWatch(redis_url).start()  # one line per interval while Redis is lost (the 503s say nothing more)
     try:
-        web.run_app(app, host=host, port=port, print=lambda line: click.echo(line.strip(), err=True),
-                    access_log=None, handle_signals=True)
+        run(app, host, port)
     except OSError as exc:
         raise click.ClickException(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
     finally:

@@ -14,14 +14,17 @@ Routes:
   as one ``vigil.ingest`` task; the worker validates each turn and dead-letters the bad ones, as on the Redis path.
 - ``GET /healthz``: 200.
 
-With ``VIGIL_INTAKE_TOKEN`` set, the POST routes need ``Authorization: Bearer <token>`` (401 otherwise). The server
-keeps no state between requests: run as many as needed behind a load balancer.
+With ``VIGIL_INTAKE_TOKEN`` set, the POST routes need ``Authorization: Bearer <token>`` (401 otherwise). The token
+and the declared length are checked from the headers before a byte of the body is read; the body is read and
+inflated within ``VIGIL_INTAKE_MAX_BYTES`` as it arrives (``worker.serving``), a refused body is never read (its
+connection is closed), and ``/v1/turns`` takes at most ``VIGIL_INTAKE_MAX_TURNS`` turns per request (413 over it:
+the SDK sends it again in halves). ``run`` serves the app with at most ``VIGIL_INTAKE_MAX_CONNECTIONS`` connections.
+The server keeps no state between requests: run as many as needed behind a load balancer.
 """
 
 from __future__ import annotations
 
 import asyncio
-import hmac
 import json
 from concurrent.futures import ThreadPoolExecutor
 
@@ -41,9 +44,11 @@ from vigil.worker.intake.publish import BROKER_ERRORS, Publisher
 from vigil.worker.intake.settings import IntakeSettings
 from vigil.worker.logs import Every
 from vigil.worker.pipeline.broker_watch import RETRY_INTERVAL_S
+from vigil.worker.serving import BodyTooLarge, UnreadableBody, UnsupportedEncoding, credential_ok
+from vigil.worker.serving.aio import read_body, refusal
 from vigil.worker.settings import get_settings
 
-__all__ = ["make_app"]
+__all__ = ["make_app", "run"]
 
 log = structlog.get_logger("vigil.intake")
 
@@ -105,23 +110,25 @@ async def _log_request(request: web.Request, handler) -> web.StreamResponse:
 async def _errors(request: web.Request, handler) -> web.StreamResponse:
     try:
         return await handler(request)
-    except web.HTTPRequestEntityTooLarge as exc:
-        log.warning("request too large", path=request.path, limit=exc.text)
-        return _error(413, _RESOURCE_EXHAUSTED, f"request body over {request.app[_SETTINGS].max_bytes} bytes",
-                      request)
-    except RequestPayloadError as exc:  # a body that could not be read, or not decompressed
+    except BodyTooLarge as exc:  # its connection is closed: the rest is never read
+        log.warning("request too large", path=request.path, error=str(exc))
+        return refusal(_error(413, _RESOURCE_EXHAUSTED, str(exc), request))
+    except UnsupportedEncoding as exc:
+        return refusal(_error(415, _INVALID_ARGUMENT, str(exc), request))
+    except (UnreadableBody, RequestPayloadError) as exc:  # a body that could not be read, or not inflated
         log.warning("unreadable request body", path=request.path, error=str(exc))
-        return _error(400, _INVALID_ARGUMENT, "unreadable body: " + " ".join(str(exc).split()), request)
+        return refusal(_error(400, _INVALID_ARGUMENT, "unreadable body: " + " ".join(str(exc).split()), request))
 
 
 @web.middleware
 async def _auth(request: web.Request, handler) -> web.StreamResponse:
+    """The bearer token, from the headers alone: a refused request's body is never read (nor inflated), and its
+    connection is closed."""
     token = request.app[_SETTINGS].token
-    if token is not None and request.method == "POST":
-        given = request.headers.get("Authorization", "")
-        if not hmac.compare_digest(given.encode(), f"Bearer {token.get_secret_value()}".encode()):
-            return _error(401, _UNAUTHENTICATED, "missing or wrong bearer token", request,
-                          **{"WWW-Authenticate": "Bearer"})
+    if token is not None and request.method == "POST" and \
+            not credential_ok(request.headers.get("Authorization", ""), f"Bearer {token.get_secret_value()}"):
+        return refusal(_error(401, _UNAUTHENTICATED, "missing or wrong bearer token", request,
+                              **{"WWW-Authenticate": "Bearer"}))
     return await handler(request)
 
 
@@ -151,10 +158,12 @@ async def _otlp(request: web.Request, decode, encode, what: str) -> web.Response
         return _error(415, _INVALID_ARGUMENT, f"content type {request.content_type!r}: send {_PROTOBUF} or {_JSON}",
                       request)
     json_body = _is_json(request)
-    body = await request.read()
+    body = await read_body(request, request.app[_SETTINGS].max_bytes)
     request[_BYTES] = len(body)
     try:
         decoded = decode(body, json_body=json_body)
+    except RecursionError:  # JSON nested deeper than the parser goes
+        return _error(400, _INVALID_ARGUMENT, "body nested too deeply", request)
     except UndecodableBody as exc:
         log.warning("undecodable OTLP body", path=request.path, error=str(exc))
         return _error(400, _INVALID_ARGUMENT, str(exc), request)
@@ -179,12 +188,19 @@ async def logs(request: web.Request) -> web.Response:
 async def turns(request: web.Request) -> web.Response:
     if request.content_type != _JSON:
         return _error(415, _INVALID_ARGUMENT, f"content type {request.content_type!r}: send {_JSON}", request)
+    settings = request.app[_SETTINGS]
     try:
-        batch = json.loads(await request.read())
+        batch = json.loads(await read_body(request, settings.max_bytes))
     except (ValueError, UnicodeDecodeError) as exc:
         return _error(400, _INVALID_ARGUMENT, f"body is not JSON: {exc}", request)
+    except RecursionError:
+        return _error(400, _INVALID_ARGUMENT, "body is not JSON: nested too deeply", request)
     if not isinstance(batch, list) or not all(isinstance(turn, dict) for turn in batch):
         return _error(400, _INVALID_ARGUMENT, "body must be a JSON list of turn objects", request)
+    if len(batch) > settings.max_turns:  # what a request costs the workers grows with its items, not its bytes
+        log.warning("too many turns in one request; answered 413", items=len(batch), limit=settings.max_turns)
+        return _error(413, _RESOURCE_EXHAUSTED, f"{len(batch)} turns in one request, over VIGIL_INTAKE_MAX_TURNS "
+                      f"({settings.max_turns}); send fewer at once", request)
     request[_ACCEPTED] = len(batch)
     if batch:
         refused = await _publish(request, INGEST_TASK, batch, "turns")
@@ -195,3 +211,14 @@ async def turns(request: web.Request) -> web.Response:
 
 async def healthz(request: web.Request) -> web.Response:
     return web.Response(text="ok")
+
+
+def run(app: web.Application, host: str, port: int) -> None:
+    """Serve ``app`` (``make_app``) until SIGINT or SIGTERM, at most ``VIGIL_INTAKE_MAX_CONNECTIONS`` connections."""
+    from vigil.worker.serving.aio import run as serve
+
+    settings = app[_SETTINGS]
+    serve(app, host, port, max_connections=settings.max_connections,
+          started=lambda url: log.info("intake listening", url=url, max_connections=settings.max_connections,
+                                       max_bytes=settings.max_bytes, max_turns=settings.max_turns,
+                                       token=settings.token is not None))

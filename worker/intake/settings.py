@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from pydantic import Field, SecretStr
+from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 from vigil.worker.settings import get_settings
 
@@ -14,9 +14,12 @@ __all__ = ["IntakeSettings", "intake_settings"]
 class IntakeSettings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="VIGIL_INTAKE_", extra="ignore")
 
-    token: SecretStr | None = Field(default=None, description="when set, requests need 'Authorization: Bearer …'")
+    token: SecretStr | None = Field(default=None, description="when set, requests need 'Authorization: Bearer …'; "
+                                                              "empty means none")
     max_bytes: int = Field(default_factory=lambda: get_settings().max_message_bytes, gt=0,
                            description="largest request body, after decompression (default VIGIL_MAX_MESSAGE_BYTES)")
+    max_turns: int = Field(default=1000, gt=0, description="turns in one POST /v1/turns (the SDK sends 256)")
+    max_connections: int = Field(default=256, gt=0, description="connections open at once; more are answered 503")
     retry_after_s: int = Field(default=5, ge=1, description="Retry-After of a 503 while Redis refuses writes")
     publish_timeout_s: float = Field(default=5.0, gt=0, description="per Redis command when publishing")
     settle_s: float = Field(default=10.0, ge=0, description="a trace is assembled this long after its last span")
@@ -25,6 +28,15 @@ class IntakeSettings(BaseSettings):
                                  "process) has not arrived waits this long after its last span (at most keep_s)")
     log_requests: bool = Field(default=True, description="one info line per request in the intake's log")
     lease_s: int = Field(default=120, gt=0, description="a claimed trace not released after this is claimed again")
+
+    @field_validator("token", mode="before")
+    @classmethod
+    def _empty_is_none(cls, value: object) -> object:
+        """``VIGIL_INTAKE_TOKEN=`` (what a template sets when no token is given) means no token, not a token
+        no sender can present."""
+        if isinstance(value, str) and not value.strip():
+            return None
+        return value
 
 
 @lru_cache(maxsize=1)

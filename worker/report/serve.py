@@ -1,20 +1,24 @@
 """``vigil report --serve``: the HTML report live on localhost, built afresh from the store for every request.
 
 ``/`` is the page (it reloads itself every ``refresh_s`` seconds), ``/report.json`` the same report as JSON. It binds
-127.0.0.1 only: the page shows traces' questions and answers, which are not for the network.
+127.0.0.1 only: the page shows traces' questions and answers, which are not for the network; and it answers only
+requests whose Host header is a loopback name (``worker.serving``), so a web page cannot read it through a DNS name
+that resolves to 127.0.0.1 (DNS rebinding). At most ``MAX_CONNECTIONS`` connections are open at once.
 """
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import urlsplit
 
 from vigil.worker.report.html import render_html
 from vigil.worker.report.model import Report
+from vigil.worker.serving import GuardedHandler, GuardedServer
 
-__all__ = ["ReportServer"]
+__all__ = ["MAX_CONNECTIONS", "ReportServer"]
+
+MAX_CONNECTIONS = 16  # each request builds the report from the store, one at a time
 
 
 class ReportServer:
@@ -24,8 +28,7 @@ class ReportServer:
         self.build = build
         self.refresh_s = refresh_s
         self.lock = threading.Lock()  # one store query at a time on the shared client
-        self.server = ThreadingHTTPServer(("127.0.0.1", port), _handler(self))
-        self.server.daemon_threads = True
+        self.server = GuardedServer(("127.0.0.1", port), _handler(self), max_connections=MAX_CONNECTIONS)
 
     @property
     def url(self) -> str:
@@ -52,8 +55,8 @@ class ReportServer:
         self.server.shutdown()
 
 
-def _handler(server: ReportServer) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
+def _handler(server: ReportServer) -> type[GuardedHandler]:
+    class Handler(GuardedHandler):
         def do_GET(self) -> None:
             path = urlsplit(self.path).path
             if path not in ("/", "/index.html", "/report.json"):
@@ -71,8 +74,5 @@ def _handler(server: ReportServer) -> type[BaseHTTPRequestHandler]:
             self.send_header("Content-Length", str(len(body)))
             self.end_headers()
             self.wfile.write(body)
-
-        def log_message(self, *args: object) -> None:
-            pass
 
     return Handler

@@ -5,28 +5,48 @@ serves read-only queries on ``127.0.0.1`` through the part of ClickHouse's HTTP 
 speaks (a query in the URL or the body, ``FORMAT`` at its end, the answer's bytes in that format), so
 ``vigil report``, ``vigil alerts check`` and ``vigil eval`` read through an ordinary clickhouse-connect HTTP client.
 The address and a random password are written next to the data directory (``<dir>.endpoint``, mode 0600) and
-removed when serving stops; every statement runs on its own chDB handle with ``readonly = 2``, after a check that it
-is a SELECT-like statement. The one write it takes is the alert checker's (``vigil alerts check`` records the
+removed when serving stops. The one write it takes is the alert checker's (``vigil alerts check`` records the
 alerts it raises): an INSERT into ``alerts``, run on the holder's own client under its lock.
+
+What a caller can make the holder (the process that also runs the writer) spend is bounded:
+
+- the password is checked from the headers before a body is read; a body is capped by its declared length and as it
+  streams (``VIGIL_READ_MAX_BYTES``); at most ``VIGIL_READ_MAX_CONNECTIONS`` connections are open; the Host header
+  must be a loopback name (``worker.serving``);
+- a query reads tables, never the host: the read handle runs with ``readonly = 1`` (no writes, no settings changed
+  by a query, no table functions that reach files, URLs or other servers), and each statement is checked with the
+  engine's own parser first (``statement_problem``): one statement, no ``INTO OUTFILE``, no ``file()``;
+- each query runs under ``max_memory_usage`` (``VIGIL_READ_MAX_MEMORY``) and ``max_execution_time``
+  (``VIGIL_READ_MAX_SECONDS``); a request that waits longer than that for the read handle is answered 503 with
+  ``Retry-After``, so a slow query never holds the others for longer than its own limit.
 """
 
 from __future__ import annotations
 
 import base64
-import hmac
 import json
 import os
 import re
 import secrets
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import parse_qsl, urlsplit
 
 import structlog
 from clickhouse_connect.driver.client import Client
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
 
-__all__ = ["Endpoint", "ReadServer", "endpoint_path", "read_endpoint"]
+from vigil.worker.serving import (
+    BodyTooLarge,
+    GuardedHandler,
+    GuardedServer,
+    UnreadableBody,
+    UnsupportedEncoding,
+    credential_ok,
+)
+
+__all__ = ["Endpoint", "ReadServer", "ReadSettings", "endpoint_path", "read_endpoint", "statement_problem"]
 
 log = structlog.get_logger("vigil.reads")
 
@@ -36,8 +56,32 @@ _INSERT = re.compile(r"^\s*INSERT\s+INTO\s+`?(\w+)`?\s*(?:\(([^)]*)\))?\s*FORMAT
                      re.IGNORECASE | re.DOTALL)
 INSERTABLE = frozenset({"alerts"})
 _TRAILING_FORMAT = re.compile(r"\bFORMAT\s+(\w+)\s*;?\s*$", re.IGNORECASE)
+# Quoted text in the engine's formatting of a statement: string literals and quoted identifiers.
+_QUOTED = re.compile(r"'(?:[^'\\]|\\.)*'|`(?:[^`\\]|\\.)*`|\"(?:[^\"\\]|\\.)*\"", re.DOTALL)
+_OUTFILE = re.compile(r"\bINTO\s+OUTFILE\b", re.IGNORECASE)
+_FUNCTION = re.compile(r"^\s*Function (\S+)", re.MULTILINE)
+# Table functions that read only what the query itself says; every other one (file, url, s3, remote, mysql, ...)
+# reaches outside the store and is refused, as is the scalar file() (readonly = 1 refuses most of them too).
+SAFE_TABLE_FUNCTIONS = frozenset({"numbers", "numbers_mt", "zeros", "zeros_mt", "values", "generateseries",
+                                  "generate_series", "view", "null", "primes", "format"})
+HOST_FUNCTIONS = frozenset({"file"})
+_STATEMENT_PARAM = "vigil_statement_text"
 _SUMMARY = json.dumps({"read_rows": "0", "read_bytes": "0", "written_rows": "0", "written_bytes": "0",
                        "total_rows_to_read": "0", "result_rows": "0", "result_bytes": "0", "elapsed_ns": "0"})
+
+
+class ReadSettings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="VIGIL_READ_", extra="ignore")
+
+    max_bytes: int = Field(default=4 * 2**20, gt=0, description="largest request body (a query or an alerts insert)")
+    max_connections: int = Field(default=8, gt=0, description="connections open at once; more are answered 503")
+    max_memory: int = Field(default=1 * 2**30, gt=0, description="max_memory_usage of one query, bytes")
+    max_seconds: float = Field(default=60.0, gt=0, description="max_execution_time of one query; also how long a "
+                                                               "request waits for the read handle before a 503")
+
+
+class Busy(RuntimeError):
+    """The read handle stayed taken for the whole wait: answer 503 with Retry-After."""
 
 
 def endpoint_path(data_dir: str | Path) -> Path:
@@ -72,20 +116,37 @@ def read_endpoint(data_dir: str | Path) -> Endpoint | None:
     return endpoint if endpoint.alive() else None
 
 
+def statement_problem(formatted: str, ast: str, denied: frozenset[str] = HOST_FUNCTIONS) -> str | None:
+    """Why a statement may not run here, from the engine's own single-line formatting of it and its ``EXPLAIN
+    AST``; None when it may. ``denied``: function names (lower case) that reach outside the store."""
+    if _OUTFILE.search(_QUOTED.sub("''", formatted)):
+        return "INTO OUTFILE writes a file on the host"
+    called = {name.lower() for name in _FUNCTION.findall(ast)}
+    if reached := called & denied:
+        return f"{', '.join(sorted(reached))}() reaches outside the store (files, URLs or other servers)"
+    return None
+
+
 class ReadServer:
     """Serves read-only queries on the store this process holds, on 127.0.0.1 (a free port)."""
 
     def __init__(self, client: Client, data_dir: str | Path, *, writer_client: Client | None = None,
-                 writer_lock: threading.Lock | None = None) -> None:
+                 writer_lock: threading.Lock | None = None, settings: ReadSettings | None = None) -> None:
+        self.settings = settings or ReadSettings()
         self.client = client
         self.lock = threading.Lock()  # one statement at a time on the read handle
         self.writer_client = writer_client
         self.writer_lock = writer_lock or threading.Lock()
         self.path = endpoint_path(data_dir)
         self.password = secrets.token_urlsafe(24)
-        self.client.command("SET readonly = 2")  # settings may change per query, data may not
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
-        self._server.daemon_threads = True
+        # Limits first: under readonly = 1 no query may change a setting again.
+        self.client.command(f"SET max_memory_usage = {int(self.settings.max_memory)}")
+        self.client.command(f"SET max_execution_time = {float(self.settings.max_seconds)}")
+        self.client.command("SET readonly = 1")
+        table_functions = self.client.query("SELECT name FROM system.table_functions").result_rows
+        names = {str(row[0]).lower() for row in table_functions}
+        self.denied = frozenset(names - SAFE_TABLE_FUNCTIONS) | HOST_FUNCTIONS
+        self._server = GuardedServer(("127.0.0.1", 0), _handler(self), max_connections=self.settings.max_connections)
         self._thread: threading.Thread | None = None
 
     @property
@@ -122,8 +183,29 @@ class ReadServer:
         match = _TRAILING_FORMAT.search(sql)
         fmt = match.group(1) if match else "TabSeparated"
         body = sql[: match.start()] if match else sql
-        with self.lock:
+        if not self.lock.acquire(timeout=self.settings.max_seconds):
+            raise Busy(f"the read handle stayed busy for {self.settings.max_seconds:g} s")
+        try:
+            self._check(body, params)
             return self.client.raw_query(body, parameters=params or None, fmt=fmt), fmt
+        finally:
+            self.lock.release()
+
+    def _check(self, body: str, params: dict[str, str]) -> None:
+        """``PermissionError`` unless ``body`` is one statement that reaches nothing outside the store (see
+        ``statement_problem``); the engine's parser reads it, nothing runs."""
+        try:
+            formatted = self.client.raw_query(f"SELECT formatQuerySingleLine({{{_STATEMENT_PARAM}:String}})",
+                                              parameters={_STATEMENT_PARAM: body},
+                                              fmt="TabSeparatedRaw").decode().rstrip("\n")
+        except Exception as exc:  # the engine's parser refused it: say why, run nothing
+            if "Multi-statements" in str(exc):
+                raise PermissionError("one statement per request") from None
+            raise
+        ast = self.client.raw_query(f"EXPLAIN AST {formatted}", parameters=params or None,
+                                    fmt="TabSeparatedRaw").decode()
+        if problem := statement_problem(formatted, ast, self.denied):
+            raise PermissionError(f"{problem}; the read endpoint reads tables only")
 
     def insert(self, statement: str, data: bytes) -> None:
         """Run an INSERT into one of ``INSERTABLE`` on the holder's own client (its writer)."""
@@ -135,40 +217,52 @@ class ReadServer:
             self.writer_client.raw_insert(match.group(1), columns, insert_block=data, fmt=match.group(3))
 
 
-def _handler(server: ReadServer) -> type[BaseHTTPRequestHandler]:
-    expected = server.password.encode()
+def _password(headers) -> str:
+    password = headers.get("X-ClickHouse-Key", "")
+    auth = headers.get("Authorization", "")
+    if auth.startswith("Basic "):
+        try:
+            password = base64.b64decode(auth[6:]).decode().partition(":")[2]
+        except ValueError:
+            return ""
+    return password
 
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
 
-        def _authorized(self) -> bool:
-            password = self.headers.get("X-ClickHouse-Key", "")
-            auth = self.headers.get("Authorization", "")
-            if auth.startswith("Basic "):
-                try:
-                    password = base64.b64decode(auth[6:]).decode().partition(":")[2]
-                except ValueError:
-                    return False
-            return hmac.compare_digest(password.encode(), expected)
-
+def _handler(server: ReadServer) -> type[GuardedHandler]:
+    class Handler(GuardedHandler):
         def _reply(self, status: int, body: bytes, headers: dict[str, str]) -> None:
             self.send_response(status)
             for key, value in headers.items():
                 self.send_header(key, value)
             self.send_header("Content-Length", str(len(body)))
+            if self.close_connection:
+                self.send_header("Connection", "close")
             self.end_headers()
             self.wfile.write(body)
+
+        def _refuse(self, status: int, code: int, name: str, message: str, **headers: str) -> None:
+            self.close_connection = True  # the body, if any, is left unread
+            self._reply(status, f"Code: {code}. DB::Exception: vigil read endpoint: {message}. ({name})\n".encode(),
+                        {"X-ClickHouse-Exception-Code": str(code), **headers})
 
         def _serve(self) -> None:
             url = urlsplit(self.path)
             params = dict(parse_qsl(url.query, keep_blank_values=True))
-            raw = self._body()
             if url.path == "/ping":
+                self.close_connection = bool(self.headers.get("Content-Length") or
+                                             self.headers.get("Transfer-Encoding"))
                 self._reply(200, b"Ok.\n", {})
                 return
-            if not self._authorized():
-                self._reply(401, b"Code: 516. DB::Exception: vigil read endpoint: wrong password. "
-                                 b"(AUTHENTICATION_FAILED)\n", {"X-ClickHouse-Exception-Code": "516"})
+            if not credential_ok(_password(self.headers), server.password):
+                self._refuse(401, 516, "AUTHENTICATION_FAILED", "wrong password")
+                return
+            try:
+                raw = self.read_body(server.settings.max_bytes)
+            except BodyTooLarge as exc:
+                self._refuse(413, 1001, "TOO_LARGE_REQUEST", str(exc))  # 413: the body was not read
+                return
+            except (UnreadableBody, UnsupportedEncoding) as exc:
+                self._refuse(400, 1001, "BAD_REQUEST_BODY", str(exc))
                 return
             statement = params.pop("query", "")
             if not statement and raw.lstrip()[:6].upper() == b"INSERT":
@@ -186,6 +280,10 @@ def _handler(server: ReadServer) -> type[BaseHTTPRequestHandler]:
                 self._reply(403, f"Code: 164. DB::Exception: {exc}. (READONLY)\n".encode(),
                             {"X-ClickHouse-Exception-Code": "164"})
                 return
+            except Busy as exc:
+                self._reply(503, f"Code: 202. DB::Exception: {exc}. (TOO_MANY_SIMULTANEOUS_QUERIES)\n".encode(),
+                            {"X-ClickHouse-Exception-Code": "202", "Retry-After": "1"})
+                return
             # The engine's own error, passed on as ClickHouse's HTTP interface does.
             except Exception as exc:  # noqa: BLE001
                 message = str(exc)
@@ -196,22 +294,7 @@ def _handler(server: ReadServer) -> type[BaseHTTPRequestHandler]:
             self._reply(200, data, {"Content-Type": "application/octet-stream", "X-ClickHouse-Format": fmt,
                                     "X-ClickHouse-Timezone": "UTC", "X-ClickHouse-Summary": _SUMMARY})
 
-        def _body(self) -> bytes:
-            if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
-                chunks = []
-                while size := int(self.rfile.readline().split(b";")[0].strip() or b"0", 16):
-                    chunks.append(self.rfile.read(size))
-                    self.rfile.readline()
-                while self.rfile.readline() not in (b"\r\n", b"\n", b""):
-                    pass  # trailers
-                return b"".join(chunks)
-            length = int(self.headers.get("Content-Length") or 0)
-            return self.rfile.read(length) if length else b""
-
         do_GET = _serve
         do_POST = _serve
-
-        def log_message(self, *args: object) -> None:
-            pass
 
     return Handler
