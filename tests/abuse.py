@@ -4,12 +4,13 @@ open), and what a real process spends (resident memory, CPU seconds) from psutil
 from __future__ import annotations
 
 import socket
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 import psutil
 
-__all__ = ["cpu_seconds", "held_connections", "raw_request", "rss_mb"]
+__all__ = ["cpu_seconds", "held_connections", "raw_request", "rss_mb", "wait_until"]
 
 
 def raw_request(port: int, method: str, path: str, headers: dict[str, str], body: bytes = b"", *,
@@ -49,6 +50,14 @@ def held_connections(port: int, count: int) -> Iterator[list[socket.socket]]:
     finally:
         for sock in socks:
             sock.close()
+
+
+def wait_until(condition: Callable[[], bool], timeout: float = 30, what: str = "the condition") -> None:
+    """Poll ``condition`` until it holds (a closed connection is released by the server a moment later)."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.02)
 
 
 def rss_mb(pid: int) -> float:

@@ -22,7 +22,7 @@ from vigil.worker.serving import (
     host_allowed,
 )
 
-from tests.abuse import held_connections, raw_request
+from tests.abuse import held_connections, raw_request, wait_until
 
 MB = 2**20
 
@@ -146,6 +146,7 @@ def test_a_guarded_server_refuses_a_connection_over_its_cap_and_serves_again_onc
     with held_connections(port, 3):
         status, headers, _ = raw_request(port, "GET", "/", {"Host": "127.0.0.1"})
         assert (status, headers["retry-after"]) == (503, "1")
+    wait_until(lambda: echo.open_connections == 0, what="the held connections to be released")
     status, _, _ = raw_request(port, "GET", "/", {"Host": "127.0.0.1", "Content-Length": "0"})
     assert status == 200 and echo.refused == 1
 

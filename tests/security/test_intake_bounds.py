@@ -13,7 +13,7 @@ import urllib.request
 import pytest
 import redis
 
-from tests.abuse import cpu_seconds, held_connections, raw_request, rss_mb
+from tests.abuse import cpu_seconds, held_connections, raw_request, rss_mb, wait_until
 from tests.pipeline import IntakeProcess, make_turn
 from tests.test_intake import json_span, otlp_json, post, queued
 
@@ -119,6 +119,8 @@ def test_connections_over_the_cap_are_answered_503_with_retry_after_and_served_a
         assert status == 503 and headers["retry-after"] == "1"
 
     assert "connection refused: at the connection cap" in intake.output()
+    wait_until(lambda: raw_request(intake.port, "GET", "/healthz", {"Host": "127.0.0.1"})[0] == 200,
+               what="the held connections to be released")
     _good_span_is_kept(intake, redis_url)
 
 

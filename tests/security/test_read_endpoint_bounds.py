@@ -11,7 +11,7 @@ import threading
 
 import pytest
 
-from tests.abuse import held_connections, raw_request, rss_mb
+from tests.abuse import held_connections, raw_request, rss_mb, wait_until
 from tests.pipeline import WorkerProcess
 from tests.test_cli_read_while_running import CONFIG, vigil, wait_for_endpoint
 
@@ -142,6 +142,7 @@ def test_connections_over_the_cap_are_answered_503(holder):
         status, headers, _ = raw_request(endpoint.port, "GET", "/ping", {"Host": "127.0.0.1"})
 
     assert status == 503 and headers["retry-after"] == "1"
+    wait_until(lambda: query(endpoint, "SELECT 1")[0] != 503, what="the held connections to be released")
     assert query(endpoint, "SELECT 1") == (200, "1\n")
 
 

@@ -39,6 +39,8 @@ class GuardedServer(ThreadingHTTPServer):
         self.max_connections = max_connections
         self._slots = threading.BoundedSemaphore(max_connections)
         self.refused = 0
+        self.open_connections = 0  # being served now (their slots held)
+        self._count = threading.Lock()
         self._warn = Every(10.0)
         super().__init__(address, handler)
         self.hosts = hosts if hosts is not None else allowed_hosts(address[0])
@@ -56,9 +58,11 @@ class GuardedServer(ThreadingHTTPServer):
                 pass
             self.shutdown_request(request)
             return
+        self._opened(1)
         try:
             super().process_request(request, client_address)
         except BaseException:
+            self._opened(-1)
             self._slots.release()
             raise
 
@@ -66,7 +70,12 @@ class GuardedServer(ThreadingHTTPServer):
         try:
             super().process_request_thread(request, client_address)
         finally:
+            self._opened(-1)
             self._slots.release()
+
+    def _opened(self, delta: int) -> None:
+        with self._count:
+            self.open_connections += delta
 
 
 class GuardedHandler(BaseHTTPRequestHandler):
