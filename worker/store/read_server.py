@@ -6,7 +6,8 @@ speaks (a query in the URL or the body, ``FORMAT`` at its end, the answer's byte
 ``vigil report``, ``vigil alerts check`` and ``vigil eval`` read through an ordinary clickhouse-connect HTTP client.
 The address and a random password are written next to the data directory (``<dir>.endpoint``, mode 0600) and
 removed when serving stops. The one write it takes is the alert checker's (``vigil alerts check`` records the
-alerts it raises): an INSERT into ``alerts``, run on the holder's own client under its lock.
+alerts it raises and its detector checks): an INSERT into ``alerts`` or ``detector_checks``, run on the holder's own
+client under its lock.
 
 What a caller can make the holder (the process that also runs the writer) spend is bounded:
 
@@ -54,7 +55,7 @@ _READ_ONLY = re.compile(r"^\s*(?:(?:--[^\n]*\n|/\*.*?\*/)\s*)*(SELECT|WITH|SHOW|
                         re.IGNORECASE | re.DOTALL)
 _INSERT = re.compile(r"^\s*INSERT\s+INTO\s+`?(\w+)`?\s*(?:\(([^)]*)\))?\s*FORMAT\s+(\w+)\s*$",
                      re.IGNORECASE | re.DOTALL)
-INSERTABLE = frozenset({"alerts"})
+INSERTABLE = frozenset({"alerts", "detector_checks"})  # what `vigil alerts check` records
 _TRAILING_FORMAT = re.compile(r"\bFORMAT\s+(\w+)\s*;?\s*$", re.IGNORECASE)
 # Quoted text in the engine's formatting of a statement: string literals and quoted identifiers.
 _QUOTED = re.compile(r"'(?:[^'\\]|\\.)*'|`(?:[^`\\]|\\.)*`|\"(?:[^\"\\]|\\.)*\"", re.DOTALL)
@@ -187,7 +188,7 @@ class ReadServer:
             raise Busy(f"the read handle stayed busy for {self.settings.max_seconds:g} s")
         try:
             self._check(body, params)
-            return self.client.raw_query(body, parameters=params or None, fmt=fmt), fmt
+            return self._run(body, params, fmt), fmt
         finally:
             self.lock.release()
 
@@ -202,10 +203,15 @@ class ReadServer:
             if "Multi-statements" in str(exc):
                 raise PermissionError("one statement per request") from None
             raise
-        ast = self.client.raw_query(f"EXPLAIN AST {formatted}", parameters=params or None,
-                                    fmt="TabSeparatedRaw").decode()
+        ast = self._run(f"EXPLAIN AST {formatted}", params, "TabSeparatedRaw").decode()
         if problem := statement_problem(formatted, ast, self.denied):
             raise PermissionError(f"{problem}; the read endpoint reads tables only")
+
+    def _run(self, sql: str, params: dict[str, str], fmt: str) -> bytes:
+        """``sql`` with ``params`` as they came over HTTP (the escaped text form ClickHouse's HTTP interface takes,
+        which chDB takes too). clickhouse-connect's chDB client would escape each value once more (1.12), and an
+        ``Array(String)`` parameter would then arrive as ``[\\'a\\']``."""
+        return self.client._backend._run(sql, fmt, params=params).bytes()  # noqa: SLF001
 
     def insert(self, statement: str, data: bytes) -> None:
         """Run an INSERT into one of ``INSERTABLE`` on the holder's own client (its writer)."""
