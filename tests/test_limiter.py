@@ -11,7 +11,12 @@ import random
 
 import pytest
 from redis.asyncio import Redis
-from vigil.worker.judge.limiter import Limiter, RateLimits, RedisRateBackend
+from vigil.worker.judge.limiter import (
+    Limiter,
+    RateLimits,
+    RedisRateBackend,
+    limiter_key,
+)
 
 
 class Clock:
@@ -78,6 +83,54 @@ async def test_tokens_are_estimated_before_the_call_and_reconciled_after(redis):
 
     assert not waiting.granted and waiting.wait_s == pytest.approx((100 + 400) / 90)
     assert after_refund.granted
+
+
+async def bucket_tokens(redis: Redis, judge: str = "j") -> float:
+    return float(await redis.hget(limiter_key(judge), "tok"))
+
+
+async def commands(redis: Redis, name: str) -> int:
+    return int((await redis.info("commandstats")).get(f"cmdstat_{name}", {}).get("calls", 0))
+
+
+async def test_a_call_that_used_fewer_tokens_gives_them_back_with_the_next_acquire_not_a_command_of_its_own(redis):
+    """Given a bucket of 600 tokens on a stopped clock, when a call estimated at 500 reports 200 used,
+    then the bucket is unchanged until this process acquires again, and that acquire puts the 300 back first."""
+    limiter = Limiter(backend(redis, Clock(), rpm=None, tpm=6000, guard_s=0.0, token_burst_fraction=0.1),
+                      max_concurrency=4)
+    async with limiter.slot("m", 500) as slot:
+        pass
+    increments = await commands(redis, "hincrbyfloat")
+
+    await slot.reconcile(200)
+    owed = await bucket_tokens(redis)
+    async with limiter.slot("m", 50):
+        pass
+
+    assert owed == 100  # 600 - 500: nothing given back yet
+    assert await bucket_tokens(redis) == 100 + 300 - 50
+    assert await commands(redis, "hincrbyfloat") == increments
+
+
+async def test_a_refund_never_fills_the_bucket_past_its_capacity(redis):
+    limiter = Limiter(backend(redis, Clock(), rpm=None, tpm=6000, guard_s=0.0, token_burst_fraction=0.1),
+                      max_concurrency=4)
+    async with limiter.slot("m", 100) as slot:
+        await slot.reconcile(0)  # a refusal: all 100 back
+
+    async with limiter.slot("m", 10):
+        pass
+
+    assert await bucket_tokens(redis) == 600 - 10
+
+
+async def test_a_call_that_used_more_tokens_than_estimated_is_charged_at_once(redis):
+    limiter = Limiter(backend(redis, Clock(), rpm=None, tpm=6000, guard_s=0.0, token_burst_fraction=0.1),
+                      max_concurrency=4)
+    async with limiter.slot("m", 100) as slot:
+        await slot.reconcile(300)
+
+    assert await bucket_tokens(redis) == 600 - 300  # other workers see it before this process calls again
 
 
 async def test_a_429_lowers_every_workers_rate_once_per_window_and_it_recovers_gradually(redis):

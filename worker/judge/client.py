@@ -110,7 +110,11 @@ def _schema_instruction(output_type: type[BaseModel]) -> str:
     return SCHEMA_INSTRUCTION.format(schema=schema)
 
 
-def _response_format(mode: Mode, step: str, schema: dict[str, Any]) -> dict[str, Any] | None:
+@functools.lru_cache(maxsize=1024)
+def _response_format(mode: Mode, step: str, output_type: type[BaseModel]) -> dict[str, Any] | None:
+    """What ``mode`` sends as ``response_format`` for a step: built once per (mode, step, output type), the same
+    dict on every call (do not mutate it)."""
+    schema = strict_schema(output_type)
     if mode is Mode.JSON_SCHEMA:
         name = re.sub(r"[^A-Za-z0-9_-]", "_", step)[:64]
         return {"type": "json_schema", "json_schema": {"name": name, "schema": schema, "strict": True}}
@@ -130,11 +134,10 @@ class LLMJudge:
         self._endpoint = (config.base_url or "", config.model)
 
     async def ask(self, request: JudgeRequest[T]) -> JudgeReply[T]:
-        schema = strict_schema(request.output_type)
         stated = request.instructions + "\n\n" + _schema_instruction(request.output_type)
         messages = [{"role": "system", "content": request.instructions}, {"role": "user", "content": request.prompt}]
         calls: list[JudgeCall] = []
-        raw = await self._complete(request, messages, schema, calls, stated)
+        raw = await self._complete(request, messages, calls, stated)
         try:
             return JudgeReply(output=parse_output(raw, request.output_type), raw=raw, calls=calls)
         except ValueError as exc:
@@ -142,7 +145,7 @@ class LLMJudge:
             first_error = str(exc)
         messages += [{"role": "assistant", "content": raw},
                      {"role": "user", "content": REPAIR_PROMPT.format(error=first_error)}]
-        raw = await self._complete(request, messages, schema, calls, stated)
+        raw = await self._complete(request, messages, calls, stated)
         try:
             return JudgeReply(output=parse_output(raw, request.output_type), raw=raw, calls=calls)
         except ValueError as exc:
@@ -155,8 +158,7 @@ class LLMJudge:
         await self.transport.client.close()
 
     async def _complete(
-        self, request: JudgeRequest[Any], messages: list[dict[str, str]], schema: dict[str, Any],
-        calls: list[JudgeCall], stated: str,
+        self, request: JudgeRequest[Any], messages: list[dict[str, str]], calls: list[JudgeCall], stated: str,
     ) -> str:
         """One completion in the best mode the endpoint takes; refused modes are recorded and skipped. The request's
         call context reaches the transport: its monitor for fairness, its scorer version for the cache key. Outside
@@ -168,7 +170,7 @@ class LLMJudge:
             sent = messages if mode is Mode.JSON_SCHEMA else [{"role": "system", "content": stated}, *messages[1:]]
             try:
                 result = await self.transport.chat(
-                    step=step, messages=sent, response_format=_response_format(mode, step, schema),
+                    step=step, messages=sent, response_format=_response_format(mode, step, request.output_type),
                     monitor=context.monitor, cache_key_extra=context.cache_tag,
                 )
             except ModeRejected:

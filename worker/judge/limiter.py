@@ -128,10 +128,13 @@ local function save()
 end
 """
 
-# KEYS: state, virtual times, waiting monitors. ARGV[8..11]: monitor, tokens, hold_s, more (1: the caller has more
-# calls queued for this monitor, so it keeps counting as waiting after this grant).
+# KEYS: state, virtual times, waiting monitors. ARGV[8..12]: monitor, tokens, hold_s, more (1: the caller has more
+# calls queued for this monitor, so it keeps counting as waiting after this grant), refund (tokens the caller's
+# earlier calls used fewer than estimated, given back here; never past the bucket's capacity).
 _ACQUIRE = _REFILL + """
 local monitor, tokens, hold, more = ARGV[8], tonumber(ARGV[9]), tonumber(ARGV[10]), ARGV[11] == '1'
+local refund = tonumber(ARGV[12]) or 0
+if refund > 0 then tok = math.min(tok_cap, tok + refund) end
 redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now)
 local vnow = tonumber(redis.call('HGET', KEYS[2], '*')) or 0
 local mine = math.max(tonumber(redis.call('HGET', KEYS[2], monitor)) or 0, vnow)
@@ -231,7 +234,7 @@ class Decision:
 class RateBackend(Protocol):
     """Where the buckets live. The one production backend is Redis; the seam is for the next store."""
 
-    async def acquire(self, monitor: str, tokens: int, *, more: bool = False) -> Decision: ...
+    async def acquire(self, monitor: str, tokens: int, *, more: bool = False, refund: int = 0) -> Decision: ...
 
     async def reconcile(self, delta_tokens: int) -> None: ...
 
@@ -259,12 +262,14 @@ class RedisRateBackend:
         return ["" if self.clock is None else repr(self.clock()), lim.request_rate, lim.request_capacity,
                 lim.token_rate, lim.token_capacity, lim.recovery_per_s, self._TTL_S]
 
-    async def acquire(self, monitor: str, tokens: int, *, more: bool = False) -> Decision:
+    async def acquire(self, monitor: str, tokens: int, *, more: bool = False, refund: int = 0) -> Decision:
         """Take a request (and ``tokens``) for ``monitor`` if the buckets hold them and it is the monitor's turn;
-        else say how long to wait. ``more``: this caller has further calls queued for the monitor."""
+        else say how long to wait. ``more``: this caller has further calls queued for the monitor. ``refund``:
+        tokens earlier calls used fewer than estimated, put back first (granted or not)."""
         granted, wait, factor = await self._acquire(
             keys=self.keys,
-            args=[*self._refill_args(), monitor, max(0, tokens), self.limits.hold_s, "1" if more else "0"])
+            args=[*self._refill_args(), monitor, max(0, tokens), self.limits.hold_s, "1" if more else "0",
+                  max(0, refund)])
         return Decision(bool(int(granted)), float(wait), float(factor))
 
     async def reconcile(self, delta_tokens: int) -> None:
@@ -301,11 +306,10 @@ class Slot:
 
     tokens: int
     wait_s: float
-    backend: RateBackend | None = field(repr=False)
+    limiter: Limiter = field(repr=False)
 
     async def reconcile(self, used_tokens: int) -> None:
-        if self.backend is not None:
-            await self.backend.reconcile(used_tokens - self.tokens)
+        await self.limiter.reconcile(used_tokens - self.tokens)
 
 
 class Limiter:
@@ -322,15 +326,29 @@ class Limiter:
         self._order: deque[str] = deque()
         self._wake = asyncio.Event()
         self._dispatcher: asyncio.Task[None] | None = None
+        self._owed = 0  # tokens this process's calls used fewer than estimated, given back with its next acquire
 
     @asynccontextmanager
     async def slot(self, monitor: str = "", tokens: int = 0) -> AsyncIterator[Slot]:
         started = time.monotonic()
         await self._admit(monitor, tokens)
         try:
-            yield Slot(tokens=tokens, wait_s=time.monotonic() - started, backend=self.backend)
+            yield Slot(tokens=tokens, wait_s=time.monotonic() - started, limiter=self)
         finally:
             self._release()
+
+    async def reconcile(self, delta_tokens: int) -> None:
+        """A call used ``delta_tokens`` more than its estimate. More is taken from the judge's bucket at once, so no
+        worker is granted tokens that are gone; fewer (the usual case: the estimate counts a full reply) is owed
+        and given back with this process's next acquire, not in a Redis round trip of its own. Until then the
+        judge runs a little under its limit, never over; a process that makes no further call gives nothing back,
+        which the bucket's refill makes up."""
+        if self.backend is None or delta_tokens == 0:
+            return
+        if delta_tokens < 0:
+            self._owed -= delta_tokens
+            return
+        await self.backend.reconcile(delta_tokens)
 
     def waiting(self) -> dict[str, int]:
         """Calls queued per monitor in this process."""
@@ -383,8 +401,7 @@ class Limiter:
                     if waiter is None:
                         continue
                     more = len(self._queues[monitor]) > 1
-                    decision = (await self.backend.acquire(monitor, waiter.tokens, more=more)
-                                if self.backend else Decision(True))
+                    decision = await self._acquire(monitor, waiter.tokens, more)
                     if not decision.granted:
                         waits.append(decision.wait_s)
                         continue
@@ -405,6 +422,12 @@ class Limiter:
                         waiter.future.set_exception(exc)
             self._queues.clear()
             self._order.clear()
+
+    async def _acquire(self, monitor: str, tokens: int, more: bool) -> Decision:
+        if self.backend is None:
+            return Decision(True)
+        refund, self._owed = self._owed, 0
+        return await self.backend.acquire(monitor, tokens, more=more, refund=refund)
 
     async def _sleep(self, timeout: float | None) -> None:
         try:

@@ -44,14 +44,14 @@ from vigil.worker.judge.cache import (
     local_cache,
 )
 from vigil.worker.judge.completion import Completion
+from vigil.worker.judge.key import api_key, key_note
+from vigil.worker.judge.last_error import record_error
 from vigil.worker.judge.limiter import (
     MAX_RETRY_AFTER_S,
     Limiter,
     RateLimits,
     RedisRateBackend,
 )
-from vigil.worker.judge.key import api_key, key_note
-from vigil.worker.judge.last_error import record_error
 from vigil.worker.judge.pause import config_fingerprint, is_paused, pause, resume
 from vigil.worker.logs import Every
 from vigil.worker.redact import redact
