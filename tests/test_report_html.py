@@ -1,14 +1,12 @@
-"""The HTML report renders in headless Chromium (Debian's `chromium`, installed by `make test`) with its charts
-drawn. Not skipped when Chromium is missing: the test setup installs it, so its absence is a failure."""
+"""The HTML report renders in headless Chromium (Debian's `chromium`, installed by `make system-deps`) with its
+charts drawn. Not skipped when Chromium is missing: CI installs it, so its absence is a failure."""
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
 import struct
 import subprocess
-import sys
 import zlib
 from datetime import UTC, datetime
 from pathlib import Path
@@ -26,7 +24,7 @@ WIDTH, HEIGHT = 1280, 2400
 
 
 def _chromium(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
-    assert shutil.which(CHROMIUM), "chromium is missing: `make test` installs it (apt-get install chromium)"
+    assert shutil.which(CHROMIUM), "chromium is missing: `make system-deps` installs it (apt-get install chromium)"
     command = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                "--disable-background-networking", "--disable-component-update", "--disable-sync",
                f"--user-data-dir={tmp_path / 'chromium-profile'}", *args]
@@ -49,15 +47,10 @@ def page(seeded_report) -> Path:
     return seeded_report[1]
 
 
-@pytest.fixture(scope="module")
-def demo_home(tmp_path_factory) -> Path:
-    """`vigil demo` run once for the module, as `make demo` runs it; its store and its report.html stay behind."""
-    home = tmp_path_factory.mktemp("demo") / "demo"
-    env = {k: v for k, v in os.environ.items() if k not in ("REDIS_URL", "CLICKHOUSE_DSN", "VIGIL_JUDGE_BASE_URL")}
-    run = subprocess.run([sys.executable, "-m", "vigil.worker", "demo", "--home", str(home)], env=env,
-                         capture_output=True, text=True, timeout=600)
-    assert run.returncode == 0, (run.stdout + run.stderr)[-4000:]
-    return home
+@pytest.fixture
+def demo_home(vigil_demo) -> Path:
+    """The home `vigil demo` left (conftest's ``vigil_demo``, run once per session): its store and its report.html."""
+    return vigil_demo.home
 
 
 def _chart(dom: str, name: str) -> str:

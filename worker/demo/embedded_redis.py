@@ -61,14 +61,26 @@ class EmbeddedRedis:
         deadline = time.monotonic() + timeout
         while True:
             try:
-                client.ping()
-                return self
-            except redis.ConnectionError:
+                # the answer must come from this server: another one may hold the port (taken after free_port)
+                if client.info("server")["process_id"] == self.process.pid:
+                    return self
+                self._abandon()
+                raise RuntimeError(f"redis-server did not start: port {self.port} is taken by another redis-server")
+            except redis.RedisError:  # not listening yet (or not a Redis on that port: this server then exits)
                 if time.monotonic() > deadline or self.process.poll() is not None:
+                    self._abandon()
                     raise RuntimeError(f"redis-server did not start on port {self.port}") from None
                 time.sleep(0.02)
             finally:
                 client.close()
+
+    def _abandon(self) -> None:
+        """A start that failed: the server stopped (it may have exited already) and its temporary directory gone."""
+        assert self.process is not None
+        if self.process.poll() is None:
+            self.stop()
+        elif self._temporary:
+            shutil.rmtree(self.data_dir, ignore_errors=True)
 
     def stop(self) -> None:
         if self.process is None or self.process.poll() is not None:
