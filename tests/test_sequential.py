@@ -249,3 +249,35 @@ def test_evaluate_keeps_the_reason_a_rule_did_not_fire(store):
     assert outcome.event is None and outcome.verdict.breach is False
     assert outcome.verdict.message.startswith("relevancy: watching: highest CUSUM")
     assert "1 false alarm(s) a month" in outcome.verdict.message
+
+
+def test_a_backtest_of_the_store_finds_the_drop_and_names_its_segment_from_the_traces(store):
+    """``vigil alerts backtest --since``: the stored scores replayed, the segments by the live check's query."""
+    from vigil.worker.alerts.backtest import backtest, read_store
+
+    rng = np.random.default_rng(16)
+    insert(store, rows(rng, start=NOW - timedelta(days=1), minutes=24 * 60, rate=2, mean=0.8))
+    insert(store, rows(rng, start=NOW, minutes=60, rate=2, mean=0.8, seq=10**6))
+    insert(store, rows(rng, start=NOW, minutes=60, rate=2, mean=0.4, model="m-2", seq=2 * 10**6))
+
+    streams = read_store(store, ["relevancy"], NOW - timedelta(days=2))
+    (alert,) = backtest(config(), streams, client=store)
+
+    assert alert.monitor == "relevancy" and NOW <= alert.fired_at <= NOW + timedelta(minutes=30)
+    assert alert.resolved_at is None and 0 < alert.estimate_low < alert.estimate < alert.estimate_high
+    assert (alert.segments[0].key, alert.segments[0].value) in {("model", "m-2"), ("release", "m-2")}
+
+
+def test_a_backtest_names_an_unknown_monitor_and_a_rule_it_cannot_replay(tmp_path):
+    from vigil.worker.alerts.backtest import backtest, read_scores
+
+    lines = tmp_path / "scores.jsonl"
+    lines.write_text('{"ts": 1772400000, "monitor": "other", "score": 0.5}\n')
+    with pytest.raises(ValueError, match="monitor 'other' is not in the config"):
+        backtest(config(), read_scores(lines))
+    lines.write_text('{"ts": 1772400000, "monitor": "relevancy", "score": 1.5}\n')
+    with pytest.raises(ValueError, match=r"scores.jsonl:1: score: Input should be less than or equal to 1"):
+        read_scores(lines)
+    window = config(method="window")
+    with pytest.raises(ValueError, match="no sequential regression rule"):
+        backtest(window, {})

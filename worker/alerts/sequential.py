@@ -5,21 +5,23 @@ and 1.0 baseline standard deviations, a factor 1.78 apart), so no drop size has 
 happens, one of them is within a factor 1.33 of it, where a CUSUM loses at most 11% of its speed.
 
 Each CUSUM is a log-likelihood ratio against the monitor's own baseline, not a Gaussian formula. The alternative
-to the baseline distribution F0 is its exponential tilt, f(x) ∝ f0(x)·exp(−θx): for normal scores that is the
-usual mean shift, for pass/fail the Bernoulli with a lower pass rate, for six-level or skewed scores the same
-histogram leaning lower. Its log-likelihood ratio, −θx − ψ(θ) with ψ(θ) = log E0[exp(−θx)] taken from the
+to the baseline distribution F0 is its exponential tilt, f(x) ∝ f0(x)·exp(−θx), with θ solved so that its mean is
+the drop's size lower: for normal scores that is the usual mean shift, for pass/fail the Bernoulli with a lower pass
+rate, for six-level or skewed scores the same histogram leaning lower. Its log-likelihood ratio, −θx − ψ(θ) with ψ(θ) = log E0[exp(−θx)] taken from the
 baseline histogram, is linear in the score; because E0[exp(llr)] = 1 on the baseline whatever its shape, the
 false-alarm rate of a threshold h is the same function of h on every distribution (Lorden, Siegmund). Thresholds
-come from Siegmund's approximation of the CUSUM's average run length, ARL0 ≈ (e^x − x − 1)/I0 with x = h + 1.166·δ
-and I0 the Kullback-Leibler distance per score, set so the four together raise ``false_alarms_per_month`` at the
+come from Siegmund's approximation of the CUSUM's average run length, ARL0 ≈ (e^x − x − 1)/I0 with
+x = h + 1.166·√(2·I0) and I0 the Kullback-Leibler distance per score, set so the four together raise ``false_alarms_per_month`` at the
 monitor's own score rate. A Gaussian threshold applied to pass/fail scores alarms several times too often
 (a fail is three standard deviations down); this one does not (``bench/alerts.py`` measures it).
 
 The baseline is a histogram of the scores (50 bins on 0..1, each with its count and sum, so two-valued and
 six-level scores stay exact) whose weights halve every ``baseline_minutes / 2``: it follows slow change, and is
-frozen while an alert fires, so it never learns the drop it reports. Its mean is known only to ±σ/√n, so the
-CUSUMs compare with a reference one standard error below it: with a day of history at one score a minute an
-uncorrected estimate raises false alarms several-fold on the smallest drop.
+frozen while an alert fires, so it never learns the drop it reports. Its mean is known only to ±σ/√n, and an error
+e of it multiplies a CUSUM's false alarms by exp(2h·e/(δσ)), on average by exp(c²/2) with c = 2h/(δ√n); each CUSUM
+compares with a reference h/(δ·n) standard deviations below the estimate, which cancels that: a few hundredths of
+an sd after a day at one score a minute (where uncorrected it raises the smallest drop's alarms several-fold), a
+few thousandths after weeks.
 
 On a crossing the detector fires; the change-point estimate is the first score after the firing CUSUM last stood
 at zero (its maximum-likelihood estimate of the start), the drop is the baseline mean minus the mean since then,
