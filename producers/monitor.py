@@ -46,7 +46,7 @@ from vigil.schemas.broker import (
     MessageTooLarge,
 )
 from vigil.schemas.feedback import Feedback, problems
-from vigil.schemas.trace import Turn
+from vigil.schemas.trace import UNLABELLED, Turn
 
 from ._backoff import compute_backoff
 from ._http import HTTPTransport
@@ -76,7 +76,7 @@ class MonitorSettings(BaseSettings):
     intake_token: str | None = Field(default=None, description="bearer token for the intake, if it asks for one")
     project: str = "default"
     agent: str = "agent"
-    environment: str = "production"
+    environment: str = UNLABELLED  # VIGIL_ENVIRONMENT; unset: "unlabelled", never taken for production
     max_queue: int = Field(default=10_000, ge=1)
     max_queue_bytes: int = Field(default=64 * 2**20, ge=1, description="estimated bytes of the turns held in memory")
     batch_size: int = Field(default=256, ge=1)

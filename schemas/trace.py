@@ -32,6 +32,7 @@ __all__ = [
     "ORIGIN_ATTRIBUTE",
     "ORIGIN_HEADER",
     "ORIGIN_METADATA_KEY",
+    "UNLABELLED",
     "WIRE_VERSION",
     "ContextDoc",
     "Message",
@@ -90,6 +91,11 @@ class TokenUsage(_Strict):
     completion_tokens: int = Field(default=0, ge=0, le=2**32 - 1)
 
 
+# The environment of a turn whose sender did not say (no `environment=`, no `deployment.environment.name`): never
+# taken for production, so a monitor filtered on `environments: [production]` does not score a laptop's test turns.
+UNLABELLED = "unlabelled"
+
+
 def _utcnow() -> datetime:
     return datetime.now(UTC)
 
@@ -103,7 +109,7 @@ class Turn(_Strict):
     session_id: str | None = Field(default=None, max_length=256)
     project: str = Field(default="default", min_length=1, max_length=128)
     agent: str = Field(min_length=1, max_length=128)
-    environment: str = Field(default="production", min_length=1, max_length=64)
+    environment: str = Field(default=UNLABELLED, min_length=1, max_length=64)
     started_at: datetime = Field(default_factory=_utcnow)
     ended_at: datetime | None = None
     system: str | None = None

@@ -252,3 +252,11 @@ def test_the_pause_state_from_the_caller_overrides_the_call_statuses(store):
                             paused_judges=lambda: {"openai-main": "402 payment required"})
 
     assert event.judge == "openai-main" and "402 payment required" in event.message
+
+
+def test_a_terminal_gets_the_alert_in_plain_words_and_the_webhook_gets_slack_markup():
+    event = AlertEvent(alert_id="a", rule="relevancy-drop", kind="regression", action="fired", state="firing",
+                       monitor="relevancy", fired_at=NOW, updated_at=NOW, message="relevancy: mean 0.50")
+
+    assert event.text(slack=False) == "FIRING regression relevancy-drop: relevancy: mean 0.50"
+    assert event.text().startswith(":rotating_light: [vigil] FIRING regression `relevancy-drop`: ")

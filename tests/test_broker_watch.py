@@ -12,7 +12,13 @@ import pytest
 import redis
 import structlog
 import structlog.testing
-from vigil.worker.pipeline.broker_watch import BrokerUnreachable, BrokerWatch, cause, wait_for_broker, where
+from vigil.worker.pipeline.broker_watch import (
+    BrokerUnreachable,
+    BrokerWatch,
+    cause,
+    wait_for_broker,
+    where,
+)
 
 
 def _closed_port() -> int:
@@ -78,8 +84,8 @@ def test_an_unreachable_broker_at_start_is_one_line_then_an_error_once_the_wait_
     with pytest.raises(BrokerUnreachable) as gave_up:
         wait_for_broker(f"redis://:secret@127.0.0.1:{port}/0", 2.0, say=said.append)
 
-    assert said == [f"cannot reach the broker at 127.0.0.1:{port} (REDIS_URL): Connection refused; retrying for up "
-                    "to 2 s (--broker-wait)"]
+    assert said == [(f"cannot reach the broker at 127.0.0.1:{port} (REDIS_URL): Connection refused; retrying for up "
+                     "to 2 s (--broker-wait)")]
     assert str(gave_up.value).startswith(f"cannot reach the broker at 127.0.0.1:{port} (REDIS_URL): Connection "
                                          "refused; gave up after ")
     assert "secret" not in str(gave_up.value)
@@ -100,8 +106,8 @@ def test_a_broker_that_comes_up_within_the_wait_is_said_to_have_answered():
     wait_for_broker("redis://127.0.0.1:6390/0", 30, say=said.append, clock=clock, sleep=clock.sleep,
                     ping=_failing(3))
 
-    assert said == ["cannot reach the broker at 127.0.0.1:6390 (REDIS_URL): Connection refused; retrying for up to "
-                    "30 s (--broker-wait)", "the broker at 127.0.0.1:6390 answered after 3 s"]
+    assert said == [("cannot reach the broker at 127.0.0.1:6390 (REDIS_URL): Connection refused; retrying for up to "
+                     "30 s (--broker-wait)"), "the broker at 127.0.0.1:6390 answered after 3 s"]
 
 
 def test_a_reachable_broker_starts_without_a_word(redis_url):

@@ -87,7 +87,8 @@ def test_report_shows_the_dead_letters_in_every_format_and_in_the_funnel(running
     wait_for_endpoint(worker)
 
     report = json.loads(vigil(worker.home, "report", "--json").stdout)
-    text = vigil(worker.home, "report", "--html", str(worker.home / "report.html"))
+    text = vigil(worker.home, "report")
+    page = vigil(worker.home, "report", "--html", str(worker.home / "report.html"))
 
     dead = report["dead_letters"]
     assert [(d["error_type"], d["agent"], d["letters"]) for d in dead] == [("invalid_turn", "support-bot", 2)]
@@ -95,6 +96,7 @@ def test_report_shows_the_dead_letters_in_every_format_and_in_the_funnel(running
     assert {f["monitor"]: f["dead_lettered"] for f in report["funnel"]}["relevancy"] == 2
     assert "dead letters: 2 message(s)" in text.stdout and "invalid_turn" in text.stdout
     assert "Dead letters: 2 message(s)" in (worker.home / "report.html").read_text(encoding="utf-8")
+    assert page.stdout.strip() == f"HTML report: {(worker.home / 'report.html').resolve()}"  # the page alone, not the text too
 
 
 def test_show_prints_a_turn_with_its_scores_and_reasons_while_the_worker_runs(running):

@@ -11,14 +11,15 @@ from vigil.worker.judge.key import NO_KEY, api_key, key_problem
 
 @pytest.mark.parametrize(("fields", "expected"), [
     ({"api_key_env": "VIGIL_TEST_UNSET_KEY", "base_url": "https://judge.example/v1"},
-     ("error", "judges.0.api_key_env (j): VIGIL_TEST_UNSET_KEY is not set in this environment; judge.example will "
-               "refuse the judge's calls without its key")),
+     ("error", ("judges.0.api_key_env (j): VIGIL_TEST_UNSET_KEY is not set in this environment; judge.example "
+                "will refuse the judge's calls without its key"))),
     ({"api_key_env": "VIGIL_TEST_UNSET_KEY", "base_url": "http://127.0.0.1:8080/v1"},
-     ("error", "judges.0.api_key_env (j): VIGIL_TEST_UNSET_KEY is not set in this environment; 127.0.0.1 will "
-               "refuse the judge's calls without its key")),
+     ("error", ("judges.0.api_key_env (j): VIGIL_TEST_UNSET_KEY is not set in this environment; 127.0.0.1 will "
+                "refuse the judge's calls without its key"))),
     ({"base_url": "https://api.openai.com/v1"},
-     ("warning", "judge 'j': OPENAI_API_KEY (the default api_key_env) is not set; api.openai.com will likely answer "
-                 "401 and the judge will be paused (set it, or set api_key_env to the variable that holds the key)")),
+     ("warning", ("judge 'j': OPENAI_API_KEY (the default api_key_env) is not set; api.openai.com will likely "
+                  "answer 401 and the judge will be paused (set it, or set api_key_env to the variable that holds "
+                  "the key)"))),
     ({"base_url": "http://localhost:8080/v1"}, None),
     ({"base_url": "http://[::1]:8080/v1"}, None),
     ({"kind": "baseline"}, None),

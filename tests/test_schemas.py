@@ -18,7 +18,7 @@ TURN = {"trace_id": "t1", "agent": "bot", "input": [{"role": "user", "content": 
 
 def test_a_minimal_turn_gets_defaults_and_knows_its_question():
     turn = Turn.model_validate(TURN)
-    assert (turn.project, turn.environment, turn.question) == ("default", "production", "Where is my order?")
+    assert (turn.project, turn.environment, turn.question) == ("default", "unlabelled", "Where is my order?")
     assert turn.started_at.tzinfo is not None
 
 

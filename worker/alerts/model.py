@@ -114,9 +114,13 @@ class AlertEvent(BaseModel):
     def where(self) -> list[str]:
         return describe_change(self.since, self.drop, self.drop_low, self.drop_high, self.segments)
 
-    def text(self) -> str:
-        """The Slack-compatible message: a line, then since when and the segments."""
-        icon = ":white_check_mark:" if self.state == "resolved" else ":rotating_light:"
+    def text(self, *, slack: bool = True) -> str:
+        """The message: a line, then since when and the segments. ``slack``: with Slack's emoji and code markup
+        (the webhook's); without: plain words for a terminal."""
         verb = {"fired": "FIRING", "renotified": "STILL FIRING", "resolved": "RESOLVED"}[self.action]
-        head = f"{icon} [vigil] {verb} {self.kind} `{self.rule}`: {self.message}"
+        if slack:
+            icon = ":white_check_mark:" if self.state == "resolved" else ":rotating_light:"
+            head = f"{icon} [vigil] {verb} {self.kind} `{self.rule}`: {self.message}"
+        else:
+            head = f"{verb} {self.kind} {self.rule}: {self.message}"
         return "\n".join([head, *self.where()]) if self.action != "resolved" else head

@@ -14,6 +14,7 @@ import os
 import sys
 
 import click
+from vigil.worker.cli.suggest import SuggestingGroup
 
 __all__ = ["COMMANDS", "main"]
 
@@ -38,7 +39,7 @@ COMMANDS: dict[str, str] = {
 }
 
 
-class _Table(click.Group):
+class _Table(SuggestingGroup):
     """A click group whose commands come from ``COMMANDS``, imported on first use."""
 
     def list_commands(self, ctx: click.Context) -> list[str]:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import click
 from vigil.schemas import VigilConfig, load_config
+from vigil.worker.cli.suggest import SuggestingGroup
 
 __all__ = ["alerts"]
 
@@ -18,7 +19,7 @@ _DSN = click.option("--dsn", default=None, help="ClickHouse DSN (default: CLICKH
                                                 "store).")
 
 
-@click.group("alerts")
+@click.group("alerts", cls=SuggestingGroup)
 def alerts() -> None:
     """Regression alerts over the scores."""
 
@@ -56,7 +57,7 @@ def check(config_path: str | None, dsn: str | None, explain: bool) -> None:
     else:
         events = check_alerts(client, config)
     for event in events:
-        click.echo(event.text())
+        click.echo(event.text(slack=False))  # a terminal: no Slack emoji or code markup
     click.echo(f"{len(events)} alert event(s)")
 
 

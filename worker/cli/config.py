@@ -18,6 +18,7 @@ import click
 import yaml
 from pydantic import ValidationError
 from vigil.schemas import VigilConfig
+from vigil.worker.cli.suggest import SuggestingGroup
 
 __all__ = ["CheckedConfig", "ConfigError", "check_config", "config"]
 
@@ -138,7 +139,7 @@ def check_config(path: str | Path) -> CheckedConfig:
     return CheckedConfig(cfg, warnings)
 
 
-@click.group()
+@click.group(cls=SuggestingGroup)
 def config() -> None:
     """Monitor configuration."""
 

@@ -18,6 +18,7 @@ from pathlib import Path
 import click
 from pydantic import BaseModel, ValidationError
 from vigil.worker.cli.options import redis_url_option
+from vigil.worker.cli.suggest import SuggestingGroup
 
 __all__ = ["FeedbackImport", "feedback", "import_file"]
 
@@ -69,7 +70,7 @@ def import_file(path: Path, redis_url: str, *, spool_path: Path | None = None,
     return result
 
 
-@click.group("feedback")
+@click.group("feedback", cls=SuggestingGroup)
 def feedback() -> None:
     """Human feedback on turns."""
 

@@ -16,8 +16,9 @@ from redis.asyncio import Redis
 from rich.console import Console
 from rich.table import Table
 from vigil.schemas.broker import broker
-from vigil.worker.judge.limiter import RateLimits, clear_hold, limiter_key
+from vigil.worker.cli.suggest import SuggestingGroup
 from vigil.worker.judge.last_error import LastError, last_errors
+from vigil.worker.judge.limiter import RateLimits, clear_hold, limiter_key
 from vigil.worker.judge.pause import paused_judges, resume
 
 __all__ = ["judge"]
@@ -90,7 +91,7 @@ def _calls(dsn: str | None) -> tuple[dict[str, dict], str | None]:
     return {row["judge"]: row for row in rows}, None
 
 
-@click.group()
+@click.group(cls=SuggestingGroup)
 def judge() -> None:
     """Judges: their state, pauses and rate limits.
 

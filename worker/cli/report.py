@@ -16,11 +16,12 @@ __all__ = ["report"]
 
 @click.command("report")
 @click.option("--dsn", default=None, help="ClickHouse DSN (default: CLICKHOUSE_DSN, else the embedded chDB store).")
-@click.option("--hours", type=float, default=None, help="Only the last N hours (default: all the data).")
+@click.option("--hours", type=click.FloatRange(min=0, min_open=True), default=None,
+              help="Only the last N hours, N > 0 (default: all the data).")
 @click.option("--monitor", "monitors", multiple=True, help="Only these monitors (repeatable).")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @click.option("--html", "html_path", type=click.Path(dir_okay=False), default=None,
-              help="Also write a static HTML page with charts to this file.")
+              help="Write a static HTML page with charts to this file, instead of printing the text report.")
 @click.option("--serve", is_flag=True, help="Serve the HTML report live on http://127.0.0.1:PORT (Ctrl-C stops).")
 @click.option("--port", type=click.IntRange(0, 65535), default=8765, show_default=True,
               help="The port for --serve (0: any free port).")
@@ -37,7 +38,7 @@ def report(dsn: str | None, hours: float | None, monitors: tuple[str, ...], as_j
       vigil report
       vigil report --hours 24 --monitor answer_relevancy
       vigil report --json | jq '.monitors[] | {monitor, mean_score}'
-      vigil report --html report.html
+      vigil report --html report.html         # the page only; add --json for the JSON on stdout too
       vigil report --serve --port 8765       # live page, reloads every 30 s
     """
     client = connect_for_reading(dsn)
@@ -54,7 +55,7 @@ def report(dsn: str | None, hours: float | None, monitors: tuple[str, ...], as_j
     result = build()
     if as_json:
         click.echo(result.model_dump_json(indent=2))
-    else:
+    elif not html_path:  # the page is what was asked for; its path is the one line printed
         print_report(result)
     if html_path:
         click.echo(f"HTML report: {write_html(result, html_path)}", err=as_json)

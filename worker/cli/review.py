@@ -9,6 +9,7 @@ from pathlib import Path
 
 import click
 from vigil.worker.cli.options import redis_url_option
+from vigil.worker.cli.suggest import SuggestingGroup
 
 __all__ = ["review"]
 
@@ -22,7 +23,7 @@ def default_reviewer() -> str:
         return "reviewer"
 
 
-@click.group("review", invoke_without_command=True)
+@click.group("review", cls=SuggestingGroup, invoke_without_command=True)
 @click.option("--host", default="127.0.0.1", show_default=True,
               help="Address to listen on. Beyond loopback the page asks for a token (VIGIL_REVIEW_TOKEN, else a "
                    "random one, printed in the address).")

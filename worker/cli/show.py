@@ -82,22 +82,23 @@ def _score_panel(score: dict[str, Any], verbose: bool) -> Panel:
 def _render(turn: dict[str, Any], verbose: bool) -> Group:
     parts: list = []
     for span in turn["spans"]:
-        title = (f"turn {span['trace_id']} span {span['span_id']}: {span['project']}/{span['agent']}"
-                 f"{' (' + span['environment'] + ')' if span['environment'] else ''}, "
-                 f"{span['started_at']:%Y-%m-%d %H:%M:%S} UTC")
-        body = [Text.assemble(("question: ", "bold"), span["question"] or "—"),
+        # The header is the panel's first line, not its title: a title is cut at the terminal's width, a line wraps.
+        header = (f"turn {span['trace_id']}{' span ' + span['span_id'] if span['span_id'] else ''}: "
+                  f"{span['project']}/{span['agent']}{' (' + span['environment'] + ')' if span['environment'] else ''}"
+                  f", {span['started_at']:%Y-%m-%d %H:%M:%S} UTC")
+        body = [Text(header, style="bold"), Text.assemble(("question: ", "bold"), span["question"] or "—"),
                 Text.assemble(("answer: ", "bold"), span["output"] or "—")]
         if span["reference"]:
             body.append(Text.assemble(("reference: ", "bold"), span["reference"]))
-        for doc in span["contexts"] or []:
+        for number, doc in enumerate(span["contexts"] or [], 1):
             text = doc.get("text", "") if isinstance(doc, dict) else str(doc)
-            body.append(Text(f"context {doc.get('id', '') if isinstance(doc, dict) else ''}: {text[:300]}",
-                             style="dim"))
+            doc_id = doc.get("id") if isinstance(doc, dict) else None
+            body.append(Text(f"context {number}{f' ({doc_id})' if doc_id else ''}: {text[:300]}", style="dim"))
         if span["metadata"]:
             body.append(Text(f"metadata: {dict(span['metadata'])}", style="dim"))
         if span["truncated"]:
             body.append(Text(f"truncated: {', '.join(span['truncated'])}", style="yellow"))
-        parts.append(Panel(Group(*body), title=title, title_align="left"))
+        parts.append(Panel(Group(*body)))
     if not turn["spans"]:
         parts.append(Text(f"turn {turn['trace_id']}: not in the traces table (scored or dead-lettered only)"))
     if turn["scores"]:

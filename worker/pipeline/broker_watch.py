@@ -18,7 +18,6 @@ from urllib.parse import urlsplit
 
 import redis
 import structlog
-
 from vigil.schemas.broker import broker
 
 __all__ = ["DEFAULT_WAIT_S", "RETRY_INTERVAL_S", "BrokerUnreachable", "BrokerWatch", "cause", "wait_for_broker",
