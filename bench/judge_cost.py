@@ -74,7 +74,8 @@ async def measure(variants: bool) -> list[dict]:
         try:
             for monitor, label in monitors:
                 judge.system = label
-                scorer = build_scorer(monitor)
+                # the config's own scorers need their definitions (code before them takes the monitor alone)
+                scorer = build_scorer(monitor, config) if getattr(config, "scorers", None) else build_scorer(monitor)
                 results = [await scorer.score(turn, judge) for turn in turns if matches(turn, monitor.filters)]
                 t, n = ledger.totals(label), len(results)
                 rows.append({
@@ -127,7 +128,7 @@ def main() -> None:
         if old:
             row["before"] = old
             old_total = old["prompt_tokens_per_trace"] + old["completion_tokens_per_trace"]
-            row["tokens_ratio"] = round(total / old_total, 3)
+            row["tokens_ratio"] = round(total / old_total, 3) if old_total else None  # a check: no tokens
     if args.json:
         print(json.dumps({"benchmark": "judge_cost", "code": str(CODE), "before_ref": None if args.no_before
                           else args.before, "monitors": after}))

@@ -75,7 +75,8 @@ def cpu_per_score(config: VigilConfig, turns: list[dict]) -> list[dict[str, Any]
 
         async def measure() -> None:
             for monitor in config.monitors:
-                scorer = build_scorer(monitor)
+                # the config's own scorers need their definitions (code before them takes the monitor alone)
+                scorer = build_scorer(monitor, config) if getattr(config, "scorers", None) else build_scorer(monitor)
                 await run_all(scorer)  # warm caches (retriever index, schemas, connections) before timing
                 timed = await run_all(scorer)
                 judged = [(r, cpu - answer) for r, cpu, answer in timed if r.calls]

@@ -233,6 +233,33 @@ monitors: [{{name: correctness, scorer: rag_correctness, judge: graded, params: 
     assert result["items"][0]["score"] == 10.0 and len(judge_server.requests) == len(LABELLED)
 
 
+def test_a_monitor_of_a_users_own_rubric_is_measured_against_people_like_a_built_in_scorer(tmp_path, judge_server):
+    def script(body):
+        grade = int(_GRADE.search(body["messages"][-1]["content"]).group(1))
+        return Reply.json({"reason": f"grade {grade}", "score": min(grade, 5)})
+    judge_server.script = script
+    config = tmp_path / "vigil.yaml"
+    config.write_text(f"""
+judges: [{{name: graded, base_url: "{judge_server.base_url}", model: m-{uuid.uuid4().hex[:6]}}}]
+scorers: [{{name: grade, kind: llm_judge, prompt: "Grade {{{{output}}}} from 0 to 5.", output: {{type: numeric, min: 0, max: 5}}}}]
+monitors: [{{name: graded_answers, scorer: grade, judge: graded}}]
+""", encoding="utf-8")
+    from vigil.worker.settings import get_settings, monitor_config
+    get_settings.cache_clear()
+    monitor_config.cache_clear()
+    try:
+        out = run_eval("--dataset", str(labelled_file(tmp_path)), "--monitor", "graded_answers", "--json",
+                       env={"VIGIL_CONFIG": str(config)})
+    finally:
+        get_settings.cache_clear()
+        monitor_config.cache_clear()
+
+    result = json.loads(out.stdout)
+    assert (result["scorer"], result["judge"]) == ("grade", "graded") and len(result["scorer_version"]) == 12
+    assert [i["score"] for i in result["items"]][:3] == [1.0, 0.4, 0.4]
+    assert result["agreement"]["pairs"] > 0
+
+
 def _subprocess_eval(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "VIGIL_HOME": str(tmp_path / "home")}
     env.pop("CLICKHOUSE_DSN", None)

@@ -41,6 +41,7 @@ SCORERS = [
      "schema": {"type": "object", "required": ["answer", "order_id"], "properties": {"order_id": {"type": "string"}}}},
     {"name": "no_apology", "kind": "regex", "pattern": "(?i)sorry|apolog", "match": "must_not"},
     {"name": "brief", "kind": "length", "max": 60, "unit": "words"},
+    {"name": "no_promises", "kind": "contains", "none": ["guarantee", "promise"]},
     {"name": "refunds", "kind": "tool_policy",
      "rules": [{"forbid": "delete_*"}, {"order": ["lookup_order", "issue_refund"]}, {"no_errors": True}]},
     {"name": "cites_fn", "kind": "python", "function": "tests.user_scorer_functions:cites_a_document"},
@@ -166,6 +167,7 @@ def test_every_kind_scores_an_sdk_turn_into_a_row_with_its_name_and_definition_h
     assert verdicts(scenario, "good") == {
         "cites_sources_monitor": ("scored", 1.0, "yes"), "reply_json_monitor": ("scored", 1.0, "pass"),
         "no_apology_monitor": ("scored", 1.0, "pass"), "brief_monitor": ("scored", 1.0, "pass"),
+        "no_promises_monitor": ("scored", 1.0, "pass"),
         "refunds_monitor": ("scored", 1.0, "pass"), "cites_monitor": ("scored", 1.0, ""),
         "packaged_monitor": ("scored", 1.0, "pass"), "broken_monitor": ("failed", None, ""),
         "hung_monitor": ("failed", None, ""), "seven_monitor": ("failed", None, "")}
