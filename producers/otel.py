@@ -26,6 +26,7 @@ from typing import Any
 
 from opentelemetry.context import Context
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
+from opentelemetry.trace import StatusCode
 from vigil.schemas.spans import SpanRecord, assemble, is_genai
 
 from ._log import get_logger
@@ -169,7 +170,14 @@ def span_record(span: ReadableSpan) -> SpanRecord:
         "events": [{"name": e.name, "time": e.timestamp or 0,
                     "attributes": {k: _value(v) for k, v in (e.attributes or {}).items()}} for e in span.events],
         "resource": {key: _value(value) for key, value in span.resource.attributes.items()},
+        "kind": span.kind.value + 1,  # the SDK counts from INTERNAL = 0, OTLP from UNSPECIFIED = 0
     }
+    if parent is not None and parent.is_remote:
+        record["parent_remote"] = True
+    if span.status.status_code is StatusCode.ERROR:
+        record["status"] = {"code": 2, "message": span.status.description or ""}
+    if span.instrumentation_scope is not None:
+        record["scope"] = span.instrumentation_scope.name
     return record
 
 

@@ -13,7 +13,7 @@ from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
 from vigil.producers import GenAISpanProcessor
 from vigil.schemas import Turn
-from vigil.schemas.spans import assemble, assembly
+from vigil.schemas.spans import assemble, assembly, waiting_for_parent
 
 from tests.test_sdk import make_monitor, turns  # noqa: F401 - the fixture is shared
 
@@ -146,6 +146,61 @@ def test_the_span_processor_makes_one_turn_of_an_in_process_agent_trace(redis_ur
     assert (turn.question, turn.output) == ("Can I pay by invoice?", "Yes, on business accounts.")
     assert turn.context_texts == ["Invoices are accepted for business accounts."]
     assert monitor.counters().captured == 1
+
+
+def test_the_span_processor_makes_one_turn_of_a_tool_loop_under_an_http_span_with_the_tool_error(  # noqa: F811
+        redis_url, make_monitor):
+    from opentelemetry.trace import SpanKind, Status, StatusCode
+
+    monitor = make_monitor(redis_url)
+    provider = TracerProvider()
+    provider.add_span_processor(GenAISpanProcessor(monitor))
+    tracer = provider.get_tracer("web")
+    asked = json.dumps([{"role": "assistant", "tool_calls": [
+        {"id": "c7", "type": "function", "function": {"name": "stock", "arguments": '{"sku": "K1"}'}}]}])
+
+    with tracer.start_as_current_span("POST /chat", kind=SpanKind.SERVER) as root:
+        with tracer.start_as_current_span("chat", attributes={"gen_ai.operation.name": "chat",
+                                                             "gen_ai.prompt": "Is K1 in stock?",
+                                                             "gen_ai.completion": asked}):
+            pass
+        with tracer.start_as_current_span("execute_tool stock", attributes={
+                "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "stock"}) as tool:
+            tool.set_status(Status(StatusCode.ERROR, "inventory service timed out"))
+        with tracer.start_as_current_span("chat", attributes={"gen_ai.operation.name": "chat",
+                                                             "gen_ai.prompt": "Is K1 in stock?",
+                                                             "gen_ai.completion": "I could not check."}):
+            pass
+    assert monitor.flush(timeout=10)
+
+    [wire] = turns(redis_url)
+    turn = Turn.model_validate(wire)
+    assert (turn.span_id, turn.output) == (format(root.get_span_context().span_id, "016x"), "I could not check.")
+    assert [(c.name, c.error) for c in turn.tool_calls] == [("stock", "inventory service timed out")]
+
+
+def test_spans_whose_parent_has_not_arrived_are_one_turn_under_that_parents_id():
+    asked = json.dumps([{"role": "assistant", "tool_calls": [{"id": "x", "function": {"name": "f", "arguments": "{}"}}]}])
+    spans = [chat("c1", "a1", 1, "q?", asked), span("t1", "a1", 5, **{"gen_ai.operation.name": "execute_tool",
+                                                                       "gen_ai.tool.name": "f"}),
+             chat("c2", "a1", 20, "q?", "the answer")]
+
+    [turn] = assemble(spans)
+
+    assert (turn["span_id"], turn["output"]) == ("a1".ljust(16, "0"), "the answer")
+    assert waiting_for_parent(spans) and not waiting_for_parent([{**s, "parent_remote": True} for s in spans])
+
+
+def test_tool_calls_are_in_start_order_whatever_order_their_spans_arrive_in():
+    spans = [span("a1", None, 0, **{"gen_ai.operation.name": "invoke_agent"}),
+             span("t2", "a1", 30, **{"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "second",
+                                     "error.type": "TimeoutError"}),
+             span("t1", "a1", 10, **{"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "first"}),
+             chat("c1", "a1", 40, "q?", "done")]
+
+    [turn] = assemble(spans)
+
+    assert [(c["name"], c.get("error")) for c in turn["tool_calls"]] == [("first", None), ("second", "TimeoutError")]
 
 
 RETRIEVER = {"openinference.span.kind": "RETRIEVER",

@@ -175,8 +175,10 @@ def test_a_late_root_supersedes_the_partial_turn_and_its_scores_everywhere(scena
     stages = rows(store, "SELECT span_id, stage FROM pipeline_events FINAL WHERE trace_id = {t:String} AND "
                          "monitor = '' ORDER BY stage", t=LATE_TRACE)
 
+    rollup = rows(store, "SELECT countMerge(rows) AS n FROM scores_1m WHERE agent = 'late-bot'")
     assert (turn["span_id"], turn["output"]) == (AGENT, "Shipping is free.")
     assert {s["span_id"] for s in scores} == {AGENT}
+    assert rollup == [{"n": len(scores)}]  # the rollups were rebuilt without the superseded score
     # the partial turn stood in for its parent, the chain that had not arrived: that was its id
     assert stages == [{"span_id": AGENT, "stage": "received"}, {"span_id": CHAIN, "stage": "superseded"}]
 

@@ -41,6 +41,7 @@ from vigil.worker.sinks.write_queue import (
     inflight_key,
     owner_key,
 )
+from vigil.worker.store.supersede import delete_superseded
 
 __all__ = ["Writer", "WriterIdLost", "current_writer", "open_writer"]
 
@@ -251,12 +252,17 @@ class Writer:
                 dead.append(_dead(json.dumps(row), f"{message['table']} row invalid: {exc}", "invalid_row"))
 
     def _delete_superseded(self, turns: list[BaseModel]) -> None:
-        """Delete the rows of turns a later assembly replaced (lightweight deletes: gone from every query at once).
-        The per-minute and per-hour rollups, fed on insert, keep what they counted."""
-        keys = ", ".join(f"({_quote(t.trace_id)}, {_quote(t.span_id)})" for t in turns)
-        with self.lock:
-            for table, extra in (("traces", ""), ("scores", ""), ("pipeline_events", " AND stage != 'superseded'")):
-                self.store.command(f"DELETE FROM {table} WHERE (trace_id, span_id) IN ({keys}){extra}")
+        """Delete the rows of turns a later assembly replaced, and rebuild the rollup buckets they were counted in
+        (``vigil.worker.store.supersede``)."""
+        try:
+            with self.lock:
+                delete_superseded(self.store, [(t.trace_id, t.span_id) for t in turns])
+        except OperationalError:
+            raise  # the store is unreachable: the batch stays in flight and is retried
+        except (DatabaseError, ValueError, TypeError) as exc:  # never a batch stuck behind a delete that cannot run
+            log.error("superseded turns could not be deleted; they stay in the store", turns=len(turns),
+                      error=str(exc)[:1000])
+            return
         self.written["superseded"] += len(turns)
         log.info("superseded turns deleted", turns=len(turns))
 
@@ -357,10 +363,6 @@ class Writer:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout)
-
-
-def _quote(value: str) -> str:
-    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
 def _dead(payload: bytes | str, reason: str, error_type: str) -> DeadLetter:
