@@ -148,8 +148,8 @@ def test_the_span_processor_makes_one_turn_of_an_in_process_agent_trace(redis_ur
     assert monitor.counters().captured == 1
 
 
-def test_the_span_processor_makes_one_turn_of_a_tool_loop_under_an_http_span_with_the_tool_error(  # noqa: F811
-        redis_url, make_monitor):
+def test_the_span_processor_makes_one_turn_of_a_tool_loop_under_an_http_span_with_the_tool_error(
+        redis_url, make_monitor):  # noqa: F811
     from opentelemetry.trace import SpanKind, Status, StatusCode
 
     monitor = make_monitor(redis_url)
