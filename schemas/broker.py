@@ -56,7 +56,7 @@ __all__ = [
     "ALERTS_QUEUE", "DEFAULT_MESSAGE_BYTES", "INGEST_QUEUE", "INGEST_TASK", "JOURNAL", "JOURNAL_INDEX",
     "MIN_MESSAGE_BYTES", "PARKED_PREFIX", "SCORE_QUEUE", "SENTINEL_TRANSPORT", "SPANS_TASK", "TRANSPORT",
     "UNDELIVERABLE_TASK", "Broker", "Channel", "MessageTooLarge", "QoS", "SentinelChannel", "SentinelTransport",
-    "Transport", "broker", "broker_ssl", "envelope", "journaled", "oversize_reason",
+    "Transport", "broker", "broker_ssl", "envelope", "journaled", "kombu_drift", "oversize_reason",
 ]
 
 INGEST_TASK = "vigil.ingest"  # args: [batch], a list of turn dicts (schemas.Turn, validated by the worker)
@@ -458,3 +458,36 @@ class SentinelChannel(Channel, kombu_redis.SentinelChannel):
 class SentinelTransport(kombu_redis.SentinelTransport):
     Channel = SentinelChannel
     connection_errors = Transport.connection_errors
+
+
+# kombu's private surface this module builds on: the methods it overrides (their parameters must still match) and
+# the ones it calls. kombu is pinned below its next minor (pyproject); ``kombu_drift`` is checked when a worker, beat
+# or the intake starts, so a kombu that changed underneath fails at once, in one line, not in the delivery loop.
+_OVERRIDES = {
+    (QoS, kombu_redis.QoS): ("ack", "reject", "restore_visible"),
+    (Channel, kombu_redis.Channel): ("_brpop_read", "_get", "_put", "_do_restore_message", "_purge"),
+}
+_CALLED = {
+    kombu_redis.QoS: ("_remove_from_indices", "restore_by_tag", "restore_visible"),
+    kombu_redis.Channel: ("_q_for_pri", "_maybe_update_queues_expire", "_get_message_priority", "_lookup",
+                          "conn_or_acquire", "from_transport_options", "priority_steps"),
+}
+
+
+def kombu_drift() -> list[str]:
+    """What of kombu's private surface this module relies on is gone or changed in the installed kombu (empty: none)."""
+    import inspect
+
+    problems = []
+    for (ours, theirs), names in _OVERRIDES.items():
+        for name in names:
+            base = getattr(theirs, name, None)
+            if base is None:
+                problems.append(f"kombu.transport.redis.{theirs.__name__}.{name} is gone")
+            elif list(inspect.signature(base).parameters) != list(inspect.signature(getattr(ours, name)).parameters):
+                problems.append(f"kombu.transport.redis.{theirs.__name__}.{name}{inspect.signature(base)} no longer "
+                                f"matches vigil's override {name}{inspect.signature(getattr(ours, name))}")
+    for theirs, names in _CALLED.items():
+        problems += [f"kombu.transport.redis.{theirs.__name__}.{name} is gone" for name in names
+                     if not hasattr(theirs, name)]
+    return problems

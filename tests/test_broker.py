@@ -8,7 +8,7 @@ import time
 import pytest
 import redis
 from kombu import Connection, Exchange, Queue
-from vigil.schemas.broker import JOURNAL, JOURNAL_INDEX, SCORE_QUEUE, TRANSPORT
+from vigil.schemas.broker import JOURNAL, JOURNAL_INDEX, SCORE_QUEUE, TRANSPORT, kombu_drift
 
 QUEUE = Queue(SCORE_QUEUE, Exchange(SCORE_QUEUE), routing_key=SCORE_QUEUE)
 OTHER = Queue("celery.replies", Exchange("celery.replies"), routing_key="celery.replies")
@@ -107,3 +107,19 @@ def test_a_purge_forgets_the_purged_messages_so_the_sweep_cannot_bring_them_back
     assert connection.default_channel.queue_purge(SCORE_QUEUE) == 2
     client = redis.Redis.from_url(redis_url)
     assert client.hlen(JOURNAL) == 0 and client.zcard(JOURNAL_INDEX) == 0
+
+
+def test_the_installed_kombu_still_has_what_the_journaled_transport_overrides_and_calls():
+    assert kombu_drift() == []
+
+
+def test_a_kombu_that_changed_an_overridden_method_is_named_in_one_line(monkeypatch):
+    from kombu.transport import redis as kombu_redis
+
+    monkeypatch.setattr(kombu_redis.Channel, "_put", lambda self, queue, message, priority=0: None)
+    monkeypatch.delattr(kombu_redis.QoS, "restore_by_tag")
+
+    problems = kombu_drift()
+
+    assert any("Channel._put(self, queue, message, priority=0) no longer matches" in p for p in problems)
+    assert "kombu.transport.redis.QoS.restore_by_tag is gone" in problems

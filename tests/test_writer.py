@@ -12,7 +12,7 @@ import redis
 from vigil.schemas import JudgeCall, Score, ScoreStatus
 from vigil.schemas.rows import JudgeCallRow
 from vigil.worker.sinks.write_queue import WRITE_QUEUE, inflight_key, owner_key, push
-from vigil.worker.sinks.writer import Writer, WriterIdLost
+from vigil.worker.sinks.writer import Writer, WriterIdLost, block_timeout
 
 
 def a_score(trace_id: str) -> Score:
@@ -196,3 +196,19 @@ def test_a_reclaim_leaves_the_list_of_a_writer_that_renews_its_heartbeat_just_be
 
     assert reclaimer.redis.renewed, "the slow writer renewed during the reclaim"
     assert client.llen(inflight_key("slow")) == 1 and client.llen(WRITE_QUEUE) == 0
+
+
+@pytest.mark.parametrize("remaining", [0.0004, 0.0, -0.2, 0.3, 7.0])
+def test_the_writers_block_is_never_a_timeout_redis_reads_as_forever(remaining):
+    assert 0.01 <= block_timeout(remaining) <= 0.5
+
+
+def test_a_sub_millisecond_wait_on_an_idle_queue_returns_instead_of_blocking_forever(redis_url):
+    """Redis rounds a BLMOVE timeout to milliseconds and reads 0 as "block forever": the writer's last sliver of a
+    batch's age used to stall it until the socket timed out (an ERROR with a traceback on an idle worker)."""
+    client = redis.Redis.from_url(redis_url, socket_timeout=5)
+
+    with pytest.raises(redis.TimeoutError):
+        client.blmove(WRITE_QUEUE, "vigil.test.dest", timeout=0.0004)  # what the writer used to send
+    client = redis.Redis.from_url(redis_url, socket_timeout=5)
+    assert client.blmove(WRITE_QUEUE, "vigil.test.dest", timeout=block_timeout(0.0004)) is None

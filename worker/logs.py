@@ -7,7 +7,7 @@ import sys
 import time
 
 import structlog
-from vigil.worker.redact import redact, redact_event
+from vigil.worker.redact import redact, redact_event, remember_environment
 
 __all__ = ["Every", "configure_logging"]
 
@@ -38,6 +38,7 @@ class _Redact(logging.Filter):
 
 
 def configure_logging(level: str = "INFO") -> None:
+    remember_environment()  # the configured secrets' values are redacted whatever their shape
     logging.basicConfig(format="%(message)s", stream=sys.stderr, level=level)
     for handler in logging.getLogger().handlers:
         if not any(isinstance(f, _Redact) for f in handler.filters):

@@ -14,7 +14,7 @@ from vigil.worker.demo.embedded_redis import EmbeddedRedis
 from vigil.worker.judge.base import JudgePaused
 from vigil.worker.judge.pause import PAUSED_KEY
 from vigil.worker.judge.transport import Transport
-from vigil.worker.redact import redact
+from vigil.worker.redact import redact, remember, remember_environment
 from vigil.worker.store import connect
 
 from tests.judge_server import Reply, ScriptedJudge
@@ -40,6 +40,46 @@ def test_redaction_hides_keys_tokens_and_url_credentials(text):
 def test_ordinary_text_is_not_redacted():
     text = "The sky is blue; ask-me-anything sessions; token bucket; see https://example.com/docs"
     assert redact(text) == text
+
+
+GATEWAY_KEY = "gw_live.Zq81Kk4R1xPzT"  # a gateway's key: no sk- prefix, no key=value around it when echoed
+
+
+@pytest.mark.parametrize("shape", [
+    "{key}", "invalid key {key}", "'{key}' is not valid", '{{"error": {{"message": "bad key", "key": "{key}"}}}}',
+    "x-api-key header {key} rejected", "key:{key}", "<key>{key}</key>", "key ({key}) revoked",
+    "Unauthorized for {key}.", "{key}{key}",
+])
+def test_a_configured_secret_is_redacted_by_value_whatever_the_shape_it_is_echoed_in(shape):
+    remember(GATEWAY_KEY)
+
+    assert GATEWAY_KEY not in redact(shape.format(key=GATEWAY_KEY))
+
+
+def test_secret_named_variables_and_url_passwords_are_remembered_at_start():
+    remember_environment({"ACME_GATEWAY_TOKEN": "tok-77aa-99bb", "REDIS_URL": "redis://:pw%2Fwith%2Fslash@r:6379/0",
+                          "VIGIL_LOG_LEVEL": "INFO"})
+
+    assert redact("tok-77aa-99bb and pw/with/slash") == "*** and ***"
+    assert redact("level INFO") == "level INFO", "values of other variables are not secrets"
+
+
+async def test_a_401_echoing_a_key_of_no_known_shape_pauses_the_judge_with_it_redacted(judge_server, redis_url,
+                                                                                      monkeypatch):
+    monkeypatch.setenv("VIGIL_TEST_GATEWAY_KEY", "Gw9Q2x7LmN4pR8sT")  # remembered when the transport reads it
+    judge_server.replies.append(Reply.error(401, "gateway refused credential Gw9Q2x7LmN4pR8sT for this route"))
+    client = AsyncRedis.from_url(redis_url)
+    transport = Transport(JudgeConfig(name="gw", base_url=judge_server.base_url, model="m",
+                                      api_key_env="VIGIL_TEST_GATEWAY_KEY"), redis=client)
+    try:
+        with pytest.raises(JudgePaused) as paused:
+            await transport.chat(step="s", messages=[{"role": "user", "content": "q"}])
+        stored = await client.hget(PAUSED_KEY, "gw")
+    finally:
+        await transport.aclose()
+        await client.aclose()
+    assert "gateway refused credential *** for this route" in paused.value.reason
+    assert b"Gw9Q2x7LmN4pR8sT" not in stored
 
 
 async def test_a_401_that_echoes_the_key_pauses_the_judge_with_the_key_redacted(judge_server, redis_url, caplog):

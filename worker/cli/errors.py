@@ -12,7 +12,7 @@ from pathlib import Path
 
 from vigil.worker.redact import redact
 
-__all__ = ["one_line", "redact"]
+__all__ = ["check_kombu", "one_line", "redact"]
 
 _MAX = 600
 
@@ -97,3 +97,15 @@ def quiet_logs(debug: bool) -> None:
     )
     for name in ("clickhouse_connect", "urllib3", "httpx", "httpcore", "openai", "celery", "kombu"):
         logging.getLogger(name).setLevel(level)
+
+
+def check_kombu() -> None:
+    """At the start of every process that consumes or publishes tasks: one line, exit non-zero, when the installed
+    kombu no longer has what ``vigil.schemas.broker`` overrides (``kombu_drift``)."""
+    import click
+    import kombu
+    from vigil.schemas.broker import kombu_drift
+
+    if problems := kombu_drift():
+        raise click.ClickException(f"kombu {kombu.__version__} changed what vigil's broker transport builds on "
+                                   f"({'; '.join(problems)}): install kombu>=5.7,<5.8")

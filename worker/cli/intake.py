@@ -24,6 +24,7 @@ def intake_command(host: str, port: int, broker_wait: float, log_requests: bool 
 
     import structlog
     from pydantic import ValidationError
+    from vigil.worker.cli.errors import check_kombu
     from vigil.worker.intake.server import make_app, run
     from vigil.worker.intake.settings import intake_settings
     from vigil.worker.logs import configure_logging
@@ -32,6 +33,7 @@ def intake_command(host: str, port: int, broker_wait: float, log_requests: bool 
     from vigil.worker.settings import get_settings
 
     settings = get_settings()
+    check_kombu()
     configure_logging(settings.log_level)
     try:
         intake = intake_settings()

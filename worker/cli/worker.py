@@ -77,6 +77,7 @@ def worker_command(concurrency: int, writer: bool, writer_id: str | None, queues
     from celery.exceptions import CPendingDeprecationWarning
     from vigil.schemas.broker import ALERTS_QUEUE, INGEST_QUEUE, SCORE_QUEUE
     from vigil.worker.cli.config import check_config
+    from vigil.worker.cli.errors import check_kombu
     from vigil.worker.logs import configure_logging
     from vigil.worker.pipeline.app import app, configure
     from vigil.worker.pipeline.broker_watch import BrokerWatch, wait_for_broker
@@ -89,6 +90,7 @@ def worker_command(concurrency: int, writer: bool, writer_id: str | None, queues
     if settings.config_path is None:  # a production worker never falls back to the demo's monitors
         raise click.ClickException(CONFIG_NOT_SET)
     checked = check_config(settings.config_path)
+    check_kombu()
     configure_logging(settings.log_level)
     configure()
     # Celery's own "received"/"succeeded" line per task costs more CPU than scoring does; vigil logs its outcomes.
@@ -214,6 +216,7 @@ def migrate_command(dsn: str | None) -> None:
 @_BROKER_WAIT
 def beat_command(broker_wait: float) -> None:
     """Start Celery beat: schedules the regression check every VIGIL_ALERTS_INTERVAL seconds (run one)."""
+    from vigil.worker.cli.errors import check_kombu
     from vigil.worker.logs import configure_logging
     from vigil.worker.pipeline.app import app, configure
     from vigil.worker.pipeline.beat import schedule
@@ -221,6 +224,7 @@ def beat_command(broker_wait: float) -> None:
     from vigil.worker.settings import get_settings
 
     settings = get_settings()
+    check_kombu()
     configure_logging(settings.log_level)
     configure()
     broker_url = settings.redis_url or app.conf.broker_url

@@ -14,6 +14,7 @@ from typing import Literal
 from urllib.parse import urlsplit
 
 from vigil.schemas import JudgeConfig
+from vigil.worker.redact import remember
 
 __all__ = ["NO_KEY", "api_key", "key_note", "key_problem"]
 
@@ -21,8 +22,11 @@ NO_KEY = "not-needed"  # what the client sends when the variable is unset: local
 
 
 def api_key(config: JudgeConfig) -> str:
-    """The key to send: the value of ``api_key_env``, else ``NO_KEY``."""
-    return os.environ.get(config.api_key_env) or NO_KEY
+    """The key to send: the value of ``api_key_env``, else ``NO_KEY``. Remembered for redaction by value: a gateway
+    that echoes it back in an error is redacted whatever the key's shape."""
+    key = os.environ.get(config.api_key_env)
+    remember(key)
+    return key or NO_KEY
 
 
 def _local(base_url: str | None) -> bool:

@@ -43,7 +43,7 @@ from vigil.worker.sinks.write_queue import (
 )
 from vigil.worker.store.supersede import delete_superseded
 
-__all__ = ["Writer", "WriterIdLost", "current_writer", "open_writer"]
+__all__ = ["Writer", "WriterIdLost", "block_timeout", "current_writer", "open_writer"]
 
 log = structlog.get_logger("vigil.writer")
 
@@ -138,6 +138,13 @@ class WriterIdLost(RuntimeError):
     """Another live writer holds this writer's id: this one must not write from its in-flight list."""
 
 
+def block_timeout(remaining_s: float, longest_s: float = 0.5) -> float:
+    """How long one BLMOVE may block for a batch that may still gather ``remaining_s``: at most ``longest_s`` and at
+    least 10 ms. Redis reads a timeout that rounds to 0 ms as "block forever", and a batch's last sub-millisecond
+    used to stall the writer for the whole socket timeout (and log an ERROR) on an idle, healthy worker."""
+    return max(min(remaining_s, longest_s), 0.01)
+
+
 class Writer:
     def __init__(self, redis_client: redis.Redis, store: Client, *, writer_id: str = "default",
                  batch_rows: int = 5000, batch_age_s: float = 1.0, heartbeat_s: float = 15.0) -> None:
@@ -173,7 +180,7 @@ class Writer:
             remaining = self.batch_age_s - (time.monotonic() - started)
             if remaining <= 0:
                 break
-            entry = self.redis.blmove(WRITE_QUEUE, self.inflight, timeout=min(remaining, 0.5), src="LEFT",
+            entry = self.redis.blmove(WRITE_QUEUE, self.inflight, timeout=block_timeout(remaining), src="LEFT",
                                       dest="RIGHT")
             if entry is None:
                 continue
