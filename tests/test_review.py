@@ -334,11 +334,12 @@ def server(service):
     running.shutdown()
 
 
-def request(server: ReviewServer, method: str, path: str, *, body: dict | None = None,
+def request(server: ReviewServer | int, method: str, path: str, *, body: dict | None = None,
             headers: dict[str, str] | None = None) -> tuple[int, dict | str]:
-    connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=30)
+    port = server if isinstance(server, int) else server.port
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
     data = json.dumps(body).encode() if body is not None else None
-    sent = {"Host": f"127.0.0.1:{server.port}", **(headers or {})}
+    sent = {"Host": f"127.0.0.1:{port}", **(headers or {})}
     if data is not None:
         sent.setdefault("Content-Type", "application/json")
     connection.request(method, path, body=data, headers=sent)
@@ -355,7 +356,11 @@ def test_a_foreign_host_header_is_refused_on_every_path(server):
     """DNS rebinding: a page on evil.example resolves its name to 127.0.0.1 and reads the review API."""
     for path in ("/review/", "/review/api/progress", "/review/api/next?monitor=relevancy", "/"):
         status, _ = request(server, "GET", path, headers={"Host": f"evil.example:{server.port}"})
-        assert status == 421, path
+        assert status == 403, path
+    status, _ = request(server, "POST", "/review/api/label", headers={"Host": "evil.example",
+                                                                       "X-Vigil-CSRF": server.guard.csrf},
+                        body={"trace_id": "t", "monitor": "relevancy", "action": "judge-right"})
+    assert status == 403 and server.app.service.publish == []
     assert request(server, "GET", "/review/api/progress", headers={"Host": f"localhost:{server.port}"})[0] == 200
 
 
@@ -393,16 +398,42 @@ def test_the_page_carries_its_csrf_token_and_forbids_inline_script(server):
 
 
 def test_bound_beyond_loopback_the_page_asks_for_its_token():
-    guard = Guard.for_binding("0.0.0.0", 8766, token="s3cret")
+    guard = Guard.for_binding("0.0.0.0", token="s3cret")
 
     assert not guard.token_ok({}, None)
     assert guard.token_ok({}, "s3cret")
     assert guard.token_ok({"Cookie": "vigil_review=s3cret"}, None)
     assert guard.token_ok({"Authorization": "Bearer s3cret"}, None)
     assert not guard.token_ok({"Cookie": "vigil_review=guess"}, None)
-    assert guard.host_ok("192.0.2.7:8766") and not guard.host_ok("evil.example:8766")
-    assert Guard.for_binding("127.0.0.1", 8766).token is None  # on loopback labelling never waits on a login
-    assert Guard.for_binding("10.0.0.5", 8766).token  # beyond it, a random token when none is given
+    assert Guard.for_binding("127.0.0.1").token is None  # on loopback labelling never waits on a login
+    assert Guard.for_binding("10.0.0.5").token  # beyond it, a random token when none is given
+
+
+def test_the_token_in_the_address_becomes_a_cookie_and_nothing_is_served_without_it(service):
+    server = ReviewServer(service, port=0)
+    server.app.guard = server.guard = Guard(token="s3cret")  # what binding beyond loopback sets up
+    server.start()
+    try:
+        connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=30)
+        connection.request("GET", "/review/api/progress", headers={"Host": f"127.0.0.1:{server.port}"})
+        refused = connection.getresponse()
+        refused.read()
+        connection.request("GET", "/review/?token=s3cret", headers={"Host": f"127.0.0.1:{server.port}"})
+        redirect = connection.getresponse()
+        redirect.read()
+        cookie = redirect.getheader("Set-Cookie").split(";")[0]
+        connection.request("GET", "/review/api/progress", headers={"Host": f"127.0.0.1:{server.port}",
+                                                                   "Cookie": cookie})
+        allowed = connection.getresponse()
+        allowed.read()
+        connection.close()
+    finally:
+        server.shutdown()
+
+    assert refused.status == 401
+    assert (redirect.status, redirect.getheader("Location")) == (303, "/review/")
+    assert "HttpOnly" in redirect.getheader("Set-Cookie") and "SameSite=Strict" in redirect.getheader("Set-Cookie")
+    assert allowed.status == 200
 
 
 def test_a_body_over_the_limit_is_refused_before_it_is_read(server):
@@ -416,3 +447,58 @@ def test_a_body_over_the_limit_is_refused_before_it_is_read(server):
 
     assert response.status == 413
     connection.close()
+
+
+def test_report_serve_serves_the_review_page_beside_the_report(store, leases):
+    """`vigil report --serve` answers /review/ with the same page and API, on the store client the report reads
+    (one lock for both), and keeps its own paths."""
+    import threading
+
+    from vigil.worker.report.build import build_report
+    from vigil.worker.report.serve import ReportServer
+
+    (trace,) = seed(store, [0.4])
+    sent = Sent()
+    report = ReportServer(lambda: build_report(store, start=None, now=datetime.now(UTC)), port=0,
+                          review=lambda lock: ReviewService(store, leases, sent, reviewer="ana", lock=lock))
+    threading.Thread(target=report.serve_forever, daemon=True).start()
+    port = report.server.server_address[1]
+    try:
+        page = request(port, "GET", "/review/")
+        item = request(port, "GET", "/review/api/next?monitor=relevancy&queue=random")
+        label = request(port, "POST", "/review/api/label", headers={"X-Vigil-CSRF": report.review_app().guard.csrf},
+                        body={"trace_id": trace, "monitor": "relevancy", "action": "judge-wrong", "queue": "random"})
+        forged = request(port, "POST", "/review/api/label", body={"trace_id": trace, "monitor": "relevancy",
+                                                                   "action": "judge-wrong"})
+        foreign = request(port, "GET", "/review/api/progress", headers={"Host": f"evil.example:{port}"})
+        own = request(port, "GET", "/")
+    finally:
+        report.shutdown()
+
+    assert page[0] == 200 and "vigil review" in page[1]
+    assert item[0] == 200 and item[1]["item"]["trace_id"] == trace
+    assert label[0] == 200 and [(f.trace_id, f.author, f.monitor, f.value) for f in sent] == [
+        (trace, "ana", "relevancy", 1.0)]  # "judge wrong" on a 0.4: the turn is good
+    assert forged[0] == 403 and foreign[0] == 403
+    assert own[0] == 200 and "<html" in own[1]
+
+
+def test_review_export_writes_the_dataset_and_says_plainly_when_there_is_none(store, chdb_dsn, tmp_path):
+    from click.testing import CliRunner
+    from vigil.worker.cli import main
+
+    (trace,) = seed(store, [0.9])
+    add_feedback(store, [Feedback(trace_id=trace, name="review", value=1, source="reviewer", author="a",
+                                  monitor="relevancy", queue="random")])
+    out = tmp_path / "labels.jsonl"
+    runner = CliRunner()
+
+    done = runner.invoke(main, ["review", "export", "--monitor", "relevancy", "--out", str(out), "--dsn", chdb_dsn])
+    none = runner.invoke(main, ["review", "export", "--monitor", "nope", "--dsn", chdb_dsn])
+
+    assert done.exit_code == 0, done.output
+    assert [json.loads(line)["id"] for line in out.read_text().splitlines()] == [trace]
+    assert none.exit_code == 1
+    assert none.output.strip().splitlines() == [
+        ("vigil: error: --monitor: no review labels of 'nope' in the store (label turns with `vigil review` first; "
+         "labels reach the store through a running worker)")]

@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 import click
+from vigil.worker.cli.options import redis_url_option
 from vigil.worker.report.build import build_report
 from vigil.worker.report.html import write_html
 from vigil.worker.report.model import Report
@@ -27,8 +28,12 @@ __all__ = ["report"]
               help="The port for --serve (0: any free port).")
 @click.option("--refresh", "refresh_s", type=click.IntRange(min=1), default=30, show_default=True,
               help="Seconds between the served page's reloads.")
+@click.option("--reviewer", default=None, show_default="the OS user",
+              help="With --serve: the name on labels given on its review page (/review/).")
+@redis_url_option
 def report(dsn: str | None, hours: float | None, monitors: tuple[str, ...], as_json: bool,
-           html_path: str | None, serve: bool, port: int, refresh_s: int) -> None:
+           html_path: str | None, serve: bool, port: int, refresh_s: int, reviewer: str | None,
+           redis_url: str) -> None:
     """Scores per monitor: counts per status, mean score, coverage, the worst turns with reasons.
 
     Reads the store in $VIGIL_HOME (default .vigil), also while `vigil worker` runs, or CLICKHOUSE_DSN.
@@ -39,7 +44,7 @@ def report(dsn: str | None, hours: float | None, monitors: tuple[str, ...], as_j
       vigil report --hours 24 --monitor answer_relevancy
       vigil report --json | jq '.monitors[] | {monitor, mean_score}'
       vigil report --html report.html         # the page only; add --json for the JSON on stdout too
-      vigil report --serve --port 8765       # live page, reloads every 30 s
+      vigil report --serve --port 8765       # live page, reloads every 30 s; /review/ labels turns
     """
     client = connect_for_reading(dsn)
     require_tables(client, "scores", "scores_1h", "pipeline_events", "alerts")
@@ -50,7 +55,13 @@ def report(dsn: str | None, hours: float | None, monitors: tuple[str, ...], as_j
         return build_report(client, start=start, now=now, variables={"monitor": list(monitors) or None})
 
     if serve:
-        _serve(build, port, refresh_s)
+        def review(lock):
+            from vigil.worker.cli.review import default_reviewer
+            from vigil.worker.review.service import open_service
+
+            return open_service(client, redis_url, reviewer=reviewer or default_reviewer(), lock=lock)
+
+        _serve(build, port, refresh_s, review)
         return
     result = build()
     if as_json:
@@ -61,14 +72,15 @@ def report(dsn: str | None, hours: float | None, monitors: tuple[str, ...], as_j
         click.echo(f"HTML report: {write_html(result, html_path)}", err=as_json)
 
 
-def _serve(build, port: int, refresh_s: int) -> None:
+def _serve(build, port: int, refresh_s: int, review) -> None:
     from vigil.worker.report.serve import ReportServer
 
     try:
-        server = ReportServer(build, port=port, refresh_s=refresh_s)
+        server = ReportServer(build, port=port, refresh_s=refresh_s, review=review)
     except OSError as exc:
         raise click.ClickException(f"cannot serve on 127.0.0.1:{port}: {exc.strerror} (try --port 0)") from None
-    click.echo(f"serving the report on {server.url} (reloads every {refresh_s} s; Ctrl-C stops)", err=True)
+    click.echo(f"serving the report on {server.url} (reloads every {refresh_s} s) and the review page on "
+               f"{server.url}review/ (Ctrl-C stops)", err=True)
     try:
         server.serve_forever()
     except KeyboardInterrupt:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import getpass
 import os
+import socket
 import sys
 from pathlib import Path
 
@@ -23,6 +24,13 @@ def default_reviewer() -> str:
         return "reviewer"
 
 
+def _names(host: str, extra: tuple[str, ...]) -> tuple[str, ...]:
+    """The names the page answers to besides loopback and ``host``: ``extra``, and beyond loopback this machine's."""
+    from vigil.worker.serving.guard import is_loopback
+
+    return extra if is_loopback(host) else (*extra, socket.gethostname(), socket.getfqdn())
+
+
 @click.group("review", cls=SuggestingGroup, invoke_without_command=True)
 @click.option("--host", default="127.0.0.1", show_default=True,
               help="Address to listen on. Beyond loopback the page asks for a token (VIGIL_REVIEW_TOKEN, else a "
@@ -31,7 +39,8 @@ def default_reviewer() -> str:
 @click.option("--reviewer", default=default_reviewer, show_default="the OS user",
               help="The name on this page's labels (each browser may set its own on the page).")
 @click.option("--allow-host", "allowed_hosts", multiple=True,
-              help="A host name the page may be reached by besides loopback and IP addresses (repeatable).")
+              help="A host name the page may be reached by (repeatable; also VIGIL_ALLOWED_HOSTS). Bound beyond "
+                   "loopback, this machine's own names are allowed too.")
 @click.option("--dsn", default=None, help="ClickHouse DSN (default: CLICKHOUSE_DSN, else the embedded chDB store).")
 @redis_url_option
 @click.pass_context
@@ -60,7 +69,7 @@ def review(ctx: click.Context, host: str, port: int, reviewer: str, allowed_host
     service = open_service(client, redis_url, reviewer=reviewer)
     try:
         server = ReviewServer(service, host=host, port=port, token=os.environ.get("VIGIL_REVIEW_TOKEN") or None,
-                              allowed_hosts=allowed_hosts)
+                              hosts=_names(host, allowed_hosts))
     except OSError as exc:
         raise click.ClickException(f"cannot serve on {host}:{port}: {exc.strerror} (try --port 0)") from None
     click.echo(f"review page: {server.url} (reviewer {reviewer}; Ctrl-C stops)", err=True)

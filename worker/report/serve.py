@@ -1,6 +1,8 @@
 """``vigil report --serve``: the HTML report live on localhost, built afresh from the store for every request.
 
-``/`` is the page (it reloads itself every ``refresh_s`` seconds), ``/report.json`` the same report as JSON. It binds
+``/`` is the page (it reloads itself every ``refresh_s`` seconds), ``/report.json`` the same report as JSON, and
+``/review/`` the review page (``vigil.worker.review``) when a ``review`` factory is given (built on first use, so the
+report serves on even when the review page cannot: its paths then answer 503 saying why). It binds
 127.0.0.1 only: the page shows traces' questions and answers, which are not for the network; and it answers only
 requests whose Host header is a loopback name (``worker.serving``), so a web page cannot read it through a DNS name
 that resolves to 127.0.0.1 (DNS rebinding). At most ``MAX_CONNECTIONS`` connections are open at once.
@@ -14,6 +16,9 @@ from urllib.parse import urlsplit
 
 from vigil.worker.report.html import render_html
 from vigil.worker.report.model import Report
+from vigil.worker.review.guard import Guard
+from vigil.worker.review.service import ReviewService
+from vigil.worker.review.web import ReviewApp
 from vigil.worker.serving import GuardedHandler, GuardedServer
 
 __all__ = ["MAX_CONNECTIONS", "ReportServer"]
@@ -24,10 +29,13 @@ MAX_CONNECTIONS = 16  # each request builds the report from the store, one at a 
 class ReportServer:
     """Serves ``build()``'s report on ``http://127.0.0.1:port`` (port 0: a free one)."""
 
-    def __init__(self, build: Callable[[], Report], *, port: int = 8765, refresh_s: int = 30) -> None:
+    def __init__(self, build: Callable[[], Report], *, port: int = 8765, refresh_s: int = 30,
+                 review: Callable[[threading.Lock], ReviewService] | None = None) -> None:
         self.build = build
         self.refresh_s = refresh_s
         self.lock = threading.Lock()  # one store query at a time on the shared client
+        self._review = review
+        self._review_app: ReviewApp | None = None
         self.server = GuardedServer(("127.0.0.1", port), _handler(self), max_connections=MAX_CONNECTIONS)
 
     @property
@@ -40,6 +48,15 @@ class ReportServer:
         html = render_html(report)
         tag = f'<meta http-equiv="refresh" content="{self.refresh_s}">'
         return html.replace("<head>", f"<head>{tag}", 1).encode("utf-8")
+
+    def review_app(self) -> ReviewApp | None:
+        """The review page on this server (its service opened on first use, sharing the store lock)."""
+        if self._review is None:
+            return None
+        with self.lock:
+            if self._review_app is None:
+                self._review_app = ReviewApp(self._review(self.lock), Guard())
+        return self._review_app
 
     def json(self) -> bytes:
         with self.lock:
@@ -57,7 +74,28 @@ class ReportServer:
 
 def _handler(server: ReportServer) -> type[GuardedHandler]:
     class Handler(GuardedHandler):
+        def _review(self) -> bool:
+            """Hand a ``/review`` request to the review page; False when the path is not its."""
+            if not ReviewApp.owns(urlsplit(self.path).path):
+                return False
+            try:
+                app = server.review_app()
+            except Exception as exc:  # noqa: BLE001 (no Redis, say: the report itself serves on)
+                self.send_error(503, f"the review page cannot start: {' '.join(str(exc).split())[:300]}")
+                return True
+            if app is None:
+                self.send_error(404, "the review page is served by `vigil review` or `vigil report --serve`")
+            else:
+                app.handle(self)
+            return True
+
+        def do_POST(self) -> None:
+            if not self._review():
+                self.send_error(405, "the report is read-only")
+
         def do_GET(self) -> None:
+            if self._review():
+                return
             path = urlsplit(self.path).path
             if path not in ("/", "/index.html", "/report.json"):
                 self.send_error(404, "the report is at / and /report.json")

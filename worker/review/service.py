@@ -65,12 +65,12 @@ class ReviewService:
     """The page's operations on one store client (one query at a time) and one Redis."""
 
     def __init__(self, client: Client, leases: Leases, publish: Callable[[list[dict[str, Any]]], None], *,
-                 reviewer: str) -> None:
+                 reviewer: str, lock: threading.Lock | None = None) -> None:
         self.client = client
         self.leases = leases
         self.publish = publish
         self.reviewer = reviewer
-        self.lock = threading.Lock()
+        self.lock = lock or threading.Lock()  # one query at a time on the client (shared with the report's)
         self._served: dict[str, int] = {}  # reviewer -> items served (the auto rotation)
 
     def rows(self, name: str | Query, **params: Any) -> list[dict[str, Any]]:
@@ -164,7 +164,8 @@ class ReviewService:
         return out
 
 
-def open_service(client: Client, redis_url: str, *, reviewer: str) -> ReviewService:
+def open_service(client: Client, redis_url: str, *, reviewer: str,
+                 lock: threading.Lock | None = None) -> ReviewService:
     """The service on the store ``client`` reads and the broker at ``redis_url`` (checked at once: a page whose
     labels cannot be sent should not start)."""
     from vigil.schemas.broker import INGEST_TASK, broker
@@ -177,4 +178,4 @@ def open_service(client: Client, redis_url: str, *, reviewer: str) -> ReviewServ
     def publish(items: list[dict[str, Any]]) -> None:
         publisher.send(INGEST_TASK, items, "feedback")
 
-    return ReviewService(client, Leases(redis), publish, reviewer=reviewer)
+    return ReviewService(client, Leases(redis), publish, reviewer=reviewer, lock=lock)

@@ -1,8 +1,9 @@
 """The review page over HTTP: a plain HTML page, one script, one stylesheet, and a small JSON API under ``/review``.
 
-``ReviewApp.handle`` answers one request of any ``BaseHTTPRequestHandler`` (``vigil review`` runs its own server,
-``vigil report --serve`` hands it the ``/review`` paths). The guard runs before a body is read; a body is read only
-up to ``MAX_BODY`` bytes. Every answer forbids inline script and every origin but this page's
+``ReviewApp.handle`` answers one request of a ``vigil.worker.serving.GuardedHandler`` (``vigil review`` runs its own
+server, ``vigil report --serve`` hands it the ``/review`` paths): the server has checked the Host header and holds a
+connection slot; the token and the CSRF header are checked before a body is read, and a body only up to
+``MAX_BODY`` bytes. Every answer forbids inline script and every origin but this page's
 (Content-Security-Policy), so trace text, which the script only ever puts in the page as text, could not run even if
 it were written as HTML somewhere.
 
@@ -22,7 +23,6 @@ import re
 import threading
 from datetime import date, datetime
 from html import escape
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from importlib import resources
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -32,6 +32,14 @@ from pydantic import ValidationError
 from vigil.schemas.feedback import problems
 from vigil.worker.review.guard import Guard
 from vigil.worker.review.service import LabelRequest, ReviewService
+from vigil.worker.serving import (
+    BodyTooLarge,
+    GuardedHandler,
+    GuardedServer,
+    UnreadableBody,
+    UnsupportedEncoding,
+)
+from vigil.worker.serving.guard import allowed_hosts
 
 __all__ = ["MAX_BODY", "PREFIX", "ReviewApp", "ReviewServer"]
 
@@ -67,18 +75,16 @@ class ReviewApp:
     def owns(path: str) -> bool:
         return path == PREFIX or path.startswith(PREFIX + "/")
 
-    def handle(self, request: BaseHTTPRequestHandler) -> None:
+    def handle(self, request: GuardedHandler) -> None:
         try:
             self._handle(request)
         except (BrokenPipeError, ConnectionResetError):
             pass  # the browser went away (a reload, a closed tab): nobody to answer
 
-    def _handle(self, request: BaseHTTPRequestHandler) -> None:
+    def _handle(self, request: GuardedHandler) -> None:
         url = urlsplit(request.path)
         query = {k: v[0] for k, v in parse_qs(url.query).items()}
         try:
-            if not self.guard.host_ok(request.headers.get("Host")):
-                raise _Refused(421, "this page answers only to its own host name (Host header refused)")
             if not self.guard.token_ok(request.headers, query.get("token")):
                 raise _Refused(401, "a token is required: open the address `vigil review` printed")
             if request.command == "POST":
@@ -88,7 +94,12 @@ class ReviewApp:
             else:
                 raise _Refused(405, "GET or POST")
         except _Refused as exc:
+            request.close_connection = request.close_connection or request.command == "POST"  # a body left unread
             self._send(request, exc.status, {"error": str(exc)})
+        except BodyTooLarge as exc:
+            self._send(request, 413, {"error": str(exc)})
+        except (UnreadableBody, UnsupportedEncoding) as exc:
+            self._send(request, 400, {"error": f"body: {exc}"})
         except ValidationError as exc:
             self._send(request, 400, {"error": problems(exc)})
         except (ValueError, LookupError) as exc:
@@ -99,7 +110,7 @@ class ReviewApp:
 
     # -- GET ---------------------------------------------------------------------------------------------------
 
-    def _get(self, request: BaseHTTPRequestHandler, path: str, query: dict[str, str]) -> None:
+    def _get(self, request: GuardedHandler, path: str, query: dict[str, str]) -> None:
         if path in (PREFIX, PREFIX + "/"):
             if "token" in query:  # trade the address bar's token for a cookie
                 self._send(request, 303, b"", extra={"Location": PREFIX + "/", "Set-Cookie": self.guard.cookie()})
@@ -126,16 +137,12 @@ class ReviewApp:
 
     # -- POST --------------------------------------------------------------------------------------------------
 
-    def _post(self, request: BaseHTTPRequestHandler, path: str) -> None:
+    def _post(self, request: GuardedHandler, path: str) -> None:
         if problem := self.guard.write_ok(request.headers):
             raise _Refused(403, problem)
-        length = request.headers.get("Content-Length")
-        if length is None or not length.isdigit():
-            raise _Refused(411, "Content-Length is required")
-        if int(length) > MAX_BODY:
-            raise _Refused(413, f"a body is at most {MAX_BODY} bytes")
+        raw = request.read_body(MAX_BODY)  # BodyTooLarge before a byte over the budget is read
         try:
-            data = json.loads(request.rfile.read(int(length)) or b"{}")
+            data = json.loads(raw or b"{}")
         except ValueError as exc:
             raise ValueError(f"body: not JSON ({exc})") from None
         if not isinstance(data, dict):
@@ -163,7 +170,7 @@ class ReviewApp:
         return name
 
     @staticmethod
-    def _send(request: BaseHTTPRequestHandler, status: int, body: bytes | dict[str, Any], *,
+    def _send(request: GuardedHandler, status: int, body: bytes | dict[str, Any], *,
               content_type: str = "application/json", extra: dict[str, str] | None = None) -> None:
         data = body if isinstance(body, bytes) else json.dumps(body, default=_json_default).encode("utf-8")
         request.send_response(status)
@@ -176,37 +183,19 @@ class ReviewApp:
         request.wfile.write(data)
 
 
-class _CappedServer(ThreadingHTTPServer):
-    """At most ``MAX_CONNECTIONS`` requests at once; more are closed unanswered."""
-
-    daemon_threads = True
+class _Server(GuardedServer):
     request_queue_size = 64  # the listen backlog: a burst of connections waits instead of being reset
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.slots = threading.BoundedSemaphore(MAX_CONNECTIONS)
-
-    def process_request(self, request: Any, client_address: Any) -> None:
-        if not self.slots.acquire(blocking=False):
-            self.shutdown_request(request)
-            return
-        super().process_request(request, client_address)
-
-    def process_request_thread(self, request: Any, client_address: Any) -> None:
-        try:
-            super().process_request_thread(request, client_address)
-        finally:
-            self.slots.release()
 
 
 class ReviewServer:
     """``vigil review``: the page on ``http://host:port/review/`` (``/`` redirects there)."""
 
     def __init__(self, service: ReviewService, *, host: str = "127.0.0.1", port: int = 8766,
-                 token: str | None = None, allowed_hosts: tuple[str, ...] = ()) -> None:
-        self.server = _CappedServer((host, port), _handler(self))
+                 token: str | None = None, hosts: tuple[str, ...] = ()) -> None:
+        self.server = _Server((host, port), _handler(self), max_connections=MAX_CONNECTIONS,
+                              hosts=allowed_hosts(host, hosts))
         self.host = host
-        self.guard = Guard.for_binding(host, self.server.server_address[1], token=token, allowed_hosts=allowed_hosts)
+        self.guard = Guard.for_binding(host, token=token)
         self.app = ReviewApp(service, self.guard)
 
     @property
@@ -233,13 +222,10 @@ class ReviewServer:
         self.server.shutdown()
 
 
-def _handler(server: ReviewServer) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
+def _handler(server: ReviewServer) -> type[GuardedHandler]:
+    class Handler(GuardedHandler):
         def _serve(self) -> None:
             if urlsplit(self.path).path in ("/", "/index.html") and self.command == "GET":
-                if not server.guard.host_ok(self.headers.get("Host")):
-                    ReviewApp._send(self, 421, {"error": "Host header refused"})
-                    return
                 query = urlsplit(self.path).query
                 ReviewApp._send(self, 302, b"", extra={"Location": PREFIX + "/" + (f"?{query}" if query else "")})
                 return
@@ -250,8 +236,5 @@ def _handler(server: ReviewServer) -> type[BaseHTTPRequestHandler]:
 
         do_GET = _serve
         do_POST = _serve
-
-        def log_message(self, *args: object) -> None:
-            pass
 
     return Handler
