@@ -117,8 +117,8 @@ async def measure(rounds: int, judged_turns: int) -> list[dict[str, Any]]:
     demo = _demo_config()
     rows: dict[str, list[float]] = {}
     checks = _checks()
-    server = subprocess.Popen([sys.executable, __file__, "--serve"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                              text=True, cwd=ROOT)
+    server = subprocess.Popen([sys.executable, __file__, "--serve"],  # noqa: ASYNC220 (once, before measuring)
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=ROOT)
     try:
         base_url = server.stdout.readline().strip()
         judge = LLMJudge(JudgeConfig(name="bench", base_url=base_url, model="bench-judge", max_concurrency=1024))

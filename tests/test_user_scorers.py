@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import sys
 
 import pytest
 from pydantic import ValidationError
@@ -123,8 +124,8 @@ def test_a_json_schema_over_the_tool_calls_names_the_call_and_argument_that_brea
     result = run({"name": "j", "kind": "json_schema", "field": "tool_calls", "schema": {"items": refund}},
                  turn(tool_calls=calls))
 
-    assert (result.score, result.reason) == (0.0, "the tool_calls does not match the schema at 1.arguments.amount: "
-                                                  "900 is greater than the maximum of 500")
+    assert (result.score, result.reason) == (
+        0.0, "the tool_calls does not match the schema at 1.arguments.amount: 900 is greater than the maximum of 500")
 
 
 def test_a_check_of_a_field_the_turn_lacks_is_unscored_saying_which():
@@ -394,3 +395,25 @@ def test_the_readme_example_has_one_scorer_of_each_kind_and_they_build():
     assert {s.kind for s in cfg.scorers} == {"llm_judge", "regex", "json_schema", "contains", "length", "python",
                                              "tool_policy"}
     assert all(build_user_scorer(s).version for s in cfg.scorers if s.kind != "python")  # no such package here
+
+
+def test_an_entry_point_scorer_is_found_by_name_and_a_new_package_version_is_a_new_series(tmp_path, monkeypatch):
+    def install(version: str):
+        root = tmp_path / version
+        info = root / f"acme_checks-{version}.dist-info"
+        info.mkdir(parents=True)
+        (root / "acme_checks.py").write_text("def short(turn):\n    return len(turn.output) < 10\n")
+        (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: acme-checks\nVersion: {version}\n")
+        (info / "entry_points.txt").write_text("[vigil.scorers]\nacme-short = acme_checks:short\n")
+        monkeypatch.syspath_prepend(str(root))
+        return scorer({"name": "short", "kind": "python", "entry_point": "acme-short"})
+
+    first = install("1.0.0")
+    result = asyncio.run(first.score(turn(output="ok"), NO_JUDGE))
+    monkeypatch.delitem(sys.modules, "acme_checks")
+    upgraded = install("1.1.0")
+
+    assert (result.score, result.label) == (1.0, "pass")
+    assert first.version != upgraded.version
+    with pytest.raises(ValueError, match="no entry point 'acme-long' in group vigil.scorers"):
+        scorer({"name": "long", "kind": "python", "entry_point": "acme-long"})

@@ -247,6 +247,20 @@ def test_each_user_score_is_a_gen_ai_evaluation_result_event_named_for_its_monit
     assert "timeout" in {e["error.type"] for e in by_monitor["hung_monitor"]} <= {"timeout", "busy"}
 
 
+def test_the_dashboards_panels_show_user_monitors_like_built_in_ones(scenario):
+    from datetime import timedelta
+
+    from vigil.worker.store.queries import PANELS, VARIABLES, render
+
+    now = datetime.now(UTC)
+    panel = scenario["store"].query(render(PANELS["monitor_summary"].sql, start=now - timedelta(hours=2), end=now))
+    listed = scenario["store"].query(VARIABLES["monitor"].sql).result_rows
+
+    column = panel.column_names.index("monitor")
+    assert {row[column] for row in panel.result_rows} >= {"refunds_monitor", "cites_sources_monitor"}
+    assert {text for _, text in listed} >= {"refunds_monitor", "cites_sources_monitor"}
+
+
 def test_the_report_show_and_alert_rules_read_user_scores_like_built_in_ones(scenario):
     report = build_report(scenario["store"])
     shown = CliRunner().invoke(main, ["show", scenario["traces"]["sorry"], "--dsn", scenario["dsn"]])
