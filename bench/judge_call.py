@@ -1,29 +1,30 @@
 """CPU per judge call: vigil's judge stack beside the bare ``openai`` client sending the same request, in one run.
 
     .venv/bin/python bench/judge_call.py                  # a table; --json prints one JSON object
-    .venv/bin/python bench/judge_call.py --before REF     # also the code at REF (default: BEFORE_REF), same run
+    .venv/bin/python bench/judge_call.py --before [REF]   # also the code at REF (default: BEFORE_REF), same run
     .venv/bin/python bench/judge_call.py --profile vigil  # where one row's CPU goes (cProfile on the CPU clock)
 
-Every row sends the same requests, one at a time, to the scripted judge server (``tests/judge_server.py``) running
-in a child process, so this process's CPU (``time.process_time``) is the client side's alone. Two steps of the
-built-in scorers, with their real instructions, output models and rendered prompts (one per demo turn, so no two
-requests are alike and a reply cache always misses): ``rag_correctness.evaluate`` (one string field) and
-``answer_relevancy.analyze`` (a list of verdicts: a nested schema with an enum). The server answers each with a
-fixed valid reply.
+Every row makes its calls one at a time to the scripted judge server (``tests/judge_server.py``) in a child process
+(``bench/_scripted.py``), so this process's CPU (``time.process_time``) is the client side's alone. The requests are
+four steps of the built-in scorers in turn (answer relevancy's preprocess, analyze and reason, RAG correctness's
+evaluate), with their real instructions and output models and prompts rendered from demo turns as the scorers
+render them, no two alike (a reply cache always misses). The server answers each step with a fixed valid reply.
 
-- ``openai create``: the bare client, ``client.chat.completions.create(model, messages, temperature, max_tokens,
-  response_format=json_schema)``, the reply's content validated into the step's output model: the same body vigil
-  sends in ``json_schema`` mode.
-- ``openai post``: the same through the client's plain ``post`` (no parameter transform), ``cast_to=ChatCompletion``.
-- ``vigil ask``: ``LLMJudge.ask(JudgeRequest)``, the scorer-facing call (mode ladder, limiter, retries, cost
-  accounting, parsing), with no Redis and no reply cache, as ``bench/pipeline.py``'s CPU-per-score table runs it.
-- ``vigil ask, worker settings``: the same with what a worker has: Redis (``REDIS_URL``: the pause check on every
-  call, the rpm/tpm limiter's script) and the in-process reply cache (a miss, then a store, on every call).
+- ``openai create``: the bare client, ``client.chat.completions.create(model, messages, max_tokens,
+  response_format=json_schema, temperature)``, the reply's content validated into the step's output model: the body
+  vigil sends in ``json_schema`` mode.
+- ``openai post``: the same body through the client's plain ``post`` (no parameter transform),
+  ``cast_to=ChatCompletion``.
+- ``vigil ask``: ``LLMJudge.ask(JudgeRequest)``, the call every scorer makes (mode ladder, limiter, retries, cost
+  accounting, parsing into the output model), with no Redis and no reply cache.
+- ``vigil ask, worker settings``: the same with what a worker has: Redis (the pause check on every call, the shared
+  rpm/tpm limiter's script) and the in-process reply cache (a miss, then a store, on every call).
+- ``vigil answer_relevancy score``: ``AnswerRelevancy().score(turn, judge)`` on distinct demo turns (three calls a
+  score), per call: the scorer's own work (prompts, fences, the run, the result) on top of ``vigil ask``.
 
-Each round runs every row over every request (rows in a rotating order); a row's figure is the median over rounds
-of CPU ms per call, and its ratio the median over rounds of its CPU / the bare ``create`` CPU in the same round.
-``--before REF`` measures the same rows on the code at REF (``git archive``; a subprocess with that tree first on
-the path), in the same run.
+Each round runs every row (in a rotating order); a row's figure is the median over rounds of CPU ms per call, and
+its ratios the medians over rounds of its CPU / the bare client's in the same round. ``--before REF`` measures the
+same rows on the code at REF (``git archive``, its folders under ``vigil/`` first on a subprocess's path).
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ import tempfile
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -51,45 +53,24 @@ CODE = Path(os.environ.get("VIGIL_BENCH_CODE") or ROOT)  # the vigil code measur
 if CODE != ROOT:
     sys.path.insert(0, str(CODE))  # its ``vigil`` namespace (folders mapped as vigil.*), ahead of the editable one
 sys.path.insert(0, str(ROOT))  # tests.judge_server, from this tree
+sys.path.insert(0, str(ROOT / "bench"))  # _scripted
 
-REPLIES = {  # json_schema name (the step) -> the server's reply content, valid for the step's output model
-    "rag_correctness_evaluate": json.dumps({"evaluation": "Feedback: it gives the reference's facts. [RESULT] 4"}),
-    "answer_relevancy_preprocess": json.dumps({"statements": ["It ships today.", "It is free.", "Cats purr."]}),
-    "answer_relevancy_analyze": json.dumps({"results": [
-        {"result": "yes", "reason": "It answers the question."},
-        {"result": "unsure", "reason": "It is related but vague."},
-        {"result": "no", "reason": "It is about something else."}]}),
-    "answer_relevancy_reason": json.dumps({"reason": "Two of three statements address the question."}),
+REPLIES = {  # json_schema name (the step) -> the scripted judge's reply, valid for the step's output model
+    "rag_correctness_evaluate": {"evaluation": "Feedback: it gives the reference's facts. [RESULT] 4"},
+    "answer_relevancy_preprocess": {"statements": ["It ships today.", "It is free.", "Cats purr."]},
+    "answer_relevancy_analyze": {"results": [{"result": "yes", "reason": "It answers the question."},
+                                             {"result": "unsure", "reason": "It is related but vague."},
+                                             {"result": "no", "reason": "It is about something else."}]},
+    "answer_relevancy_reason": {"reason": "Two of three statements address the question."},
 }
-
-
-def serve() -> None:
-    """The child process: the scripted judge answering each step with its fixed reply, until stdin closes."""
-    from tests.judge_server import Reply, ScriptedJudge
-
-    def reply(body: dict[str, Any]) -> Reply:
-        name = ((body.get("response_format") or {}).get("json_schema") or {}).get("name")
-        if name not in REPLIES:
-            return Reply.error(400, f"this bench answers json_schema requests for {sorted(REPLIES)}, not {name!r}")
-        return Reply(REPLIES[name], prompt_tokens=400, completion_tokens=40)
-
-    with ScriptedJudge(reply) as server:
-        server.requests = _Forgetful()  # keep no history: thousands of requests
-        print(server.base_url, flush=True)
-        sys.stdin.read()
-
-
-class _Forgetful(list):
-    def append(self, item: Any) -> None:
-        pass
 
 
 def _turns(count: int) -> list[Any]:
     """``count`` demo turns with a question and an output, each made distinct (its question and output numbered)."""
     from vigil.schemas import Turn
 
-    lines = (ROOT / "worker" / "demo" / "data" / "turns.jsonl").read_text(encoding="utf-8").splitlines()
-    turns = [Turn.model_validate_json(line) for line in lines if line.strip()]
+    data = resources.files("vigil.worker.demo") / "data" / "turns.jsonl"  # the measured code's own demo turns
+    turns = [Turn.model_validate_json(line) for line in data.read_text(encoding="utf-8").splitlines() if line.strip()]
     turns = [t for t in turns if t.question.strip() and t.output.strip()]
     made = []
     for i in range(count):
@@ -249,19 +230,11 @@ async def _profile(made: list[Row], wanted: str) -> str:
 
 
 def measure(count: int, rounds: int, profile: str | None = None) -> dict[str, Any]:
+    from _scripted import scripted_judge
     from vigil.worker.demo.embedded_redis import EmbeddedRedis
 
-    server = subprocess.Popen([sys.executable, __file__, "--serve"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                              text=True, env=os.environ | {"VIGIL_BENCH_CODE": str(ROOT)})
-    try:
-        base_url = server.stdout.readline().strip()  # type: ignore[union-attr]
-        if not base_url:
-            raise SystemExit("the scripted judge server did not start")
-        with EmbeddedRedis() as redis_server:
-            return asyncio.run(_measure(base_url, redis_server.url, count, rounds, profile))
-    finally:
-        server.stdin.close()  # type: ignore[union-attr]
-        server.wait(10)
+    with scripted_judge(REPLIES) as base_url, EmbeddedRedis() as redis_server:
+        return asyncio.run(_measure(base_url, redis_server.url, count, rounds, profile))
 
 
 def measure_before(ref: str, count: int, rounds: int) -> dict[str, Any]:
@@ -299,12 +272,8 @@ def main() -> None:
     parser.add_argument("--before", nargs="?", const=BEFORE_REF, default=None, metavar="REF",
                         help=f"also measure the code at REF (default REF: {BEFORE_REF})")
     parser.add_argument("--profile", metavar="ROW", help="print where ROW's CPU goes (a row name's start)")
-    parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)  # the server's child process
     parser.add_argument("--measure-only", action="store_true", help=argparse.SUPPRESS)  # the before run's child
     args = parser.parse_args()
-    if args.serve:
-        serve()
-        return
     if args.measure_only:
         print(json.dumps(measure(args.calls, args.rounds) | {"imported_from": _imported_from()}))
         return

@@ -9,9 +9,9 @@ the demo config's (``refund_calls``, ``refund_policy``) and the README's (``no_a
 ``brief``); ``reply_json`` validates the turn's answer wrapped as ``{"answer", "order_id"}`` JSON. The Python row
 runs ``tests/user_scorer_functions.py:cites_a_document`` on the scorer's thread pool.
 
-The judged rows send every request to the scripted judge server (``tests/judge_server.py``) in a child process, so
-this process's CPU (``time.process_time``) is vigil's alone, the ``openai`` client's included: the demo's
-``cites_sources`` rubric (one call, a boolean and a reason) and ``answer_relevancy`` with its defaults (three calls:
+The judged rows send every request to the scripted judge server (``tests/judge_server.py``) in a child process
+(``bench/_scripted.py``), so this process's CPU (``time.process_time``) is vigil's alone, the ``openai`` client's
+included: the demo's ``cites_sources`` rubric (one call, a boolean and a reason) and ``answer_relevancy`` with its defaults (three calls:
 statements, verdicts, reason), through ``LLMJudge`` with no Redis and no reply cache. A row's figure is the median
 over rounds of CPU per score; the judged rows also give it per judge call.
 """
@@ -22,14 +22,16 @@ import argparse
 import asyncio
 import json
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))  # tests.judge_server, tests.user_scorer_functions
+sys.path.insert(0, str(ROOT))  # tests.user_scorer_functions
+sys.path.insert(0, str(ROOT / "bench"))  # _scripted
+
+from _scripted import scripted_judge
 
 CHECKS = [  # (row, definition): the README's and the demo config's
     ("regex", {"name": "no_apology", "kind": "regex", "pattern": "(?i)sorry|apologi[sz]e", "match": "must_not"}),
@@ -51,21 +53,6 @@ REPLIES = {  # json_schema name -> the scripted judge's reply
                                              {"result": "no", "reason": "It is about something else."}]},
     "answer_relevancy_reason": {"reason": "Two of three statements address the question."},
 }
-
-
-def serve() -> None:
-    """The child process: the scripted judge answering each step with its fixed reply, until stdin closes."""
-    from tests.judge_server import Reply, ScriptedJudge
-
-    def reply(body: dict[str, Any]) -> Reply:
-        name = ((body.get("response_format") or {}).get("json_schema") or {}).get("name")
-        return Reply.json(REPLIES[name], prompt_tokens=400, completion_tokens=40) if name in REPLIES else \
-            Reply.error(400, f"no reply for {name!r}")
-
-    with ScriptedJudge(reply) as server:
-        server.requests = type("Forgetful", (list,), {"append": lambda self, item: None})()
-        print(server.base_url, flush=True)
-        sys.stdin.read()
 
 
 def _turns() -> list:
@@ -117,10 +104,7 @@ async def measure(rounds: int, judged_turns: int) -> list[dict[str, Any]]:
     demo = _demo_config()
     rows: dict[str, list[float]] = {}
     checks = _checks()
-    server = subprocess.Popen([sys.executable, __file__, "--serve"],  # noqa: ASYNC220 (once, before measuring)
-                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=ROOT)
-    try:
-        base_url = server.stdout.readline().strip()
+    with scripted_judge(REPLIES) as base_url:
         judge = LLMJudge(JudgeConfig(name="bench", base_url=base_url, model="bench-judge", max_concurrency=1024))
         rubric = build_scorer(demo.monitor("cites_sources"), demo)
         relevancy = build_scorer(demo.monitor("answer_relevancy"), demo)
@@ -135,9 +119,6 @@ async def measure(rounds: int, judged_turns: int) -> list[dict[str, Any]]:
             for row, scorer, _ in judged:
                 rows.setdefault(row, []).append(await _cpu_per_score(scorer, sample, judge, 1))
         await judge.aclose()
-    finally:
-        server.stdin.close()
-        server.wait(30)
     calls = {row: n for row, _, n in judged}
     return [{"row": row, "cpu_us_per_score": statistics.median(values) * 1e6, "judge_calls": calls.get(row, 0),
              "cpu_us_per_call": statistics.median(values) * 1e6 / calls[row] if row in calls else None}
@@ -149,11 +130,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--judged-turns", type=int, default=150)
     parser.add_argument("--json", action="store_true")
-    parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
-    if args.serve:
-        serve()
-        return
     results = asyncio.run(measure(args.rounds, args.judged_turns))
     if args.json:
         print(json.dumps({"rounds": args.rounds, "rows": results}))
