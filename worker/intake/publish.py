@@ -15,7 +15,9 @@ from celery import Celery
 from kombu.exceptions import OperationalError
 from vigil.schemas.broker import INGEST_QUEUE, broker
 
-__all__ = ["BROKER_ERRORS", "Publisher"]
+__all__ = ["BROKER_ERRORS", "REFUSED", "Publisher"]
+
+REFUSED = "vigil.intake.refused"  # a hash: budget -> requests refused for it (429), by every intake
 
 BROKER_ERRORS = (redis.RedisError, OperationalError, ConnectionError, TimeoutError, OSError)
 
@@ -35,6 +37,7 @@ class Publisher:
             broker_transport_options={"socket_timeout": socket_timeout, "socket_connect_timeout": socket_timeout,
                                       "max_retries": 0, "max_message_bytes": max_message_bytes, **url.options},
         )
+        self._redis = url.redis(socket_timeout=socket_timeout, socket_connect_timeout=socket_timeout)
         self._local = threading.local()
         self._producers: list[Any] = []
         self._lock = threading.Lock()
@@ -56,6 +59,16 @@ class Publisher:
             self._release(producer)
             raise
 
+    def open_traces(self) -> int:
+        """Traces whose spans wait in Redis to settle (``worker.intake.traces.PENDING``)."""
+        from vigil.worker.intake.traces import PENDING
+
+        return int(self._redis.zcard(PENDING))
+
+    def count_refusal(self, reason: str) -> None:
+        """Count a request refused for a budget in Redis (``REFUSED``, a hash by reason), for every intake at once."""
+        self._redis.hincrby(REFUSED, reason, 1)
+
     def _release(self, producer: Any) -> None:
         with self._lock:
             if producer in self._producers:
@@ -66,6 +79,7 @@ class Publisher:
             pass
 
     def close(self) -> None:
+        self._redis.close()
         with self._lock:
             producers, self._producers = self._producers, []
         for producer in producers:

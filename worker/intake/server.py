@@ -57,6 +57,7 @@ _PROTOBUF, _JSON = "application/x-protobuf", "application/json"
 _INVALID_ARGUMENT, _UNAUTHENTICATED, _UNAVAILABLE, _RESOURCE_EXHAUSTED = 3, 16, 14, 8
 
 _refusal_line = Every(RETRY_INTERVAL_S)
+_budget_line = Every(RETRY_INTERVAL_S)
 _ACCEPTED, _REJECTED, _BYTES = "vigil.accepted", "vigil.rejected", "vigil.bytes"  # per request, for its log line
 _PUBLISHER = web.AppKey("publisher", Publisher)
 _SETTINGS = web.AppKey("settings", IntakeSettings)
@@ -152,6 +153,28 @@ async def _publish(request: web.Request, task: str, payload: list, what: str) ->
     return None
 
 
+async def _over_open_traces(request: web.Request) -> web.Response | None:
+    """429 with Retry-After, counted, while ``VIGIL_INTAKE_MAX_OPEN_TRACES`` traces wait to settle: a sender that
+    opens traces faster than they settle fills Redis (one-span traces cost ~13x their bytes there) and, under
+    ``noeviction``, every turn behind it would be refused."""
+    app, settings = request.app, request.app[_SETTINGS]
+    if not settings.max_open_traces:
+        return None
+    loop = asyncio.get_running_loop()
+    try:
+        opened = await loop.run_in_executor(app[_POOL], app[_PUBLISHER].open_traces)
+        if opened < settings.max_open_traces:
+            return None
+        await loop.run_in_executor(app[_POOL], app[_PUBLISHER].count_refusal, "open_traces")
+    except BROKER_ERRORS:
+        return None  # the publish that follows answers 503 for an unreachable Redis
+    if _budget_line():
+        log.warning("too many open traces; answered 429", open_traces=opened, limit=settings.max_open_traces,
+                    retry_after=settings.retry_after_s)
+    return _error(429, _RESOURCE_EXHAUSTED, f"{opened} traces are waiting to settle, at VIGIL_INTAKE_MAX_OPEN_TRACES "
+                  f"({settings.max_open_traces}); retry later", request, **{"Retry-After": str(settings.retry_after_s)})
+
+
 async def _otlp(request: web.Request, decode, encode, what: str) -> web.Response:
     """One OTLP/HTTP export request: decode (400 when it cannot be), publish what is kept, answer."""
     if request.content_type not in (_PROTOBUF, _JSON):
@@ -168,6 +191,8 @@ async def _otlp(request: web.Request, decode, encode, what: str) -> web.Response
         log.warning("undecodable OTLP body", path=request.path, error=str(exc))
         return _error(400, _INVALID_ARGUMENT, str(exc), request)
     request[_ACCEPTED], request[_REJECTED] = len(decoded.spans), decoded.rejected
+    if decoded.spans and (full := await _over_open_traces(request)) is not None:
+        return full
     if decoded.spans:
         refused = await _publish(request, SPANS_TASK, decoded.spans, what)
         if refused is not None:

@@ -20,6 +20,10 @@ class IntakeSettings(BaseSettings):
                            description="largest request body, after decompression (default VIGIL_MAX_MESSAGE_BYTES)")
     max_turns: int = Field(default=1000, gt=0, description="turns in one POST /v1/turns (the SDK sends 256)")
     max_connections: int = Field(default=256, gt=0, description="connections open at once; more are answered 503")
+    max_trace_spans: int = Field(default=2000, gt=0, description="spans kept per trace; more are counted, not kept, "
+                                                                 "and the trace's turns marked truncated")
+    max_open_traces: int = Field(default=100_000, ge=0, description="traces waiting to settle before the intake "
+                                                                   "answers 429 with Retry-After (0: no bound)")
     retry_after_s: int = Field(default=5, ge=1, description="Retry-After of a 503 while Redis refuses writes")
     publish_timeout_s: float = Field(default=5.0, gt=0, description="per Redis command when publishing")
     settle_s: float = Field(default=10.0, ge=0, description="a trace is assembled this long after its last span")

@@ -68,7 +68,8 @@ def collect_spans(self, spans: Any) -> dict[str, int]:
     try:
         if dead:
             push(rt.redis, [("dead_letters", dead)])
-        traces = store_spans(rt.redis, good, keep_s=settings.keep_s) if good else 0
+        traces, _ = store_spans(rt.redis, good, keep_s=settings.keep_s, max_spans=settings.max_trace_spans) \
+            if good else (0, 0)
         if traces:
             schedule_sweep(rt.redis, "vigil.intake.sweep", time.time() + settings.settle_s,
                            lambda countdown: assemble_traces.apply_async(countdown=countdown, queue=INGEST_QUEUE))
@@ -92,7 +93,7 @@ def assemble_traces() -> dict[str, int]:
             rows: dict[str, list] = {"pipeline_events": [], "superseded": []}
             waits = []
             for trace_id in claimed:
-                spans = trace_spans(rt.redis, trace_id)
+                spans = trace_spans(rt.redis, trace_id, settings.max_trace_spans)
                 if waiting_for_parent(spans):
                     enough, due = late.waited_enough(rt.redis, trace_id, keep_s=settings.keep_s,
                                                      wait_s=settings.parent_wait_s)

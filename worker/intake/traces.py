@@ -29,12 +29,14 @@ import redis
 import structlog
 from vigil.schemas.spans import Assembly, assembly
 
-__all__ = ["PENDING", "assembly_of", "claim_due", "release", "schedule_sweep", "store_spans", "trace_key", "trace_spans",
-           "turns_of"]
+__all__ = ["DROPPED", "DROPPED_TOTAL", "PENDING", "Spans", "assembly_of", "claim_due", "release", "schedule_sweep",
+           "store_spans", "trace_key", "trace_spans", "turns_of"]
 
 log = structlog.get_logger("vigil.intake")
 
 PENDING = "vigil.intake.pending"
+DROPPED = "vigil.intake.dropped"  # a hash: trace id -> spans over VIGIL_INTAKE_MAX_TRACE_SPANS not kept
+DROPPED_TOTAL = "vigil.intake.dropped.total"  # every span over the cap ever, for the funnel and a dashboard
 _REQUIRED = {"trace_id": str, "span_id": str, "name": str, "start": int, "end": int, "attributes": dict}
 
 # Due traces -> a lease in the future, atomically: returns the claimed ids.
@@ -42,6 +44,23 @@ _CLAIM = """
 local ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, tonumber(ARGV[3]))
 for _, id in ipairs(ids) do redis.call('ZADD', KEYS[1], ARGV[2], id) end
 return ids
+"""
+# Append a trace's spans up to a cap; count the rest (per trace, and in total). KEYS: the trace's list, DROPPED,
+# DROPPED_TOTAL; ARGV: max spans, keep seconds, trace id, span records...
+_APPEND = """
+local room = tonumber(ARGV[1]) - redis.call('LLEN', KEYS[1])
+local n = #ARGV - 3
+local keep = math.max(0, math.min(room, n))
+for i = 4, 3 + keep, 5000 do
+  redis.call('RPUSH', KEYS[1], unpack(ARGV, i, math.min(i + 4999, 3 + keep)))
+end
+redis.call('EXPIRE', KEYS[1], tonumber(ARGV[2]))
+if n > keep then
+  redis.call('HINCRBY', KEYS[2], ARGV[3], n - keep)
+  redis.call('EXPIRE', KEYS[2], tonumber(ARGV[2]))
+  redis.call('INCRBY', KEYS[3], n - keep)
+end
+return n - keep
 """
 # Forget a claimed trace unless a span arrived since (which moved its score off the lease).
 _RELEASE = """
@@ -69,21 +88,27 @@ def invalid_reason(span: Any) -> str | None:
     return None
 
 
-def store_spans(client: redis.Redis, spans: list[dict[str, Any]], *, keep_s: int, now: float | None = None) -> int:
-    """Append spans to their traces and mark the traces seen; returns how many traces they touched."""
+def store_spans(client: redis.Redis, spans: list[dict[str, Any]], *, keep_s: int, max_spans: int = 2000,
+                now: float | None = None) -> tuple[int, int]:
+    """Append spans to their traces (at most ``max_spans`` kept per trace: the others are counted in ``DROPPED``) and
+    mark the traces seen; returns how many traces they touched and how many spans were over the cap."""
     now = time.time() if now is None else now
     by_trace: dict[str, list[str]] = defaultdict(list)
     for span in spans:
         by_trace[span["trace_id"]].append(json.dumps(span, ensure_ascii=False))
+    append = client.register_script(_APPEND)
     pipe = client.pipeline(transaction=True)
     for trace_id, lines in by_trace.items():
-        key = trace_key(trace_id)
-        pipe.rpush(key, *lines)
-        pipe.expire(key, keep_s)
+        append(keys=[trace_key(trace_id), DROPPED, DROPPED_TOTAL], args=[max_spans, keep_s, trace_id, *lines],
+               client=pipe)
     if by_trace:
         pipe.zadd(PENDING, dict.fromkeys(by_trace, now))
-    pipe.execute()
-    return len(by_trace)
+    results = pipe.execute()
+    dropped = sum(int(n) for n in results[: len(by_trace)])
+    if dropped:
+        log.warning("spans over the per-trace cap were not kept; their turns are marked truncated",
+                    dropped=dropped, max_spans=max_spans, traces=len(by_trace))
+    return len(by_trace), dropped
 
 
 def schedule_sweep(client: redis.Redis, name: str, due_at: float, publish: Callable[[float], Any]) -> bool:
@@ -119,13 +144,25 @@ def release(client: redis.Redis, members: list[str], lease: float, key: str = PE
     return client.register_script(_RELEASE)(keys=[key], args=[repr(lease), *members])
 
 
-def trace_spans(client: redis.Redis, trace_id: str) -> list[dict[str, Any]]:
-    spans = []
-    for raw in client.lrange(trace_key(trace_id), 0, -1):
+class Spans(list):
+    """A trace's span records, and how many of its spans were over the cap and not kept (``dropped``)."""
+
+    dropped: int = 0
+
+
+def trace_spans(client: redis.Redis, trace_id: str, max_spans: int | None = None) -> Spans:
+    """The kept span records of a trace: never more than ``max_spans`` (the cap they were stored under) are read."""
+    spans = Spans()
+    pipe = client.pipeline(transaction=False)
+    pipe.lrange(trace_key(trace_id), 0, -1 if max_spans is None else max_spans - 1)
+    pipe.hget(DROPPED, trace_id)
+    raws, dropped = pipe.execute()
+    for raw in raws:
         try:
             spans.append(json.loads(raw))
         except ValueError:
             log.warning("unreadable span record skipped", trace_id=trace_id)
+    spans.dropped = int(dropped or 0)
     return spans
 
 
@@ -137,9 +174,13 @@ def turns_of(spans: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def assembly_of(spans: list[dict[str, Any]]) -> Assembly:
     """The turns (with the intake's defaults for what spans did not say) and unanswered steps of one trace."""
     result = assembly(spans)
+    dropped = getattr(spans, "dropped", 0)
     for turn in result.turns:
         turn.setdefault("agent", _service(spans) or "unknown")
         turn.setdefault("metadata", {})["source"] = "otlp"
+        if dropped:  # assembled from the spans under the cap: say so on the turn
+            turn["truncated"] = [*turn.get("truncated", []), "spans"]
+            turn["metadata"]["vigil.spans_dropped"] = str(dropped)
     return result
 
 

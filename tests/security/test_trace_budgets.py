@@ -1,0 +1,97 @@
+"""Budgets per trace and per sender, on a real `vigil intake` and a real `vigil worker`: a trace that gets more
+spans than ``VIGIL_INTAKE_MAX_TRACE_SPANS`` keeps that many in Redis (the rest counted, its turn marked truncated,
+never loaded whole), and a sender that opens more than ``VIGIL_INTAKE_MAX_OPEN_TRACES`` traces is answered 429 with
+Retry-After, counted, while the traces already in are assembled as usual."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from pathlib import Path
+
+import pytest
+import redis
+from vigil.worker.intake.publish import REFUSED
+from vigil.worker.intake.traces import DROPPED, DROPPED_TOTAL, PENDING, trace_key
+from vigil.worker.store import connect
+
+from tests.abuse import wait_until
+from tests.pipeline import IntakeProcess, WorkerProcess, wait_drained
+from tests.test_intake import post
+
+CONFIG = Path(__file__).parent.parent / "fixtures" / "pipeline.yaml"
+TOKEN = "budget-token-0123456789"
+
+
+def _value(value) -> dict:
+    return {"intValue": str(value)} if isinstance(value, int) else {"stringValue": value}
+
+
+def span(trace_id: str, span_id: str, parent: str | None = None, **attributes) -> dict:
+    return {"traceId": trace_id, "spanId": span_id, **({"parentSpanId": parent} if parent else {}), "name": "step",
+            "kind": 1, "startTimeUnixNano": "1700000000000000000", "endTimeUnixNano": "1700000001000000000",
+            "attributes": [{"key": k.replace("__", "."), "value": _value(v)} for k, v in attributes.items()]}
+
+
+def root(trace_id: str, span_id: str) -> dict:
+    said = [{"role": "user", "parts": [{"type": "text", "content": "Where is my parcel?"}]}]
+    answered = [{"role": "assistant", "parts": [{"type": "text", "content": "It left the depot today."}]}]
+    return span(trace_id, span_id, gen_ai__operation__name="chat", gen_ai__request__model="m",
+                gen_ai__input__messages=json.dumps(said), gen_ai__output__messages=json.dumps(answered))
+
+
+def export(intake: IntakeProcess, spans: list[dict]) -> int:
+    body = json.dumps({"resourceSpans": [{"resource": {"attributes": [
+        {"key": "service.name", "value": {"stringValue": "parcel-bot"}}]}, "scopeSpans": [{"spans": spans}]}]})
+    return post(f"{intake.url}/v1/traces", body.encode(), "application/json", Authorization=f"Bearer {TOKEN}")[0]
+
+
+@pytest.fixture
+def pipeline(redis_url, tmp_path, request):
+    env = {"VIGIL_INTAKE_TOKEN": TOKEN, "VIGIL_INTAKE_SETTLE_S": "1", "VIGIL_INTAKE_MAX_TRACE_SPANS": "200",
+           "VIGIL_INTAKE_MAX_OPEN_TRACES": "40", "VIGIL_INTAKE_RETRY_AFTER_S": "2", **getattr(request, "param", {})}
+    intake = IntakeProcess(redis_url, tmp_path, **env).start()
+    worker = WorkerProcess(redis_url, tmp_path / "vigil", CONFIG, **env).start()
+    yield intake, worker
+    intake.stop()
+    worker.stop()
+
+
+def test_a_trace_flooded_with_spans_keeps_the_cap_counts_the_rest_and_its_turn_says_truncated(pipeline, redis_url):
+    intake, worker = pipeline
+    flooded, good = uuid.uuid4().hex, uuid.uuid4().hex
+    root_id = uuid.uuid4().hex[:16]
+    assert export(intake, [root(flooded, root_id)]) == 200
+    for _ in range(5):  # 5,000 more spans into the same trace
+        assert export(intake, [span(flooded, uuid.uuid4().hex[:16], root_id) for _ in range(1000)]) == 200
+    assert export(intake, [root(good, uuid.uuid4().hex[:16])]) == 200
+
+    client = redis.Redis.from_url(redis_url)
+    wait_until(lambda: client.zcard(PENDING) == 0 and client.llen("vigil.ingest") == 0, timeout=120,
+               what="both traces to be assembled")
+    wait_drained(redis_url, worker)
+    kept, dropped, total = client.llen(trace_key(flooded)), client.hget(DROPPED, flooded), client.get(DROPPED_TOTAL)
+    assert worker.stop() == 0
+
+    assert kept <= 200 and int(dropped) == 5001 - kept and int(total) == 5001 - kept
+    rows = dict(connect(worker.dsn).query("SELECT trace_id, truncated FROM traces FINAL").result_rows)
+    assert "spans" in rows[flooded]
+    assert good in rows and "spans" not in rows[good], "the good trace beside it is assembled whole"
+
+
+@pytest.mark.parametrize("pipeline", [{"VIGIL_INTAKE_SETTLE_S": "3600"}], indirect=True)
+def test_a_sender_opening_traces_past_the_cap_is_answered_429_with_retry_after_and_counted(pipeline, redis_url):
+    intake, _ = pipeline
+    client = redis.Redis.from_url(redis_url)
+    for _ in range(40):
+        assert export(intake, [span(uuid.uuid4().hex, uuid.uuid4().hex[:16])]) == 200
+    wait_until(lambda: client.zcard(PENDING) >= 40, timeout=120, what="the worker to keep 40 open traces")
+
+    answers = [post(f"{intake.url}/v1/traces", json.dumps({"resourceSpans": [{"scopeSpans": [{"spans": [
+        span(uuid.uuid4().hex, uuid.uuid4().hex[:16])]}]}]}).encode(), "application/json",
+        Authorization=f"Bearer {TOKEN}") for _ in range(10)]
+
+    assert {(status, headers.get("Retry-After")) for status, headers, _ in answers} == {(429, "2")}
+    assert b"VIGIL_INTAKE_MAX_OPEN_TRACES (40)" in answers[0][2]
+    assert int(client.hget(REFUSED, "open_traces")) == 10
+    assert client.zcard(PENDING) == 40
