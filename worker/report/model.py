@@ -60,6 +60,8 @@ class FunnelRow(BaseModel):
     agent: str
     monitor: str
     received: int = 0
+    steps: int = 0  # LLM calls that only asked for a tool, their answer in another trace: never turns
+    superseded: int = 0  # turns a later assembly of their trace replaced (a late root), removed with their scores
     filtered: int = 0
     skipped: int = 0
     probe: int = 0  # vigil's own traffic (probe follow-ups), never sampled

@@ -196,6 +196,8 @@ ORDER BY time, monitor""",
         f"""
 SELECT e.project AS project, e.agent AS agent, e.monitor AS monitor,
        any(r.received) AS received,
+       any(r.steps) AS steps,
+       any(r.superseded) AS superseded,
        uniqExactIf(e.trace_id, e.span_id, e.stage = 'filtered') AS filtered,
        uniqExactIf(e.trace_id, e.span_id, e.stage = 'skipped') AS skipped,
        uniqExactIf(e.trace_id, e.span_id, e.stage = 'probe') AS probe,
@@ -209,9 +211,11 @@ SELECT e.project AS project, e.agent AS agent, e.monitor AS monitor,
        any(d.dead_lettered) AS dead_lettered
 FROM pipeline_events AS e
 LEFT JOIN (
-    SELECT project, agent, uniqExact(trace_id, span_id) AS received
+    SELECT project, agent, uniqExactIf(trace_id, span_id, stage = 'received') AS received,
+           uniqExactIf(trace_id, span_id, stage = 'step') AS steps,
+           uniqExactIf(trace_id, span_id, stage = 'superseded') AS superseded
     FROM pipeline_events
-    WHERE stage = 'received' AND $__timeFilter(event_time)
+    WHERE stage IN ('received', 'step', 'superseded') AND $__timeFilter(event_time)
     GROUP BY project, agent
 ) AS r ON r.project = e.project AND r.agent = e.agent
 LEFT JOIN (
@@ -224,9 +228,11 @@ LEFT JOIN (
 WHERE e.monitor != '' AND $__timeFilter(e.event_time) AND {_vars("project", "agent", "monitor", alias="e.")}
 GROUP BY project, agent, monitor
 ORDER BY monitor, agent""",
-        ("project", "agent", "monitor", "received", "filtered", "skipped", "probe", "shed", "sampled",
-         "scored", "abstained", "unscored", "failed", "coverage", "dead_lettered"),
-        "Distinct turns (trace, span) per stage, exact under redelivery. probe: vigil's own traffic (probe "
+        ("project", "agent", "monitor", "received", "steps", "superseded", "filtered", "skipped", "probe", "shed",
+         "sampled", "scored", "abstained", "unscored", "failed", "coverage", "dead_lettered"),
+        "Distinct turns (trace, span) per stage, exact under redelivery. steps: LLM calls that only asked for a "
+        "tool and that no call of their trace answered (each call its own trace), never scored. superseded: turns a "
+        "later assembly of their trace replaced (a late root), removed with their scores. probe: vigil's own traffic (probe "
         "follow-ups), never sampled. shed: sampled turns not scored because the score queue was over its bound "
         "(VIGIL_SCORE_QUEUE_MAX). coverage = (scored + abstained) / sampled: turns that got a verdict. "
         "dead_lettered: the agent's turns vigil could not take (never received), from dead_letters.",
