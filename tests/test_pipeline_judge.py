@@ -51,10 +51,10 @@ def test_a_paused_judge_holds_the_work_and_after_resume_every_turn_is_scored_onc
                                VIGIL_TEST_JUDGE_KEY="k").start()
         try:
             deadline = time.monotonic() + 60
-            while not client.hexists(PAUSED_KEY, "llm"):
+            # paused, and every turn's work parked: the calls in flight when the first 401 paused it came back too
+            while not (client.hexists(PAUSED_KEY, "llm") and client.llen("vigil.parked.llm") == len(turns)):
                 assert time.monotonic() < deadline, worker.output()[-3000:]
                 time.sleep(0.1)
-            time.sleep(1)  # calls already in flight when the first 401 paused the judge come back refused
             refused = len(server.requests)
             assert {r.status for r in server.requests} == {401} and refused <= len(turns)
             time.sleep(2)  # two paused-retry periods: the waiting work must not reach the judge again
