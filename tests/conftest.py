@@ -2,9 +2,9 @@
 
 Safe under pytest-xdist (`make test` runs ``pytest -n N --dist loadfile``) for every test that uses them: each xdist
 worker is its own test session, so ``redis_server`` is one redis-server per worker and ``VIGIL_HOME`` (the default
-store of a command run without one) a directory per worker; ``tmp_path`` (so ``chdb_dsn`` and ``store``) is a
-directory per test; a test file runs on one worker, so its module-scoped fixtures start once;
-``vigil_demo`` runs the demo once for all the workers of a run.
+store of a command run without one) a directory per worker; ``tmp_path`` (so ``chdb_dsn`` and ``store``, a copy of
+a store migrated once per worker) is a directory per test; a test file runs on one worker, so its module-scoped
+fixtures start once; ``vigil_demo`` runs the demo once for all the workers of a run.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import shutil
 import subprocess
 import sys
 import threading
@@ -82,11 +83,23 @@ def chdb_dsn(tmp_path) -> str:
     return f"chdb://{tmp_path / 'chdb'}"
 
 
-@pytest.fixture
-def store(chdb_dsn):
-    """A migrated chDB store opened in this process (so no worker process may open the same directory)."""
-    client = connect(chdb_dsn)
+@pytest.fixture(scope="session")
+def _migrated_store(tmp_path_factory) -> Path:
+    """A chDB directory migrated once per test session (per xdist worker), the copy every ``store`` starts from:
+    migrating a new store costs about a second, copying this one (its symlinks are relative) a few milliseconds."""
+    path = tmp_path_factory.mktemp("migrated") / "chdb"
+    client = connect(f"chdb://{path}")
     migrate(client)
+    client.close()
+    return path
+
+
+@pytest.fixture
+def store(chdb_dsn, _migrated_store):
+    """A migrated chDB store of the test's own, opened in this process (so no worker process may open the same
+    directory)."""
+    shutil.copytree(_migrated_store, chdb_dsn.removeprefix("chdb://"), symlinks=True)
+    client = connect(chdb_dsn)
     yield client
     client.close()
 
