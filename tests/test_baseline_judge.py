@@ -298,3 +298,40 @@ def test_a_terse_correct_answer_keeps_most_of_its_credit():
     result, _ = correctness("Canberra.", "The capital of Australia is Canberra.", question)
 
     assert result > 3 and result > correctness("Sydney.", "The capital of Australia is Canberra.", question)[0]
+
+
+# --- the first hour's examples (our own, none from the shared datasets) --------------------------------------------
+
+@pytest.mark.parametrize(("question", "answer"), [
+    pytest.param("How long is the refund window?", "You can request a refund within 30 days of delivery.",
+                 id="how-long-and-a-duration"),
+    pytest.param("When does the store open on Saturdays?", "Our doors open at nine in the morning.",
+                 id="when-and-a-time"),
+    pytest.param("Who wrote the novel Middlemarch?", "It was written by George Eliot.", id="who-and-a-name"),
+    pytest.param("How many seats does the van have?", "Seven.", id="terse-how-many"),
+])
+async def test_a_correct_answer_sharing_few_words_with_the_question_is_relevant(question, answer):
+    assert await _relevancy(answer, question=question) == 1.0
+
+
+async def test_giving_a_number_is_no_answer_when_the_statement_is_about_something_else():
+    assert await _relevancy("Mount Everest is 8848 metres tall.", question="How long is the refund window?") == 0.0
+
+
+@pytest.mark.parametrize(("reference", "question", "right", "negated"), [
+    pytest.param("The train to Lyon leaves from platform 4.", "Which platform does the Lyon train leave from?",
+                 "Platform 4.", "The Lyon train does not leave from platform 4.", id="terse-right-full-negation"),
+    pytest.param("Einstein received the Nobel Prize in 1921 for the photoelectric effect.",
+                 "Did Einstein get a Nobel Prize?", "Einstein received the Nobel Prize in 1921.",
+                 "Einstein did not receive the Nobel Prize.", id="another-form-of-the-verb"),
+    pytest.param("Python 3.12 removed the distutils module.", "Was distutils removed in Python 3.12?",
+                 "Yes, Python 3.12 removed distutils.", "Python 3.12 did not remove the distutils module.",
+                 id="did-not"),
+    pytest.param("Marie Curie won two Nobel Prizes.", "How many Nobel Prizes did Marie Curie win?", "She won two.",
+                 "Marie Curie didn't win two Nobel Prizes.", id="contraction"),
+])
+def test_a_negated_answer_scores_as_mostly_incorrect_below_the_right_one(reference, question, right, negated):
+    wrong, why = correctness(negated, reference, question)
+
+    assert wrong <= 2.0 < correctness(right, reference, question)[0]
+    assert "contradict" in why

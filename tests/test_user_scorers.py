@@ -312,7 +312,7 @@ async def test_the_baseline_judge_answers_a_rubric_by_word_overlap_and_says_so()
 
     result = await scorer(rubric({"type": "boolean"})).score(the_turn, BaselineJudge())
 
-    assert (result.status, result.label, result.judge_model) == (ScoreStatus.SCORED, "yes", "baseline-word-overlap-v2")
+    assert (result.status, result.label, result.judge_model) == (ScoreStatus.SCORED, "yes", "baseline-word-overlap-v3")
     assert result.reason.startswith("Baseline judge (word overlap, no LLM): ")
 
 

@@ -3,11 +3,13 @@
 It is a heuristic, and says so: it answers a ``JudgeRequest`` by computing the step's output from
 ``request.inputs`` with word-overlap rules (the paper's word-recall baseline family). Statements by sentence
 segmentation; relevance by content words shared with the question *and* something added to it (a statement that
-only restates the question's words is not relevant; a lone terse answer is "unsure", not "no"); context relevance
+only restates the question's words is not relevant; one that shares a word and gives the kind of thing the question
+asks for, a quantity, a time or a name, is; a lone terse answer is "unsure", not "no"); context relevance
 by overlap with the question and the response; prompt alignment by overlap and length, discounted when the response
 mostly echoes the prompt; the RAG rubric by word recall of the reference (words the question already holds count
 half), continuous inside the rubric's buckets, with the credit of sentences that visibly contradict the reference
-(a negation, or another number or name, beside its key words) withdrawn, and 0 ("not sure") only when the response
+(a negation, or another number or name, beside its key words) halved, a response that mainly contradicts it at most
+"mostly incorrect", and 0 ("not sure") only when the response
 essentially is an abstention. Steps dispatch through a table; a scorer module adds its own steps with
 ``register(step, handler)``. A ``*.reason`` step without a handler of its own returns ``inputs["summary"]``. A user's
 rubric (a ``*.rubric`` step) gets the one heuristic this judge has for any rubric: the share of the judged text's
@@ -35,6 +37,7 @@ __all__ = [
     "content_words",
     "contradicted",
     "correctness",
+    "gives_what_is_asked",
     "is_abstention",
     "register",
     "sentences",
@@ -44,7 +47,7 @@ __all__ = [
 T = TypeVar("T", bound=BaseModel)
 Handler = Callable[[Mapping[str, Any]], dict[str, Any]]
 
-MODEL = "baseline-word-overlap-v2"
+MODEL = "baseline-word-overlap-v3"
 _HANDLERS: dict[str, Handler] = {}
 
 _STOPWORDS = frozenset(["a", "about", "above", "after", "again", "all", "also", "am", "an", "and", "any", "are", "as", "at", "be", "because", "been", "before", "being", "below", "between", "both", "but", "by", "can", "could", "did", "do", "does", "doing", "down", "during", "each", "few", "for", "from", "further", "had", "has", "have", "having", "he", "her", "here", "hers", "him", "his", "how", "i", "if", "in", "into", "is", "it", "its", "itself", "just", "me", "more", "most", "my", "no", "nor", "not", "of", "off", "on", "once", "only", "or", "other", "our", "out", "over", "own", "same", "she", "should", "so", "some", "such", "than", "that", "the", "their", "them", "then", "there", "these", "they", "this", "those", "through", "to", "too", "under", "until", "up", "very", "was", "we", "were", "what", "when", "where", "which", "while", "who", "whom", "why", "will", "with", "would", "you", "your", "yours", "please", "tell", "explain", "give"])
@@ -67,6 +70,10 @@ _NOT_ONLY = re.compile(r"(?i)\bnot (only|just|merely)\b")
 _KNOTS = ((0.0, 1.0), (0.2, 2.0), (0.4, 3.0), (0.65, 4.0), (1.0, 5.0))
 QUESTION_WORD_WEIGHT = 0.5  # a reference word the question already holds is worth half of one it does not
 CONTRADICTED_CREDIT = 0.5  # what a reference word is worth when the response says it only while contradicting it
+# A response whose contradicting sentences carry more of the reference than its other sentences says mainly the
+# opposite: at most "mostly incorrect" on the rubric. "The train does not leave from platform 4" repeats every word of
+# the reference; at half credit it scored like the terse right answer "Platform 4." (3.4 each).
+MOSTLY_INCORRECT = 2.0
 RESTATED_SHARE = 0.25  # a statement adding fewer of its own words than this share restates the question
 TERSE_WORDS = 4  # content words: a lone statement this short is a terse answer
 ECHO_NOVELTY = 0.3  # a response at least this share of its own words (not the prompt's) is no echo
@@ -138,11 +145,21 @@ def _is_negation(token: str) -> bool:
     return bool(_NEGATION.fullmatch(token)) or token.lower().endswith("n't")
 
 
+_SUFFIX = re.compile(r"(?:ing|ed|es|e)$")
+
+
+def _stem(word: str) -> str:
+    """A word without its inflection, for telling whether two sentences are about the same thing: "received" and
+    "receive", "acquired" and "acquires" match ("won" and "win" do not: no dictionary here)."""
+    stem = _SUFFIX.sub("", word) if len(word) > 4 else word
+    return stem if len(stem) >= 3 else word
+
+
 def _near(tokens: list[str], keys: set[str], test: Callable[[str], bool]) -> dict[str, set[str]]:
-    """For each key word, the tokens passing ``test`` within ``_NEAR`` tokens of it."""
+    """For each key word (by its stem), the tokens passing ``test`` within ``_NEAR`` tokens of it."""
     found: dict[str, set[str]] = {}
     for i, token in enumerate(tokens):
-        key = _normalise(token)
+        key = _stem(_normalise(token))
         if key not in keys:
             continue
         window = tokens[max(0, i - _NEAR): i] + tokens[i + 1: i + 1 + _NEAR]
@@ -155,22 +172,23 @@ def _near(tokens: list[str], keys: set[str], test: Callable[[str], bool]) -> dic
 def contradicted(statement: str, reference: str, question: str = "") -> str | None:
     """Why ``statement`` visibly contradicts the reference sentence it restates, or None.
 
-    The statement must be about one reference sentence: share at least two of its content words and at least half
-    of them (the key words). Visible means, beside a key word (within ``_NEAR`` tokens): a negation where the
-    reference sentence has none ("not", "never", "n't" …; "not only" is no negation); or a number where the
+    The statement must be about one reference sentence: share at least two of its content words, compared by their
+    stems, and at least half of them (the key words). Visible means, beside a key word (within ``_NEAR`` tokens): a negation where the
+    reference sentence has none ("not", "never", "n't" …; "not only" and "not sure" are no negation); or a number where the
     reference sentence has another beside the same key word, and the statement nowhere gives the reference's; or
     a name (a capitalised word neither the reference nor the question holds) where the reference sentence has
     another beside the same key word that the statement lacks. Source markers such as "[4]" are not numbers."""
-    words, tokens = content_words(statement), _tokens(_NOT_ONLY.sub(" ", statement))
+    # "not only" adds, and a hedge ("I'm not sure about every species") doubts: neither negates the claim beside it
+    words, tokens = content_words(statement), _tokens(_NOT_SURE.sub(" ", _NOT_ONLY.sub(" ", statement)))
     everywhere = {t.lower() for t in _tokens(reference) + _tokens(question)}
     mine_all = {t.lower().replace(",", ".") for t in tokens}
     for target in sentences(reference):
-        key_words = content_words(target)
-        keys = words & key_words
+        key_words = {_stem(w) for w in content_words(target)}
+        keys = {_stem(w) for w in words} & key_words
         if len(keys) < 2 or len(keys) < 0.5 * len(key_words):
             continue
         theirs = _tokens(_NOT_ONLY.sub(" ", target))
-        about = ", ".join(sorted(keys)[:4])
+        about = ", ".join(sorted(w for w in words if _stem(w) in keys)[:4])
         if _near(tokens, keys, _is_negation) and not any(_is_negation(t) for t in theirs):
             return f"negates what the reference says about {about}"
         their_numbers, my_numbers = _near(theirs, keys, _is_number), _near(tokens, keys, _is_number)
@@ -213,7 +231,8 @@ def correctness(response: str, reference: str, question: str = "") -> tuple[floa
     0 only for an abstention; an empty response is the bottom of the scale (1). Otherwise the weighted word recall
     of the reference (its words that the question already holds count ``QUESTION_WORD_WEIGHT``); words the response
     states only in sentences that visibly contradict the reference (``contradicted``) count half, since a cheap
-    detector can be wrong; blended with the share of the reference's phrases (adjacent content-word pairs) the
+    detector can be wrong, and a response that carries more of the reference in contradicting sentences than in the
+    others is at most ``MOSTLY_INCORRECT``; blended with the share of the reference's phrases (adjacent content-word pairs) the
     response keeps, at ``PHRASE_WEIGHT``, so answers recalling the same words rarely tie. Mapped through the buckets' floors
     (``_KNOTS``)."""
     if not response.strip():
@@ -232,14 +251,18 @@ def correctness(response: str, reference: str, question: str = "") -> tuple[floa
         else:
             clean |= content_words(statement)
     undisputed = _weighted_recall(clean, reference_words, question_words)
-    recall = undisputed + CONTRADICTED_CREDIT * (
-        _weighted_recall(clean | disputed, reference_words, question_words) - undisputed)
+    only_disputed = _weighted_recall(clean | disputed, reference_words, question_words) - undisputed
+    recall = undisputed + CONTRADICTED_CREDIT * only_disputed
     phrases = _phrases(reference)
     kept = len(_phrases(response) & phrases) / len(phrases) if phrases else 0.0
     why = f"baseline heuristic (word overlap, no LLM): word recall against the reference answer is {recall:.0%}"
+    result = _through_knots((1 - PHRASE_WEIGHT) * recall + PHRASE_WEIGHT * kept)
     if conflicts:
         why += f"; half credit for {len(conflicts)} sentence(s) that contradict it ({conflicts[0]})"
-    return round(_through_knots((1 - PHRASE_WEIGHT) * recall + PHRASE_WEIGHT * kept), 3), why
+        if only_disputed > undisputed and result > MOSTLY_INCORRECT:
+            result = MOSTLY_INCORRECT - (1 - recall) / 10  # mostly the opposite; still ordered by recall
+            why += "; it mainly says the opposite of the reference: at most mostly incorrect"
+    return round(result, 3), why
 
 
 def register(step: str, handler: Handler) -> None:
@@ -298,24 +321,82 @@ def _statements(inputs: Mapping[str, Any]) -> dict[str, Any]:
     return {"statements": sentences(inputs["output"])}
 
 
+_NUMBER_WORDS = frozenset((
+    "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve", "fifteen",
+    "twenty", "thirty", "forty", "fifty", "hundred", "thousand", "million", "billion", "dozen", "half", "once",
+    "twice",
+))
+_TIME_WORDS = frozenset((
+    "january", "february", "march", "april", "may", "june", "july", "august", "september", "october", "november",
+    "december", "monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday", "today", "tomorrow",
+    "yesterday", "tonight", "morning", "afternoon", "evening", "night", "noon", "midnight", "weekend", "weekday",
+    "am", "pm",
+))
+
+
+def _gives_quantity(statement: str) -> bool:
+    return any(t[0].isdigit() or t.lower() in _NUMBER_WORDS for t in _tokens(statement))
+
+
+def _gives_time(statement: str) -> bool:
+    return _gives_quantity(statement) or any(t.lower() in _TIME_WORDS for t in _tokens(statement))
+
+
+def _gives_name(statement: str, question: str) -> bool:
+    """A capitalised word past the sentence's first that the question does not hold: a person, a place, a thing."""
+    asked = {t.lower() for t in _tokens(question)}
+    return any(_is_name(t) and t.lower() not in asked for t in _tokens(statement)[1:])
+
+
+# What a question asks for, by its wh-phrase, and whether a statement gives that kind of thing. A correct answer often
+# shares one word with its question, or none ("How long is the refund window?" "You can request a refund within 30
+# days of delivery."): giving what was asked is the evidence overlap lacks.
+_ASKS: tuple[tuple[re.Pattern[str], str, Callable[[str, str], bool]], ...] = (
+    (re.compile(r"(?i)\bhow (long|many|much|old|far|often|soon|big|tall|large|heavy|fast|late|early)\b"
+                r"|\bwhat (percentage|percent|number|amount|price|size|age)\b"),
+     "a quantity", lambda statement, question: _gives_quantity(statement)),
+    (re.compile(r"(?i)\bwhen\b|\b(what|which) (time|date|year|day|month|hour)\b"),
+     "a time", lambda statement, question: _gives_time(statement)),
+    (re.compile(r"(?i)\b(who|whom|whose|where)\b|\bwhich (city|country|place|town|company|person)\b"),
+     "a name", _gives_name),
+)
+
+
+def gives_what_is_asked(statement: str, question: str) -> str | None:
+    """The kind of answer the question asks for (a quantity, a time, a name) when the statement gives one."""
+    for asks, kind, gives in _ASKS:
+        if asks.search(question):
+            return kind if gives(statement, question) else None
+    return None
+
+
 def _relevance(inputs: Mapping[str, Any]) -> dict[str, Any]:
     """A statement is relevant when it shares the question's words *and* adds words of its own: one that only
-    restates the question (or pads itself with its words) answers nothing. A lone short statement sharing no word
-    (a terse answer: "5", "Canberra.") is "unsure": word overlap cannot tell whether it answers."""
-    question = content_words(inputs["question"])
+    restates the question (or pads itself with its words) answers nothing. It is relevant too when it shares a word
+    and gives the kind of thing the question asks for (``gives_what_is_asked``: "how long" and a number). A lone
+    short statement sharing no word (a terse answer: "5", "Canberra.") is "yes" when it gives what was asked, else
+    "unsure": word overlap cannot tell whether it answers."""
+    question_text = inputs["question"]
+    question = content_words(question_text)
     statements = inputs["statements"]
     results = []
     for statement in statements:
         words = content_words(statement)
         shared = sorted(words & question)
         added = words - question
+        kind = gives_what_is_asked(statement, question_text) if added else None
+        terse = len(statements) == 1 and 0 < len(words) <= TERSE_WORDS
         if shared and len(added) < max(1.0, RESTATED_SHARE * len(words)):
             result, why = "no", f"restates the question's words ({', '.join(shared[:5])}) without adding an answer"
         elif len(shared) >= 2 or (shared and len(shared) / len(words) >= 0.3):
             result, why = "yes", f"shares {', '.join(shared)} with the question and adds to it"
+        elif shared and kind:
+            result, why = "yes", f"shares {shared[0]} with the question and gives {kind}, what it asks for"
         elif shared:
             result, why = "unsure", f"shares only {shared[0]} with the question"
-        elif len(statements) == 1 and 0 < len(words) <= TERSE_WORDS:
+        elif terse and kind:
+            result, why = "yes", f"a terse answer giving {kind}, what the question asks for"
+        elif terse:
             result, why = "unsure", "a terse answer sharing no word with the question: overlap cannot tell"
         else:
             result, why = "no", "shares no content word with the question"
