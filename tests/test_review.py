@@ -502,3 +502,19 @@ def test_review_export_writes_the_dataset_and_says_plainly_when_there_is_none(st
     assert none.output.strip().splitlines() == [
         ("vigil: error: --monitor: no review labels of 'nope' in the store (label turns with `vigil review` first; "
          "labels reach the store through a running worker)")]
+
+
+def test_an_item_is_the_turn_whole_with_the_session_before_it(store, service):
+    earlier = seed(store, [0.9], at=NOW - timedelta(minutes=5), session_id="s-1",
+                   tool_calls=[{"name": "lookup", "arguments": {"order": 7}, "result": "shipped"}])
+    later = seed(store, [0.2], at=NOW, session_id="s-1", system="Be brief.",
+                 contexts=[{"text": "Returns within 30 days.", "id": "kb-1"}], metadata={"release": "v2"},
+                 tool_calls=[{"name": "lookup", "arguments": {"order": 7}}, {"name": "refund", "result": "error"}])
+
+    item = service.item(later[0])
+
+    (span,) = item["spans"]
+    assert (span["system"], span["contexts"][0]["id"], span["metadata"]) == ("Be brief.", "kb-1", {"release": "v2"})
+    assert [call["name"] for call in span["tool_calls"]] == ["lookup", "refund"]  # in call order
+    assert [turn["trace_id"] for turn in item["session"]] == earlier
+    assert [(s["monitor"], s["score"], s["reason"]) for s in item["scores"]] == [("relevancy", 0.2, "reason 0")]

@@ -73,6 +73,7 @@ class Stack:
     server: ReviewServer
     store: Any  # a client reading through the worker's read endpoint
     traces: list[str]
+    redis_url: str
 
 
 @pytest.fixture(scope="module")
@@ -92,7 +93,7 @@ def stack(tmp_path_factory):
             until(lambda: store.query("SELECT count() FROM scores FINAL WHERE monitor = 'relevancy'")
                   .result_rows[0][0] == len(turns), 120, "12 scores in the store")
             server = ReviewServer(open_service(store, redis_server.url, reviewer="ana"), port=0).start()
-            yield Stack(worker, server, store, [t["trace_id"] for t in turns])
+            yield Stack(worker, server, store, [t["trace_id"] for t in turns], redis_server.url)
             server.shutdown()
         finally:
             worker.stop()
@@ -224,3 +225,35 @@ def test_hostile_trace_text_is_shown_as_text_and_never_runs(browser, store, redi
     finally:
         server.shutdown()
         client.close()
+
+
+def test_vigil_review_serves_the_page_from_the_store_the_running_worker_holds(stack):
+    """The command itself, as a user starts it: `vigil review --port 0` with VIGIL_HOME and REDIS_URL."""
+    import re
+    import signal
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k not in ("CLICKHOUSE_DSN", "VIGIL_CONFIG")}
+    env.update(VIGIL_HOME=str(stack.worker.home), REDIS_URL=stack.redis_url)
+    process = subprocess.Popen([sys.executable, "-m", "vigil.worker", "review", "--port", "0", "--reviewer", "cli"],
+                               env=env, stderr=subprocess.PIPE, text=True)
+    try:
+        line = process.stderr.readline()
+        match = re.search(r"http://127\.0\.0\.1:(\d+)/review/", line)
+        assert match, line + process.stderr.read() if process.poll() is not None else line
+        port = int(match.group(1))
+        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+        connection.request("GET", "/review/api/progress", headers={"Host": f"localhost:{port}"})
+        progress = json.loads(connection.getresponse().read())
+        connection.request("GET", "/review/", headers={"Host": f"localhost:{port}"})
+        page = connection.getresponse().read().decode()
+        connection.close()
+    finally:
+        process.send_signal(signal.SIGINT)
+        process.wait(30)
+
+    assert "(reviewer cli;" in line
+    assert {m["monitor"]: m["population"] for m in progress["monitors"]}["relevancy"] == len(stack.traces)
+    assert 'name="vigil-reviewer" content="cli"' in page
+    assert process.returncode in (0, 130)
