@@ -90,8 +90,11 @@ def export_command(monitor: str, out_path: Path | None, dsn: str | None) -> None
     from vigil.worker.store.clickhouse import connect_for_reading, require_tables
 
     client = connect_for_reading(dsn)
-    require_tables(client, *_TABLES)
-    items = list(export_items(client, monitor))
+    try:
+        require_tables(client, *_TABLES)
+        items = list(export_items(client, monitor))
+    finally:
+        client.close()  # an embedded store is let go at once, not when the client is collected
     if not items:
         raise click.ClickException(f"--monitor: no review labels of {monitor!r} in the store (label turns with "
                                    "`vigil review` first; labels reach the store through a running worker)")
