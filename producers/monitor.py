@@ -40,6 +40,7 @@ from opentelemetry import trace as otel_trace
 from opentelemetry.metrics import MeterProvider
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict
+from vigil.schemas.backoff import backoff
 from vigil.schemas.broker import (
     DEFAULT_MESSAGE_BYTES,
     MIN_MESSAGE_BYTES,
@@ -48,7 +49,6 @@ from vigil.schemas.broker import (
 from vigil.schemas.feedback import Feedback, problems
 from vigil.schemas.trace import UNLABELLED, Turn
 
-from ._backoff import compute_backoff
 from ._http import HTTPTransport
 from ._log import get_logger
 from ._metrics import observe
@@ -465,7 +465,7 @@ class Monitor:
         except Exception as exc:  # noqa: BLE001 - any failure is an outage to ride out
             self._send_failures += 1
             self._attempt += 1
-            delay = compute_backoff(self._attempt, **self._backoff)
+            delay = backoff(self._attempt, **self._backoff)
             self._retry_at = time.monotonic() + delay
             _log.warning("vigil.broker_unavailable", attempt=self._attempt, retry_in=round(delay, 3), error=repr(exc))
             return False

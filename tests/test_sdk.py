@@ -27,8 +27,8 @@ from vigil.producers import (
     current_turn,
     replay,
 )
-from vigil.producers._backoff import compute_backoff
 from vigil.schemas import Turn
+from vigil.schemas.backoff import backoff
 from vigil.worker.demo.embedded_redis import EmbeddedRedis, free_port
 from vigil.worker.store import connect
 
@@ -461,7 +461,11 @@ def test_replay_captures_a_jsonl_file_in_order_and_reports_bad_lines(redis_url, 
     ],
 )
 def test_backoff_grows_exponentially_with_equal_jitter_under_a_cap(attempt, jitter, expected):
-    assert compute_backoff(attempt, initial=0.5, maximum=30.0, jitter=lambda: jitter) == expected
+    assert backoff(attempt, initial=0.5, maximum=30.0, rand=lambda: jitter) == expected
+
+
+def test_without_jitter_the_backoff_is_the_capped_exponential_itself():
+    assert [backoff(n, initial=2.0, maximum=30.0, rand=None) for n in range(1, 7)] == [2, 4, 8, 16, 30, 30]
 
 
 # -- configuration and metrics -------------------------------------------------------------------------------

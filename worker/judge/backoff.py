@@ -1,8 +1,8 @@
 """How long to wait before retrying a judge call: pure arithmetic, no I/O, no clock.
 
-``compute_backoff`` is exponential with "equal jitter" (half the delay fixed, half random), so a storm of 429s
-spreads its retries instead of returning in lockstep. A server's ``Retry-After`` (seconds or an HTTP date, or
-OpenAI's ``retry-after-ms``) is a floor: vigil never comes back earlier than it was asked to.
+The delay is the one exponential backoff (``vigil.schemas.backoff``: from 0.5 s, doubling, capped at 30 s, with
+equal jitter), so a storm of 429s spreads its retries instead of returning in lockstep. A server's ``Retry-After``
+(seconds or an HTTP date, or OpenAI's ``retry-after-ms``) is a floor: vigil never comes back earlier than it asked.
 """
 
 from __future__ import annotations
@@ -11,19 +11,11 @@ import random
 from collections.abc import Callable, Mapping
 from email.utils import parsedate_to_datetime
 
-__all__ = ["compute_backoff", "parse_retry_after", "retry_delay"]
+from vigil.schemas.backoff import backoff
 
+__all__ = ["INITIAL_S", "MAXIMUM_S", "parse_retry_after", "retry_delay"]
 
-def compute_backoff(
-    attempt: int, *, base: float = 0.5, factor: float = 2.0, max_backoff: float = 30.0,
-    jitter: bool = True, rand: Callable[[], float] = random.random,
-) -> float:
-    """The delay after failed attempt number ``attempt`` (1-based): ``base * factor**(attempt-1)``, capped at
-    ``max_backoff``; with jitter, uniformly in [delay/2, delay]."""
-    delay = min(max_backoff, base * factor ** max(0, attempt - 1))
-    if jitter:
-        delay = delay / 2 + rand() * delay / 2
-    return delay
+INITIAL_S, MAXIMUM_S = 0.5, 30.0
 
 
 def parse_retry_after(headers: Mapping[str, str], *, now: float) -> float | None:
@@ -49,9 +41,7 @@ def parse_retry_after(headers: Mapping[str, str], *, now: float) -> float | None
     return max(0.0, when - now)
 
 
-def retry_delay(
-    attempt: int, retry_after: float | None, *, rand: Callable[[], float] = random.random, **backoff: float
-) -> float:
+def retry_delay(attempt: int, retry_after: float | None, *, rand: Callable[[], float] = random.random) -> float:
     """The wait before the next attempt: the jittered backoff, but never less than the server's Retry-After."""
-    delay = compute_backoff(attempt, rand=rand, **backoff)
+    delay = backoff(attempt, initial=INITIAL_S, maximum=MAXIMUM_S, rand=rand)
     return delay if retry_after is None else max(retry_after, delay)

@@ -32,6 +32,7 @@ from celery.worker import state as worker_state
 from celery.worker.consumer import Consumer as CeleryConsumer
 from kombu.exceptions import DecodeError
 from redis.exceptions import OutOfMemoryError
+from vigil.schemas.backoff import backoff
 from vigil.schemas.broker import UNDELIVERABLE_TASK
 from vigil.worker.pipeline.app import app
 from vigil.worker.pipeline.runtime import runtime
@@ -98,7 +99,7 @@ class Consumer(CeleryConsumer):
         if not isinstance(exc, OutOfMemoryError):
             return
         self._full_streak += 1
-        wait = min(self._MAX_WAIT_S, 2.0 ** min(self._full_streak, 5))
+        wait = backoff(self._full_streak, initial=2.0, maximum=self._MAX_WAIT_S, rand=None)  # 2, 4, ... 30 s
         log.error("REDIS IS OUT OF MEMORY: the broker refuses writes (maxmemory reached with noeviction); this "
                   "worker keeps its place and retries. Free memory or raise maxmemory on the broker",
                   error=str(exc), attempt=self._full_streak, retry_in_s=wait)
