@@ -518,3 +518,17 @@ def test_an_item_is_the_turn_whole_with_the_session_before_it(store, service):
     assert [call["name"] for call in span["tool_calls"]] == ["lookup", "refund"]  # in call order
     assert [turn["trace_id"] for turn in item["session"]] == earlier
     assert [(s["monitor"], s["score"], s["reason"]) for s in item["scores"]] == [("relevancy", 0.2, "reason 0")]
+
+
+def test_a_queue_whose_head_is_all_taken_is_read_further(store, service, leases):
+    """More of the lowest turns leased to someone else than one read of the queue returns: the next open one is
+    still found, not an empty queue."""
+    from vigil.worker.review.service import CANDIDATES
+
+    traces = seed(store, [i / 100 for i in range(CANDIDATES[0] + 2)])  # lowest first
+    for trace_id in traces[: CANDIDATES[0] + 1]:
+        assert leases.take(trace_id, "bob")
+
+    item = service.next_item("relevancy", "lowest", "ana")
+
+    assert item is not None and item["trace_id"] == traces[-1]

@@ -29,7 +29,10 @@ from vigil.worker.store.review import REVIEW_QUERIES
 __all__ = ["QUEUE_TITLES", "LabelRequest", "ReviewService", "auto_queue", "open_service"]
 
 REVIEW_NAME = "review"  # the feedback name of a review label
-CANDIDATES = 64  # turns read per queue per request; the first one open to the reviewer is served
+# Turns read from a queue at a time; the first one open to the reviewer (not leased to another, not just labelled,
+# not skipped by them: Redis knows, the store does not) is served. A queue whose head is all taken is read again,
+# wider, so a busy team or a long run of skips never makes it look empty.
+CANDIDATES = (64, 1024, 16384)
 
 QUEUE_TITLES = {
     "random": "uniform random sample of the monitor's scored turns (unbiased agreement)",
@@ -91,13 +94,20 @@ class ReviewService:
         else:
             raise ValueError(f"queue: {queue!r} is not one of auto, {', '.join(REVIEW_QUEUES)}")
         for name in order:
-            candidates = [r["trace_id"] for r in self.rows(name, monitor=monitor, reviewer=reviewer,
-                                                           limit=CANDIDATES)]
+            if (trace_id := self._lease_from(name, monitor, reviewer)) is not None:
+                self._served[reviewer] = self._served.get(reviewer, 0) + 1
+                return self.item(trace_id) | {"queue": name, "queue_title": QUEUE_TITLES[name],
+                                              "monitor": monitor, "reviewer": reviewer}
+        return None
+
+    def _lease_from(self, queue: str, monitor: str, reviewer: str) -> str | None:
+        for limit in CANDIDATES:
+            candidates = [r["trace_id"] for r in self.rows(queue, monitor=monitor, reviewer=reviewer, limit=limit)]
             for trace_id in self.leases.open_to(candidates, monitor, reviewer):
                 if self.leases.take(trace_id, reviewer):
-                    self._served[reviewer] = self._served.get(reviewer, 0) + 1
-                    return self.item(trace_id) | {"queue": name, "queue_title": QUEUE_TITLES[name],
-                                                  "monitor": monitor, "reviewer": reviewer}
+                    return trace_id
+            if len(candidates) < limit:
+                return None  # the whole queue was read
         return None
 
     def item(self, trace_id: str) -> dict[str, Any]:
