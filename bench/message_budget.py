@@ -25,7 +25,7 @@ from rich.table import Table
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from vigil.producers._transport import CeleryTransport  # noqa: E402
+from vigil.producers._sender import CelerySender  # noqa: E402
 from vigil.schemas.broker import DEFAULT_MESSAGE_BYTES  # noqa: E402
 from vigil.worker.demo.embedded_redis import EmbeddedRedis  # noqa: E402
 from vigil.worker.store import connect  # noqa: E402
@@ -57,7 +57,7 @@ def run(mode: str, budget: int, mb: int, home: Path) -> dict[str, Any]:
             wait_drained(server.url, worker, timeout=300)
             before_peak, before_rss = high_water_mb(worker.process.pid), resident_mb(worker.process.pid)
             huge = {**make_turn(1), "output": "x" * (mb * 10**6 * 3 // 4)}  # base64 makes it ~mb MB on the wire
-            CeleryTransport(server.url, max_message_bytes=2**40).send([huge])
+            CelerySender(server.url, max_message_bytes=2**40).send([huge])
             size = len(redis.Redis.from_url(server.url).lindex("vigil.ingest", 0) or b"")
             ship(server.url, [make_turn(2)])
             wait_drained(server.url, worker, timeout=600)

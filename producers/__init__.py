@@ -8,7 +8,7 @@ Imports ``schemas`` at most and never ``worker``: this package lives inside agen
 """
 
 from ._scope import TurnScope, current_turn
-from ._transport import INGEST_QUEUE, INGEST_TASK, CeleryTransport, Transport
+from ._sender import INGEST_QUEUE, INGEST_TASK, CelerySender, Sender
 from .monitor import DropReason, Monitor, MonitorCounters, MonitorSettings
 from .origin import origin_of
 from .otel import GenAISpanProcessor, turns_from_spans
@@ -17,7 +17,7 @@ from .replay import ReplayProgress, ReplayResult, replay
 __all__ = [
     "INGEST_QUEUE",
     "INGEST_TASK",
-    "CeleryTransport",
+    "CelerySender",
     "DropReason",
     "GenAISpanProcessor",
     "Monitor",
@@ -25,7 +25,7 @@ __all__ = [
     "MonitorSettings",
     "ReplayProgress",
     "ReplayResult",
-    "Transport",
+    "Sender",
     "TurnScope",
     "current_turn",
     "origin_of",

@@ -15,14 +15,14 @@ from typing import Any
 
 from vigil.schemas.broker import MessageTooLarge
 
-__all__ = ["HTTPTransport", "IntakeRefused"]
+__all__ = ["HTTPSender", "IntakeRefused"]
 
 
 class IntakeRefused(RuntimeError):
     """The intake answered something other than 2xx; the message has the status and the intake's reason."""
 
 
-class HTTPTransport:
+class HTTPSender:
     def __init__(self, url: str, *, token: str | None = None, timeout: float = 5.0) -> None:
         base = url.rstrip("/")
         self.url = base if base.endswith("/v1/turns") else f"{base}/v1/turns"

@@ -49,13 +49,13 @@ from vigil.schemas.broker import (
 from vigil.schemas.feedback import Feedback, problems
 from vigil.schemas.trace import UNLABELLED, Turn
 
-from ._http import HTTPTransport
+from ._http import HTTPSender
 from ._log import get_logger
 from ._metrics import observe
 from ._scope import TurnScope, traced
+from ._sender import CelerySender, Sender
 from ._size import DEFERRED_BYTES, estimate
 from ._spool import Spool
-from ._transport import CeleryTransport, Transport
 from ._wire import Unserializable, to_wire
 
 __all__ = ["DropReason", "Monitor", "MonitorCounters", "MonitorSettings"]
@@ -156,14 +156,14 @@ class Monitor:
     ``capture`` never blocks and never raises; ``flush(timeout)`` and ``shutdown(timeout)`` wait at most their
     deadline. Shutdown runs at interpreter exit. A forked child gets a fresh queue, spool file and shipper thread.
     The counters are also OpenTelemetry metrics (``vigil.sdk.*``), through the global MeterProvider unless
-    ``meter_provider`` is given. ``transport`` replaces the Celery transport (tests wrap the real one).
+    ``meter_provider`` is given. ``sender`` replaces the Celery sender (tests wrap the real one).
     """
 
     def __init__(
         self,
         redis_url: str | None = None,
         *,
-        transport: Transport | None = None,
+        sender: Sender | None = None,
         meter_provider: MeterProvider | None = None,
         **settings: Any,
     ) -> None:
@@ -171,9 +171,9 @@ class Monitor:
             settings["redis_url"] = redis_url
         self.settings = MonitorSettings(**settings)
         s = self.settings
-        if transport is None and s.intake_url:
-            transport = HTTPTransport(s.intake_url, token=s.intake_token, timeout=s.socket_timeout)
-        self._transport = transport or CeleryTransport(s.redis_url, socket_timeout=s.socket_timeout,
+        if sender is None and s.intake_url:
+            sender = HTTPSender(s.intake_url, token=s.intake_token, timeout=s.socket_timeout)
+        self._sender = sender or CelerySender(s.redis_url, socket_timeout=s.socket_timeout,
                                                        max_message_bytes=s.max_message_bytes)
         self._backoff = {"initial": s.backoff_initial, "maximum": s.backoff_max}
         self._defaults = {"project": s.project, "agent": s.agent, "environment": s.environment}
@@ -384,7 +384,7 @@ class Monitor:
             for done in flushes:
                 done.set()
             if final:
-                self._transport.close()
+                self._sender.close()
                 self._spool.close()
                 return
 
@@ -459,7 +459,7 @@ class Monitor:
     def _send(self, batch: list[dict[str, Any]]) -> bool:
         """Send ``batch`` whole; False on an outage (backing off), ``MessageTooLarge`` when it is over budget."""
         try:
-            self._transport.send(batch)
+            self._sender.send(batch)
         except MessageTooLarge:
             raise
         except Exception as exc:  # noqa: BLE001 - any failure is an outage to ride out

@@ -7,8 +7,8 @@ unacked messages also looks at journal entries older than the visibility timeout
 still waiting in its queue was lost in that window, and goes back on its queue. Redelivery may duplicate work,
 never lose it (vigil's rows have deterministic ids).
 
-Both sides use it through Celery: ``broker_transport = "vigil.schemas.broker:Transport"`` with a ``redis://`` or
-``rediss://`` URL. Forcing the transport class bypasses kombu's choice of TLS by scheme, so ``broker(url)`` gives
+Both sides use it through Celery: ``broker_transport = "vigil.schemas.broker:JournaledTransport"`` with a
+``redis://`` or ``rediss://`` URL. Forcing the transport class bypasses kombu's choice of TLS by scheme, so ``broker(url)`` gives
 every side what one ``REDIS_URL`` means: the transport class, the TLS options a ``rediss://`` URL needs
 (certificates verified unless the URL's ``ssl_cert_reqs`` says otherwise), the transport options, and redis-py
 clients for vigil's own keys. ``sentinel://HOST:PORT[,HOST:PORT...]/DB?master_name=NAME`` finds the master through
@@ -55,8 +55,8 @@ if TYPE_CHECKING:
 __all__ = [
     "ALERTS_QUEUE", "DEFAULT_MESSAGE_BYTES", "INGEST_QUEUE", "INGEST_TASK", "JOURNAL", "JOURNAL_INDEX",
     "MIN_MESSAGE_BYTES", "PARKED_PREFIX", "SCORE_QUEUE", "SENTINEL_TRANSPORT", "SPANS_TASK", "TRANSPORT",
-    "UNDELIVERABLE_TASK", "Broker", "Channel", "MessageTooLarge", "QoS", "SentinelChannel", "SentinelTransport",
-    "Transport", "broker", "broker_ssl", "envelope", "journaled", "kombu_drift", "oversize_reason",
+    "UNDELIVERABLE_TASK", "Broker", "Channel", "JournaledSentinelTransport", "JournaledTransport", "MessageTooLarge",
+    "QoS", "SentinelChannel", "broker", "broker_ssl", "envelope", "journaled", "kombu_drift", "oversize_reason",
 ]
 
 INGEST_TASK = "vigil.ingest"  # args: [batch], a list of turn dicts (schemas.Turn, validated by the worker)
@@ -72,8 +72,8 @@ PARKED_PREFIX = "vigil.parked."
 def journaled(queue: str) -> bool:
     return queue in JOURNALED or queue.startswith(PARKED_PREFIX)
 
-TRANSPORT = f"{__name__}:Transport"  # by its own name: the same where the SDK installs it
-SENTINEL_TRANSPORT = f"{__name__}:SentinelTransport"
+TRANSPORT = f"{__name__}:JournaledTransport"  # by its own name: the same where the SDK installs it
+SENTINEL_TRANSPORT = f"{__name__}:JournaledSentinelTransport"
 # Headers of an ingest message from the SDK: producer id (one per process), batch sequence number, and the
 # producer's running count of turns shipped, this batch included. The worker records them to show lost turns.
 SHIPPED_HEADERS = ("vigil_producer", "vigil_batch", "vigil_shipped")
@@ -441,7 +441,7 @@ class Channel(kombu_redis.Channel):
         return super()._purge(queue)
 
 
-class Transport(kombu_redis.Transport):
+class JournaledTransport(kombu_redis.Transport):
     Channel = Channel
     # A Redis at maxmemory with noeviction refuses writes until memory is freed (or raised): transient, like a lost
     # connection, so a consumer reconnects and retries instead of stopping (kombu counts it a channel error).
@@ -455,9 +455,9 @@ class SentinelChannel(Channel, kombu_redis.SentinelChannel):
         (*Channel.from_transport_options, *kombu_redis.SentinelChannel.from_transport_options)))
 
 
-class SentinelTransport(kombu_redis.SentinelTransport):
+class JournaledSentinelTransport(kombu_redis.SentinelTransport):
     Channel = SentinelChannel
-    connection_errors = Transport.connection_errors
+    connection_errors = JournaledTransport.connection_errors
 
 
 # kombu's private surface this module builds on: the methods it overrides (their parameters must still match) and

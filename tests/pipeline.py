@@ -135,9 +135,9 @@ def send(redis_url: str, batch: list) -> None:
 def ship(redis_url: str, batch: list) -> None:
     """Publish ``batch`` as the SDK does, on a connection of its own: for a Redis other than the session's (the
     test process's Celery app, which ``send`` uses, would keep a pooled connection to it after it stops)."""
-    from vigil.producers._transport import CeleryTransport
+    from vigil.producers._sender import CelerySender
 
-    transport = CeleryTransport(redis_url)
+    transport = CelerySender(redis_url)
     try:
         transport.send(batch)
     finally:

@@ -14,12 +14,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from vigil.producers import CeleryTransport, DropReason, Monitor
+from vigil.producers import CelerySender, DropReason, Monitor
 from vigil.schemas import Turn
 from vigil.schemas.feedback import Feedback, is_feedback
 from vigil.worker.demo.embedded_redis import EmbeddedRedis
 
-from tests.test_sdk import ObservedTransport, down_url, ingested
+from tests.test_sdk import ObservedSender, down_url, ingested
 
 
 @pytest.fixture
@@ -105,8 +105,8 @@ def test_bad_feedback_arguments_are_dropped_and_counted_naming_the_field_never_r
 def test_feedback_returns_while_the_shipper_is_stuck_in_a_network_call(private_redis, make_monitor):
     """Redis frozen (SIGSTOP), the shipper blocked inside a send: 500 feedback calls all return and are queued;
     after Redis thaws every one arrives."""
-    transport = ObservedTransport(CeleryTransport(private_redis.url, socket_timeout=120))
-    monitor = make_monitor(private_redis.url, transport=transport, batch_size=100)
+    transport = ObservedSender(CelerySender(private_redis.url, socket_timeout=120))
+    monitor = make_monitor(private_redis.url, sender=transport, batch_size=100)
     os.kill(private_redis.process.pid, signal.SIGSTOP)
     monitor.feedback("first", "thumbs", True)
     monitor.flush(timeout=0)

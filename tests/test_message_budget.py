@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import redis
 from vigil.producers import Monitor
-from vigil.producers._transport import CeleryTransport
+from vigil.producers._sender import CelerySender
 from vigil.schemas.broker import INGEST_QUEUE, JOURNAL, MIN_MESSAGE_BYTES
 from vigil.worker.store import connect
 
@@ -34,7 +34,7 @@ def test_a_message_over_the_budget_is_dead_lettered_unread_with_its_size_and_the
     client = redis.Redis.from_url(redis_url)
     # Published as the SDK publishes (journaled), by a sender that does not know the workers' budget.
     oversize = [big_turn(i, 1_000_000) for i in range(6)]
-    CeleryTransport(redis_url, max_message_bytes=2**40).send(oversize)
+    CelerySender(redis_url, max_message_bytes=2**40).send(oversize)
     [size] = [len(item) for item in client.lrange(INGEST_QUEUE, 0, -1)]
     assert size > LIMIT and client.hlen(JOURNAL) == 1
     good = [make_turn(100 + i) for i in range(3)]

@@ -19,7 +19,7 @@ from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import TracerProvider
 from vigil.producers import (
-    CeleryTransport,
+    CelerySender,
     DropReason,
     Monitor,
     MonitorSettings,
@@ -94,10 +94,10 @@ def private_redis() -> Iterator[EmbeddedRedis]:
     server.stop()
 
 
-class ObservedTransport:
+class ObservedSender:
     """The real Celery transport, with events marking when the shipper enters and leaves its first send."""
 
-    def __init__(self, inner: CeleryTransport) -> None:
+    def __init__(self, inner: CelerySender) -> None:
         self.inner = inner
         self.entered = threading.Event()
         self.returned = threading.Event()
@@ -280,8 +280,8 @@ def test_capture_returns_while_the_shipper_is_stuck_in_a_network_call(private_re
     """Given Redis frozen (SIGSTOP: connections hang, they are not refused) and the shipper blocked inside a send,
     when the agent captures 1,000 turns, then every call returns while that send still has not returned: capture
     never waits on the network. After Redis thaws, every turn arrives exactly once, in order."""
-    transport = ObservedTransport(CeleryTransport(private_redis.url, socket_timeout=120))
-    monitor = make_monitor(private_redis.url, transport=transport, batch_size=100)
+    transport = ObservedSender(CelerySender(private_redis.url, socket_timeout=120))
+    monitor = make_monitor(private_redis.url, sender=transport, batch_size=100)
     os.kill(private_redis.process.pid, signal.SIGSTOP)
     monitor.capture(input="first", output="a", metadata={"seq": "-1"})
     monitor.flush(timeout=0)
@@ -297,8 +297,8 @@ def test_capture_returns_while_the_shipper_is_stuck_in_a_network_call(private_re
 
 
 def test_shutdown_returns_by_its_deadline_even_with_the_shipper_stuck(private_redis, make_monitor):
-    transport = ObservedTransport(CeleryTransport(private_redis.url, socket_timeout=120))
-    monitor = make_monitor(private_redis.url, transport=transport)
+    transport = ObservedSender(CelerySender(private_redis.url, socket_timeout=120))
+    monitor = make_monitor(private_redis.url, sender=transport)
     os.kill(private_redis.process.pid, signal.SIGSTOP)
     monitor.capture(input="q", output="a")
     monitor.flush(timeout=0)

@@ -8,7 +8,7 @@ import pytest
 import redis
 import yaml
 from redis.asyncio import Redis as AsyncRedis
-from vigil.producers._transport import CeleryTransport
+from vigil.producers._sender import CelerySender
 from vigil.schemas import JudgeConfig
 from vigil.worker.demo.embedded_redis import EmbeddedRedis
 from vigil.worker.judge.base import JudgePaused
@@ -112,7 +112,7 @@ def test_no_secret_reaches_the_log_the_rows_the_spans_or_the_pause_state(tmp_pat
                             "api_key_env": "VIGIL_TEST_JUDGE_KEY"}],
                 "monitors": [{"name": "relevancy", "scorer": "answer_relevancy", "judge": "llm"}],
             }))
-            shipper = CeleryTransport(url)  # its own connection: the test process's Celery app may hold another's
+            shipper = CelerySender(url)  # its own connection: the test process's Celery app may hold another's
             shipper.send([make_turn(1), make_turn(2)])
             shipper.close()
             worker = WorkerProcess(url, tmp_path / "vigil", config, VIGIL_TEST_JUDGE_KEY=API_KEY,

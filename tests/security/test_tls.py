@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 import redis
-from vigil.producers._transport import CeleryTransport
+from vigil.producers._sender import CelerySender
 from vigil.schemas.broker import INGEST_QUEUE, broker_ssl
 from vigil.worker.store import connect
 
@@ -32,7 +32,7 @@ def tls(redis_url, tmp_path):
 
 def test_the_sdk_shipper_speaks_tls_to_a_rediss_url(redis_url, tls):
     proxy, url, cert = tls
-    shipper = CeleryTransport(f"{url}?ssl_ca_certs={cert}")
+    shipper = CelerySender(f"{url}?ssl_ca_certs={cert}")
     try:
         shipper.send([make_turn(1)])
     finally:
@@ -43,7 +43,7 @@ def test_the_sdk_shipper_speaks_tls_to_a_rediss_url(redis_url, tls):
 
 def test_a_rediss_url_verifies_the_server_certificate_by_default(redis_url, tls):
     _, url, _ = tls  # a self-signed certificate nobody said to trust
-    shipper = CeleryTransport(url)
+    shipper = CelerySender(url)
     with pytest.raises(Exception, match="(?i)certificate"):
         shipper.send([make_turn(1)])
     shipper.close()
@@ -53,7 +53,7 @@ def test_a_rediss_url_verifies_the_server_certificate_by_default(redis_url, tls)
 def test_a_worker_on_a_rediss_url_scores_turns_with_every_connection_over_tls(redis_url, tls, tmp_path):
     proxy, url, cert = tls
     turn = make_turn(1)
-    shipper = CeleryTransport(f"{url}?ssl_ca_certs={cert}")
+    shipper = CelerySender(f"{url}?ssl_ca_certs={cert}")
     shipper.send([turn])
     shipper.close()
     worker = WorkerProcess(f"{url}?ssl_ca_certs={cert}", tmp_path / "vigil", CONFIG).start()

@@ -14,7 +14,7 @@ Each becomes a ``dead_letters`` row naming the queue and the reason; the message
 journal), so a restart does not meet it again.
 
 The same consumer rides out a broker that refuses writes because it is full (``maxmemory`` with ``noeviction``):
-the transport counts that error a connection error (``vigil.schemas.broker.Transport``), so Celery reconnects instead of
+the transport counts that error a connection error (``vigil.schemas.broker.JournaledTransport``), so Celery reconnects instead of
 stopping the worker; here each refusal is logged loudly (``REDIS IS OUT OF MEMORY``) and the next attempt waits,
 doubling up to 30 s, so a full broker is not hammered. Messages stay in Redis (journaled) until the worker can
 take them.

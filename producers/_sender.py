@@ -26,7 +26,7 @@ from vigil.schemas.broker import (
 if TYPE_CHECKING:
     from kombu import Connection, Producer
 
-__all__ = ["INGEST_QUEUE", "INGEST_TASK", "CeleryTransport", "Transport", "task_message"]
+__all__ = ["INGEST_QUEUE", "INGEST_TASK", "CelerySender", "Sender", "task_message"]
 
 
 def task_message(task: str, args: list[Any], *, argsrepr: str) -> tuple[tuple, dict[str, Any], str]:
@@ -42,7 +42,7 @@ def task_message(task: str, args: list[Any], *, argsrepr: str) -> tuple[tuple, d
     return body, headers, task_id
 
 
-class Transport(Protocol):
+class Sender(Protocol):
     """Sends one batch of wire turns or raises; called only from the shipper thread."""
 
     def send(self, batch: list[dict[str, Any]]) -> None: ...
@@ -50,7 +50,7 @@ class Transport(Protocol):
     def close(self) -> None: ...
 
 
-class CeleryTransport:
+class CelerySender:
     """Publishes ``vigil.ingest`` task messages in Celery's format over its own kombu connection, no retries.
 
     It owns its broker connection and producer rather than borrowing kombu's process-wide pools, so closing it
