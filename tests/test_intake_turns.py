@@ -202,3 +202,20 @@ def test_the_intake_logs_one_line_per_request(scenario):
 
     assert lines and all(line["status"] == 200 and line["path"] in ("/v1/traces", "/v1/logs") for line in lines)
     assert {"accepted", "rejected", "bytes"} <= set(lines[0])
+
+
+def test_the_report_names_the_tool_steps_and_the_superseded_turns_per_agent(scenario):
+    from io import StringIO
+
+    from rich.console import Console
+    from vigil.worker.report.build import build_report
+    from vigil.worker.report.text import render_tables
+
+    _, store = scenario
+    out = StringIO()
+
+    Console(file=out, width=300).print(render_tables(build_report(store)))
+
+    assert "default/late-bot: 0 tool step(s) whose answer was in another trace (counted, not turns); 1 turn(s) " \
+           "superseded by a late root" in out.getvalue()
+    assert "default/shop-agent: 1 tool step(s)" in out.getvalue()

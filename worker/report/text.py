@@ -155,6 +155,10 @@ def render_tables(report: Report) -> Group:
             parts.append(Text(f"{d.project}/{d.agent}: {d.lost} turn(s) shipped but never received ({d.shipped} "
                               f"shipped, {d.received} received): the broker lost them (Redis without AOF?)",
                               style="bold red"))
+    assembled = {(f.project, f.agent): (f.steps, f.superseded) for f in report.funnel if f.steps or f.superseded}
+    for (project, agent), (steps, superseded) in sorted(assembled.items()):
+        parts.append(Text(f"{project}/{agent}: {steps} tool step(s) whose answer was in another trace (counted, not "
+                          f"turns); {superseded} turn(s) superseded by a late root (removed with their scores)"))
     if not report.monitor_names():
         parts.append(Text("no scores in this range"))
     for monitor in report.monitor_names():
