@@ -23,7 +23,7 @@ from vigil.worker.eval.items import load_dataset
 from vigil.worker.review.agreement import Label, item_verdicts, weighted_agreement
 from vigil.worker.review.export import export_items, write_jsonl
 from vigil.worker.review.guard import Guard
-from vigil.worker.review.leases import Leases
+from vigil.worker.review.leases import Leases, LocalLeases
 from vigil.worker.review.service import LabelRequest, ReviewService
 from vigil.worker.review.web import ReviewServer
 
@@ -83,6 +83,13 @@ def leases(redis_url):
 
 @pytest.fixture
 def service(store, leases):
+    return ReviewService(store, leases, Sent(), reviewer="ana")
+
+
+@pytest.fixture(params=["redis", "memory"])
+def either_service(request, store):
+    """The service on Redis leases, and on the in-memory ones of a page that holds the store itself."""
+    leases = request.getfixturevalue("leases") if request.param == "redis" else LocalLeases()
     return ReviewService(store, leases, Sent(), reviewer="ana")
 
 
@@ -147,12 +154,12 @@ def test_auto_mode_serves_every_other_item_from_the_random_queue(store, service)
 # -- leases ----------------------------------------------------------------------------------------------------
 
 
-def test_two_reviewers_never_hold_the_same_item_at_once(store, service):
+def test_two_reviewers_never_hold_the_same_item_at_once(store, either_service):
     seed(store, [0.2, 0.4, 0.6])
 
-    ana = [service.next_item("relevancy", "lowest", "ana")["trace_id"] for _ in range(1)]
-    bob = service.next_item("relevancy", "lowest", "bob")["trace_id"]
-    ana_again = service.next_item("relevancy", "lowest", "ana")["trace_id"]
+    ana = [either_service.next_item("relevancy", "lowest", "ana")["trace_id"] for _ in range(1)]
+    bob = either_service.next_item("relevancy", "lowest", "bob")["trace_id"]
+    ana_again = either_service.next_item("relevancy", "lowest", "ana")["trace_id"]
 
     assert bob != ana[0]
     assert ana_again == ana[0]  # asking again renews one's own lease, it does not hand out a second item
@@ -173,24 +180,24 @@ def test_a_lapsed_lease_returns_the_item_to_the_queue(store, redis_url):
     client.close()
 
 
-def test_a_labelled_item_is_not_served_again_before_the_store_has_the_label(store, service):
+def test_a_labelled_item_is_not_served_again_before_the_store_has_the_label(store, either_service):
     (only,) = seed(store, [0.3])
-    service.next_item("relevancy", "random", "ana")
+    either_service.next_item("relevancy", "random", "ana")
 
-    service.label(LabelRequest(trace_id=only, monitor="relevancy", action="judge-right", queue="random",
+    either_service.label(LabelRequest(trace_id=only, monitor="relevancy", action="judge-right", queue="random",
                                reviewer="ana"))
-    service.done(only, "ana")
+    either_service.done(only, "ana")
 
-    assert service.next_item("relevancy", "random", "bob") is None
+    assert either_service.next_item("relevancy", "random", "bob") is None
 
 
-def test_a_skipped_item_goes_to_the_next_reviewer_but_not_back_to_the_one_who_skipped(store, service):
+def test_a_skipped_item_goes_to_the_next_reviewer_but_not_back_to_the_one_who_skipped(store, either_service):
     (only,) = seed(store, [0.3])
-    service.next_item("relevancy", "random", "ana")
-    service.done(only, "ana", skipped=True)
+    either_service.next_item("relevancy", "random", "ana")
+    either_service.done(only, "ana", skipped=True)
 
-    assert service.next_item("relevancy", "random", "ana") is None
-    assert service.next_item("relevancy", "random", "bob")["trace_id"] == only
+    assert either_service.next_item("relevancy", "random", "ana") is None
+    assert either_service.next_item("relevancy", "random", "bob")["trace_id"] == only
 
 
 # -- labels ----------------------------------------------------------------------------------------------------
@@ -532,3 +539,25 @@ def test_a_queue_whose_head_is_all_taken_is_read_further(store, service, leases)
     item = service.next_item("relevancy", "lowest", "ana")
 
     assert item is not None and item["trace_id"] == traces[-1]
+
+
+def test_without_broker_or_worker_a_page_holding_the_store_writes_labels_straight_into_it(store):
+    """After `vigil demo` (its Redis gone, no worker): the page that opened the store itself is the only process
+    that can write it, so labels go into `feedback` there and leases live in its memory."""
+    import redis as redis_py
+    from vigil.worker.review.service import open_service
+
+    nowhere = "redis://127.0.0.1:1/0"
+    (trace, other) = seed(store, [0.9, 0.8])
+    with pytest.raises(redis_py.ConnectionError):
+        open_service(store, nowhere, reviewer="ana")  # a worker may be running: never bypass it
+    service = open_service(store, nowhere, reviewer="ana", holds_store=True)
+
+    ana = service.next_item("relevancy", "random", "ana")["trace_id"]
+    bob = service.next_item("relevancy", "random", "bob")["trace_id"]
+    service.label(LabelRequest(trace_id=ana, monitor="relevancy", action="judge-wrong", queue="random"))
+
+    assert service.direct and {ana, bob} == {trace, other}
+    rows = store.query("SELECT trace_id, author, monitor, queue, value FROM feedback FINAL").result_rows
+    assert rows == [(ana, "ana", "relevancy", "random", 0.0)]
+    assert service.progress()[0]["reviewed"] == 1

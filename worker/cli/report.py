@@ -56,10 +56,11 @@ def report(dsn: str | None, hours: float | None, monitors: tuple[str, ...], as_j
 
     if serve:
         def review(lock):
-            from vigil.worker.cli.review import default_reviewer
+            from vigil.worker.cli.review import default_reviewer, holds_store
             from vigil.worker.review.service import open_service
 
-            return open_service(client, redis_url, reviewer=reviewer or default_reviewer(), lock=lock)
+            return open_service(client, redis_url, reviewer=reviewer or default_reviewer(), lock=lock,
+                                holds_store=holds_store(dsn))
 
         _serve(build, port, refresh_s, review)
         return

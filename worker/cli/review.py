@@ -24,6 +24,15 @@ def default_reviewer() -> str:
         return "reviewer"
 
 
+def holds_store(dsn: str | None) -> bool:
+    """Whether ``connect_for_reading(dsn)`` opened the embedded store in this process (no worker holds it)."""
+    from vigil.worker.store.clickhouse import chdb_dir, default_dsn
+    from vigil.worker.store.read_server import read_endpoint
+
+    directory = chdb_dir(dsn or default_dsn())
+    return directory is not None and read_endpoint(directory) is None
+
+
 def _names(host: str, extra: tuple[str, ...]) -> tuple[str, ...]:
     """The names the page answers to besides loopback and ``host``: ``extra``, and beyond loopback this machine's."""
     from vigil.worker.serving.guard import is_loopback
@@ -66,13 +75,17 @@ def review(ctx: click.Context, host: str, port: int, reviewer: str, allowed_host
 
     client = connect_for_reading(dsn)
     require_tables(client, *_TABLES)
-    service = open_service(client, redis_url, reviewer=reviewer)
+    service = open_service(client, redis_url, reviewer=reviewer, holds_store=holds_store(dsn))
     try:
         server = ReviewServer(service, host=host, port=port, token=os.environ.get("VIGIL_REVIEW_TOKEN") or None,
                               hosts=_names(host, allowed_hosts))
     except OSError as exc:
         raise click.ClickException(f"cannot serve on {host}:{port}: {exc.strerror} (try --port 0)") from None
     click.echo(f"review page: {server.url} (reviewer {reviewer}; Ctrl-C stops)", err=True)
+    if service.direct:
+        click.echo("no broker at REDIS_URL and no worker running: labels go straight into the store this command "
+                   "holds (a `vigil worker` started later scores nothing for them: always_sample needs the broker)",
+                   err=True)
     try:
         server.serve_forever()
     except KeyboardInterrupt:

@@ -7,15 +7,19 @@
 - ``vigil.review.skip.<reviewer>.<trace>``: a turn this reviewer skipped is not offered to them again for ``SKIP_S``.
 
 Leases live in the broker's Redis, beside the work, so reviewers on several ``vigil review`` processes share them.
+``LocalLeases`` keeps the same keys in memory, for a page that holds the embedded store itself (no worker, no
+broker): then no other process can serve the turns at all.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import threading
+import time
+from collections.abc import Callable, Sequence
 
 import redis
 
-__all__ = ["DONE_S", "LEASE_S", "SKIP_S", "Leases"]
+__all__ = ["DONE_S", "LEASE_S", "SKIP_S", "Leases", "LocalLeases"]
 
 LEASE_S = 300
 DONE_S = 600
@@ -91,3 +95,54 @@ class Leases:
 
     def skipped(self, trace_id: str, reviewer: str) -> None:
         self.redis.set(self._skip(reviewer, trace_id), 1, ex=SKIP_S)
+
+
+class LocalLeases:
+    """The same leases in this process's memory, for a page that holds the embedded store itself (no worker runs,
+    so no other process can serve these turns: chDB lets one process open the directory)."""
+
+    def __init__(self, *, lease_s: int = LEASE_S, clock: Callable[[], float] = time.monotonic) -> None:
+        self.lease_s = lease_s
+        self.clock = clock
+        self._keys: dict[str, tuple[str, float]] = {}  # the Redis keys above -> (value, expiry)
+        self._lock = threading.Lock()
+
+    def _get(self, key: str) -> str | None:
+        found = self._keys.get(key)
+        if found is None or found[1] <= self.clock():
+            self._keys.pop(key, None)
+            return None
+        return found[0]
+
+    def _set(self, key: str, value: str, ttl: float) -> None:
+        self._keys[key] = (value, self.clock() + ttl)
+
+    def open_to(self, trace_ids: Sequence[str], monitor: str, reviewer: str) -> list[str]:
+        with self._lock:
+            return [t for t in trace_ids if self._get(Leases._lease(t)) in (None, reviewer)
+                    and self._get(Leases._done(monitor, t)) is None and self._get(Leases._skip(reviewer, t)) is None]
+
+    def take(self, trace_id: str, reviewer: str) -> bool:
+        with self._lock:
+            if self._get(Leases._lease(trace_id)) not in (None, reviewer):
+                return False
+            self._set(Leases._lease(trace_id), reviewer, self.lease_s)
+            return True
+
+    def holder(self, trace_id: str) -> str | None:
+        with self._lock:
+            return self._get(Leases._lease(trace_id))
+
+    def release(self, trace_id: str, reviewer: str) -> None:
+        with self._lock:
+            if self._get(Leases._lease(trace_id)) == reviewer:
+                del self._keys[Leases._lease(trace_id)]
+
+    def labelled(self, trace_id: str, monitors: Sequence[str], reviewer: str) -> None:
+        with self._lock:
+            for monitor in monitors:
+                self._set(Leases._done(monitor, trace_id), reviewer, DONE_S)
+
+    def skipped(self, trace_id: str, reviewer: str) -> None:
+        with self._lock:
+            self._set(Leases._skip(reviewer, trace_id), "1", SKIP_S)

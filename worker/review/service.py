@@ -22,7 +22,7 @@ from vigil.worker.review.agreement import (
     item_verdicts,
     weighted_agreement,
 )
-from vigil.worker.review.leases import Leases
+from vigil.worker.review.leases import Leases, LocalLeases
 from vigil.worker.store.queries import TURN_QUERIES, Query
 from vigil.worker.store.review import REVIEW_QUERIES
 
@@ -67,13 +67,14 @@ class LabelRequest(BaseModel):
 class ReviewService:
     """The page's operations on one store client (one query at a time) and one Redis."""
 
-    def __init__(self, client: Client, leases: Leases, publish: Callable[[list[dict[str, Any]]], None], *,
+    def __init__(self, client: Client, leases: Leases | LocalLeases, publish: Callable[[list[dict[str, Any]]], None], *,
                  reviewer: str, lock: threading.Lock | None = None) -> None:
         self.client = client
         self.leases = leases
         self.publish = publish
         self.reviewer = reviewer
         self.lock = lock or threading.Lock()  # one query at a time on the client (shared with the report's)
+        self.direct = False  # labels go straight into the store (``open_service``'s ``holds_store``)
         self._served: dict[str, int] = {}  # reviewer -> items served (the auto rotation)
 
     def rows(self, name: str | Query, **params: Any) -> list[dict[str, Any]]:
@@ -174,18 +175,43 @@ class ReviewService:
         return out
 
 
-def open_service(client: Client, redis_url: str, *, reviewer: str,
-                 lock: threading.Lock | None = None) -> ReviewService:
+def open_service(client: Client, redis_url: str, *, reviewer: str, lock: threading.Lock | None = None,
+                 holds_store: bool = False) -> ReviewService:
     """The service on the store ``client`` reads and the broker at ``redis_url`` (checked at once: a page whose
-    labels cannot be sent should not start)."""
+    labels cannot be sent should not start).
+
+    ``holds_store``: this process opened the embedded store itself (no worker runs). Then, without a broker, labels
+    go straight into its ``feedback`` table and leases live in memory (``service.direct`` is True): the one place
+    they could otherwise have gone is a worker, and none runs.
+    """
+    import redis as redis_py
     from vigil.schemas.broker import INGEST_TASK, broker
     from vigil.worker.intake.publish import Publisher
 
     redis = broker(redis_url).redis(socket_connect_timeout=5, socket_timeout=5)
-    redis.ping()
+    try:
+        redis.ping()
+    except redis_py.RedisError:
+        if not holds_store:
+            raise
+        return _direct(client, reviewer, lock)
     publisher = Publisher(redis_url)
 
     def publish(items: list[dict[str, Any]]) -> None:
         publisher.send(INGEST_TASK, items, "feedback")
 
     return ReviewService(client, Leases(redis), publish, reviewer=reviewer, lock=lock)
+
+
+def _direct(client: Client, reviewer: str, lock: threading.Lock | None) -> ReviewService:
+    columns = list(Feedback.model_fields)
+    service = ReviewService(client, LocalLeases(), lambda items: None, reviewer=reviewer, lock=lock)
+
+    def insert(items: list[dict[str, Any]]) -> None:
+        rows = [Feedback.model_validate(item["feedback"]) for item in items]
+        with service.lock:
+            client.insert("feedback", [[getattr(row, c) for c in columns] for row in rows], column_names=columns)
+
+    service.publish = insert
+    service.direct = True
+    return service
