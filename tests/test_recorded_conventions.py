@@ -50,6 +50,8 @@ def turns_of(name: str) -> tuple[list[Turn], int]:
     pytest.param("openlit.json", 2, 1, id="openlit: agent, loop"),
     pytest.param("langchain.json", 1, 0, id="OpenInference LangChain: a RAG chain"),
     pytest.param("openai_v2_slow_agent.json", 1, 0, id="openai-v2: a slow agent, its root exported last"),
+    pytest.param("node_json.json", 1, 0, id="Node.js, hand-set GenAI attributes, OTLP/JSON exporter"),
+    pytest.param("node_proto.json", 1, 0, id="Node.js, hand-set GenAI attributes, protobuf exporter"),
 ])
 def test_each_agent_run_is_one_turn_with_the_answer_and_a_tool_step_is_never_a_turn(fixture, agents, steps):
     turns, unanswered = turns_of(fixture)
