@@ -33,9 +33,12 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import logging
 import re
 import ssl
+import threading
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from queue import Empty
 from time import time
@@ -47,6 +50,8 @@ from kombu.transport import virtual
 from kombu.utils.encoding import bytes_to_str
 from kombu.utils.json import dumps, loads
 from redis import exceptions as redis_errors
+
+log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     import redis as redis_py
@@ -334,20 +339,114 @@ def envelope(item: bytes | str, queue: str, max_bytes: int | None = None) -> dic
     return message if problem is None else _undeliverable(text, queue, problem)
 
 
+# Errors that leave a delivery where no sweep finds it before the visibility timeout: a full broker (maxmemory with
+# noeviction refuses the HSET that records a popped message as unacked, and the LPUSH that puts a rejected or
+# unacked one back) or a connection lost in between.
+_REFUSED = (redis_errors.OutOfMemoryError, redis_errors.ExecAbortError, redis_errors.ConnectionError,
+            redis_errors.TimeoutError)
+
+
+class _PutBack:
+    """Delivery tags this process holds in its hands but could not leave where the broker finds them: popped and
+    never recorded as unacked, or rejected (or released at a channel's close) while the broker refused the push back.
+    The message itself is safe, in the unacked hash or only in the journal; each sweep (``restore_visible``, every
+    ``VIGIL_RESTORE_INTERVAL`` seconds) puts them back on their queue once the broker takes writes again, so a full
+    broker's work resumes within one sweep of memory being freed instead of after the visibility timeout. Process-wide:
+    the consumer's channel is replaced after each refusal, and the next one does the putting back."""
+
+    def __init__(self) -> None:
+        self._tags: dict[str, None] = {}  # insertion-ordered: put back in the order they were refused
+        self._lock = threading.Lock()
+
+    def add(self, tag: str) -> None:
+        with self._lock:
+            self._tags[tag] = None
+
+    def __len__(self) -> int:
+        return len(self._tags)
+
+    def drain(self, put_back: Callable[[str], None]) -> int:
+        """Call ``put_back`` on each tag, oldest first, forgetting it once done; stops at the first refusal (the
+        rest wait for the next sweep). Returns how many were put back."""
+        with self._lock:
+            tags = list(self._tags)
+        done = 0
+        for tag in tags:
+            try:
+                put_back(tag)
+            except _REFUSED:
+                break
+            with self._lock:
+                self._tags.pop(tag, None)
+            done += 1
+        return done
+
+
+PUT_BACK = _PutBack()
+
+
+def _full(exc: redis_errors.RedisError) -> redis_errors.RedisError:
+    """A transaction a full broker discarded (``EXECABORT ... OOM``: inside MULTI, Redis refuses every command while
+    over ``maxmemory``) as the ``OutOfMemoryError`` it is, which the consumer rides out; anything else as it is."""
+    return redis_errors.OutOfMemoryError(str(exc)) if "OOM" in str(exc) else exc
+
+
 class QoS(kombu_redis.QoS):
+    def append(self, message, delivery_tag: str) -> None:
+        try:
+            super().append(message, delivery_tag)
+        except redis_errors.ExecAbortError as exc:  # else "Unrecoverable error": the worker would exit
+            raise _full(exc) from exc
+
+    def _forget(self, delivery_tag: str) -> None:
+        """Remove a delivery from the unacked and journal indices. Not a transaction: deletions a full broker still
+        takes (inside MULTI it refuses everything), and an ack cut halfway only means a redelivery, never a loss."""
+        with self.channel.conn_or_acquire() as client:
+            pipe = client.pipeline(transaction=False)
+            self._remove_from_indices(delivery_tag, pipe).hdel(JOURNAL, delivery_tag).zrem(
+                JOURNAL_INDEX, delivery_tag).execute()
+
     def ack(self, delivery_tag: str) -> None:
-        self._remove_from_indices(delivery_tag).hdel(JOURNAL, delivery_tag).zrem(JOURNAL_INDEX, delivery_tag).execute()
+        self._forget(delivery_tag)
         virtual.QoS.ack(self, delivery_tag)
 
     def reject(self, delivery_tag: str, requeue: bool = False) -> None:
         if requeue:
-            self.restore_by_tag(delivery_tag, leftmost=True)
+            try:
+                self.restore_by_tag(delivery_tag, leftmost=True)
+            except _REFUSED as exc:  # still unacked in Redis: the next sweep puts it back
+                PUT_BACK.add(delivery_tag)
+                log.warning("broker refused to requeue a message; it is put back once the broker takes writes",
+                            extra={"delivery_tag": delivery_tag, "error": str(exc)})
         else:
-            self._remove_from_indices(delivery_tag).hdel(JOURNAL, delivery_tag).zrem(
-                JOURNAL_INDEX, delivery_tag).execute()
+            self._forget(delivery_tag)
         virtual.QoS.ack(self, delivery_tag)
 
+    def restore_unacked(self, client=None) -> None:
+        """kombu's, at a channel's close, but a delivery the broker refuses to take back is remembered for the next
+        sweep instead of stopping the rest (and waiting in the unacked hash for the visibility timeout)."""
+        with self.channel.conn_or_acquire(client) as client:
+            for tag in list(self._delivered):
+                try:
+                    self.restore_by_tag(tag, client=client)
+                except _REFUSED:
+                    PUT_BACK.add(tag)
+        self._delivered.clear()
+
     def restore_visible(self, start: int = 0, num: int = 10, interval: int = 10) -> None:
+        if len(PUT_BACK):
+            with self.channel.conn_or_acquire() as client:
+                recover = client.register_script(_RECOVER)
+
+                def put_back(tag: str) -> None:  # from unacked if it is there, else from the journal if nowhere
+                    self.restore_by_tag(tag, client)
+                    _script(recover, keys=[JOURNAL, JOURNAL_INDEX, self.unacked_key], args=[tag, time()])
+
+                waiting = len(PUT_BACK)
+                done = PUT_BACK.drain(put_back)
+                if done:
+                    log.warning("put back %d of %d deliveries the broker had refused (full or unreachable)",
+                                done, waiting)
         super().restore_visible(start, num, interval)
         if (self._vrestore_count - 1) % (interval or 1):
             return
@@ -363,7 +462,18 @@ class QoS(kombu_redis.QoS):
         now = time()
         recover = client.register_script(_RECOVER)
         for tag in client.zrangebyscore(JOURNAL_INDEX, 0, now - self.visibility_timeout, start=0, num=num):
-            recover(keys=[JOURNAL, JOURNAL_INDEX, self.unacked_key], args=[tag, now])
+            _script(recover, keys=[JOURNAL, JOURNAL_INDEX, self.unacked_key], args=[tag, now])
+
+
+def _script(script, **kwargs) -> Any:
+    """Run a script; a write it makes that a full broker refuses is an ``OutOfMemoryError`` (Redis reports it as a
+    script error, which kombu's loop would not take for the transient refusal it is)."""
+    try:
+        return script(**kwargs)
+    except redis_errors.ResponseError as exc:
+        if "OOM command not allowed" in str(exc):
+            raise redis_errors.OutOfMemoryError(str(exc)) from exc
+        raise
 
 
 class Channel(kombu_redis.Channel):
@@ -384,7 +494,12 @@ class Channel(kombu_redis.Channel):
             dest, item = dest__item
             dest = bytes_to_str(dest).rsplit(self.sep, 1)[0]
             self._queue_cycle.rotate(dest)
-            self.connection._deliver(envelope(item, dest, self.max_message_bytes), dest)
+            message = envelope(item, dest, self.max_message_bytes)
+            try:
+                self.connection._deliver(message, dest)
+            except _REFUSED:  # popped but not recorded as unacked (QoS.append refused): only the journal holds it
+                PUT_BACK.add(_tag(message))
+                raise
             return True
         finally:
             self._in_poll = None
