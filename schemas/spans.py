@@ -218,6 +218,7 @@ class _Trace:
                 found = "agent"  # a framework's chain at the top of the trace is the run
             self.kinds[span_id] = found
         self._io: dict[str, conventions.Io] = {}
+        self._has_llm: dict[str, bool] | None = None
 
     def kind(self, span: SpanRecord) -> str:
         return self.kinds.get(span["span_id"], "virtual")
@@ -238,7 +239,18 @@ class _Trace:
         return out
 
     def has_llm(self, span: SpanRecord) -> bool:
-        return self.kind(span) == "llm" or any(self.kind(s) == "llm" for s in self.descendants(span))
+        """Whether the span is an LLM call or has one below it (one pass over the tree, the first time)."""
+        if self._has_llm is None:
+            order, stack = [], list(self.children.get(None, []))
+            while stack:
+                node = stack.pop()
+                order.append(node)
+                stack.extend(self.children.get(node["span_id"], []))
+            self._has_llm = {}
+            for node in reversed(order):  # children before their parents
+                self._has_llm[node["span_id"]] = self.kind(node) == "llm" or any(
+                    self._has_llm[c["span_id"]] for c in self.children.get(node["span_id"], []))
+        return self._has_llm.get(span["span_id"], False)
 
     def topmost(self, wanted) -> list[SpanRecord]:
         """The spans ``wanted(span)`` holds for with no such span above them (walked from the trace's top)."""

@@ -297,3 +297,11 @@ def test_a_log_event_delivered_twice_is_attached_to_its_span_once():
     [turn] = assemble([*logs, chat_span])
 
     assert (turn["input"], turn["output"]) == ([{"role": "user", "content": "Open on Sunday?"}], "Yes.")
+
+
+def test_a_trace_nested_two_thousand_deep_is_one_turn_under_its_topmost_container():
+    tasks = [span(f"{i:x}", f"{i - 1:x}" if i else None, i, **{"traceloop.span.kind": "task"}) for i in range(2000)]
+
+    [turn] = assemble([*tasks, chat("c1", f"{1999:x}", 3000, "q?", "a")])
+
+    assert (turn["span_id"], turn["output"], turn["metadata"]["spans"]) == ("0".ljust(16, "0"), "a", "2001")
