@@ -300,8 +300,9 @@ def test_a_log_event_delivered_twice_is_attached_to_its_span_once():
 
 
 def test_a_trace_nested_two_thousand_deep_is_one_turn_under_its_topmost_container():
-    tasks = [span(f"{i:x}", f"{i - 1:x}" if i else None, i, **{"traceloop.span.kind": "task"}) for i in range(2000)]
+    tasks = [span(f"{i:04x}", f"{i - 1:04x}" if i else None, i, **{"traceloop.span.kind": "task"})
+             for i in range(2000)]
 
-    [turn] = assemble([*tasks, chat("c1", f"{1999:x}", 3000, "q?", "a")])
+    [turn] = assemble([*tasks, chat("c1", f"{1999:04x}", 3000, "q?", "a")])
 
-    assert (turn["span_id"], turn["output"], turn["metadata"]["spans"]) == ("0".ljust(16, "0"), "a", "2001")
+    assert (turn["span_id"], turn["output"], turn["metadata"]["spans"]) == ("0000".ljust(16, "0"), "a", "2001")
