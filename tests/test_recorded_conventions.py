@@ -99,11 +99,22 @@ def test_openllmetry_workflow_spans_give_the_question_answer_session_and_workflo
         QUESTION, "support-bot", "support-bot.agent")
 
 
-def test_openlit_role_prefixed_prompt_text_is_split_into_messages():
-    [run] = [t for t in turns_of("openlit.json")[0] if t.session_id]
+def test_openlit_prompt_text_is_read_as_messages_with_the_tool_call_it_holds_in_python_notation():
+    loop = [t for t in turns_of("openlit.json")[0] if not t.session_id]
 
-    assert [m.role for m in run.input] == ["system", "user", "tool"]
-    assert run.input[0].content.startswith("You are the support bot of Acme.") and run.question == QUESTION
+    [run] = loop
+    assert [m.role for m in run.input] == ["system", "user", "assistant", "tool"]
+    assert run.input[0].content.startswith("You are the support bot of Acme.") and run.question.startswith(QUESTION)
+    assert [(c.name, c.id, c.result) for c in run.tool_calls] == [("get_return_window", "call_1", "30 days")]
+
+
+def test_openlit_role_prefixed_text_is_one_message_per_role_line_with_continuations():
+    from vigil.schemas.conventions.openlit import split
+
+    messages = split("system: Be brief.\nPolicy:\nrefunds in 30 days\nuser: Can I return it?")
+
+    assert [(m["role"], m["content"]) for m in messages] == [("system", "Be brief.\nPolicy:\nrefunds in 30 days"),
+                                                              ("user", "Can I return it?")]
 
 
 def test_without_captured_content_each_run_is_a_turn_marked_with_the_setting_that_turns_it_on():

@@ -3,7 +3,7 @@
 | what | read from |
 | --- | --- |
 | which spans | ``telemetry.sdk.name = openlit`` on the span, or a ``gen_ai.prompt`` whose text starts with a role prefix |
-| messages | ``gen_ai.prompt`` (and the ``gen_ai.content.prompt`` event's): ``"system: …\\nuser: …\\ntool: …"``, one message per role-prefixed line, continuation lines kept with theirs; openlit writes an assistant message that asked for tools as a ``user:`` line holding the whole message list in Python notation, which is dropped (it repeats the conversation); ``gen_ai.completion`` the answer |
+| messages | ``gen_ai.prompt`` (and the ``gen_ai.content.prompt`` event's): ``"system: …\\nuser: …\\ntool: …"``, one message per role-prefixed line, continuation lines kept with theirs; openlit writes an assistant message that asked for tools as a ``user:`` line holding the whole message list in Python notation, which is read as the conversation (its tool calls and ids kept); ``gen_ai.completion`` the answer |
 | a step's tool call | ``gen_ai.tool.name``, ``gen_ai.tool.call.id``, ``gen_ai.tool.args`` on the LLM span that asked for it |
 | the rest | as ``schemas.conventions.genai`` (operation, model, usage, tool and retrieval spans) |
 | content off | ``openlit.init(capture_message_content=False)`` (default True) |
@@ -16,7 +16,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from ._parse import Io, Msg, msg, role, tool_call
+from ._parse import Io, Msg, message, msg, role, tool_call
 
 __all__ = ["SETTING", "claims", "io"]
 
@@ -55,7 +55,8 @@ def io(span: Mapping[str, Any]) -> Io:
 
 
 def split(prompt: str) -> list[Msg]:
-    """``"system: …\\nuser: …"`` as messages."""
+    """``"system: …\nuser: …"`` as messages. A line holding the whole message list in Python notation (how openlit
+    writes a conversation with an assistant's tool calls) is read as that list: it keeps the tool calls and ids."""
     out: list[Msg] = []
     for line in prompt.split("\n"):
         match = _PREFIX.match(line)
@@ -63,15 +64,21 @@ def split(prompt: str) -> list[Msg]:
             out.append(msg(role(match.group(1), "user") if match else "user", line[match.end():] if match else line))
         else:
             out[-1]["content"] += "\n" + line
-    return [m for m in out if not _is_message_list(m["content"])]
+    for candidate in out:
+        listed = _message_list(candidate["content"])
+        if listed is not None:
+            return [message(m, "user") for m in listed]
+    return out
 
 
-def _is_message_list(content: str) -> bool:
+def _message_list(content: str) -> list[dict[str, Any]] | None:
     """openlit's rendering of a message list (Python notation) inside one line: ``[{'role': 'system', …}, …]``."""
     if not content.startswith("[{") or len(content) > _LIST_REPR_LIMIT:
-        return False
+        return None
     try:
         value = ast.literal_eval(content)
     except (ValueError, SyntaxError, MemoryError, RecursionError):
-        return False
-    return isinstance(value, list) and all(isinstance(m, dict) and "role" in m for m in value)
+        return None
+    if isinstance(value, list) and all(isinstance(m, dict) and "role" in m for m in value):
+        return value
+    return None
