@@ -58,7 +58,7 @@ if TYPE_CHECKING:
     import redis.asyncio as redis_asyncio
 
 __all__ = [
-    "ALERTS_QUEUE", "DEFAULT_MESSAGE_BYTES", "INGEST_QUEUE", "INGEST_TASK", "JOURNAL", "JOURNAL_INDEX",
+    "ALERTS_QUEUE", "DEFAULT_MESSAGE_BYTES", "FEEDBACK_QUEUE", "INGEST_QUEUE", "INGEST_TASK", "JOURNAL", "JOURNAL_INDEX",
     "MIN_MESSAGE_BYTES", "PARKED_PREFIX", "SCORE_QUEUE", "SENTINEL_TRANSPORT", "SPANS_TASK", "TRANSPORT",
     "UNDELIVERABLE_TASK", "Broker", "Channel", "JournaledSentinelTransport", "JournaledTransport", "MessageTooLarge",
     "QoS", "SentinelChannel", "broker", "broker_ssl", "envelope", "journaled", "kombu_drift", "oversize_reason",
@@ -69,7 +69,10 @@ SPANS_TASK = "vigil.spans"  # args: [spans], a list of span records (schemas.spa
 INGEST_QUEUE = "vigil.ingest"
 SCORE_QUEUE = "vigil.score"
 ALERTS_QUEUE = "vigil.alerts"  # consumed only by writer processes: the alert check needs the store
-JOURNALED = frozenset({INGEST_QUEUE, SCORE_QUEUE, ALERTS_QUEUE})  # not Celery's pidbox replies and the like
+# Re-scores for negative feedback, also for writer processes, on a queue of their own: a flood of feedback waits
+# there instead of in front of the alert checks.
+FEEDBACK_QUEUE = "vigil.feedback"
+JOURNALED = frozenset({INGEST_QUEUE, SCORE_QUEUE, ALERTS_QUEUE, FEEDBACK_QUEUE})  # not Celery's pidbox replies and the like
 # Score tasks waiting for a paused judge, one list per judge (``vigil.worker.pipeline.parked``): journaled like the rest.
 PARKED_PREFIX = "vigil.parked."
 

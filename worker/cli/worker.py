@@ -75,7 +75,7 @@ def worker_command(concurrency: int, writer: bool, writer_id: str | None, queues
     signal.signal(signal.SIGTERM, _early_term)  # first: everything below is slow (see _early_term)
     from celery import signals
     from celery.exceptions import CPendingDeprecationWarning
-    from vigil.schemas.broker import ALERTS_QUEUE, INGEST_QUEUE, SCORE_QUEUE
+    from vigil.schemas.broker import ALERTS_QUEUE, FEEDBACK_QUEUE, INGEST_QUEUE, SCORE_QUEUE
     from vigil.worker.cli.config import check_config
     from vigil.worker.cli.errors import check_kombu
     from vigil.worker.logs import configure_logging
@@ -105,7 +105,7 @@ def worker_command(concurrency: int, writer: bool, writer_id: str | None, queues
     if _stopped_before_start():
         return
     if writer:
-        queues = f"{queues},{ALERTS_QUEUE}"
+        queues = f"{queues},{ALERTS_QUEUE},{FEEDBACK_QUEUE}"
         redis_url = settings.redis_url or app.conf.broker_url
         dsn = settings.clickhouse_dsn or default_dsn(settings.home / "chdb")
         the_writer = process_writer.open_writer(redis_url, dsn, writer_id or f"{socket.gethostname()}-{os.getpid()}")

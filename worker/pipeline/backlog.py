@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable
 
 import redis
-from vigil.schemas.broker import INGEST_QUEUE, JOURNAL
+from vigil.schemas.broker import FEEDBACK_QUEUE, INGEST_QUEUE, JOURNAL
 from vigil.worker.pipeline.app import ALERTS_QUEUE, SCORE_QUEUE
 from vigil.worker.pipeline.parked import parked
 from vigil.worker.sinks.write_queue import WRITE_QUEUE, inflight_key
@@ -26,7 +26,8 @@ def backlog(client: redis.Redis) -> dict[str, int]:
     return {
         INGEST_QUEUE: client.llen(INGEST_QUEUE),
         SCORE_QUEUE: client.llen(SCORE_QUEUE),
-        ALERTS_QUEUE: client.llen(ALERTS_QUEUE),  # the writer's tasks: alert checks, re-scores for feedback
+        ALERTS_QUEUE: client.llen(ALERTS_QUEUE),  # the writer's tasks: alert checks
+        FEEDBACK_QUEUE: client.llen(FEEDBACK_QUEUE),  # and re-scores for feedback
         WRITE_QUEUE: client.llen(WRITE_QUEUE),
         "writing": inflight,
         "unacked": client.hlen("unacked"),  # kombu's Redis transport: delivered, not yet acked

@@ -12,6 +12,13 @@ feedback may come before the turn, with it, or long after it:
   the write queue) is looked for again with a growing countdown for about a minute; a turn that has not been
   ingested yet is left to the marker.
 
+What one sender can make this cost is bounded (``FeedbackSettings``): at most ``VIGIL_FEEDBACK_MAX_MARKS`` markers
+are kept (the oldest go first; ``vigil.feedback.marks`` orders them), a trace gets one rescore task however much
+negative feedback it gets (``vigil.feedback.rescore.<trace>``, ``SET NX`` for ``CLAIM_TTL_S``), at most
+``VIGIL_FEEDBACK_MAX_RESCORES`` rescore tasks wait at once (``vigil.feedback.rescoring``; over it only the marker is
+left, for the ingest path, and the skip is counted in ``vigil.feedback.skipped``), and they wait on a queue of their
+own (``vigil.feedback``), never in front of the alert checks.
+
 Both paths may see the same turn, and more negative feedback may follow, so each task claims
 ``vigil.feedback.claim.<trace>.<span>.<monitor>`` first (``SET NX``, value: the path and the task's id). Only the
 task that holds the claim sends the score task; a redelivery or retry of that same task (same id) sends it again,
@@ -28,14 +35,19 @@ from typing import Any
 
 import redis
 import structlog
+from celery.exceptions import Retry
 from vigil.schemas import MonitorConfig, Turn, VigilConfig
 from vigil.schemas.feedback import Feedback
-from vigil.worker.pipeline.app import ALERTS_QUEUE, SCORE_QUEUE, app
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+from vigil.schemas.broker import FEEDBACK_QUEUE
+from vigil.worker.pipeline.app import SCORE_QUEUE, app
 from vigil.worker.pipeline.filters import matches
 from vigil.worker.pipeline.sampling import sampled
 
 __all__ = [
-    "CLAIM_TTL_S", "NEGATIVE_MARK_TTL_S", "RESCORE_TASK", "always_monitors", "claim_key", "forced",
+    "CLAIM_TTL_S", "MARKS", "NEGATIVE_MARK_TTL_S", "RESCORE_TASK", "RESCORING", "SKIPPED", "FeedbackSettings",
+    "always_monitors", "claim_key", "forced",
     "negative_key", "on_feedback", "rescore_on_feedback", "turn_from_row",
 ]
 
@@ -45,6 +57,20 @@ NEGATIVE_MARK_TTL_S = 7 * 86400  # how long negative feedback waits for a turn t
 CLAIM_TTL_S = 30 * 86400  # how long a turn scored for its feedback stays "scored once"
 RESCORE_TASK = "vigil.feedback_rescore"
 RESCORE_MAX_TRIES = 6  # countdowns 1, 2, 4 ... 32 s: a minute for a turn already ingested to reach the store
+MARKS = "vigil.feedback.marks"  # sorted set: trace id -> when its marker was set (oldest trimmed first)
+RESCORING = "vigil.feedback.rescoring"  # sorted set: trace id -> when its rescore task was sent, until it ends
+SKIPPED = "vigil.feedback.skipped"  # rescores not sent because RESCORING was full (the marker still stands)
+
+
+class FeedbackSettings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="VIGIL_FEEDBACK_", extra="ignore")
+
+    max_marks: int = Field(default=100_000, gt=0, description="negative-feedback markers kept (oldest dropped)")
+    max_rescores: int = Field(default=1000, gt=0, description="rescore tasks waiting at once")
+
+
+def rescore_key(trace_id: str) -> str:
+    return f"vigil.feedback.rescore.{trace_id}"
 
 
 def negative_key(trace_id: str) -> str:
@@ -98,20 +124,61 @@ def forced(client: redis.Redis, config: VigilConfig, turns: list[Turn], *, claim
     return {(turn.trace_id, turn.span_id or "", monitor.name) for turn, monitor in held}
 
 
+# Mark traces and trim the oldest marks over the cap. KEYS: MARKS; ARGV: max marks, ttl, now, trace ids...
+_MARK = """
+for i = 4, #ARGV do
+  redis.call('SET', 'vigil.feedback.negative.' .. ARGV[i], 1, 'EX', tonumber(ARGV[2]))
+  redis.call('ZADD', KEYS[1], tonumber(ARGV[3]), ARGV[i])
+end
+local over = redis.call('ZCARD', KEYS[1]) - tonumber(ARGV[1])
+if over > 0 then
+  for _, id in ipairs(redis.call('ZPOPMIN', KEYS[1], over)) do
+    redis.call('DEL', 'vigil.feedback.negative.' .. id)
+  end
+end
+return over
+"""
+# Which traces get a rescore task: not sent before (SET NX), and room among those waiting. KEYS: RESCORING, SKIPPED;
+# ARGV: max waiting, claim ttl, now, trace ids... Returns the trace ids to send.
+_ADMIT = """
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', tonumber(ARGV[3]) - 3600)  -- a task lost long ago frees its place
+local room = tonumber(ARGV[1]) - redis.call('ZCARD', KEYS[1])
+local out = {}
+for i = 4, #ARGV do
+  if redis.call('EXISTS', 'vigil.feedback.rescore.' .. ARGV[i]) == 0 then
+    if room > 0 then
+      redis.call('SET', 'vigil.feedback.rescore.' .. ARGV[i], 1, 'EX', tonumber(ARGV[2]))
+      redis.call('ZADD', KEYS[1], tonumber(ARGV[3]), ARGV[i])
+      room = room - 1
+      out[#out + 1] = ARGV[i]
+    else
+      redis.call('INCR', KEYS[2])
+    end
+  end
+end
+return out
+"""
+
+
 def on_feedback(client: redis.Redis, config: VigilConfig, items: list[Feedback], producer: Any = None) -> int:
-    """Mark negative feedback and ask the writer to score the turns it is about; returns the rescores sent."""
+    """Mark negative feedback and ask the writer to score the turns it is about (each trace once, a bounded number
+    waiting at once, on ``FEEDBACK_QUEUE``); returns the rescores sent."""
     if not always_monitors(config):
         return 0
     traces = sorted({item.trace_id for item in items if item.negative})
     if not traces:
         return 0
-    pipe = client.pipeline(transaction=False)
-    for trace_id in traces:
-        pipe.set(negative_key(trace_id), 1, ex=NEGATIVE_MARK_TTL_S)
-    pipe.execute()
-    for trace_id in traces:
-        rescore_on_feedback.apply_async((trace_id,), queue=ALERTS_QUEUE, producer=producer)
-    return len(traces)
+    settings, now = FeedbackSettings(), time.time()
+    client.register_script(_MARK)(keys=[MARKS], args=[settings.max_marks, NEGATIVE_MARK_TTL_S, now, *traces])
+    admitted = client.register_script(_ADMIT)(keys=[RESCORING, SKIPPED],
+                                              args=[settings.max_rescores, CLAIM_TTL_S, now, *traces])
+    sent = [t.decode() if isinstance(t, bytes) else t for t in admitted]
+    for trace_id in sent:
+        rescore_on_feedback.apply_async((trace_id,), queue=FEEDBACK_QUEUE, producer=producer)
+    if len(sent) < len(traces):
+        log.info("negative feedback marked; some traces already had a rescore or too many wait",
+                 traces=len(traces), rescores=len(sent), max_rescores=settings.max_rescores)
+    return len(sent)
 
 
 def turn_from_row(row: dict[str, Any]) -> Turn:
@@ -153,6 +220,18 @@ def rescore_on_feedback(self, trace_id: Any) -> int:
         log.warning("feedback rescore without a trace id; ignored", trace_id=repr(trace_id)[:200])
         return 0
     rt = runtime()
+    try:
+        sent = _rescore(self, rt, trace_id, _event, score, push)
+    except Retry:
+        raise  # looked for again later: it keeps its place among the rescores waiting
+    except BaseException:
+        rt.redis.zrem(RESCORING, trace_id)
+        raise
+    rt.redis.zrem(RESCORING, trace_id)
+    return sent
+
+
+def _rescore(self, rt: Any, trace_id: str, _event, score, push) -> int:
     turns = _stored_turns(trace_id)
     if turns is None:
         log.warning("feedback rescore received by a process without a writer; skipped", trace_id=trace_id)

@@ -1,0 +1,58 @@
+"""A flood of negative feedback through the SDK into a real `vigil worker` (with its writer): the markers it leaves
+are capped (the oldest dropped), each trace gets one rescore task however often it is complained about, at most
+``VIGIL_FEEDBACK_MAX_RESCORES`` wait at once (the rest counted as skipped) and they wait on `vigil.feedback`, never
+in front of the alert checks; every feedback row is still stored."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+import redis
+from vigil.producers import Monitor
+from vigil.worker.pipeline.feedback import MARKS, RESCORING, SKIPPED
+from vigil.worker.store import connect
+
+from tests.abuse import wait_until
+from tests.pipeline import WorkerProcess
+from tests.test_feedback_pipeline import CONFIG
+
+
+@pytest.fixture
+def worker(redis_url, tmp_path):
+    config = tmp_path / "vigil.yaml"
+    config.write_text(CONFIG.replace("BASE_URL", "http://127.0.0.1:9/v1"))  # never reached: no turn is stored
+    process = WorkerProcess(redis_url, tmp_path / "vigil", config, VIGIL_TEST_JUDGE_KEY="k",
+                            VIGIL_FEEDBACK_MAX_MARKS="500", VIGIL_FEEDBACK_MAX_RESCORES="20")
+    yield process.start()
+    if process.process.poll() is None:
+        process.stop()
+
+
+def test_negative_feedback_on_traces_that_do_not_exist_costs_a_bounded_number_of_markers_and_rescores(
+        redis_url, worker, tmp_path):
+    monitor = Monitor(redis_url, project="acme", agent="support-bot", spool_path=tmp_path / "spool.jsonl")
+    ghosts = [uuid.uuid4().hex for _ in range(3000)]
+    hammered = uuid.uuid4().hex
+    for trace_id in ghosts:
+        assert monitor.feedback(trace_id, "thumbs", False, author="u1")
+    for i in range(3000):  # one trace complained about by 3,000 authors
+        assert monitor.feedback(hammered, "thumbs", False, author=f"u{i}")
+    assert monitor.flush(timeout=60)
+    monitor.shutdown(timeout=10)
+
+    client = redis.Redis.from_url(redis_url)
+    sent = lambda: sum(1 for _ in client.scan_iter(match="vigil.feedback.rescore.*"))  # noqa: E731
+    state = lambda: (client.llen("vigil.ingest"), int(client.get(SKIPPED) or 0), sent())  # noqa: E731
+    # every distinct trace either got its one rescore or was counted as skipped (the one complained about 3,000
+    # times is counted once per batch it came in while no room was left)
+    wait_until(lambda: state()[0] == 0 and state()[1] + state()[2] >= 3001, timeout=120,
+               what="every feedback batch to be ingested")
+    markers = sum(1 for _ in client.scan_iter(match="vigil.feedback.negative.*"))
+
+    assert client.zcard(MARKS) == markers == 500
+    assert sent() == 20 and client.zcard(RESCORING) <= 20
+    assert client.llen("vigil.alerts") == 0, "no rescore waits in front of the alert checks"
+    wait_until(lambda: client.llen("vigil.write") == 0, timeout=60, what="the feedback rows to be written")
+    assert worker.stop() == 0
+    assert connect(worker.dsn).query("SELECT count() FROM feedback FINAL").result_rows[0][0] == 6000
