@@ -55,7 +55,7 @@ from rich.console import Console
 from rich.table import Table
 from vigil.schemas import JudgeConfig, Turn
 from vigil.worker.judge.base import JudgeReply, JudgeRequest
-from vigil.worker.judge.baseline import BaselineJudge, sentences
+from vigil.worker.judge.baseline import BaselineJudge, relevance_step, sentences
 from vigil.worker.judge.client import LLMJudge
 from vigil.worker.judge.transport import Transport
 
@@ -237,7 +237,7 @@ def _baseline_verdicts(question: str, statements: list[str]) -> list[dict[str, s
     from vigil.worker.scorers.prompts.answer_relevancy import Verdicts
 
     request = JudgeRequest(step="answer_relevancy.analyze", instructions="", prompt="", output_type=Verdicts,
-                           inputs={"question": question, "statements": statements})
+                           inputs={"question": question, "statements": statements}, offline=relevance_step)
     coroutine = BaselineJudge().ask(request)  # computes without awaiting anything: run it to its end here, in
     try:  # the server's thread, whose event loop is already running
         coroutine.send(None)

@@ -15,7 +15,6 @@ from vigil.worker.judge.baseline import (
     contradicted,
     correctness,
     is_abstention,
-    register,
     sentences,
     word_recall,
 )
@@ -126,11 +125,10 @@ class Echo(BaseModel):
     text: str
 
 
-async def test_a_scorer_module_can_register_its_own_step():
-    register("test_baseline.echo", lambda inputs: {"text": inputs["text"].upper()})
-
+async def test_a_request_brings_its_own_offline_heuristic_so_the_judge_knows_no_scorers_steps():
     reply = await BASELINE.ask(JudgeRequest(step="test_baseline.echo", instructions="", prompt="",
-                                            output_type=Echo, inputs={"text": "hi"}))
+                                            output_type=Echo, inputs={"text": "hi"},
+                                            offline=lambda inputs: {"text": inputs["text"].upper()}))
 
     assert reply.output == Echo(text="HI")
     assert reply.calls[0].step == "test_baseline.echo"

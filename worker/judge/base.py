@@ -12,13 +12,17 @@ version, so a new prompt version is never answered from the old one's cache.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Generic, Protocol, TypeVar
 
 from pydantic import BaseModel
 from vigil.schemas import JudgeCall, Origin
 
-__all__ = ["NO_JUDGE", "CallContext", "Judge", "JudgeFailed", "JudgePaused", "JudgeReply", "JudgeRequest", "NoJudge"]
+__all__ = ["NO_JUDGE", "CallContext", "Judge", "JudgeFailed", "JudgePaused", "JudgeReply", "JudgeRequest", "NoJudge",
+           "OfflineHandler"]
+
+OfflineHandler = Callable[[Mapping[str, Any]], dict[str, Any]]  # a step's inputs -> its output, without an LLM
 
 T = TypeVar("T", bound=BaseModel)
 
@@ -55,6 +59,9 @@ class JudgeRequest(Generic[T]):
     output_type: type[T]
     inputs: dict[str, Any] = field(default_factory=dict)  # what the prompt was rendered from
     context: CallContext = field(default_factory=CallContext)  # stamped by the scorer run (``ScoreRun.ask``)
+    # How the offline baseline judge answers this step: the scorer's own heuristic over ``inputs`` (None: it has none).
+    # The scorer that builds the request says it, so the judge layer knows no scorer's steps.
+    offline: OfflineHandler | None = None
 
 
 @dataclass

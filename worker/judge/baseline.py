@@ -10,8 +10,9 @@ mostly echoes the prompt; the RAG rubric by word recall of the reference (words 
 half), continuous inside the rubric's buckets, with the credit of sentences that visibly contradict the reference
 (a negation, or another number or name, beside its key words) halved, a response that mainly contradicts it at most
 "mostly incorrect", and 0 ("not sure") only when the response
-essentially is an abstention. Steps dispatch through a table; a scorer module adds its own steps with
-``register(step, handler)``. A ``*.reason`` step without a handler of its own returns ``inputs["summary"]``. A user's
+essentially is an abstention. A request names its heuristic itself (``JudgeRequest.offline``, set by the scorer
+that builds it from the functions here or its own), so this module knows no scorer's steps. A ``*.reason`` step
+without one returns ``inputs["summary"]``. A user's
 rubric (a ``*.rubric`` step) gets the one heuristic this judge has for any rubric: the share of the judged text's
 content words (``output``, else the first variable) found in the turn's other variables, as the verdict (at least
 half), the score along the rubric's range, or the label whose score is nearest.
@@ -33,22 +34,26 @@ from vigil.worker.judge.base import JudgeFailed, JudgeReply, JudgeRequest
 __all__ = [
     "MODEL",
     "BaselineJudge",
-    "Handler",
+    "alignment_both_step",
+    "alignment_system_step",
+    "alignment_user_step",
     "content_words",
+    "context_relevance_step",
     "contradicted",
     "correctness",
     "gives_what_is_asked",
     "is_abstention",
-    "register",
+    "judged_statements_step",
+    "relevance_step",
+    "rubric_step",
     "sentences",
+    "statements_step",
     "word_recall",
 ]
 
 T = TypeVar("T", bound=BaseModel)
-Handler = Callable[[Mapping[str, Any]], dict[str, Any]]
 
 MODEL = "baseline-word-overlap-v3"
-_HANDLERS: dict[str, Handler] = {}
 
 _STOPWORDS = frozenset(["a", "about", "above", "after", "again", "all", "also", "am", "an", "and", "any", "are", "as", "at", "be", "because", "been", "before", "being", "below", "between", "both", "but", "by", "can", "could", "did", "do", "does", "doing", "down", "during", "each", "few", "for", "from", "further", "had", "has", "have", "having", "he", "her", "here", "hers", "him", "his", "how", "i", "if", "in", "into", "is", "it", "its", "itself", "just", "me", "more", "most", "my", "no", "nor", "not", "of", "off", "on", "once", "only", "or", "other", "our", "out", "over", "own", "same", "she", "should", "so", "some", "such", "than", "that", "the", "their", "them", "then", "there", "these", "they", "this", "those", "through", "to", "too", "under", "until", "up", "very", "was", "we", "were", "what", "when", "where", "which", "while", "who", "whom", "why", "will", "with", "would", "you", "your", "yours", "please", "tell", "explain", "give"])
 _CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff66-\uff9f"
@@ -265,11 +270,6 @@ def correctness(response: str, reference: str, question: str = "") -> tuple[floa
     return round(result, 3), why
 
 
-def register(step: str, handler: Handler) -> None:
-    """Teach the baseline judge a step: ``handler(inputs)`` returns the step's output as a dict."""
-    _HANDLERS[step] = handler
-
-
 class BaselineJudge:
     """A judge with no LLM behind it. ``model`` says so on every score and judge-call row."""
 
@@ -278,7 +278,7 @@ class BaselineJudge:
         self.model = MODEL
 
     async def ask(self, request: JudgeRequest[T]) -> JudgeReply[T]:
-        handler = _HANDLERS.get(request.step)
+        handler = request.offline
         if handler is None and request.step.endswith(".reason") and "summary" in request.inputs:
             handler = _summary_reason
         if handler is None and request.step.endswith(".rubric") and "values" in request.inputs:
@@ -317,7 +317,8 @@ def _summary_reason(inputs: Mapping[str, Any]) -> dict[str, Any]:
     return {"reason": f"Baseline judge (word overlap, no LLM): {inputs['summary']}."}
 
 
-def _statements(inputs: Mapping[str, Any]) -> dict[str, Any]:
+def statements_step(inputs: Mapping[str, Any]) -> dict[str, Any]:
+    """Answer Relevancy's preprocess: the output's sentences are its statements."""
     return {"statements": sentences(inputs["output"])}
 
 
@@ -370,7 +371,7 @@ def gives_what_is_asked(statement: str, question: str) -> str | None:
     return None
 
 
-def _relevance(inputs: Mapping[str, Any]) -> dict[str, Any]:
+def relevance_step(inputs: Mapping[str, Any]) -> dict[str, Any]:
     """A statement is relevant when it shares the question's words *and* adds words of its own: one that only
     restates the question (or pads itself with its words) answers nothing. It is relevant too when it shares a word
     and gives the kind of thing the question asks for (``gives_what_is_asked``: "how long" and a number). A lone
@@ -404,10 +405,10 @@ def _relevance(inputs: Mapping[str, Any]) -> dict[str, Any]:
     return {"results": results}
 
 
-def _judged_statements(inputs: Mapping[str, Any]) -> dict[str, Any]:
+def judged_statements_step(inputs: Mapping[str, Any]) -> dict[str, Any]:
     """Statements and their verdicts in one answer (Answer Relevancy's fused step)."""
     statements = sentences(inputs["output"])
-    verdicts = _relevance({"question": inputs["question"], "statements": statements})["results"]
+    verdicts = relevance_step({"question": inputs["question"], "statements": statements})["results"]
     return {"statements": [{"statement": s, **v} for s, v in zip(statements, verdicts, strict=True)]}
 
 
@@ -415,7 +416,8 @@ def _level(coverage: float) -> str:
     return "high" if coverage >= 0.5 else "medium" if coverage >= 0.25 else "low" if coverage > 0 else "none"
 
 
-def _context_relevance(inputs: Mapping[str, Any]) -> dict[str, Any]:
+def context_relevance_step(inputs: Mapping[str, Any]) -> dict[str, Any]:
+    """Context Relevance's analysis: each context's overlap with the question, and whether the response used it."""
     question, response = content_words(inputs["question"]), content_words(inputs["response"])
     evaluations, covered = [], set()
     for index, context in enumerate(inputs["contexts"]):
@@ -460,19 +462,22 @@ def _alignment(target: str, response_text: str) -> dict[str, Any]:
     }
 
 
-def _rubric(inputs: Mapping[str, Any]) -> dict[str, Any]:
+def rubric_step(inputs: Mapping[str, Any]) -> dict[str, Any]:
+    """RAG correctness's Figure 5 verdict, from ``correctness``."""
     result, why = correctness(inputs["response"], inputs["reference"], inputs.get("question", ""))
     return {"evaluation": f"Feedback: {why}. [RESULT] {result:g}"}
 
 
-_HANDLERS.update({
-    "answer_relevancy.preprocess": _statements,
-    "answer_relevancy.analyze": _relevance,
-    "answer_relevancy.judge": _judged_statements,
-    "context_relevance.analyze": _context_relevance,
-    "prompt_alignment.analyze_user": lambda inputs: _alignment(inputs["prompt"], inputs["response"]),
-    "prompt_alignment.analyze_system": lambda inputs: _alignment(inputs["system"], inputs["response"]),
-    "prompt_alignment.analyze": lambda inputs: {"user": _alignment(inputs["prompt"], inputs["response"]),
-                                                "system": _alignment(inputs["system"], inputs["response"])},
-    "rag_correctness.evaluate": _rubric,
-})
+def alignment_user_step(inputs: Mapping[str, Any]) -> dict[str, Any]:
+    """Prompt Alignment's user side."""
+    return _alignment(inputs["prompt"], inputs["response"])
+
+
+def alignment_system_step(inputs: Mapping[str, Any]) -> dict[str, Any]:
+    """Prompt Alignment's system side."""
+    return _alignment(inputs["system"], inputs["response"])
+
+
+def alignment_both_step(inputs: Mapping[str, Any]) -> dict[str, Any]:
+    """Prompt Alignment's fused step: both sides in one answer."""
+    return {"user": alignment_user_step(inputs), "system": alignment_system_step(inputs)}

@@ -14,6 +14,7 @@ from typing import ClassVar, Literal
 
 from pydantic import Field
 from vigil.schemas import ScoreResult, Turn
+from vigil.worker.judge import baseline
 from vigil.worker.judge.base import JudgeRequest
 from vigil.worker.scorers import base
 from vigil.worker.scorers.base import ReasonedScorer, ScoreRun, Unscorable
@@ -73,7 +74,7 @@ class AnswerRelevancy(ReasonedScorer):
         extracted = await run.ask("preprocess", JudgeRequest(
             step=f"{self.name}.preprocess", instructions=prompts.EXTRACT_SYSTEM,
             prompt=prompts.render_extract(output=output), output_type=prompts.Statements,
-            inputs={"output": output},
+            inputs={"output": output}, offline=baseline.statements_step,
         ))
         statements = [s for s in extracted.statements if s.strip()]
         if not statements:
@@ -81,7 +82,7 @@ class AnswerRelevancy(ReasonedScorer):
         analysis = await run.ask("analyze", JudgeRequest(
             step=f"{self.name}.analyze", instructions=prompts.ANALYZE_SYSTEM,
             prompt=prompts.render_analyze(question=question, statements=statements), output_type=prompts.Verdicts,
-            inputs={"question": question, "statements": statements},
+            inputs={"question": question, "statements": statements}, offline=baseline.relevance_step,
         ))
         if len(analysis.results) != len(statements):
             raise Unscorable(f"the judge gave {len(analysis.results)} verdicts for {len(statements)} statements")
@@ -91,7 +92,7 @@ class AnswerRelevancy(ReasonedScorer):
         judged = await run.ask("judge", JudgeRequest(
             step=f"{self.name}.judge", instructions=prompts.FUSED_SYSTEM,
             prompt=prompts.render_fused(question=question, output=output), output_type=prompts.JudgedStatements,
-            inputs={"question": question, "output": output},
+            inputs={"question": question, "output": output}, offline=baseline.judged_statements_step,
         ))
         kept = [j for j in judged.statements if j.statement.strip()]
         if not kept:

@@ -20,6 +20,7 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from vigil.schemas import Message, ScoreResult, Turn
+from vigil.worker.judge import baseline
 from vigil.worker.judge.base import JudgeRequest
 from vigil.worker.scorers import base
 from vigil.worker.scorers.base import InvalidInput, ReasonedScorer, ScoreRun, Unscorable
@@ -108,6 +109,7 @@ class ContextRelevance(ReasonedScorer):
             prompt=prompts.render_analyze(question=question, response=response, contexts=contexts),
             output_type=prompts.ContextAnalysis,
             inputs={"question": question, "response": response, "contexts": contexts},
+            offline=baseline.context_relevance_step,
         ))
         evaluations = sorted(analysis.evaluations, key=lambda e: e.context_index)
         indices = [e.context_index for e in evaluations]

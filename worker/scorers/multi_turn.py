@@ -37,7 +37,7 @@ import openai
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from vigil.schemas import ORIGIN_HEADER, ContextDoc, Origin, ScoreResult, Turn
 from vigil.worker.judge.base import CallContext, Judge, JudgeRequest
-from vigil.worker.judge.baseline import content_words, register
+from vigil.worker.judge.baseline import content_words
 from vigil.worker.retrieval import RetrieverConfig
 from vigil.worker.scorers import base
 from vigil.worker.scorers.base import AgentFailed, Scorer, ScoreRun, Unscorable
@@ -234,7 +234,7 @@ class MultiTurn(Scorer):
         composed = await run.ask(f"turn{number}.compose", JudgeRequest(
             step=f"{self.name}.compose", instructions=prompts.COMPOSE_SYSTEM,
             prompt=prompts.render_compose(question=question, history=history), output_type=prompts.Composition,
-            inputs={"question": question, "history": list(history)},
+            inputs={"question": question, "history": list(history)}, offline=_baseline_compose,
         ))
         return composed.answer
 
@@ -248,6 +248,7 @@ class MultiTurn(Scorer):
             output_type=prompts.NextQuery,
             inputs={"question": question, "history": list(history), "tentative": tentative,
                     "evaluation": evaluation, "score": verdict.score, "reference": reference},
+            offline=_baseline_query,
         ))
         return nxt.query.strip()
 
@@ -260,6 +261,7 @@ class MultiTurn(Scorer):
                                          reference=reference),
             output_type=prompts.Composition,
             inputs={"question": question, "history": list(history), "tentative": tentative, "reference": reference},
+            offline=_baseline_revise,
         ))
         verdict = await judge_correctness(run, step=f"turn{number}.final_evaluate", question=question,
                                           contexts=contexts, response=revised.answer, reference=reference)
@@ -307,7 +309,3 @@ def _baseline_query(inputs: Mapping[str, Any]) -> dict[str, Any]:
 def _baseline_revise(inputs: Mapping[str, Any]) -> dict[str, Any]:
     return {"answer": inputs["tentative"], "explanation": "baseline (no LLM): the tentative answer unchanged"}
 
-
-register("multi_turn.compose", _baseline_compose)
-register("multi_turn.query", _baseline_query)
-register("multi_turn.revise", _baseline_revise)

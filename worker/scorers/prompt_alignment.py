@@ -18,6 +18,7 @@ from __future__ import annotations
 from typing import Any, ClassVar, Literal
 
 from vigil.schemas import ScoreResult, Turn
+from vigil.worker.judge import baseline
 from vigil.worker.judge.base import JudgeRequest
 from vigil.worker.scorers import base
 from vigil.worker.scorers.base import InvalidInput, ReasonedScorer, ScoreRun, Unscorable
@@ -69,19 +70,21 @@ class PromptAlignment(ReasonedScorer):
                 step=f"{self.name}.analyze", instructions=prompts.FUSED_SYSTEM,
                 prompt=prompts.render_fused(system=system, prompt=prompt, response=response),
                 output_type=prompts.Alignments, inputs={"system": system, "prompt": prompt, "response": response},
+                offline=baseline.alignment_both_step,
             ))
             user, system_side = both.user, both.system
         if user is None and self.evaluation_mode in ("user", "both"):
             user = await run.ask("analyze_user", JudgeRequest(
                 step=f"{self.name}.analyze_user", instructions=prompts.ANALYZE_USER_SYSTEM,
                 prompt=prompts.render_analyze_user(prompt=prompt, response=response), output_type=prompts.Alignment,
-                inputs={"prompt": prompt, "response": response},
+                inputs={"prompt": prompt, "response": response}, offline=baseline.alignment_user_step,
             ))
         if system_side is None and system and self.evaluation_mode in ("system", "both"):
             system_side = await run.ask("analyze_system", JudgeRequest(
                 step=f"{self.name}.analyze_system", instructions=prompts.ANALYZE_SYSTEM_SYSTEM,
                 prompt=prompts.render_analyze_system(system=system, prompt=prompt, response=response),
                 output_type=prompts.Alignment, inputs={"system": system, "prompt": prompt, "response": response},
+                offline=baseline.alignment_system_step,
             ))
         analyses: dict[str, Any] = {side: analysis.model_dump() for side, analysis in
                                     (("user", user), ("system", system_side)) if analysis is not None}

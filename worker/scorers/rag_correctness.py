@@ -20,6 +20,7 @@ from typing import ClassVar, Literal
 
 from pydantic import BaseModel, Field, model_validator
 from vigil.schemas import ContextDoc, ScoreResult, Turn
+from vigil.worker.judge import baseline
 from vigil.worker.judge.base import JudgeReply, JudgeRequest
 from vigil.worker.retrieval import RetrieverConfig
 from vigil.worker.scorers import base
@@ -88,7 +89,7 @@ async def judge_correctness(
     return await run.ask(step, JudgeRequest(
         step=STEP, instructions=prompts.SYSTEM, prompt=prompt, output_type=prompts.Evaluation,
         inputs={"question": question, "contexts": [c.text for c in contexts], "response": response,
-                "reference": reference},
+                "reference": reference}, offline=baseline.rubric_step,
     ), parse=_verdict)
 
 
