@@ -16,6 +16,7 @@ import hashlib
 import json
 import time
 import uuid
+from dataclasses import dataclass, field
 from typing import Any
 
 import redis
@@ -24,7 +25,7 @@ from celery.exceptions import Reject
 from kombu.exceptions import BatchPublishError
 from kombu.exceptions import OperationalError as BrokerError
 from pydantic import BaseModel, ValidationError
-from vigil.schemas import ScoreResult, ScoreStatus, Turn
+from vigil.schemas import MonitorConfig, ScoreResult, ScoreStatus, Turn
 from vigil.schemas.broker import INGEST_QUEUE, INGEST_TASK, SHIPPED_HEADERS
 from vigil.schemas.feedback import Feedback, is_feedback, problems
 from vigil.schemas.rows import (
@@ -45,7 +46,7 @@ from vigil.worker.pipeline.app import SCORE_QUEUE, app
 from vigil.worker.pipeline.backpressure import push_rows, room_for_rows
 from vigil.worker.pipeline.filters import matches
 from vigil.worker.pipeline.parked import parked_queue
-from vigil.worker.pipeline.runtime import runtime
+from vigil.worker.pipeline.runtime import Runtime, runtime
 from vigil.worker.pipeline.sampling import sampled
 from vigil.worker.pipeline.shedding import admitted_fraction
 from vigil.worker.redact import redact
@@ -104,93 +105,143 @@ def _check_turn(raw: Any, queue: str) -> Turn | DeadLetter:
         return dead_letter(queue, raw, f"turn could not be validated: {type(exc).__name__}: {exc}", "invalid_turn")
 
 
+@dataclass
+class _Checked:
+    """A batch after validation: the turns as they came (``raws``, what is fanned out) and as models, the feedback,
+    and the dead letters for what could not be read."""
+
+    raws: list[dict[str, Any]] = field(default_factory=list)
+    turns: list[Turn] = field(default_factory=list)
+    feedback: list[Feedback] = field(default_factory=list)
+    dead: list[DeadLetter] = field(default_factory=list)
+
+
+@dataclass
+class _Stage:
+    """What one monitor does with one turn: ``probe`` | ``filtered`` | ``skipped`` | ``sampled`` | ``shed``;
+    ``forced``: sampled because of negative feedback, whatever the rate (never shed)."""
+
+    monitor: MonitorConfig
+    stage: str
+    forced: bool = False
+
+
+@dataclass
+class _Decision:
+    raw: dict[str, Any]
+    turn: Turn
+    stages: list[_Stage]
+
+    def wants_scoring(self) -> bool:
+        """Sampled by some monitor at its rate: what the score queue's bound may shed."""
+        return any(s.stage == "sampled" and not s.forced for s in self.stages)
+
+    def sampled(self) -> list[str]:
+        return [s.monitor.name for s in self.stages if s.stage == "sampled"]
+
+
+def _check_batch(batch: Any) -> _Checked:
+    """Step 1: every item validated, as a turn or as feedback; what cannot be read becomes a dead letter."""
+    checked = _Checked()
+    for raw in batch if isinstance(batch, list) else [batch]:
+        item = _check_feedback(raw, INGEST_QUEUE) if is_feedback(raw) else _check_turn(raw, INGEST_QUEUE)
+        if isinstance(item, DeadLetter):
+            checked.dead.append(item)
+        elif isinstance(item, Feedback):
+            checked.feedback.append(item)
+        else:
+            checked.turns.append(item)
+            checked.raws.append(raw)
+    return checked
+
+
+def _stage(turn: Turn, monitor: MonitorConfig, forced: set[tuple[str, str, str]]) -> _Stage:
+    """Step 2, for one monitor: vigil's own traffic is never sampled; then the filters, then the rate (or a claim
+    by negative feedback)."""
+    is_forced = (turn.trace_id, turn.span_id or "", monitor.name) in forced
+    if turn.origin != "live":
+        return _Stage(monitor, "probe")  # vigil's own traffic (the probe, its follow-ups): never sampled again
+    if not matches(turn, monitor.filters):
+        return _Stage(monitor, "filtered")
+    if not sampled(turn.trace_id, monitor.sampling_rate) and not is_forced:
+        return _Stage(monitor, "skipped")
+    return _Stage(monitor, "sampled", is_forced)
+
+
+def _shed(decision: _Decision, fraction: float) -> None:
+    """Step 3: beyond the score queue's bound a monitor samples at its rate x ``fraction``, on the trace id, and what
+    it no longer samples is ``shed`` (counted); turns claimed by feedback are never shed."""
+    for s in decision.stages:
+        if s.stage == "sampled" and not s.forced and \
+                not sampled(decision.turn.trace_id, s.monitor.sampling_rate * fraction):
+            s.stage = "shed"
+
+
+def _fan_out(rt: Runtime, rows: dict[str, list[BaseModel]], decisions: list[_Decision], sessions_to_track: list[Turn],
+             feedback: list[Feedback]) -> int:
+    """Step 4, all in Redis: the rows to the write queue, each sampled turn stored once and one score task per turn
+    carrying its reference, negative feedback's rescoring. Returns the number of score tasks."""
+    # the turn as it came: a re-serialised one carries every default (and can outgrow the limit)
+    fan_out = [(d.raw, names) for d in decisions if (names := d.sampled())]
+    push_rows(rt.redis, rows.items())
+    if sessions_to_track:
+        sessions.track(rt.redis, sessions_to_track)
+    enqueued_at, settings = time.time(), get_settings()
+    refs, pipe = [], rt.redis.pipeline(transaction=False)  # each turn stored once; its task carries a reference
+    for turn_json, _ in fan_out:
+        refs.append(turn_store.store(pipe, turn_json, ttl_s=settings.turn_ttl_s))
+    if refs:
+        pipe.execute()
+    with app.producer_or_acquire() as producer, producer.batch():  # one pipelined round trip for the fan-out
+        for (_, monitor_names), ref in zip(fan_out, refs, strict=True):
+            score.apply_async((None, monitor_names, enqueued_at, list(ref)), queue=SCORE_QUEUE, producer=producer)
+        feedback_sampling.on_feedback(rt.redis, rt.config, feedback, producer=producer)
+    return len(fan_out)
+
+
 @app.task(name=INGEST_TASK, bind=True)
 def ingest(self, batch: Any) -> dict[str, int]:
     """Validate each turn, store its row, and fan out one score task per turn naming the monitors that sample it.
     A turn of vigil's own traffic (origin ``probe`` or ``follow_up``) is stored but never sampled: stage ``probe``.
-    Beyond the score queue's bound, sampled turns are shed (stage ``shed``, ``vigil.worker.pipeline.shedding``); while the
-    write queue is at its byte budget the batch waits, then goes back on its queue (``vigil.worker.pipeline.backpressure``)."""
+    Beyond the score queue's bound, sampled turns are shed (stage ``shed``, ``vigil.worker.pipeline.shedding``); while
+    the write queue is at its byte budget the batch waits, then goes back on its queue
+    (``vigil.worker.pipeline.backpressure``). The steps: check, decide per monitor, shed, fan out."""
     rt = runtime()
     _room_for_rows(rt)
-    rows: dict[str, list[BaseModel]] = {"traces": [], "pipeline_events": [], "dead_letters": [], "feedback": [],
-                                        "producer_batches": shipped_batch(self.request, batch)}
-    fan_out: list[tuple[dict[str, Any], list[str]]] = []
-    in_sessions: list[Turn] = []
+    checked = _check_batch(batch)
     turn_monitors = [m for m in rt.config.monitors if m.target == "turn"]
     track_sessions = len(turn_monitors) < len(rt.config.monitors)  # session monitors score them when idle
-    if not isinstance(batch, list):
-        batch = [batch]
-    turns, raws = [], []
-    for raw in batch:
-        checked = _check_feedback(raw, INGEST_QUEUE) if is_feedback(raw) else _check_turn(raw, INGEST_QUEUE)
-        if isinstance(checked, DeadLetter):
-            rows["dead_letters"].append(checked)
-        elif isinstance(checked, Feedback):
-            rows["feedback"].append(checked)
-        else:
-            turns.append(checked)
-            raws.append(raw)
     try:
-        forced = feedback_sampling.forced(rt.redis, rt.config, turns, claimant=f"ingest:{self.request.id}")
+        forced = feedback_sampling.forced(rt.redis, rt.config, checked.turns, claimant=f"ingest:{self.request.id}")
     except _REDIS_FAILED as exc:
         raise _requeue_on_redis_failure(exc) from exc
-    decisions = []  # per turn: (raw, turn, [(monitor, stage, forced)])
-    for raw, turn in zip(raws, turns, strict=True):
-        rows["traces"].append(trace_row(turn))
-        rows["pipeline_events"].append(_event(turn, "", "received"))
+    decisions = [_Decision(raw, turn, [_stage(turn, m, forced) for m in turn_monitors])
+                 for raw, turn in zip(checked.raws, checked.turns, strict=True)]
+    fraction = _admitted(rt, sum(d.wants_scoring() for d in decisions))
+    events: list[BaseModel] = []
+    for decision in decisions:
+        _shed(decision, fraction)
+        events.append(_event(decision.turn, "", "received"))
         rt.telemetry.stage(monitor="", stage="received")
-        if track_sessions and turn.session_id:
-            in_sessions.append(turn)
-        stages = []
-        for monitor in turn_monitors:
-            key = (turn.trace_id, turn.span_id or "", monitor.name)
-            if turn.origin != "live":
-                stage = "probe"  # vigil's own traffic (the probe, its follow-ups): never sampled again
-            elif not matches(turn, monitor.filters):
-                stage = "filtered"
-            elif not sampled(turn.trace_id, monitor.sampling_rate) and key not in forced:
-                stage = "skipped"
-            else:
-                stage = "sampled"
-            stages.append((monitor, stage, key in forced))
-        decisions.append((raw, turn, stages))
-    fraction = _admitted(rt, sum(any(s == "sampled" and not f for _, s, f in st) for _, _, st in decisions))
-    for raw, turn, stages in decisions:
-        wanted = []
-        for monitor, stage, is_forced in stages:
-            if stage == "sampled" and not is_forced and not sampled(turn.trace_id, monitor.sampling_rate * fraction):
-                stage = "shed"  # the score queue is over its bound: sampled less, and counted
-            if stage == "sampled":
-                wanted.append(monitor.name)
-            rows["pipeline_events"].append(_event(turn, monitor.name, stage))
-            rt.telemetry.stage(monitor=monitor.name, stage=stage)
-        if wanted:  # the turn as it came: a re-serialised one carries every default (and can outgrow the limit)
-            fan_out.append((raw, wanted))
+        for s in decision.stages:
+            events.append(_event(decision.turn, s.monitor.name, s.stage))
+            rt.telemetry.stage(monitor=s.monitor.name, stage=s.stage)
+    rows: dict[str, list[BaseModel]] = {
+        "traces": [trace_row(t) for t in checked.turns], "pipeline_events": events, "dead_letters": [*checked.dead],
+        "feedback": [*checked.feedback], "producer_batches": [*shipped_batch(self.request, batch)]}
     try:
-        push_rows(rt.redis, rows.items())
-        if in_sessions:
-            sessions.track(rt.redis, in_sessions)
-        enqueued_at, settings = time.time(), get_settings()
-        refs, pipe = [], rt.redis.pipeline(transaction=False)  # each turn stored once; its task carries a reference
-        for turn_json, _ in fan_out:
-            refs.append(turn_store.store(pipe, turn_json, ttl_s=settings.turn_ttl_s))
-        if refs:
-            pipe.execute()
-        with app.producer_or_acquire() as producer, producer.batch():  # one pipelined round trip for the fan-out
-            for (_, monitor_names), ref in zip(fan_out, refs, strict=True):
-                score.apply_async((None, monitor_names, enqueued_at, list(ref)), queue=SCORE_QUEUE,
-                                  producer=producer)
-            feedback_sampling.on_feedback(rt.redis, rt.config, rows["feedback"], producer=producer)
+        fanned_out = _fan_out(rt, rows, decisions, [t for t in checked.turns if track_sessions and t.session_id],
+                              checked.feedback)
     except _REDIS_FAILED as exc:
         raise _requeue_on_redis_failure(exc) from exc
-    return {"turns": len(turns), "feedback": len(rows["feedback"]), "dead": len(rows["dead_letters"]),
-            "fanned_out": len(fan_out)}
+    return {"turns": len(checked.turns), "feedback": len(checked.feedback), "dead": len(checked.dead),
+            "fanned_out": fanned_out}
 
 
 _shed_warning = Every(10)  # a line per 10 s, not per batch
 
 
-def _admitted(rt, wanted: int) -> float:
+def _admitted(rt: Runtime, wanted: int) -> float:
     """The share of this batch's sampled turns the score queue has room for (``vigil.worker.pipeline.shedding``)."""
     bound = get_settings().score_queue_max
     if not wanted or bound <= 0:
@@ -206,7 +257,7 @@ def _admitted(rt, wanted: int) -> float:
     return fraction
 
 
-def _room_for_rows(rt) -> None:
+def _room_for_rows(rt: Runtime) -> None:
     try:
         room_for_rows(rt.redis)
     except _REDIS_FAILED as exc:
@@ -257,7 +308,7 @@ def score(self, turn_json: Any, monitors: Any, enqueued_at: float | None = None,
     return statuses
 
 
-def _stored_turn(rt, ref: Any) -> Any:
+def _stored_turn(rt: Runtime, ref: Any) -> Any:
     """The turn a reference names; None when there is nothing to score (done already, or gone: a dead letter)."""
     if not (isinstance(ref, list | tuple) and len(ref) == 2 and all(isinstance(r, str) for r in ref)):
         push(rt.redis, [("dead_letters", [dead_letter(SCORE_QUEUE, {"ref": ref}, "ref: must be [turn id, holder]",
@@ -277,7 +328,7 @@ def _stored_turn(rt, ref: Any) -> Any:
     return stored
 
 
-def _score_turn(rt, turn_json: Any, monitors: Any, enqueued_at: float | None, ref: Any) -> dict[str, str]:
+def _score_turn(rt: Runtime, turn_json: Any, monitors: Any, enqueued_at: float | None, ref: Any) -> dict[str, str]:
     names = [monitors] if isinstance(monitors, str) else monitors if isinstance(monitors, list) else [monitors]
     configured = {m.name: m for m in rt.config.monitors}
     rows: dict[str, list[BaseModel]] = {"scores": [], "judge_calls": [], "pipeline_events": [], "dead_letters": []}
@@ -326,7 +377,8 @@ def _score_turn(rt, turn_json: Any, monitors: Any, enqueued_at: float | None, re
     return statuses
 
 
-async def _score_all(rt, turn: Turn, monitors: list) -> list[tuple[Any, ScoreResult | None, int, int]]:
+async def _score_all(rt: Runtime, turn: Turn,
+                     monitors: list[MonitorConfig]) -> list[tuple[MonitorConfig, ScoreResult | None, int, int]]:
     return await asyncio.gather(*(_score_one(rt, turn, monitor) for monitor in monitors))
 
 
@@ -341,7 +393,8 @@ def _content_not_captured(turn: Turn, scorer: Any) -> ScoreResult:
                        f"{turn.metadata.get(SETTING_METADATA, 'the instrumentation content capture setting')}")
 
 
-async def _score_one(rt, turn: Turn, monitor) -> tuple[Any, ScoreResult | None, int, int]:
+async def _score_one(rt: Runtime, turn: Turn,
+                     monitor: MonitorConfig) -> tuple[MonitorConfig, ScoreResult | None, int, int]:
     """One monitor on one turn: a result (scored, unscored or failed), or None when its judge is paused."""
     structlog.contextvars.bind_contextvars(trace_id=turn.trace_id, monitor=monitor.name, scorer=monitor.scorer)
     start_ns = time.time_ns()
