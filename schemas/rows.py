@@ -18,6 +18,7 @@ from vigil.schemas.trace import Turn
 
 __all__ = [
     "TABLES",
+    "BrokerEpoch",
     "DeadLetter",
     "JudgeCallRow",
     "JudgeEvalRow",
@@ -141,6 +142,17 @@ class ProducerBatch(BaseModel):
     received_at: datetime = Field(default_factory=_now)
 
 
+class BrokerEpoch(BaseModel):
+    """A broker epoch (migration 0023, ``vigil.worker.pipeline.broker_epoch``): with a ``previous`` one, the broker
+    came back empty and lost every queued task at ``reset_at``."""
+
+    epoch: str
+    previous: str = ""
+    run_id: str = ""
+    reset_at: datetime
+    started_at: datetime = Field(default_factory=_now)
+
+
 class JudgeEvalRow(BaseModel):
     """One kept ``vigil eval`` run (migration 0007): agreement with people, its intervals, and what it cost."""
 
@@ -188,6 +200,7 @@ TABLES: dict[str, type[BaseModel]] = {
     "dead_letters": DeadLetter,
     "feedback": Feedback,
     "producer_batches": ProducerBatch,
+    "broker_epochs": BrokerEpoch,
     "judge_evals": JudgeEvalRow,
     "superseded": Supersession,  # not a table: the writer deletes what it names (``vigil.worker.sinks.writer``)
 }

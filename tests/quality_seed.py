@@ -48,7 +48,7 @@ def series(*, start: datetime, minutes: int, every_s: int, value: Callable[[rand
 
 def seed_everything(client: Client, *, now: datetime) -> None:
     """Two agents, two monitors, two scorer versions; unscored and failed turns; judge errors and a 401; a funnel;
-    a firing regression alert and a paused judge; two kept `vigil eval` runs of one scorer by two judges."""
+    four turns a broker reset lost; a firing regression alert and a paused judge; two kept `vigil eval` runs of one scorer by two judges."""
     rows = []
     for agent_i, agent in enumerate(("support-bot", "assistant")):
         for monitor in ("relevancy", "alignment"):
@@ -85,8 +85,20 @@ def seed_everything(client: Client, *, now: datetime) -> None:
         events.append([at, project, agent, "", "received", trace_id])
         events.append([at, project, agent, monitor, "sampled", trace_id])
         events.append([r[23], project, agent, monitor, status, trace_id])
+    # The broker came back empty 3 hours ago: four turns sampled before then never got an outcome (lost); two sampled
+    # after it are still waiting (not lost). The first epoch, two days ago, was a new broker: not a reset.
+    for i in range(4):
+        events.append([now - timedelta(hours=4, minutes=i), "shop", "support-bot", "relevancy", "sampled",
+                       _id("lost", i)])
+    for i in range(2):
+        events.append([now - timedelta(hours=1, minutes=i), "shop", "support-bot", "relevancy", "sampled",
+                       _id("waiting", i)])
     client.insert("pipeline_events", events,
                   column_names=["event_time", "project", "agent", "monitor", "stage", "trace_id"])
+    client.insert("broker_epochs", [
+        ["first", "", "run-1", now - timedelta(days=2), now - timedelta(days=2)],
+        ["second", "first", "run-2", now - timedelta(hours=3), now - timedelta(hours=3) + timedelta(seconds=5)],
+    ], column_names=["epoch", "previous", "run_id", "reset_at", "started_at"])
     feedback = [[_id("feedback", r[1]), r[1], "thumbs", float(n % 4 != 0), 1.0, "", "user", "", r[22]]
                 for n, r in enumerate(rows) if n % 3 == 0]  # on a third of the turns; every fourth thumbs down
     client.insert("feedback", feedback, column_names=["feedback_id", "trace_id", "name", "value", "scale", "comment",

@@ -58,8 +58,9 @@ def test_the_worst_turns_come_lowest_first_with_reasons_questions_and_trace_ids(
 def test_the_funnel_and_the_paused_judge_and_the_alerts_are_in_the_report(seeded):
     report = build_report(seeded, now=NOW)
 
-    assert {(f.agent, f.monitor, f.sampled, f.scored) for f in report.funnel} == {
-        (a, m, 360, 332) for a in ("assistant", "support-bot") for m in ("alignment", "relevancy")}
+    assert {(f.agent, f.monitor, f.sampled, f.scored, f.lost) for f in report.funnel} == {
+        (a, m, 366 if (a, m) == ("support-bot", "relevancy") else 360, 332, 4 if (a, m) == ("support-bot", "relevancy")
+         else 0) for a in ("assistant", "support-bot") for m in ("alignment", "relevancy")}
     assert {p.judge for p in report.paused_judges} == {"openai-main"}
     assert {a.rule for a in report.alerts} == {"score-regression", "judge-paused"}
 

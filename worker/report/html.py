@@ -58,7 +58,7 @@ document.querySelectorAll('svg.chart').forEach(function (svg) {
 """
 
 _FUNNEL_COLORS = {"received": "#6b7280", "sampled": "#2563eb", "scored": "#16a34a", "abstained": "#7c3aed",
-                  "unscored": "#ca8a04", "failed": "#dc2626", "shed": "#ea580c"}
+                  "unscored": "#ca8a04", "failed": "#dc2626", "shed": "#ea580c", "lost": "#7f1d1d"}
 
 
 def _num(value: float | None, digits: int = 2) -> str:

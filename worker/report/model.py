@@ -71,8 +71,9 @@ class FunnelRow(BaseModel):
     abstained: int = 0
     unscored: int = 0
     failed: int = 0
-    coverage: float | None = None
-    dead_lettered: int = 0  # this agent's turns vigil could not take (never received): see Report.dead_letters  # (scored + abstained) / sampled
+    coverage: float | None = None  # (scored + abstained) / sampled
+    lost: int = 0  # sampled, never an outcome: the broker lost the work (vigil.worker.pipeline.broker_epoch)
+    dead_lettered: int = 0  # this agent's turns vigil could not take (never received): see Report.dead_letters
 
 
 class DeadLetterGroup(BaseModel):

@@ -34,7 +34,8 @@ from clickhouse_connect.driver.exceptions import DatabaseError, OperationalError
 from clickhouse_connect.driver.insert import InsertContext
 from pydantic import BaseModel, ValidationError
 from vigil.schemas.broker import broker
-from vigil.schemas.rows import TABLES, DeadLetter
+from vigil.schemas.rows import TABLES, BrokerEpoch, DeadLetter
+from vigil.worker.pipeline import broker_epoch
 from vigil.worker.sinks.write_queue import (
     WRITE_BYTES,
     WRITE_QUEUE,
@@ -310,6 +311,7 @@ class Writer:
         if time.monotonic() >= self._next_reclaim:
             self._next_reclaim = time.monotonic() + self.heartbeat_s / 3
             self.reclaim_orphans()
+            self.check_epoch()
 
     def reclaim_orphans(self) -> int:
         """Move the entries of in-flight lists whose writer has no heartbeat back to the head of the queue (and set the
@@ -328,6 +330,23 @@ class Writer:
         if (drift := self._reconcile(keys=[WRITE_BYTES, WRITE_QUEUE, self.inflight, *lists])) > 0:
             log.warning("write queue byte count reset: the queue is empty", counted=drift)
         return moved
+
+    def check_epoch(self) -> BrokerEpoch | None:
+        """Start a broker epoch when the broker has none, and record it with the one before it: a broker that came
+        back empty lost its queued work, counted from then on (``vigil.worker.pipeline.broker_epoch``)."""
+        epoch = broker_epoch.begin(self.redis)
+        if epoch is None:
+            return None
+        with self.lock:
+            last = self.store.query(
+                "SELECT epoch, run_id FROM broker_epochs FINAL ORDER BY started_at DESC LIMIT 1").result_rows
+        row = broker_epoch.epoch_row(epoch, tuple(last[0]) if last else None)
+        self._insert("broker_epochs", [row])
+        if row.previous:
+            log.error("BROKER CAME BACK EMPTY: queued work was lost (Redis restarted without persistence, or "
+                      "flushed); turns sampled before the reset that never got an outcome are counted lost",
+                      reset_at=row.reset_at.isoformat(), epoch=row.epoch, previous=row.previous)
+        return row
 
     def release(self) -> bool:
         """Give up this writer id, if this writer still holds it."""

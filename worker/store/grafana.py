@@ -41,7 +41,8 @@ _LAYOUT = [
     ("judge_evals", 0, 66, 24, 8),
     ("judge_agreement", 0, 74, 24, 7),
     ("unscored_reasons", 0, 81, 14, 8), ("dead_letters", 14, 81, 10, 8),
-    ("detector_statistic", 0, 89, 24, 8),
+    ("lost_turns", 0, 89, 24, 6),
+    ("detector_statistic", 0, 95, 24, 8),
 ]
 
 

@@ -42,6 +42,25 @@ class Query:
     unit: str = ""
 
 
+# Sampled turns whose score work the broker lost: sampled before a broker reset (``broker_epochs`` with a previous
+# epoch: Redis came back empty, see vigil.worker.pipeline.broker_epoch) and no outcome since. Per monitor.
+_OUTCOMES = "('scored', 'abstained', 'unscored', 'failed')"
+_LOST = f"""
+    SELECT project, agent, monitor, count() AS lost
+    FROM (
+        SELECT project, agent, monitor
+        FROM pipeline_events
+        WHERE monitor != '' AND stage IN ('sampled', {_OUTCOMES[1:-1]}) AND $__timeFilter(event_time)
+        GROUP BY project, agent, monitor, trace_id, span_id
+        HAVING countIf(stage IN {_OUTCOMES}) = 0
+           AND minIf(event_time, stage = 'sampled')
+               < (SELECT max(reset_at) FROM broker_epochs FINAL WHERE previous != '')
+    )
+    GROUP BY project, agent, monitor"""
+_LOST_MEANS = ("lost: sampled turns that never got an outcome because the broker lost their work (sampled before "
+               "Redis came back empty: restarted without persistence, or flushed); not only missing coverage.")
+
+
 def _selected(variable: str) -> str:
     """The values selected in a dashboard variable, as an array of strings, whatever bytes they hold.
 
@@ -208,8 +227,10 @@ SELECT e.project AS project, e.agent AS agent, e.monitor AS monitor,
        uniqExactIf(e.trace_id, e.span_id, e.stage = 'unscored') AS unscored,
        uniqExactIf(e.trace_id, e.span_id, e.stage = 'failed') AS failed,
        if(sampled > 0, (scored + abstained) / sampled, NULL) AS coverage,
+       any(l.lost) AS lost,
        any(d.dead_lettered) AS dead_lettered
 FROM pipeline_events AS e
+LEFT JOIN ({_LOST}) AS l ON l.project = e.project AND l.agent = e.agent AND l.monitor = e.monitor
 LEFT JOIN (
     SELECT project, agent, uniqExactIf(trace_id, span_id, stage = 'received') AS received,
            uniqExactIf(trace_id, span_id, stage = 'step') AS steps,
@@ -229,13 +250,26 @@ WHERE e.monitor != '' AND $__timeFilter(e.event_time) AND {_vars("project", "age
 GROUP BY project, agent, monitor
 ORDER BY monitor, agent""",
         ("project", "agent", "monitor", "received", "steps", "superseded", "filtered", "skipped", "probe", "shed",
-         "sampled", "scored", "abstained", "unscored", "failed", "coverage", "dead_lettered"),
+         "sampled", "scored", "abstained", "unscored", "failed", "coverage", "lost",
+         "dead_lettered"),
         "Distinct turns (trace, span) per stage, exact under redelivery. steps: LLM calls that only asked for a "
         "tool and that no call of their trace answered (each call its own trace), never scored. superseded: turns a "
         "later assembly of their trace replaced (a late root), removed with their scores. probe: vigil's own traffic (probe "
         "follow-ups), never sampled. shed: sampled turns not scored because the score queue was over its bound "
         "(VIGIL_SCORE_QUEUE_MAX). coverage = (scored + abstained) / sampled: turns that got a verdict. "
+        f"{_LOST_MEANS} "
         "dead_lettered: the agent's turns vigil could not take (never received), from dead_letters.",
+    ),
+    Query(
+        "lost_turns", "Lost: sampled turns the broker lost before they were scored", "table",
+        f"""
+SELECT l.project AS project, l.agent AS agent, l.monitor AS monitor, l.lost AS lost,
+       (SELECT max(reset_at) FROM broker_epochs FINAL WHERE previous != '') AS broker_reset
+FROM ({_LOST}) AS l
+WHERE {_vars("project", "agent", "monitor", alias="l.")}
+ORDER BY lost DESC, monitor, agent""",
+        ("project", "agent", "monitor", "lost", "broker_reset"),
+        f"{_LOST_MEANS} broker_reset: when the broker last came back empty.",
     ),
     Query(
         "dead_letters", "Dead letters: what vigil could not process, and why", "table",

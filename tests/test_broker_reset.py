@@ -1,0 +1,98 @@
+"""A broker that comes back empty, on real parts: a real redis-server without persistence is restarted under a real
+`vigil worker` while sampled turns wait on the score queue. Their rows are in ClickHouse, their score tasks are gone
+with the broker: vigil names them lost (the coverage funnel, `vigil report` as JSON, text and page, the dashboard's
+panel), and the turns shipped after the restart are scored and not counted."""
+
+from __future__ import annotations
+
+import json
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+import redis
+from click.testing import CliRunner
+from vigil.schemas.broker import INGEST_QUEUE, SCORE_QUEUE
+from vigil.worker.cli import main
+from vigil.worker.demo.embedded_redis import EmbeddedRedis
+from vigil.worker.pipeline.backlog import backlog
+from vigil.worker.report import Report
+from vigil.worker.store import connect
+from vigil.worker.store.queries import PANELS, render
+
+from tests.pipeline import WorkerProcess, make_turn, ship, wait_drained
+
+CONFIG = Path(__file__).parent / "fixtures" / "pipeline.yaml"
+RESET = "BROKER CAME BACK EMPTY"
+
+
+def _await(worker: WorkerProcess, condition, what: str, timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert worker.process.poll() is None, f"the worker exited:\n{worker.output()[-4000:]}"
+        assert time.monotonic() < deadline, f"timed out waiting for {what}:\n{worker.output()[-4000:]}"
+        time.sleep(0.1)
+
+
+def _written(client: redis.Redis, tasks: int) -> bool:
+    """Ingest done and its rows inserted: nothing queued but the score tasks, nothing waiting to be written."""
+    now = backlog(client)
+    return now[SCORE_QUEUE] == tasks and not any(v for k, v in now.items() if k not in (SCORE_QUEUE, "journaled"))
+
+
+@pytest.fixture
+def restartable(tmp_path):
+    servers = [EmbeddedRedis().start()]
+    yield servers
+    for server in servers:
+        server.stop()
+
+
+def test_sampled_turns_whose_work_a_broker_restarted_without_persistence_lost_are_counted_lost_everywhere(
+        restartable, tmp_path):
+    url = restartable[0].url
+    before, after = [make_turn(i) for i in range(6)], [make_turn(100 + i) for i in range(3)]
+    home = tmp_path / "vigil"
+
+    # Ingest only: the score tasks of the first turns wait in Redis, their `sampled` rows reach ClickHouse.
+    worker = WorkerProcess(url, home, CONFIG).start("-Q", INGEST_QUEUE)
+    try:
+        ship(url, before)
+        _await(worker, lambda: _written(redis.Redis.from_url(url), len(before)), "the sampled rows to be written")
+        restartable[0].stop()  # no AOF, no RDB: it comes back empty
+        restartable.append(EmbeddedRedis(port=restartable[0].port).start())
+        _await(worker, lambda: RESET in worker.output(), "the writer to notice the broker came back empty")
+    finally:
+        assert worker.stop() == 0
+
+    worker = WorkerProcess(url, home, CONFIG).start()  # both queues: what arrives now is scored
+    try:
+        ship(url, after)
+        wait_drained(url, worker)
+    finally:
+        assert worker.stop() == 0
+
+    result = CliRunner().invoke(main, ["report", "--dsn", worker.dsn, "--json", "--html", str(tmp_path / "r.html")])
+    assert result.exit_code == 0, result.output
+    funnel = {f.monitor: f for f in Report.model_validate(json.loads(result.stdout)).funnel}
+    assert (funnel["relevancy"].sampled, funnel["relevancy"].scored, funnel["relevancy"].lost) == (9, 3, 6)
+    half = funnel["relevancy-half"]
+    assert half.lost == half.sampled - half.scored - half.abstained - half.unscored - half.failed > 0
+    assert "lost" in (tmp_path / "r.html").read_text()
+
+    text = CliRunner().invoke(main, ["report", "--dsn", worker.dsn], env={"COLUMNS": "200"})
+    assert text.exit_code == 0, text.output
+    header = next((line for line in text.output.splitlines() if "sampled" in line and "lost" in line), None)
+    assert header is not None, text.output
+    row = next(line for line in text.output.splitlines() if "support-bot" in line and "│" in line)
+    cells = [c.strip() for c in row.split("│") if c.strip()]
+    columns = [c.strip() for c in header.split("┃" if "┃" in header else "│") if c.strip()]
+    assert cells[columns.index("lost")] == "6"
+
+    store = connect(worker.dsn)
+    now = datetime.now(UTC)
+    panel = list(store.query(render(PANELS["lost_turns"].sql, start=now - timedelta(hours=1),
+                                    end=now + timedelta(minutes=1))).named_results())
+    assert {r["monitor"]: r["lost"] for r in panel}["relevancy"] == 6
+    assert all(r["broker_reset"] is not None for r in panel)
