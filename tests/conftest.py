@@ -23,6 +23,8 @@ from typing import ClassVar
 
 import pytest
 import redis
+import structlog
+import structlog.testing
 from vigil.worker.demo.embedded_redis import EmbeddedRedis
 from vigil.worker.store import connect, migrate
 
@@ -153,7 +155,7 @@ def vigil_demo(_demo_run, tmp_path_factory) -> DemoRun:
 class _OtlpCollector(BaseHTTPRequestHandler):
     received: ClassVar[list[tuple[str, bytes]]] = []
 
-    def do_POST(self) -> None:  # noqa: N802 (http.server's naming)
+    def do_POST(self) -> None:
         type(self).received.append((self.path, self.rfile.read(int(self.headers["Content-Length"]))))
         self.send_response(200)
         self.send_header("Content-Type", "application/x-protobuf")
@@ -188,7 +190,7 @@ def otlp_collector():
 class _Receiver(BaseHTTPRequestHandler):
     bodies: list[dict] = []
 
-    def do_POST(self) -> None:  # noqa: N802 (http.server's naming)
+    def do_POST(self) -> None:
         length = int(self.headers["Content-Length"])
         type(self).bodies.append(json.loads(self.rfile.read(length)))
         self.send_response(200)
@@ -209,3 +211,13 @@ def webhook_receiver():
     yield f"http://127.0.0.1:{server.server_address[1]}/hooks/vigil", _Receiver.bodies
     server.shutdown()
     server.server_close()
+
+
+@pytest.fixture
+def logs():
+    """What structlog logs during the test, at every level (an earlier command may have left it at CRITICAL)."""
+    saved = structlog.get_config()
+    structlog.reset_defaults()
+    with structlog.testing.capture_logs() as captured:
+        yield captured
+    structlog.configure(**saved)

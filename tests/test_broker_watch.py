@@ -10,8 +10,6 @@ import sys
 
 import pytest
 import redis
-import structlog
-import structlog.testing
 from vigil.worker.pipeline.broker_watch import (
     BrokerUnreachable,
     BrokerWatch,
@@ -50,16 +48,6 @@ def _failing(times: int):
             raise redis.ConnectionError("Error 111 connecting to 127.0.0.1:6390. Connection refused.")
 
     return ping
-
-
-@pytest.fixture
-def logs():
-    """What structlog logs during the test, at every level (an earlier command may have left it at CRITICAL)."""
-    saved = structlog.get_config()
-    structlog.reset_defaults()
-    with structlog.testing.capture_logs() as captured:
-        yield captured
-    structlog.configure(**saved)
 
 
 @pytest.mark.parametrize(("url", "expected"), [

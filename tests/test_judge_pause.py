@@ -6,7 +6,6 @@ import asyncio
 from collections import deque
 
 import pytest
-import structlog.testing
 from click.testing import CliRunner
 from redis.asyncio import Redis
 from vigil.schemas import JudgeConfig
@@ -122,16 +121,6 @@ async def test_a_401_pause_names_the_variable_the_key_is_read_from_and_that_it_i
 
     assert paused.value.reason.startswith("HTTP 401: ") and "Incorrect API key provided" in paused.value.reason
     assert paused.value.reason.endswith("(the key is read from VIGIL_TEST_KEY, which is not set)")
-
-
-@pytest.fixture
-def logs():
-    """What structlog logs during the test, at every level (an earlier command may have left it at CRITICAL)."""
-    saved = structlog.get_config()
-    structlog.reset_defaults()
-    with structlog.testing.capture_logs() as captured:
-        yield captured
-    structlog.configure(**saved)
 
 
 async def test_calls_in_flight_that_all_meet_the_401_log_the_pause_once(judge_server, transport, logs):
