@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import gzip
 import json
+import socket
 import threading
+import time
 import urllib.request
 
 import pytest
@@ -100,6 +102,25 @@ def test_a_declared_length_over_the_budget_is_answered_before_any_body_is_sent(i
 
     assert status == 413 and headers.get("connection") == "close"
     assert queued(redis_url, "vigil.spans") == []
+
+
+def test_an_authenticated_sender_still_sending_a_body_over_the_budget_reads_the_413_not_a_reset(intake, redis_url):
+    """A client writes its whole body before it reads the answer (urllib, the SDK's sender). Here the rest of a
+    3-budget body follows after the intake has had time to refuse it: had the intake closed the connection on the
+    unread rest, the rest would meet a reset (BrokenPipe or ConnectionReset) and the client could not know to send
+    less. Bodies up to a few budgets from a sender with the token are drained, unkept, so it reads the 413."""
+    first, rest = bytes(2 * MB), bytes(MB)
+    head = ("POST /v1/traces HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+            f"Authorization: Bearer {TOKEN}\r\nContent-Length: {len(first) + len(rest)}\r\n\r\n").encode()
+    with socket.create_connection(("127.0.0.1", intake.port), timeout=30) as sock:
+        sock.sendall(head + first)
+        time.sleep(0.5)  # the window in which a client is still writing when the intake has already answered
+        sock.sendall(rest)
+        answer = sock.recv(200)
+
+    assert answer.startswith(b"HTTP/1.1 413")
+    assert queued(redis_url, "vigil.spans") == []
+    _good_span_is_kept(intake, redis_url)
 
 
 def test_a_chunked_body_is_refused_once_it_streams_past_the_budget(intake, redis_url):

@@ -16,8 +16,9 @@ Routes:
 
 With ``VIGIL_INTAKE_TOKEN`` set, the POST routes need ``Authorization: Bearer <token>`` (401 otherwise). The token
 and the declared length are checked from the headers before a byte of the body is read; the body is read and
-inflated within ``VIGIL_INTAKE_MAX_BYTES`` as it arrives (``worker.serving``), a refused body is never read (its
-connection is closed), and ``/v1/turns`` takes at most ``VIGIL_INTAKE_MAX_TURNS`` turns per request (413 over it:
+inflated within ``VIGIL_INTAKE_MAX_BYTES`` as it arrives (``worker.serving``), an unauthenticated body is never read
+(its connection is closed; an authenticated one over the budget is drained within a bound so the sender reads the
+413, ``serving.aio.too_large``), and ``/v1/turns`` takes at most ``VIGIL_INTAKE_MAX_TURNS`` turns per request (413 over it:
 the SDK sends it again in halves). ``run`` serves the app with at most ``VIGIL_INTAKE_MAX_CONNECTIONS`` connections.
 The server keeps no state between requests: run as many as needed behind a load balancer.
 """
@@ -45,7 +46,7 @@ from vigil.worker.intake.settings import IntakeSettings
 from vigil.worker.logs import Every
 from vigil.worker.pipeline.broker_watch import RETRY_INTERVAL_S
 from vigil.worker.serving import BodyTooLarge, UnreadableBody, UnsupportedEncoding, credential_ok
-from vigil.worker.serving.aio import read_body, refusal
+from vigil.worker.serving.aio import read_body, refusal, too_large
 from vigil.worker.settings import get_settings
 
 __all__ = ["make_app", "run"]
@@ -113,7 +114,8 @@ async def _errors(request: web.Request, handler) -> web.StreamResponse:
         return await handler(request)
     except BodyTooLarge as exc:  # its connection is closed: the rest is never read
         log.warning("request too large", path=request.path, error=str(exc))
-        return refusal(_error(413, _RESOURCE_EXHAUSTED, str(exc), request))
+        return await too_large(request, _error(413, _RESOURCE_EXHAUSTED, str(exc), request),
+                               request.app[_SETTINGS].max_bytes)
     except UnsupportedEncoding as exc:
         return refusal(_error(415, _INVALID_ARGUMENT, str(exc), request))
     except (UnreadableBody, RequestPayloadError) as exc:  # a body that could not be read, or not inflated
@@ -214,8 +216,9 @@ async def turns(request: web.Request) -> web.Response:
     if request.content_type != _JSON:
         return _error(415, _INVALID_ARGUMENT, f"content type {request.content_type!r}: send {_JSON}", request)
     settings = request.app[_SETTINGS]
+    body = await read_body(request, settings.max_bytes)  # over the budget: 413 (the SDK sends it again in halves)
     try:
-        batch = json.loads(await read_body(request, settings.max_bytes))
+        batch = json.loads(body)
     except (ValueError, UnicodeDecodeError) as exc:
         return _error(400, _INVALID_ARGUMENT, f"body is not JSON: {exc}", request)
     except RecursionError:

@@ -11,21 +11,27 @@ it.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import signal
 from collections.abc import Callable
 from typing import Any
 
 import structlog
 from aiohttp import web
+from aiohttp.web_protocol import RequestPayloadError
 from vigil.worker.logs import Every
 from vigil.worker.serving.body import Inflater, check_declared
 
-__all__ = ["SERVER_OPTIONS", "read_body", "refusal", "run", "serve"]
+__all__ = ["SERVER_OPTIONS", "read_body", "refusal", "run", "serve", "too_large"]
 
 log = structlog.get_logger("vigil.serving")
 
 # What the body reading in ``read_body`` needs of aiohttp's server (also for a test's AppRunner).
 SERVER_OPTIONS = {"auto_decompress": False, "lingering_time": 0}
+# A sender that has passed the credential check and is told 413 gets its body read (and dropped) first, up to this
+# many budgets and seconds: closing on a client still sending makes it see a reset instead of the 413.
+DRAIN_BUDGETS = 4
+DRAIN_S = 5.0
 _BUSY = (b"HTTP/1.1 503 Service Unavailable\r\nRetry-After: 1\r\nConnection: close\r\n"
          b"Content-Type: text/plain\r\nContent-Length: 21\r\n\r\ntoo many connections\n")
 
@@ -46,6 +52,20 @@ def refusal(response: web.StreamResponse) -> web.StreamResponse:
     (``run`` never lingers to read it)."""
     response.force_close()
     return response
+
+
+async def too_large(request: web.Request, response: web.StreamResponse, max_bytes: int) -> web.StreamResponse:
+    """``refusal`` of a body over ``max_bytes`` from an authenticated sender: the rest of the body is read and
+    discarded first when it is at most ``DRAIN_BUDGETS`` budgets and arrives within ``DRAIN_S`` seconds, so a client
+    still sending (the SDK, which halves its batch on a 413) reads the 413 instead of a connection reset. Nothing
+    read is kept; a larger or slower body is not waited for."""
+    declared, left = request.content_length, DRAIN_BUDGETS * max_bytes
+    if declared is None or declared <= left:
+        with contextlib.suppress(TimeoutError, ConnectionError, RequestPayloadError):
+            async with asyncio.timeout(DRAIN_S):
+                while left > 0 and (chunk := await request.content.readany()):
+                    left -= len(chunk)
+    return refusal(response)
 
 
 class _Busy(asyncio.Protocol):
