@@ -140,3 +140,31 @@ def test_a_process_started_on_an_unreachable_broker_exits_non_zero_after_its_wai
     assert lines[0].startswith(f"vigil: cannot reach the broker at 127.0.0.1:{port} (REDIS_URL): Connection refused")
     assert lines[-1].startswith(f"vigil: error: cannot reach the broker at 127.0.0.1:{port}")
     assert len(lines) == 2 and "Traceback" not in run.stderr
+
+
+def test_a_running_worker_that_loses_its_broker_says_so_once_per_interval_and_when_it_is_back(tmp_path):
+    """Given a real worker on its own Redis, when the Redis stops and starts again on the same port, then the
+    worker's log has the watch's `broker unreachable` lines naming it (not the writer's and the mover's per-second
+    retries, nor Celery's seven-line warning), then `broker reachable again`."""
+    from vigil.worker.demo.embedded_redis import EmbeddedRedis
+
+    from tests.pipeline import WorkerProcess
+    from tests.test_worker_shutdown import CONFIG, wait_for_line
+
+    server = EmbeddedRedis().start()
+    worker = WorkerProcess(server.url, tmp_path / "vigil", CONFIG).start()
+    try:
+        wait_for_line(worker, "writer started")
+        server.stop()
+        wait_for_line(worker, '"event": "broker unreachable"')
+        server = EmbeddedRedis(port=server.port).start()
+        wait_for_line(worker, '"event": "broker reachable again"')
+    finally:
+        worker.stop()
+        server.stop()
+
+    lines = worker.output().splitlines()
+    lost = [line for line in lines if '"event": "broker unreachable"' in line]
+    assert all(f'"broker": "127.0.0.1:{server.port}"' in line for line in lost)
+    assert not any("writer cannot reach redis" in line or "could not release parked work" in line for line in lines)
+    assert "In Celery 5.1 we introduced" not in worker.output()
