@@ -1,6 +1,7 @@
 """Turns as the agent meant them, end to end: OTLP recorded from the real instrumentation libraries
-(``tests/fixtures/otlp``) -> a real `vigil intake` -> Redis -> a real `vigil worker` (settle, wait for a missing
-parent, assemble, ingest, score with the offline judge, write) -> chDB.
+(``tests/fixtures/otlp``) -> a real `vigil intake` -> Redis -> a real `vigil worker` with the default settle delay
+(10 s) and parent wait (settle, wait for a missing parent, assemble, ingest, score with the offline judge, write)
+-> chDB.
 
 One scenario for the module (a worker run is the slow part): the fixtures' requests are posted as recorded; a slow
 agent's root is posted only once its children have settled and the worker chose to wait for it; a run whose inner
@@ -72,19 +73,21 @@ def scenario(redis_server, tmp_path_factory):
     client.flushall()
     home = tmp_path_factory.mktemp("intake-turns")
     intake = IntakeProcess(redis_server.url, home).start()
-    worker = WorkerProcess(redis_server.url, home / "vigil", CONFIG, VIGIL_INTAKE_SETTLE_S="1",
-                           VIGIL_INTAKE_PARENT_WAIT_S="120").start()
+    worker = WorkerProcess(redis_server.url, home / "vigil", CONFIG).start()  # the default settle (10 s) and wait
     sent: dict[str, Any] = {}
     try:
         for fixture in ("openai_v2_span_only.json", "openllmetry.json", "openlit.json", "langchain.json",
                         "openai_v2_no_content.json"):
             sent[fixture] = replay(intake.url, fixture)
-        # a slow agent: its children settle, the worker waits for their parent instead of assembling them
+        # a slow agent: its children settle (10 s), the worker waits for their parent instead of assembling them,
+        # and the root comes more than 10 s after them
         [slow] = sent["slow"] = replay(intake.url, "openai_v2_slow_agent.json", slice(0, 1))
+        children_sent = time.monotonic()
         deadline = time.monotonic() + 120
         while (client.zscore("vigil.intake.pending", slow) or 0) < time.time() + 30:
             assert time.monotonic() < deadline and worker.process.poll() is None, worker.output()[-3000:]
             time.sleep(0.2)
+        sent["root_after_s"] = time.monotonic() - children_sent
         replay(intake.url, "openai_v2_slow_agent.json", slice(1, None))
         # a partial turn under an inner chain whose parent is remote (never waited for) is assembled and scored
         now = time.time_ns()
@@ -163,6 +166,7 @@ def test_a_root_exported_after_its_children_settled_makes_one_turn_and_costs_no_
     superseded = rows(store, "SELECT count() AS n FROM pipeline_events FINAL WHERE stage = 'superseded' AND "
                              "has({t:Array(String)}, trace_id)", t=sorted(sent["slow"]))
 
+    assert sent["root_after_s"] >= 10  # the default settle delay had passed when the root came
     assert (turn["agent"], turn["output"], json.loads(turn["metadata"]["spans"])) == ("support-bot", ANSWER, 5)
     assert superseded == [{"n": 0}]
 
