@@ -67,34 +67,37 @@ def test_secret_named_variables_and_url_passwords_are_remembered_at_start():
 async def test_a_401_echoing_a_key_of_no_known_shape_pauses_the_judge_with_it_redacted(judge_server, redis_url,
                                                                                       monkeypatch):
     monkeypatch.setenv("VIGIL_TEST_GATEWAY_KEY", "Gw9Q2x7LmN4pR8sT")  # remembered when the transport reads it
-    judge_server.replies.append(Reply.error(401, "gateway refused credential Gw9Q2x7LmN4pR8sT for this route"))
-    client = AsyncRedis.from_url(redis_url)
-    transport = Transport(JudgeConfig(name="gw", base_url=judge_server.base_url, model="m",
-                                      api_key_env="VIGIL_TEST_GATEWAY_KEY"), redis=client)
-    try:
-        with pytest.raises(JudgePaused) as paused:
-            await transport.chat(step="s", messages=[{"role": "user", "content": "q"}])
-        stored = await client.hget(PAUSED_KEY, "gw")
-    finally:
-        await transport.aclose()
-        await client.aclose()
-    assert "gateway refused credential *** for this route" in paused.value.reason
+    config = JudgeConfig(name="gw", base_url=judge_server.base_url, model="m", api_key_env="VIGIL_TEST_GATEWAY_KEY")
+
+    reason, stored = await _paused_by_401(judge_server, redis_url, config,
+                                          "gateway refused credential Gw9Q2x7LmN4pR8sT for this route")
+
+    assert "gateway refused credential *** for this route" in reason
     assert b"Gw9Q2x7LmN4pR8sT" not in stored
 
 
-async def test_a_401_that_echoes_the_key_pauses_the_judge_with_the_key_redacted(judge_server, redis_url, caplog):
-    judge_server.replies.append(Reply.error(401, f"Incorrect API key provided: {API_KEY}"))
+async def _paused_by_401(judge_server, redis_url: str, config: JudgeConfig, echo: str) -> tuple[str, bytes]:
+    """A judge that answers 401 with ``echo``: the pause's reason and the pause record stored in Redis."""
+    judge_server.replies.append(Reply.error(401, echo))
     client = AsyncRedis.from_url(redis_url)
-    transport = Transport(JudgeConfig(name="judge", base_url=judge_server.base_url, model="m"), redis=client)
+    transport = Transport(config, redis=client)
     try:
         with pytest.raises(JudgePaused) as paused:
             await transport.chat(step="s", messages=[{"role": "user", "content": "q"}])
-        stored = await client.hget(PAUSED_KEY, "judge")
+        stored = await client.hget(PAUSED_KEY, config.name)
     finally:
         await transport.aclose()
         await client.aclose()
-    assert "Incorrect API key provided: sk-***" in paused.value.reason
-    assert API_KEY not in paused.value.reason and API_KEY.encode() not in stored
+    return paused.value.reason, stored
+
+
+async def test_a_401_that_echoes_the_key_pauses_the_judge_with_the_key_redacted(judge_server, redis_url, caplog):
+    config = JudgeConfig(name="judge", base_url=judge_server.base_url, model="m")
+
+    reason, stored = await _paused_by_401(judge_server, redis_url, config, f"Incorrect API key provided: {API_KEY}")
+
+    assert "Incorrect API key provided: sk-***" in reason
+    assert API_KEY not in reason and API_KEY.encode() not in stored
 
 
 def test_no_secret_reaches_the_log_the_rows_the_spans_or_the_pause_state(tmp_path, otlp_collector):

@@ -107,16 +107,19 @@ class GuardedHandler(BaseHTTPRequestHandler):
         elif transfer:
             raise UnreadableBody(f"Transfer-Encoding {transfer[:40]!r} is not supported")
         else:
-            length = check_declared(self.headers.get("Content-Length"), max_bytes) or 0
-            while length:
-                piece = self.rfile.read(min(length, _CHUNK))
-                if not piece:
-                    raise UnreadableBody("the body ended before its Content-Length")
-                inflater.feed(piece)
-                length -= len(piece)
+            self._read_exactly(check_declared(self.headers.get("Content-Length"), max_bytes) or 0, inflater,
+                               "the body ended before its Content-Length")
         body = inflater.finish()
         self.close_connection = False
         return body
+
+    def _read_exactly(self, size: int, inflater: Inflater, short: str) -> None:
+        while size:
+            piece = self.rfile.read(min(size, _CHUNK))
+            if not piece:
+                raise UnreadableBody(short)
+            inflater.feed(piece)
+            size -= len(piece)
 
     def _read_chunked(self, inflater: Inflater, max_bytes: int) -> None:
         while True:
@@ -129,12 +132,7 @@ class GuardedHandler(BaseHTTPRequestHandler):
                 break
             if inflater.received + size > max_bytes:
                 raise BodyTooLarge(max_bytes)
-            while size:
-                piece = self.rfile.read(min(size, _CHUNK))
-                if not piece:
-                    raise UnreadableBody("the body ended inside a chunk")
-                inflater.feed(piece)
-                size -= len(piece)
+            self._read_exactly(size, inflater, "the body ended inside a chunk")
             self.rfile.readline(3)
         for _ in range(100):  # trailers
             if self.rfile.readline(8192) in (b"\r\n", b"\n", b""):
