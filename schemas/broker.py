@@ -428,10 +428,10 @@ class QoS(kombu_redis.QoS):
     def restore_unacked(self, client=None) -> None:
         """kombu's, at a channel's close, but a delivery the broker refuses to take back is remembered for the next
         sweep instead of stopping the rest (and waiting in the unacked hash for the visibility timeout)."""
-        with self.channel.conn_or_acquire(client) as client:
+        with self.channel.conn_or_acquire(client) as conn:
             for tag in list(self._delivered):
                 try:
-                    self.restore_by_tag(tag, client=client)
+                    self.restore_by_tag(tag, client=conn)
                 except _REFUSED:
                     PUT_BACK.add(tag)
         self._delivered.clear()

@@ -9,6 +9,7 @@ import sys
 import time
 import urllib.request
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 import redis
@@ -16,7 +17,7 @@ from vigil.schemas.broker import INGEST_QUEUE, INGEST_TASK
 from vigil.worker.pipeline.app import app, configure
 from vigil.worker.pipeline.backlog import wait_drained as drain
 
-__all__ = ["IntakeProcess", "WorkerProcess", "make_turn", "send", "ship", "wait_drained"]
+__all__ = ["IntakeProcess", "WorkerProcess", "make_turn", "send", "ship", "wait_drained", "wait_while_alive"]
 
 
 class _Process:
@@ -113,6 +114,15 @@ def wait_drained(redis_url: str, worker: WorkerProcess, timeout: float = 120) ->
         drain(redis.Redis.from_url(redis_url), timeout=timeout, check=alive)
     except TimeoutError as exc:
         raise AssertionError(f"{exc}\n{worker.output()[-4000:]}") from None
+
+
+def wait_while_alive(worker: WorkerProcess, condition: Callable[[], bool], what: str, timeout: float = 120) -> None:
+    """Poll ``condition`` until it holds, failing with the worker's log when it exits first or ``timeout`` passes."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert worker.process.poll() is None, f"the worker exited:\n{worker.output()[-4000:]}"
+        assert time.monotonic() < deadline, f"timed out waiting for {what}:\n{worker.output()[-4000:]}"
+        time.sleep(0.05)
 
 
 def make_turn(i: int, agent: str = "support-bot") -> dict:

@@ -4,7 +4,6 @@ running, says so loudly, retries, and scores the waiting turns once the broker h
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import pytest
@@ -13,7 +12,13 @@ from vigil.schemas.broker import INGEST_QUEUE, JOURNAL, SCORE_QUEUE
 from vigil.worker.demo.embedded_redis import EmbeddedRedis
 from vigil.worker.store import connect
 
-from tests.pipeline import WorkerProcess, make_turn, ship, wait_drained
+from tests.pipeline import (
+    WorkerProcess,
+    make_turn,
+    ship,
+    wait_drained,
+    wait_while_alive,
+)
 
 CONFIG = Path(__file__).parent / "fixtures" / "pipeline.yaml"
 FULL = "REDIS IS OUT OF MEMORY"
@@ -23,14 +28,6 @@ FULL = "REDIS IS OUT OF MEMORY"
 def full_redis():
     with EmbeddedRedis(options=("--maxmemory-policy", "noeviction")) as server:
         yield server
-
-
-def wait_for_line(worker: WorkerProcess, text: str, timeout: float = 120) -> None:
-    deadline = time.monotonic() + timeout
-    while text not in worker.output():
-        assert worker.process.poll() is None, f"the worker exited ({worker.process.returncode}):\n{worker.output()}"
-        assert time.monotonic() < deadline, f"no {text!r} in the worker's log:\n{worker.output()[-4000:]}"
-        time.sleep(0.2)
 
 
 def test_a_worker_on_a_broker_out_of_memory_keeps_running_says_so_and_scores_the_turns_once_there_is_room(
@@ -44,7 +41,7 @@ def test_a_worker_on_a_broker_out_of_memory_keeps_running_says_so_and_scores_the
 
     worker = WorkerProcess(full_redis.url, tmp_path / "vigil", CONFIG).start()
     try:
-        wait_for_line(worker, FULL)
+        wait_while_alive(worker, lambda: FULL in worker.output(), f"{FULL!r} in the worker's log")
         assert worker.process.poll() is None
         client.config_set("maxmemory", 0)
         wait_drained(full_redis.url, worker)
@@ -74,9 +71,9 @@ def test_work_the_broker_refused_while_full_resumes_once_memory_is_freed_not_aft
 
     worker = WorkerProcess(full_redis.url, tmp_path / "vigil", CONFIG, VIGIL_VISIBILITY_TIMEOUT="3600").start()
     try:
-        _await(worker, lambda: client.llen(INGEST_QUEUE) < len(batches), "the worker to start consuming")
+        wait_while_alive(worker, lambda: client.llen(INGEST_QUEUE) < len(batches), "the worker to start consuming")
         client.config_set("maxmemory", client.info("memory")["used_memory"])  # full from here on
-        _await(worker, lambda: _popped(client) > 0, "a message popped and refused its unacked record")
+        wait_while_alive(worker, lambda: _popped(client) > 0, "a message popped and refused its unacked record")
         client.config_set("maxmemory", 0)
         wait_drained(full_redis.url, worker, timeout=120)  # before: stuck until the hourly sweep (3600 s)
     finally:
@@ -93,11 +90,3 @@ def _popped(client: redis.Redis) -> int:
     """Journaled messages in no queue and not unacked: popped, then refused the record that would find them."""
     waiting = sum(client.llen(q) for q in (INGEST_QUEUE, SCORE_QUEUE))
     return client.hlen(JOURNAL) - waiting - client.hlen("unacked")
-
-
-def _await(worker: WorkerProcess, condition, what: str, timeout: float = 120) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert worker.process.poll() is None, f"the worker exited:\n{worker.output()[-4000:]}"
-        assert time.monotonic() < deadline, f"timed out waiting for {what}:\n{worker.output()[-4000:]}"
-        time.sleep(0.05)

@@ -6,7 +6,6 @@ panel), and the turns shipped after the restart are scored and not counted."""
 from __future__ import annotations
 
 import json
-import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -17,22 +16,21 @@ from vigil.schemas.broker import INGEST_QUEUE, SCORE_QUEUE
 from vigil.worker.cli import main
 from vigil.worker.demo.embedded_redis import EmbeddedRedis
 from vigil.worker.pipeline.backlog import backlog
+from vigil.worker.pipeline.broker_epoch import Epoch, epoch_row
 from vigil.worker.report import Report
 from vigil.worker.store import connect
 from vigil.worker.store.queries import PANELS, render
 
-from tests.pipeline import WorkerProcess, make_turn, ship, wait_drained
+from tests.pipeline import (
+    WorkerProcess,
+    make_turn,
+    ship,
+    wait_drained,
+    wait_while_alive,
+)
 
 CONFIG = Path(__file__).parent / "fixtures" / "pipeline.yaml"
 RESET = "BROKER CAME BACK EMPTY"
-
-
-def _await(worker: WorkerProcess, condition, what: str, timeout: float = 120) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert worker.process.poll() is None, f"the worker exited:\n{worker.output()[-4000:]}"
-        assert time.monotonic() < deadline, f"timed out waiting for {what}:\n{worker.output()[-4000:]}"
-        time.sleep(0.1)
 
 
 def _written(client: redis.Redis, tasks: int) -> bool:
@@ -59,10 +57,10 @@ def test_sampled_turns_whose_work_a_broker_restarted_without_persistence_lost_ar
     worker = WorkerProcess(url, home, CONFIG).start("-Q", INGEST_QUEUE)
     try:
         ship(url, before)
-        _await(worker, lambda: _written(redis.Redis.from_url(url), len(before)), "the sampled rows to be written")
+        wait_while_alive(worker, lambda: _written(redis.Redis.from_url(url), len(before)), "the sampled rows to be written")
         restartable[0].stop()  # no AOF, no RDB: it comes back empty
         restartable.append(EmbeddedRedis(port=restartable[0].port).start())
-        _await(worker, lambda: RESET in worker.output(), "the writer to notice the broker came back empty")
+        wait_while_alive(worker, lambda: RESET in worker.output(), "the writer to notice the broker came back empty")
     finally:
         assert worker.stop() == 0
 
@@ -96,3 +94,16 @@ def test_sampled_turns_whose_work_a_broker_restarted_without_persistence_lost_ar
                                     end=now + timedelta(minutes=1))).named_results())
     assert {r["monitor"]: r["lost"] for r in panel}["relevancy"] == 6
     assert all(r["broker_reset"] is not None for r in panel)
+
+
+@pytest.mark.parametrize(("previous", "expected"), [
+    (("", ""), 1000.0),  # the first epoch: a new broker, nothing was lost (previous stays empty)
+    (("e1", "run-1"), 1000.0),  # same run id: the broker was flushed, noticed now
+    (("e1", "run-0"), 940.0),  # another run id: it restarted 60 s ago, and lost its work then
+], ids=["first epoch", "flushed", "restarted"])
+def test_a_reset_is_dated_from_the_brokers_start_when_it_restarted_else_from_when_it_was_noticed(previous, expected):
+    epoch = Epoch(id="e2", run_id="run-1", uptime_s=60.0, started=1000.0)
+
+    row = epoch_row(epoch, previous if previous[0] else None)
+
+    assert (row.previous, row.reset_at.timestamp()) == (previous[0], expected)

@@ -6,7 +6,8 @@ are gone, while their turns' ``sampled`` stage is already in ClickHouse. vigil k
 missing, the writer starts a new epoch and records it in ``broker_epochs`` with the one it replaces: from then on a
 turn sampled before the reset that never got an outcome (scored, abstained, unscored, failed) is **lost** in the
 coverage funnel, the report and the dashboard. The reset time is the broker's start when its run id changed (a
-restart: work queued after it is in the new broker), else the moment the key was found missing (a flush).
+restart: work queued after it is in the new broker), else the moment the key was found missing (a flush). Lost is
+counted when read: a task that was running during the reset and writes its outcome afterwards is not lost.
 
 What this does not see: a broker that persists only RDB snapshots loses what arrived since the last one but keeps
 the key; an eviction policy other than ``noeviction`` could evict the key and count a reset that lost nothing.
@@ -23,7 +24,7 @@ from datetime import UTC, datetime
 import redis
 from vigil.schemas.rows import BrokerEpoch
 
-__all__ = ["EPOCH_KEY", "Epoch", "begin", "epoch_row", "reset_at"]
+__all__ = ["EPOCH_KEY", "Epoch", "abandon", "begin", "epoch_row", "reset_at"]
 
 EPOCH_KEY = "vigil.broker.epoch"
 
@@ -47,6 +48,19 @@ def begin(client: redis.Redis, *, now: float | None = None) -> Epoch | None:
     if not client.set(EPOCH_KEY, json.dumps({"id": epoch.id, "run_id": epoch.run_id, "started": now}), nx=True):
         return None
     return epoch
+
+
+_ABANDON = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0
+"""
+
+
+def abandon(client: redis.Redis, epoch: Epoch) -> None:
+    """Take back an epoch that could not be recorded (the store refused it), so the next check starts it again."""
+    value = client.get(EPOCH_KEY)
+    if value is not None and json.loads(value).get("id") == epoch.id:
+        client.eval(_ABANDON, 1, EPOCH_KEY, value)  # still ours: another writer may have started one since
 
 
 def reset_at(epoch: Epoch, previous_run_id: str) -> float:

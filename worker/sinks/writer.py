@@ -337,11 +337,15 @@ class Writer:
         epoch = broker_epoch.begin(self.redis)
         if epoch is None:
             return None
-        with self.lock:
-            last = self.store.query(
-                "SELECT epoch, run_id FROM broker_epochs FINAL ORDER BY started_at DESC LIMIT 1").result_rows
-        row = broker_epoch.epoch_row(epoch, tuple(last[0]) if last else None)
-        self._insert("broker_epochs", [row])
+        try:
+            with self.lock:
+                last = self.store.query(
+                    "SELECT epoch, run_id FROM broker_epochs FINAL ORDER BY started_at DESC LIMIT 1").result_rows
+            row = broker_epoch.epoch_row(epoch, tuple(last[0]) if last else None)
+            self._insert("broker_epochs", [row])
+        except Exception:
+            broker_epoch.abandon(self.redis, epoch)  # not recorded: the next check starts it again
+            raise
         if row.previous:
             log.error("BROKER CAME BACK EMPTY: queued work was lost (Redis restarted without persistence, or "
                       "flushed); turns sampled before the reset that never got an outcome are counted lost",
