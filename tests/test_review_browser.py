@@ -92,7 +92,10 @@ def stack(tmp_path_factory):
             store = connect_for_reading(worker.dsn, open_here=False)
             until(lambda: store.query("SELECT count() FROM scores FINAL WHERE monitor = 'relevancy'")
                   .result_rows[0][0] == len(turns), 120, "12 scores in the store")
-            server = ReviewServer(open_service(store, redis_server.url, reviewer="ana"), port=0).start()
+            # the page's own client: a clickhouse-connect client runs one query at a time, and the test's checks
+            # on `store` run while the page serves other requests
+            page_store = connect_for_reading(worker.dsn, open_here=False)
+            server = ReviewServer(open_service(page_store, redis_server.url, reviewer="ana"), port=0).start()
             yield Stack(worker, server, store, [t["trace_id"] for t in turns], redis_server.url)
             server.shutdown()
         finally:
