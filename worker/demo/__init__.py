@@ -316,9 +316,11 @@ def _next_steps(home: Path, config_path: Path, dsn: str) -> None:
     for command, what in (
         (f"{env}{store}vigil report", "this report again (--json, --html FILE, --serve for a live page)"),
         (f"{env}{store}vigil show TRACE_ID", "one turn with all its scores, steps and reasons (ids above)"),
-        (f"{env}{store}VIGIL_CONFIG={config_path} vigil alerts check", "run the alert rules again"),
+        (f"{env}{store}VIGIL_CONFIG={config_path} vigil alerts check --explain",
+         "run the alert rules again: every rule's verdict on every monitor, and why"),
         ("vigil config check my.yaml", "write a config for your own agent (start from " + str(config_path) + ")"),
-        ("from producers import Monitor; Monitor().capture(...)", "instrument your agent (README: Instrumenting)"),
+        ("from vigil.sdk import Monitor; Monitor().capture(...)",
+         "monitor your own agent in five steps (README: Monitor your own agent)"),
         ("VIGIL_JUDGE_BASE_URL=http://localhost:8000/v1 VIGIL_JUDGE_MODEL=MODEL vigil demo",
          "the demo with an LLM judge (any OpenAI-compatible endpoint; OPENAI_API_KEY if it needs one)"),
     ):
