@@ -31,6 +31,28 @@ from vigil.worker.store import connect, migrate
 pytest_plugins = ["tests.judge_server"]
 
 
+# Files of independent tests (nothing module-scoped), each a real process or more, that `make test` spreads over the
+# xdist workers test by test; every other file runs on one worker, so its module-scoped fixtures start once.
+SPREAD_FILES = ("tests/test_cli_mistakes.py", "tests/test_review.py", "tests/test_eval.py", "tests/test_intake.py",
+                "tests/test_feedback_pipeline.py", "tests/test_poison.py", "tests/test_pipeline.py",
+                "tests/test_poison_turns.py")
+
+
+@pytest.hookimpl(optionalhook=True)  # an xdist hook: without xdist nothing calls it
+def pytest_xdist_make_scheduler(config, log):
+    """``--dist loadfile``, but a test of ``SPREAD_FILES`` is a unit of work of its own (the longest file took a
+    quarter of the run on one worker while the others had finished)."""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class SpreadSomeFiles(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return nodeid if nodeid.startswith(SPREAD_FILES) else super()._split_scope(nodeid)
+
+    return SpreadSomeFiles(config, log)
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _vigil_home(tmp_path_factory):
     """VIGIL_HOME for every command a test runs without naming one: a directory per test session (per xdist worker),
