@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import redis
 from vigil.worker.intake.publish import REFUSED
-from vigil.worker.intake.traces import DROPPED, DROPPED_TOTAL, PENDING, trace_key
+from vigil.worker.intake.traces import DROPPED, DROPPED_TOTAL, PENDING, store_spans, trace_key, trace_spans
 from vigil.worker.store import connect
 
 from tests.abuse import wait_until
@@ -95,3 +95,20 @@ def test_a_sender_opening_traces_past_the_cap_is_answered_429_with_retry_after_a
     assert b"VIGIL_INTAKE_MAX_OPEN_TRACES (40)" in answers[0][2]
     assert int(client.hget(REFUSED, "open_traces")) == 10
     assert client.zcard(PENDING) == 40
+
+
+def test_a_trace_keeps_at_most_its_byte_budget_of_span_records_and_counts_the_rest(redis_url):
+    """Spans under the count cap but large: the bytes kept for one pending trace stop at VIGIL_INTAKE_MAX_TRACE_BYTES,
+    so open traces times this bounds what pending traces hold in Redis."""
+    client = redis.Redis.from_url(redis_url)
+    trace_id = uuid.uuid4().hex
+    big = [{"trace_id": trace_id, "span_id": uuid.uuid4().hex[:16], "name": "s", "start": 1, "end": 2,
+            "attributes": {"blob": "x" * 10_000}} for _ in range(20)]
+
+    _, first = store_spans(client, big[:10], keep_s=60, max_spans=2000, max_bytes=50_000)
+    _, second = store_spans(client, big[10:], keep_s=60, max_spans=2000, max_bytes=50_000)
+    kept = trace_spans(client, trace_id, 2000)
+
+    assert len(kept) == 4 and (first, second) == (6, 10)
+    assert sum(len(raw) for raw in client.lrange(trace_key(trace_id), 0, -1)) <= 50_000
+    assert kept.dropped == 16 and int(client.get(DROPPED_TOTAL)) == 16

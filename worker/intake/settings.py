@@ -22,6 +22,8 @@ class IntakeSettings(BaseSettings):
     max_connections: int = Field(default=256, gt=0, description="connections open at once; more are answered 503")
     max_trace_spans: int = Field(default=2000, gt=0, description="spans kept per trace; more are counted, not kept, "
                                                                  "and the trace's turns marked truncated")
+    max_trace_bytes: int = Field(default=4 * 2**20, gt=0, description="bytes of span records kept per trace; more "
+                                                                      "are counted like spans over max_trace_spans")
     max_open_traces: int = Field(default=100_000, ge=0, description="traces waiting to settle before the intake "
                                                                    "answers 429 with Retry-After (0: no bound)")
     retry_after_s: int = Field(default=5, ge=1, description="Retry-After of a 503 while Redis refuses writes")

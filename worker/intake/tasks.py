@@ -68,8 +68,8 @@ def collect_spans(self, spans: Any) -> dict[str, int]:
     try:
         if dead:
             push(rt.redis, [("dead_letters", dead)])
-        traces, _ = store_spans(rt.redis, good, keep_s=settings.keep_s, max_spans=settings.max_trace_spans) \
-            if good else (0, 0)
+        traces, _ = store_spans(rt.redis, good, keep_s=settings.keep_s, max_spans=settings.max_trace_spans,
+                                max_bytes=settings.max_trace_bytes) if good else (0, 0)
         if traces:
             schedule_sweep(rt.redis, "vigil.intake.sweep", time.time() + settings.settle_s,
                            lambda countdown: assemble_traces.apply_async(countdown=countdown, queue=INGEST_QUEUE))

@@ -45,22 +45,29 @@ local ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, to
 for _, id in ipairs(ids) do redis.call('ZADD', KEYS[1], ARGV[2], id) end
 return ids
 """
-# Append a trace's spans up to a cap; count the rest (per trace, and in total). KEYS: the trace's list, DROPPED,
-# DROPPED_TOTAL; ARGV: max spans, keep seconds, trace id, span records...
+# Append a trace's spans up to its caps (spans and bytes); count the rest (per trace, and in total). KEYS: the trace's
+# list, DROPPED, DROPPED_TOTAL, the trace's byte count; ARGV: max spans, max bytes, keep seconds, trace id, records...
 _APPEND = """
 local room = tonumber(ARGV[1]) - redis.call('LLEN', KEYS[1])
-local n = #ARGV - 3
-local keep = math.max(0, math.min(room, n))
-for i = 4, 3 + keep, 5000 do
-  redis.call('RPUSH', KEYS[1], unpack(ARGV, i, math.min(i + 4999, 3 + keep)))
+local bytes = tonumber(redis.call('GET', KEYS[4]) or '0')
+local keep = {}
+for i = 5, #ARGV do
+  if #keep >= room or bytes + #ARGV[i] > tonumber(ARGV[2]) then break end
+  bytes = bytes + #ARGV[i]
+  keep[#keep + 1] = ARGV[i]
 end
-redis.call('EXPIRE', KEYS[1], tonumber(ARGV[2]))
-if n > keep then
-  redis.call('HINCRBY', KEYS[2], ARGV[3], n - keep)
-  redis.call('EXPIRE', KEYS[2], tonumber(ARGV[2]))
-  redis.call('INCRBY', KEYS[3], n - keep)
+for i = 1, #keep, 5000 do
+  redis.call('RPUSH', KEYS[1], unpack(keep, i, math.min(i + 4999, #keep)))
 end
-return n - keep
+redis.call('EXPIRE', KEYS[1], tonumber(ARGV[3]))
+redis.call('SET', KEYS[4], bytes, 'EX', tonumber(ARGV[3]))
+local dropped = #ARGV - 4 - #keep
+if dropped > 0 then
+  redis.call('HINCRBY', KEYS[2], ARGV[4], dropped)
+  redis.call('EXPIRE', KEYS[2], tonumber(ARGV[3]))
+  redis.call('INCRBY', KEYS[3], dropped)
+end
+return dropped
 """
 # Forget a claimed trace unless a span arrived since (which moved its score off the lease).
 _RELEASE = """
@@ -89,9 +96,11 @@ def invalid_reason(span: Any) -> str | None:
 
 
 def store_spans(client: redis.Redis, spans: list[dict[str, Any]], *, keep_s: int, max_spans: int = 2000,
-                now: float | None = None) -> tuple[int, int]:
-    """Append spans to their traces (at most ``max_spans`` kept per trace: the others are counted in ``DROPPED``) and
-    mark the traces seen; returns how many traces they touched and how many spans were over the cap."""
+                max_bytes: int = 4 * 2**20, now: float | None = None) -> tuple[int, int]:
+    """Append spans to their traces (at most ``max_spans`` spans and ``max_bytes`` of records kept per trace, in
+    arrival order: the others are counted in ``DROPPED``) and mark the traces seen; returns how many traces they
+    touched and how many spans were over a cap. With ``VIGIL_INTAKE_MAX_OPEN_TRACES`` this bounds the Redis bytes
+    pending traces can hold."""
     now = time.time() if now is None else now
     by_trace: dict[str, list[str]] = defaultdict(list)
     for span in spans:
@@ -99,15 +108,15 @@ def store_spans(client: redis.Redis, spans: list[dict[str, Any]], *, keep_s: int
     append = client.register_script(_APPEND)
     pipe = client.pipeline(transaction=True)
     for trace_id, lines in by_trace.items():
-        append(keys=[trace_key(trace_id), DROPPED, DROPPED_TOTAL], args=[max_spans, keep_s, trace_id, *lines],
-               client=pipe)
+        append(keys=[trace_key(trace_id), DROPPED, DROPPED_TOTAL, trace_key(trace_id) + ".bytes"],
+               args=[max_spans, max_bytes, keep_s, trace_id, *lines], client=pipe)
     if by_trace:
         pipe.zadd(PENDING, dict.fromkeys(by_trace, now))
     results = pipe.execute()
     dropped = sum(int(n) for n in results[: len(by_trace)])
     if dropped:
-        log.warning("spans over the per-trace cap were not kept; their turns are marked truncated",
-                    dropped=dropped, max_spans=max_spans, traces=len(by_trace))
+        log.warning("spans over the per-trace caps were not kept; their turns are marked truncated",
+                    dropped=dropped, max_spans=max_spans, max_bytes=max_bytes, traces=len(by_trace))
     return len(by_trace), dropped
 
 
