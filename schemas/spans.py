@@ -116,6 +116,7 @@ class Assembly:
 
     turns: list[dict[str, Any]] = field(default_factory=list)
     steps: list[str] = field(default_factory=list)  # span ids
+    used: set[str] = field(default_factory=set)  # the span ids of every turn's root and members
 
 
 def assemble(spans: Iterable[SpanRecord]) -> list[dict[str, Any]]:
@@ -129,6 +130,7 @@ def assembly(spans: Iterable[SpanRecord]) -> Assembly:
     trace = _Trace(spans)
     out = Assembly()
     for root, members in trace.groups(out.steps):
+        out.used.update([root["span_id"], *(m["span_id"] for m in members)])
         turn = trace.turn(root, members, out.steps)
         if turn is not None:
             out.turns.append(turn)

@@ -12,7 +12,16 @@ from pathlib import Path
 import pytest
 import redis
 from vigil.worker.intake.publish import REFUSED
-from vigil.worker.intake.traces import DROPPED, DROPPED_TOTAL, PENDING, store_spans, trace_key, trace_spans
+from vigil.worker.intake.traces import (
+    DROPPED,
+    DROPPED_TOTAL,
+    PENDING,
+    PENDING_BYTES,
+    record_key,
+    store_spans,
+    trace_key,
+    trace_spans,
+)
 from vigil.worker.store import connect
 
 from tests.abuse import wait_until
@@ -70,7 +79,7 @@ def test_a_trace_flooded_with_spans_keeps_the_cap_counts_the_rest_and_its_turn_s
     wait_until(lambda: client.zcard(PENDING) == 0 and client.llen("vigil.ingest") == 0, timeout=120,
                what="both traces to be assembled")
     wait_drained(redis_url, worker)
-    kept, dropped, total = client.llen(trace_key(flooded)), client.hget(DROPPED, flooded), client.get(DROPPED_TOTAL)
+    kept, dropped, total = int(client.hget(record_key(flooded), "spans")), client.hget(DROPPED, flooded), client.get(DROPPED_TOTAL)
     assert worker.stop() == 0
 
     assert kept <= 200 and int(dropped) == 5001 - kept and int(total) == 5001 - kept
@@ -112,3 +121,50 @@ def test_a_trace_keeps_at_most_its_byte_budget_of_span_records_and_counts_the_re
     assert len(kept) == 4 and (first, second) == (6, 10)
     assert sum(len(raw) for raw in client.lrange(trace_key(trace_id), 0, -1)) <= 50_000
     assert kept.dropped == 16 and int(client.get(DROPPED_TOTAL)) == 16
+
+
+def _held(client: redis.Redis, trace_id: str) -> int:
+    """Redis bytes the intake holds for one trace."""
+    return sum(client.memory_usage(key) or 0 for key in client.scan_iter(f"vigil.intake.*{trace_id}*"))
+
+
+def test_an_assembled_trace_keeps_only_what_a_late_span_needs_not_its_spans(pipeline, redis_url):
+    """A trace's spans leave its list once assembled: the spans its turn was made of stay, compressed, for a late
+    span; a span the turn did not use keeps only its place in the tree, not its 20 kB of attributes."""
+    intake, worker = pipeline
+    client = redis.Redis.from_url(redis_url)
+    traces = [uuid.uuid4().hex for _ in range(20)]
+    for trace_id in traces:
+        chat_id = uuid.uuid4().hex[:16]
+        assert export(intake, [root(trace_id, chat_id),
+                               span(trace_id, uuid.uuid4().hex[:16], gen_ai__note="x" * 20_000)]) == 200
+    wait_until(lambda: client.zcard(PENDING) == 0 and client.llen("vigil.ingest") == 0, timeout=120,
+               what="the traces to be assembled")
+    wait_drained(redis_url, worker)
+
+    assert not any(client.exists(trace_key(trace_id)) for trace_id in traces)
+    assert max(_held(client, trace_id) for trace_id in traces) < 2_000
+    assert int(client.get(PENDING_BYTES)) == 0
+    assert worker.stop() == 0
+    rows = connect(worker.dsn).query("SELECT trace_id FROM traces FINAL").result_rows
+    assert {trace_id for (trace_id,) in rows} == set(traces), "every trace's turn recorded"
+
+
+@pytest.mark.parametrize("pipeline", [{"VIGIL_INTAKE_SETTLE_S": "3600", "VIGIL_INTAKE_MAX_PENDING_BYTES": "60000"}],
+                         indirect=True)
+def test_a_sender_past_the_pending_bytes_cap_is_answered_429_with_retry_after_and_counted(pipeline, redis_url):
+    intake, _ = pipeline
+    client = redis.Redis.from_url(redis_url)
+    for _ in range(3):  # 3 traces of ~20 kB: past 60,000 bytes, under the 40 open traces
+        assert export(intake, [span(uuid.uuid4().hex, uuid.uuid4().hex[:16], gen_ai__note="x" * 20_000)]) == 200
+    wait_until(lambda: int(client.get(PENDING_BYTES) or 0) >= 60_000, timeout=120,
+               what="the worker to keep 60 kB of spans")
+
+    answers = [post(f"{intake.url}/v1/traces", json.dumps({"resourceSpans": [{"scopeSpans": [{"spans": [
+        span(uuid.uuid4().hex, uuid.uuid4().hex[:16])]}]}]}).encode(), "application/json",
+        Authorization=f"Bearer {TOKEN}") for _ in range(5)]
+
+    assert {(status, headers.get("Retry-After")) for status, headers, _ in answers} == {(429, "2")}
+    assert b"VIGIL_INTAKE_MAX_PENDING_BYTES (60000)" in answers[0][2]
+    assert int(client.hget(REFUSED, "pending_bytes")) == 5
+    assert client.zcard(PENDING) == 3

@@ -6,25 +6,31 @@ and the root finishes after its children), so a trace can settle before its root
   or ``VIGIL_INTAKE_PARENT_WAIT_S`` (at most ``VIGIL_INTAKE_KEEP_S``) has passed since its last span. Most late
   roots then cost no judge call at all. When the last span came is read from the trace's key: its TTL is reset to
   ``VIGIL_INTAKE_KEEP_S`` by every span.
-- **Supersede what a later assembly replaces.** Each assembly records its turns' ids (``vigil.intake.turns.<trace>``,
-  kept as long as the spans); a turn of an earlier assembly that the new one does not make (a root arrived after the
-  wait, under another span id) is superseded: marked in Redis (``vigil.superseded.<trace>.<span>``, so a score task
-  still waiting for it scores nothing), its rows deleted by the writer, and a ``superseded`` stage in the funnel.
+- **Supersede what a later assembly replaces.** Each assembly records its turns' ids (``late`` in the trace's
+  record, ``vigil.worker.intake.traces.record_key``, kept as long as the trace's budget); a turn of an earlier
+  assembly that the new one does not make (a root arrived after the wait, under another span id) is superseded:
+  marked in Redis (``vigil.superseded.<trace>.<span>``, so a score task still waiting for it scores nothing), its rows
+  deleted by the writer, and a ``superseded`` stage in the funnel.
+- **Keep only what a late span needs.** An assembly takes the spans it read out of the trace's list and keeps them in
+  the record, compressed (``assembled``): whole for the spans its turns were made of, as a skeleton (ids, parent,
+  name, times: where the span sits in the tree) for the others. A late span is assembled with them, so a late root
+  still gathers the children its partial turns were made of, at a fraction of the bytes.
 """
 
 from __future__ import annotations
 
 import json
 import time
+import zlib
 from typing import Any
 
 import redis
 from vigil.schemas.rows import PipelineEvent, Supersession
-from vigil.worker.intake.traces import PENDING, trace_key
+from vigil.schemas.spans import Assembly
+from vigil.worker.intake.traces import PENDING, PENDING_BYTES, Spans, record_key, trace_key
 
-__all__ = ["defer", "is_superseded", "superseded_by", "waited_enough"]
+__all__ = ["compact", "defer", "is_superseded", "superseded_by", "waited_enough"]
 
-_TURNS = "vigil.intake.turns."
 _SUPERSEDED = "vigil.superseded."
 
 
@@ -44,16 +50,41 @@ def defer(client: redis.Redis, trace_id: str, due: float, settle_s: float) -> No
     client.zadd(PENDING, {trace_id: due - settle_s})
 
 
-def superseded_by(client: redis.Redis, trace_id: str, turns: list[dict[str, Any]], *, keep_s: int,
+_SKELETON = ("trace_id", "span_id", "parent_id", "name", "start", "end", "kind", "parent_remote")
+
+
+def compact(spans: list[dict[str, Any]], used: set[str]) -> list[dict[str, Any]]:
+    """What a later assembly of the trace needs of ``spans``: the spans (and log records) in ``used`` whole, the
+    others' place in the tree only; a span id seen twice once (the last copy, as assembly reads them)."""
+    by_id: dict[str, dict[str, Any]] = {}
+    logs = []
+    for span in spans:
+        if span.get("log"):
+            if span["span_id"] in used:
+                logs.append(span)
+        elif span["span_id"] in used:
+            by_id[span["span_id"]] = span
+        else:
+            by_id[span["span_id"]] = {**{k: span[k] for k in _SKELETON if k in span}, "attributes": {}}
+    return [*by_id.values(), *logs]
+
+
+def superseded_by(client: redis.Redis, trace_id: str, spans: Spans, result: Assembly, *, keep_s: int,
                   mark_s: int) -> tuple[list[Supersession], list[PipelineEvent]]:
-    """Record this assembly's turns; return the earlier turns it replaces (marked superseded) and their funnel
-    events."""
-    key = _TURNS + trace_id
-    earlier = client.get(key)
+    """Record this assembly's turns and the compact spans a late span needs, taking the spans read out of the
+    trace's list; return the earlier turns it replaces (marked superseded) and their funnel events."""
+    turns, record = result.turns, record_key(trace_id)
+    earlier = client.hget(record, "late")
     now_ids = {t["span_id"] for t in turns}
-    pipe = client.pipeline(transaction=False)
-    pipe.set(key, json.dumps([{"span_id": t["span_id"], "project": t.get("project", "default"),
-                               "agent": t.get("agent", "unknown")} for t in turns]), ex=keep_s)
+    pipe = client.pipeline(transaction=True)
+    pipe.ltrim(trace_key(trace_id), spans.listed, -1)
+    pipe.hset(record, mapping={
+        "late": json.dumps([{"span_id": t["span_id"], "project": t.get("project", "default"),
+                             "agent": t.get("agent", "unknown")} for t in turns]),
+        "assembled": zlib.compress(json.dumps(compact(spans, result.used), ensure_ascii=False).encode())})
+    pipe.hincrby(record, "listed", -spans.listed_bytes)
+    pipe.decrby(PENDING_BYTES, spans.listed_bytes)
+    pipe.expire(record, keep_s)
     gone = [t for t in (json.loads(earlier) if earlier else []) if t["span_id"] not in now_ids]
     for turn in gone:
         pipe.set(f"{_SUPERSEDED}{trace_id}.{turn['span_id']}", 1, ex=mark_s)

@@ -59,11 +59,16 @@ class Publisher:
             self._release(producer)
             raise
 
-    def open_traces(self) -> int:
-        """Traces whose spans wait in Redis to settle (``worker.intake.traces.PENDING``)."""
-        from vigil.worker.intake.traces import PENDING
+    def pending(self) -> tuple[int, int]:
+        """Traces whose spans wait in Redis to settle, and the bytes of their span records waiting
+        (``vigil.worker.intake.traces.PENDING``, ``PENDING_BYTES``)."""
+        from vigil.worker.intake.traces import PENDING, PENDING_BYTES
 
-        return int(self._redis.zcard(PENDING))
+        pipe = self._redis.pipeline(transaction=False)
+        pipe.zcard(PENDING)
+        pipe.get(PENDING_BYTES)
+        opened, held = pipe.execute()
+        return int(opened), int(held or 0)
 
     def count_refusal(self, reason: str) -> None:
         """Count a request refused for a budget in Redis (``REFUSED``, a hash by reason), for every intake at once."""

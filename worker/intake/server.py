@@ -155,26 +155,33 @@ async def _publish(request: web.Request, task: str, payload: list, what: str) ->
     return None
 
 
-async def _over_open_traces(request: web.Request) -> web.Response | None:
-    """429 with Retry-After, counted, while ``VIGIL_INTAKE_MAX_OPEN_TRACES`` traces wait to settle: a sender that
-    opens traces faster than they settle fills Redis (one-span traces cost ~13x their bytes there) and, under
-    ``noeviction``, every turn behind it would be refused."""
+async def _over_pending(request: web.Request) -> web.Response | None:
+    """429 with Retry-After, counted, while ``VIGIL_INTAKE_MAX_OPEN_TRACES`` traces, or
+    ``VIGIL_INTAKE_MAX_PENDING_BYTES`` bytes of span records, wait to settle: a sender that opens traces faster than
+    they settle fills Redis (one-span traces cost ~13x their bytes there) and, under ``noeviction``, every turn behind
+    it would be refused."""
     app, settings = request.app, request.app[_SETTINGS]
-    if not settings.max_open_traces:
+    if not settings.max_open_traces and not settings.max_pending_bytes:
         return None
     loop = asyncio.get_running_loop()
     try:
-        opened = await loop.run_in_executor(app[_POOL], app[_PUBLISHER].open_traces)
-        if opened < settings.max_open_traces:
+        opened, held = await loop.run_in_executor(app[_POOL], app[_PUBLISHER].pending)
+        if settings.max_open_traces and opened >= settings.max_open_traces:
+            budget, message = "open_traces", (f"{opened} traces are waiting to settle, at VIGIL_INTAKE_MAX_OPEN_TRACES "
+                                              f"({settings.max_open_traces})")
+        elif settings.max_pending_bytes and held >= settings.max_pending_bytes:
+            budget, message = "pending_bytes", (f"{held} bytes of spans are waiting to settle, at "
+                                                f"VIGIL_INTAKE_MAX_PENDING_BYTES ({settings.max_pending_bytes})")
+        else:
             return None
-        await loop.run_in_executor(app[_POOL], app[_PUBLISHER].count_refusal, "open_traces")
+        await loop.run_in_executor(app[_POOL], app[_PUBLISHER].count_refusal, budget)
     except BROKER_ERRORS:
         return None  # the publish that follows answers 503 for an unreachable Redis
     if _budget_line():
-        log.warning("too many open traces; answered 429", open_traces=opened, limit=settings.max_open_traces,
-                    retry_after=settings.retry_after_s)
-    return _error(429, _RESOURCE_EXHAUSTED, f"{opened} traces are waiting to settle, at VIGIL_INTAKE_MAX_OPEN_TRACES "
-                  f"({settings.max_open_traces}); retry later", request, **{"Retry-After": str(settings.retry_after_s)})
+        log.warning("too many spans waiting to settle; answered 429", budget=budget, open_traces=opened,
+                    pending_bytes=held, retry_after=settings.retry_after_s)
+    return _error(429, _RESOURCE_EXHAUSTED, f"{message}; retry later", request,
+                  **{"Retry-After": str(settings.retry_after_s)})
 
 
 async def _otlp(request: web.Request, decode, encode, what: str) -> web.Response:
@@ -193,7 +200,7 @@ async def _otlp(request: web.Request, decode, encode, what: str) -> web.Response
         log.warning("undecodable OTLP body", path=request.path, error=str(exc))
         return _error(400, _INVALID_ARGUMENT, str(exc), request)
     request[_ACCEPTED], request[_REJECTED] = len(decoded.spans), decoded.rejected
-    if decoded.spans and (full := await _over_open_traces(request)) is not None:
+    if decoded.spans and (full := await _over_pending(request)) is not None:
         return full
     if decoded.spans:
         refused = await _publish(request, SPANS_TASK, decoded.spans, what)

@@ -26,6 +26,8 @@ class IntakeSettings(BaseSettings):
                                                                       "are counted like spans over max_trace_spans")
     max_open_traces: int = Field(default=100_000, ge=0, description="traces waiting to settle before the intake "
                                                                    "answers 429 with Retry-After (0: no bound)")
+    max_pending_bytes: int = Field(default=256 * 2**20, ge=0, description="bytes of span records waiting to settle "
+                                   "(all traces) before the intake answers 429 with Retry-After (0: no bound)")
     retry_after_s: int = Field(default=5, ge=1, description="Retry-After of a 503 while Redis refuses writes")
     publish_timeout_s: float = Field(default=5.0, gt=0, description="per Redis command when publishing")
     settle_s: float = Field(default=10.0, ge=0, description="a trace is assembled this long after its last span")

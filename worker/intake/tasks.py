@@ -26,6 +26,7 @@ from vigil.worker.intake.traces import (
     assembly_of,
     claim_due,
     invalid_reason,
+    recount_pending,
     release,
     schedule_sweep,
     store_spans,
@@ -103,7 +104,7 @@ def assemble_traces() -> dict[str, int]:
                         continue
                 result = assembly_of(spans)
                 batch.extend(result.turns)
-                gone, events = late.superseded_by(rt.redis, trace_id, result.turns, keep_s=settings.keep_s,
+                gone, events = late.superseded_by(rt.redis, trace_id, spans, result, keep_s=settings.keep_s,
                                                   mark_s=get_settings().turn_ttl_s)
                 rows["superseded"] += gone
                 rows["pipeline_events"] += events + _steps(trace_id, spans, result.steps)
@@ -116,6 +117,7 @@ def assemble_traces() -> dict[str, int]:
                                lambda countdown: assemble_traces.apply_async(countdown=countdown, queue=INGEST_QUEUE))
             release(rt.redis, claimed, lease)
             assembled, turns = assembled + len(claimed) - len(waits), turns + len(batch)
+        recount_pending(rt.redis)
     except _REDIS_FAILED as exc:  # claimed traces come back after their lease
         log.error("assembling traces failed; they are claimed again after the lease", error=str(exc))
         raise

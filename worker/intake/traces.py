@@ -1,7 +1,11 @@
 """Spans kept by trace in Redis until the trace settles, then assembled into turns (``vigil.schemas.spans``).
 
-Keys: ``vigil.intake.trace.<trace id>``, a list of span records (JSON), kept ``VIGIL_INTAKE_KEEP_S`` after the
-trace's last span; ``vigil.intake.pending``, a sorted set of trace ids scored by when their last span arrived.
+Keys: ``vigil.intake.trace.<trace id>``, a list of the span records (JSON) not yet assembled;
+``vigil.intake.record.<trace id>``, a hash: the trace's budget so far (``spans``, ``bytes``), the bytes in its list
+(``listed``) and, once assembled, what late spans need (``late``: its turns' ids, and ``assembled``: the spans the
+assembly read, compact, ``vigil.worker.intake.late``), kept ``VIGIL_INTAKE_KEEP_S`` after the trace's last span;
+``vigil.intake.pending``, a sorted set of trace ids scored by when their last span arrived;
+``vigil.intake.pending.bytes``, the bytes of span records in every list (``VIGIL_INTAKE_MAX_PENDING_BYTES``).
 
 - ``vigil.spans(spans)`` (published by ``vigil intake``) appends each span to its trace's list and marks the trace
   seen now, in one transaction, then schedules a sweep ``VIGIL_INTAKE_SETTLE_S`` later (a Celery countdown; at most
@@ -12,7 +16,7 @@ trace's last span; ``vigil.intake.pending``, a sorted set of trace ids scored by
   releases the claim only if no span arrived meanwhile. A worker that dies holding a claim leaves the trace to be
   claimed again after the lease.
 - A span that arrives after its trace was assembled (within the keep time) puts the trace back in the pending set:
-  it is assembled again, whole, under the same turn ids (trace id and root span id), so the trace row and every score
+  it is assembled again with the compact record of the spans the last assembly read, under the same turn ids (trace id and root span id), so the trace row and every score
   are replaced, not duplicated. After the keep time the spans are gone, and a late span is assembled alone.
 """
 
@@ -21,6 +25,7 @@ from __future__ import annotations
 import json
 import math
 import time
+import zlib
 from collections import defaultdict
 from collections.abc import Callable
 from typing import Any
@@ -29,12 +34,13 @@ import redis
 import structlog
 from vigil.schemas.spans import Assembly, assembly
 
-__all__ = ["DROPPED", "DROPPED_TOTAL", "PENDING", "Spans", "assembly_of", "claim_due", "release", "schedule_sweep",
-           "store_spans", "trace_key", "trace_spans", "turns_of"]
+__all__ = ["DROPPED", "DROPPED_TOTAL", "PENDING", "PENDING_BYTES", "Spans", "assembly_of", "claim_due", "record_key",
+           "recount_pending", "release", "schedule_sweep", "store_spans", "trace_key", "trace_spans", "turns_of"]
 
 log = structlog.get_logger("vigil.intake")
 
 PENDING = "vigil.intake.pending"
+PENDING_BYTES = "vigil.intake.pending.bytes"  # bytes of span records waiting in the traces' lists, all traces
 DROPPED = "vigil.intake.dropped"  # a hash: trace id -> spans over VIGIL_INTAKE_MAX_TRACE_SPANS not kept
 DROPPED_TOTAL = "vigil.intake.dropped.total"  # every span over the cap ever, for the funnel and a dashboard
 _REQUIRED = {"trace_id": str, "span_id": str, "name": str, "start": int, "end": int, "attributes": dict}
@@ -45,22 +51,29 @@ local ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, to
 for _, id in ipairs(ids) do redis.call('ZADD', KEYS[1], ARGV[2], id) end
 return ids
 """
-# Append a trace's spans up to its caps (spans and bytes); count the rest (per trace, and in total). KEYS: the trace's
-# list, DROPPED, DROPPED_TOTAL, the trace's byte count; ARGV: max spans, max bytes, keep seconds, trace id, records...
+# Append a trace's spans up to its caps (spans and bytes, kept in its record so they outlast the assembly that empties
+# its list); count the rest (per trace, and in total) and the bytes now waiting. KEYS: the trace's list, DROPPED,
+# DROPPED_TOTAL, the trace's record, PENDING_BYTES; ARGV: max spans, max bytes, keep seconds, trace id, records...
 _APPEND = """
-local room = tonumber(ARGV[1]) - redis.call('LLEN', KEYS[1])
-local bytes = tonumber(redis.call('GET', KEYS[4]) or '0')
+local room = tonumber(ARGV[1]) - tonumber(redis.call('HGET', KEYS[4], 'spans') or '0')
+local bytes = tonumber(redis.call('HGET', KEYS[4], 'bytes') or '0')
+local added = 0
 local keep = {}
 for i = 5, #ARGV do
   if #keep >= room or bytes + #ARGV[i] > tonumber(ARGV[2]) then break end
   bytes = bytes + #ARGV[i]
+  added = added + #ARGV[i]
   keep[#keep + 1] = ARGV[i]
 end
 for i = 1, #keep, 5000 do
   redis.call('RPUSH', KEYS[1], unpack(keep, i, math.min(i + 4999, #keep)))
 end
 redis.call('EXPIRE', KEYS[1], tonumber(ARGV[3]))
-redis.call('SET', KEYS[4], bytes, 'EX', tonumber(ARGV[3]))
+redis.call('HSET', KEYS[4], 'bytes', bytes)
+redis.call('HINCRBY', KEYS[4], 'spans', #keep)
+redis.call('HINCRBY', KEYS[4], 'listed', added)
+redis.call('EXPIRE', KEYS[4], tonumber(ARGV[3]))
+redis.call('INCRBY', KEYS[5], added)
 local dropped = #ARGV - 4 - #keep
 if dropped > 0 then
   redis.call('HINCRBY', KEYS[2], ARGV[4], dropped)
@@ -68,6 +81,10 @@ if dropped > 0 then
   redis.call('INCRBY', KEYS[3], dropped)
 end
 return dropped
+"""
+# No trace pending, no bytes pending: what lists that expired unassembled had counted is forgotten.
+_SETTLED = """
+if redis.call('ZCARD', KEYS[1]) == 0 then redis.call('SET', KEYS[2], 0) end
 """
 # Forget a claimed trace unless a span arrived since (which moved its score off the lease).
 _RELEASE = """
@@ -81,6 +98,10 @@ return n
 
 def trace_key(trace_id: str) -> str:
     return f"vigil.intake.trace.{trace_id}"
+
+
+def record_key(trace_id: str) -> str:
+    return f"vigil.intake.record.{trace_id}"
 
 
 def invalid_reason(span: Any) -> str | None:
@@ -108,7 +129,7 @@ def store_spans(client: redis.Redis, spans: list[dict[str, Any]], *, keep_s: int
     append = client.register_script(_APPEND)
     pipe = client.pipeline(transaction=True)
     for trace_id, lines in by_trace.items():
-        append(keys=[trace_key(trace_id), DROPPED, DROPPED_TOTAL, trace_key(trace_id) + ".bytes"],
+        append(keys=[trace_key(trace_id), DROPPED, DROPPED_TOTAL, record_key(trace_id), PENDING_BYTES],
                args=[max_spans, max_bytes, keep_s, trace_id, *lines], client=pipe)
     if by_trace:
         pipe.zadd(PENDING, dict.fromkeys(by_trace, now))
@@ -153,25 +174,38 @@ def release(client: redis.Redis, members: list[str], lease: float, key: str = PE
     return client.register_script(_RELEASE)(keys=[key], args=[repr(lease), *members])
 
 
+def recount_pending(client: redis.Redis) -> None:
+    """``PENDING_BYTES`` back to 0 once no trace is pending (atomically: a span batch is stored in one transaction)."""
+    client.register_script(_SETTLED)(keys=[PENDING, PENDING_BYTES])
+
+
 class Spans(list):
-    """A trace's span records, and how many of its spans were over the cap and not kept (``dropped``)."""
+    """A trace's span records (those an earlier assembly read, compact, then those in its list), how many of its
+    spans were over the cap and not kept (``dropped``), and how many list records were read and their bytes."""
 
     dropped: int = 0
+    listed: int = 0
+    listed_bytes: int = 0
 
 
 def trace_spans(client: redis.Redis, trace_id: str, max_spans: int | None = None) -> Spans:
-    """The kept span records of a trace: never more than ``max_spans`` (the cap they were stored under) are read."""
+    """The kept span records of a trace: never more than ``max_spans`` (the cap they were stored under) are read
+    from its list."""
     spans = Spans()
     pipe = client.pipeline(transaction=False)
     pipe.lrange(trace_key(trace_id), 0, -1 if max_spans is None else max_spans - 1)
     pipe.hget(DROPPED, trace_id)
-    raws, dropped = pipe.execute()
+    pipe.hget(record_key(trace_id), "assembled")
+    raws, dropped, assembled = pipe.execute()
+    if assembled:
+        spans.extend(json.loads(zlib.decompress(assembled)))
     for raw in raws:
         try:
             spans.append(json.loads(raw))
         except ValueError:
             log.warning("unreadable span record skipped", trace_id=trace_id)
     spans.dropped = int(dropped or 0)
+    spans.listed, spans.listed_bytes = len(raws), sum(len(raw) for raw in raws)
     return spans
 
 
