@@ -184,6 +184,8 @@ def main() -> None:
     parser.add_argument("--traces", type=int, default=20_000)
     parser.add_argument("--turns", type=int, default=100_000)
     parser.add_argument("--bombs", type=int, default=8)
+    parser.add_argument("--shapes", default=",".join(shape for shape, _, _ in SHAPES),
+                        help="which flood shapes to run, comma-separated")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     console = Console(stderr=args.json, width=160)
@@ -191,6 +193,8 @@ def main() -> None:
     before = _shim(args.before_src, work)
     runs = []
     for shape, _, size_arg in SHAPES:
+        if shape not in args.shapes.split(","):
+            continue
         for src in (before, None):
             console.print(f"{shape} {'before' if src else 'after'} ...")
             runs.append(run_shape(shape, getattr(args, size_arg), src, work))

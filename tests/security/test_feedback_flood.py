@@ -1,7 +1,7 @@
 """A flood of negative feedback through the SDK into a real `vigil worker` (with its writer): the markers it leaves
 are capped (the oldest dropped), each trace gets one rescore task however often it is complained about, at most
-``VIGIL_FEEDBACK_MAX_RESCORES`` wait at once (the rest counted as skipped) and they wait on `vigil.feedback`, never
-in front of the alert checks; every feedback row is still stored."""
+``VIGIL_FEEDBACK_MAX_RESCORES`` wait at once (the rest counted as skipped), only traces ingest has taken in get one,
+and they wait on `vigil.feedback`, never in front of the alert checks; every feedback row is still stored."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from vigil.worker.store import connect
 
 from tests.abuse import wait_until
 from tests.pipeline import WorkerProcess
-from tests.test_feedback_pipeline import CONFIG
+from tests.test_feedback_pipeline import CONFIG, _turns_by_half_sampling, capture
 
 
 @pytest.fixture
@@ -44,15 +44,37 @@ def test_negative_feedback_on_traces_that_do_not_exist_costs_a_bounded_number_of
     client = redis.Redis.from_url(redis_url)
     sent = lambda: sum(1 for _ in client.scan_iter(match="vigil.feedback.rescore.*"))  # noqa: E731
     state = lambda: (client.llen("vigil.ingest"), int(client.get(SKIPPED) or 0), sent())  # noqa: E731
-    # every distinct trace either got its one rescore or was counted as skipped (the one complained about 3,000
-    # times is counted once per batch it came in while no room was left)
-    wait_until(lambda: state()[0] == 0 and state()[1] + state()[2] >= 3001, timeout=120,
+    # no trace exists: each is counted as skipped (the one complained about 3,000 times once per batch it came in)
+    wait_until(lambda: state()[0] == 0 and state()[1] >= 3001, timeout=120,
                what="every feedback batch to be ingested")
     markers = sum(1 for _ in client.scan_iter(match="vigil.feedback.negative.*"))
 
     assert client.zcard(MARKS) == markers == 500
-    assert sent() == 20 and client.zcard(RESCORING) <= 20
+    assert sent() == 0 and client.zcard(RESCORING) == 0
     assert client.llen("vigil.alerts") == 0, "no rescore waits in front of the alert checks"
     wait_until(lambda: client.llen("vigil.write") == 0, timeout=60, what="the feedback rows to be written")
     assert worker.stop() == 0
     assert connect(worker.dsn).query("SELECT count() FROM feedback FINAL").result_rows[0][0] == 6000
+
+
+def test_only_a_trace_that_was_ingested_gets_a_rescore_task_the_others_are_counted_as_skipped(
+        redis_url, worker, tmp_path):
+    monitor = Monitor(redis_url, project="acme", agent="support-bot", spool_path=tmp_path / "spool.jsonl")
+    _, (real, *_) = _turns_by_half_sampling(1)
+    client = redis.Redis.from_url(redis_url)
+    capture(monitor, real)
+    assert monitor.flush(timeout=30)
+    wait_until(lambda: client.llen("vigil.ingest") == 0 and client.llen("vigil.write") == 0, timeout=60,
+               what="the turn to be ingested")
+    ghosts = [uuid.uuid4().hex for _ in range(10)]
+    for trace_id in [*ghosts, real["trace_id"]]:
+        assert monitor.feedback(trace_id, "thumbs", False)
+    assert monitor.flush(timeout=30)
+    monitor.shutdown(timeout=10)
+    wait_until(lambda: int(client.get(SKIPPED) or 0) >= 10 and client.llen("vigil.ingest") == 0, timeout=60,
+               what="the feedback to be ingested")
+
+    assert client.exists(f"vigil.feedback.rescore.{real['trace_id']}")
+    assert not any(client.exists(f"vigil.feedback.rescore.{g}") for g in ghosts)
+    assert int(client.get(SKIPPED)) == 10
+    assert worker.stop() == 0

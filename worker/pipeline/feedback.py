@@ -16,8 +16,9 @@ What one sender can make this cost is bounded (``FeedbackSettings``): at most ``
 are kept (the oldest go first; ``vigil.feedback.marks`` orders them), a trace gets one rescore task however much
 negative feedback it gets (``vigil.feedback.rescore.<trace>``, ``SET NX`` for ``CLAIM_TTL_S``), at most
 ``VIGIL_FEEDBACK_MAX_RESCORES`` rescore tasks wait at once (``vigil.feedback.rescoring``; over it only the marker is
-left, for the ingest path, and the skip is counted in ``vigil.feedback.skipped``), and they wait on a queue of their
-own (``vigil.feedback``), never in front of the alert checks.
+left, for the ingest path, and the skip is counted in ``vigil.feedback.skipped``), only for traces ingest has taken
+in (looked up in ``vigil.worker.pipeline.seen``; the others are counted as skipped and left to the marker), and they
+wait on a queue of their own (``vigil.feedback``), never in front of the alert checks.
 
 Both paths may see the same turn, and more negative feedback may follow, so each task claims
 ``vigil.feedback.claim.<trace>.<span>.<monitor>`` first (``SET NX``, value: the path and the task's id). Only the
@@ -43,6 +44,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from vigil.schemas.broker import FEEDBACK_QUEUE
 from vigil.worker.pipeline.app import SCORE_QUEUE, app
 from vigil.worker.pipeline.filters import matches
+from vigil.worker.pipeline import seen
 from vigil.worker.pipeline.sampling import sampled
 
 __all__ = [
@@ -67,6 +69,8 @@ class FeedbackSettings(BaseSettings):
 
     max_marks: int = Field(default=100_000, gt=0, description="negative-feedback markers kept (oldest dropped)")
     max_rescores: int = Field(default=1000, gt=0, description="rescore tasks waiting at once")
+    seen_s: int = Field(default=30 * 86400, gt=0, description="how long ingest remembers a trace it took in, for "
+                        "feedback to look it up before asking for a rescore (vigil.worker.pipeline.seen)")
 
 
 def rescore_key(trace_id: str) -> str:
@@ -170,8 +174,12 @@ def on_feedback(client: redis.Redis, config: VigilConfig, items: list[Feedback],
         return 0
     settings, now = FeedbackSettings(), time.time()
     client.register_script(_MARK)(keys=[MARKS], args=[settings.max_marks, NEGATIVE_MARK_TTL_S, now, *traces])
+    found = seen.known(client, traces, window_s=settings.seen_s, now=now)
+    if len(found) < len(traces):  # no turn ingested for them (yet): the marker waits for it, no rescore is asked
+        client.incrby(SKIPPED, len(traces) - len(found))
+    traces = [t for t in traces if t in found]
     admitted = client.register_script(_ADMIT)(keys=[RESCORING, SKIPPED],
-                                              args=[settings.max_rescores, CLAIM_TTL_S, now, *traces])
+                                              args=[settings.max_rescores, CLAIM_TTL_S, now, *traces]) if traces else []
     sent = [t.decode() if isinstance(t, bytes) else t for t in admitted]
     for trace_id in sent:
         rescore_on_feedback.apply_async((trace_id,), queue=FEEDBACK_QUEUE, producer=producer)

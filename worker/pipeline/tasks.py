@@ -41,7 +41,7 @@ from vigil.worker.intake import late, sessions
 from vigil.worker.judge.base import JudgePaused
 from vigil.worker.logs import Every
 from vigil.worker.pipeline import feedback as feedback_sampling
-from vigil.worker.pipeline import loop, parked, turn_store
+from vigil.worker.pipeline import loop, parked, seen, turn_store
 from vigil.worker.pipeline.app import SCORE_QUEUE, app
 from vigil.worker.pipeline.backpressure import push_rows, room_for_rows
 from vigil.worker.pipeline.filters import matches
@@ -190,7 +190,9 @@ def _fan_out(rt: Runtime, rows: dict[str, list[BaseModel]], decisions: list[_Dec
     refs, pipe = [], rt.redis.pipeline(transaction=False)  # each turn stored once; its task carries a reference
     for turn_json, _ in fan_out:
         refs.append(turn_store.store(pipe, turn_json, ttl_s=settings.turn_ttl_s))
-    if refs:
+    traces = [row.trace_id for row in rows.get("traces", [])]
+    seen.mark(pipe, traces, window_s=feedback_sampling.FeedbackSettings().seen_s)  # before feedback looks them up
+    if refs or traces:
         pipe.execute()
     with app.producer_or_acquire() as producer, producer.batch():  # one pipelined round trip for the fan-out
         for (_, monitor_names), ref in zip(fan_out, refs, strict=True):
