@@ -6,13 +6,13 @@ and the root finishes after its children), so a trace can settle before its root
   or ``VIGIL_INTAKE_PARENT_WAIT_S`` (at most ``VIGIL_INTAKE_KEEP_S``) has passed since its last span. Most late
   roots then cost no judge call at all. When the last span came is read from the trace's key: its TTL is reset to
   ``VIGIL_INTAKE_KEEP_S`` by every span.
-- **Supersede what a later assembly replaces.** Each assembly records its turns' ids (``late`` in the trace's
-  record, ``vigil.worker.intake.traces.record_key``, kept as long as the trace's budget); a turn of an earlier
-  assembly that the new one does not make (a root arrived after the wait, under another span id) is superseded:
+- **Supersede what a later assembly replaces.** An earlier assembly's turns are those its compact record (below)
+  makes; a turn of an earlier assembly that the new one does not make (a root arrived after the wait, under another span id) is superseded:
   marked in Redis (``vigil.superseded.<trace>.<span>``, so a score task still waiting for it scores nothing), its rows
   deleted by the writer, and a ``superseded`` stage in the funnel.
 - **Keep only what a late span needs.** An assembly takes the spans it read out of the trace's list and keeps them in
-  the record, compressed (``assembled``): whole for the spans its turns were made of, as a skeleton (ids, parent,
+  its record (``vigil.worker.intake.traces.record_key``, kept as long as the trace's budget), compressed
+  (``assembled``): whole for the spans its turns were made of, as a skeleton (ids, parent,
   name, times: where the span sits in the tree) for the others. A late span is assembled with them, so a late root
   still gathers the children its partial turns were made of, at a fraction of the bytes.
 """
@@ -27,7 +27,7 @@ from typing import Any
 import redis
 from vigil.schemas.rows import PipelineEvent, Supersession
 from vigil.schemas.spans import Assembly
-from vigil.worker.intake.traces import PENDING, PENDING_BYTES, Spans, record_key, trace_key
+from vigil.worker.intake.traces import PENDING, PENDING_BYTES, Spans, assembly_of, record_key, trace_key
 
 __all__ = ["compact", "defer", "is_superseded", "superseded_by", "waited_enough"]
 
@@ -50,20 +50,22 @@ def defer(client: redis.Redis, trace_id: str, due: float, settle_s: float) -> No
     client.zadd(PENDING, {trace_id: due - settle_s})
 
 
-_SKELETON = ("trace_id", "span_id", "parent_id", "name", "start", "end", "kind", "parent_remote")
+_SKELETON = ("span_id", "parent_id", "name", "start", "end", "kind", "parent_remote")
 
 
 def compact(spans: list[dict[str, Any]], used: set[str]) -> list[dict[str, Any]]:
     """What a later assembly of the trace needs of ``spans``: the spans (and log records) in ``used`` whole, the
-    others' place in the tree only; a span id seen twice once (the last copy, as assembly reads them)."""
+    others' place in the tree only; a span id seen twice once (the last copy, as assembly reads them); no trace id
+    (the record's key says it)."""
     by_id: dict[str, dict[str, Any]] = {}
     logs = []
     for span in spans:
+        whole = {k: v for k, v in span.items() if k != "trace_id"}
         if span.get("log"):
             if span["span_id"] in used:
-                logs.append(span)
+                logs.append(whole)
         elif span["span_id"] in used:
-            by_id[span["span_id"]] = span
+            by_id[span["span_id"]] = whole
         else:
             by_id[span["span_id"]] = {**{k: span[k] for k in _SKELETON if k in span}, "attributes": {}}
     return [*by_id.values(), *logs]
@@ -71,21 +73,20 @@ def compact(spans: list[dict[str, Any]], used: set[str]) -> list[dict[str, Any]]
 
 def superseded_by(client: redis.Redis, trace_id: str, spans: Spans, result: Assembly, *, keep_s: int,
                   mark_s: int) -> tuple[list[Supersession], list[PipelineEvent]]:
-    """Record this assembly's turns and the compact spans a late span needs, taking the spans read out of the
+    """Record the compact spans a late span needs, taking the spans read out of the
     trace's list; return the earlier turns it replaces (marked superseded) and their funnel events."""
     turns, record = result.turns, record_key(trace_id)
-    earlier = client.hget(record, "late")
+    earlier = assembly_of(spans[: spans.earlier]).turns if spans.earlier else []
     now_ids = {t["span_id"] for t in turns}
     pipe = client.pipeline(transaction=True)
     pipe.ltrim(trace_key(trace_id), spans.listed, -1)
-    pipe.hset(record, mapping={
-        "late": json.dumps([{"span_id": t["span_id"], "project": t.get("project", "default"),
-                             "agent": t.get("agent", "unknown")} for t in turns]),
-        "assembled": zlib.compress(json.dumps(compact(spans, result.used), ensure_ascii=False).encode())})
+    pipe.hset(record, "assembled", zlib.compress(json.dumps(compact(spans, result.used), ensure_ascii=False,
+                                                            separators=(",", ":")).encode(), 9))
     pipe.hincrby(record, "listed", -spans.listed_bytes)
     pipe.decrby(PENDING_BYTES, spans.listed_bytes)
     pipe.expire(record, keep_s)
-    gone = [t for t in (json.loads(earlier) if earlier else []) if t["span_id"] not in now_ids]
+    gone = [{"span_id": t["span_id"], "project": t.get("project", "default"), "agent": t.get("agent", "unknown")}
+            for t in earlier if t["span_id"] not in now_ids]
     for turn in gone:
         pipe.set(f"{_SUPERSEDED}{trace_id}.{turn['span_id']}", 1, ex=mark_s)
     pipe.execute()

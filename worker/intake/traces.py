@@ -2,8 +2,8 @@
 
 Keys: ``vigil.intake.trace.<trace id>``, a list of the span records (JSON) not yet assembled;
 ``vigil.intake.record.<trace id>``, a hash: the trace's budget so far (``spans``, ``bytes``), the bytes in its list
-(``listed``) and, once assembled, what late spans need (``late``: its turns' ids, and ``assembled``: the spans the
-assembly read, compact, ``vigil.worker.intake.late``), kept ``VIGIL_INTAKE_KEEP_S`` after the trace's last span;
+(``listed``) and, once assembled, what late spans need (``assembled``: the spans the assembly read, compact,
+``vigil.worker.intake.late``), kept ``VIGIL_INTAKE_KEEP_S`` after the trace's last span;
 ``vigil.intake.pending``, a sorted set of trace ids scored by when their last span arrived;
 ``vigil.intake.pending.bytes``, the bytes of span records in every list (``VIGIL_INTAKE_MAX_PENDING_BYTES``).
 
@@ -16,8 +16,8 @@ assembly read, compact, ``vigil.worker.intake.late``), kept ``VIGIL_INTAKE_KEEP_
   releases the claim only if no span arrived meanwhile. A worker that dies holding a claim leaves the trace to be
   claimed again after the lease.
 - A span that arrives after its trace was assembled (within the keep time) puts the trace back in the pending set:
-  it is assembled again with the compact record of the spans the last assembly read, under the same turn ids (trace id and root span id), so the trace row and every score
-  are replaced, not duplicated. After the keep time the spans are gone, and a late span is assembled alone.
+  it is assembled again with the compact record of the spans the last assembly read, under the same turn ids (trace
+  id and root span id), so the trace row and every score are replaced, not duplicated. After the keep time the spans are gone, and a late span is assembled alone.
 """
 
 from __future__ import annotations
@@ -184,6 +184,7 @@ class Spans(list):
     spans were over the cap and not kept (``dropped``), and how many list records were read and their bytes."""
 
     dropped: int = 0
+    earlier: int = 0  # the first ``earlier`` records are the last assembly's compact ones
     listed: int = 0
     listed_bytes: int = 0
 
@@ -198,7 +199,8 @@ def trace_spans(client: redis.Redis, trace_id: str, max_spans: int | None = None
     pipe.hget(record_key(trace_id), "assembled")
     raws, dropped, assembled = pipe.execute()
     if assembled:
-        spans.extend(json.loads(zlib.decompress(assembled)))
+        spans.extend({**record, "trace_id": trace_id} for record in json.loads(zlib.decompress(assembled)))
+        spans.earlier = len(spans)
     for raw in raws:
         try:
             spans.append(json.loads(raw))
