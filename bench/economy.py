@@ -4,7 +4,7 @@
     make bench-peers                             # once: deepeval in its own virtualenv, .bench-venv/
 
 Scores ``--turns`` demo turns (``worker/demo/data/turns.jsonl``, every k-th so every agent is in) once per vigil
-mode through the real judge stack (``AnswerRelevancy`` -> ``LLMJudge`` -> ``Transport`` -> HTTP), then runs
+mode through the real judge stack (``AnswerRelevancy`` -> ``LLMJudge`` -> ``JudgeTransport`` -> HTTP), then runs
 deepeval's ``AnswerRelevancyMetric`` (with and without its reason) on the same turns in a subprocess with the peer
 virtualenv's python (``bench/deepeval_peer.py``), against the same scripted OpenAI-compatible server in the same
 run. Nothing is cached: each pass pays for every call.
@@ -57,7 +57,7 @@ from vigil.schemas import JudgeConfig, Turn
 from vigil.worker.judge.base import JudgeReply, JudgeRequest
 from vigil.worker.judge.baseline import BaselineJudge, relevance_step, sentences
 from vigil.worker.judge.client import LLMJudge
-from vigil.worker.judge.transport import Transport
+from vigil.worker.judge.transport import JudgeTransport
 
 from tests.judge_server import Reply, ScriptedJudge
 
@@ -176,7 +176,7 @@ class ScriptedAnswers:
     def __init__(self, server: ScriptedJudge, ledger: Ledger,
                  peer: Callable[[dict[str, Any]], tuple[str, str]] | None = None) -> None:
         config = JudgeConfig(name="economy", base_url=server.base_url, model="scripted-baseline", timeout_s=60)
-        self.llm = LLMJudge(config, Transport(config))
+        self.llm = LLMJudge(config, JudgeTransport(config))
         self.name, self.model = config.name, config.model
         self.baseline, self.ledger, self.peer = BaselineJudge(), ledger, peer
         self.system = "vigil"

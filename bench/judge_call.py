@@ -129,14 +129,14 @@ async def rows(base_url: str, redis_url: str, count: int) -> list[Row]:
     from redis.asyncio import Redis
     from vigil.schemas import JudgeConfig
     from vigil.worker.judge.client import LLMJudge, strict_schema
-    from vigil.worker.judge.transport import Transport
+    from vigil.worker.judge.transport import JudgeTransport
     from vigil.worker.scorers.answer_relevancy import AnswerRelevancy
 
     bare = openai.AsyncOpenAI(base_url=base_url, api_key="bench", timeout=60, max_retries=0)
     plain = LLMJudge(JudgeConfig(name="bench", base_url=base_url, model="m", timeout_s=60))
     worker_config = JudgeConfig(name="bench-worker", base_url=base_url, model="m", timeout_s=60, rpm=1_000_000,
                                 tpm=1_000_000_000, cache_ttl_s=3600)
-    worker = LLMJudge(worker_config, Transport(worker_config, redis=Redis.from_url(redis_url)))
+    worker = LLMJudge(worker_config, JudgeTransport(worker_config, redis=Redis.from_url(redis_url)))
     scorer = AnswerRelevancy()
     made = requests(count)
     turns = _turns(count // 3)  # three calls per score: about as many calls as the other rows make

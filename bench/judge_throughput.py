@@ -4,7 +4,7 @@
 
 A scripted OpenAI-compatible server (``tests/judge_server.py``, a thread of this process) answers after a fixed
 latency and enforces its own limit of ``--rpm`` requests in any 60 s, answering 429 above it. Two worker processes
-(spawned) each drive ``--callers`` concurrent calls through their own ``Transport`` against one Redis (the
+(spawned) each drive ``--callers`` concurrent calls through their own ``JudgeTransport`` against one Redis (the
 embedded redis-server), for ``--duration`` seconds per configuration:
 
 - latency 0.5 s and 2 s with vigil's limit equal to the server's: the goal is ratio >= 0.97 and refused = 0;
@@ -51,7 +51,7 @@ def _worker(base_url: str, redis_url: str, config: Config, callers: int, duratio
     from vigil.schemas import JudgeConfig
     from vigil.worker.judge.base import JudgeFailed
     from vigil.worker.judge.limiter import RateLimits
-    from vigil.worker.judge.transport import Transport
+    from vigil.worker.judge.transport import JudgeTransport
 
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING),
                         logger_factory=structlog.PrintLoggerFactory(sys.stderr))  # stdout is for the report
@@ -61,7 +61,7 @@ def _worker(base_url: str, redis_url: str, config: Config, callers: int, duratio
                             max_concurrency=callers, max_retry_age_s=600)
         redis = Redis.from_url(redis_url)
         limits = RateLimits.of(judge, **({} if config.adaptive else {"decrease": 1.0}))
-        transport = Transport(judge, redis=redis, limits=limits)
+        transport = JudgeTransport(judge, redis=redis, limits=limits)
         waits: list[float] = []
         failed = 0
         await asyncio.to_thread(start.wait)

@@ -12,7 +12,7 @@ from vigil.schemas import JudgeConfig
 from vigil.schemas.broker import INGEST_QUEUE
 from vigil.worker.demo.embedded_redis import EmbeddedRedis
 from vigil.worker.judge import cache as reply_cache
-from vigil.worker.judge.transport import Transport
+from vigil.worker.judge.transport import JudgeTransport
 from vigil.worker.settings import get_settings
 
 from tests.judge_server import Reply
@@ -64,7 +64,7 @@ async def test_filling_the_cache_past_its_budget_never_makes_a_full_broker_refus
     headroom = int(broker.config_get("maxmemory")["maxmemory"]) - broker.info("memory")["used_memory"]
     assert REQUESTS * REPLY_CHARS > headroom  # the replies would not fit in the broker
     client = AsyncRedis.from_url(full_broker.url)
-    transport = Transport(config(judge_server), redis=client)  # the transport has the broker (limiter, pauses)
+    transport = JudgeTransport(config(judge_server), redis=client)  # the transport has the broker (limiter, pauses)
     try:
         for i in range(REQUESTS):
             await transport.chat(step="s", messages=question(i))
@@ -91,7 +91,7 @@ async def test_with_a_cache_url_workers_share_replies_in_that_redis_with_their_t
     with EmbeddedRedis(options=("--maxmemory", "2mb", "--maxmemory-policy", "allkeys-lru")) as cache_server:
         settings_env(VIGIL_CACHE_URL=cache_server.url)
         client = AsyncRedis.from_url(full_broker.url)
-        one, other = (Transport(config(judge_server), redis=client) for _ in range(2))  # two workers
+        one, other = (JudgeTransport(config(judge_server), redis=client) for _ in range(2))  # two workers
         try:
             for i in range(REQUESTS):
                 await one.chat(step="s", messages=question(i))
@@ -118,7 +118,7 @@ async def test_a_cache_redis_that_refuses_writes_costs_a_miss_never_a_judge_call
     with EmbeddedRedis(options=("--maxmemory-policy", "noeviction")) as cache_server:
         redis.Redis.from_url(cache_server.url).config_set("maxmemory", 1)  # every write refused (OOM)
         settings_env(VIGIL_CACHE_URL=cache_server.url)
-        transport = Transport(config(judge_server))
+        transport = JudgeTransport(config(judge_server))
         try:
             first = await transport.chat(step="s", messages=question(1))
             again = await transport.chat(step="s", messages=question(1))

@@ -7,7 +7,7 @@ import pytest
 from vigil.schemas import JudgeConfig, JudgeUsage
 from vigil.worker.judge.base import JudgeFailed
 from vigil.worker.judge.cache import CachedReply, LocalReplyCache, cache_key
-from vigil.worker.judge.transport import Transport
+from vigil.worker.judge.transport import JudgeTransport
 
 from tests.judge_server import Reply
 
@@ -20,7 +20,7 @@ async def transport(judge_server, redis):
     judge_server.script = lambda body: Reply('{"verdict": "yes"}', prompt_tokens=50, completion_tokens=7)
     config = JudgeConfig(name="judge", base_url=judge_server.base_url, model="m", cache_ttl_s=600,
                          price_per_prompt_token=0.01)
-    made = Transport(config, redis=redis, cache=LocalReplyCache(2**20))
+    made = JudgeTransport(config, redis=redis, cache=LocalReplyCache(2**20))
     yield made
     await made.aclose()
 

@@ -12,7 +12,7 @@ from vigil.schemas import JudgeConfig
 from vigil.worker.cli import main
 from vigil.worker.judge.base import JudgePaused
 from vigil.worker.judge.pause import is_paused, pause, paused_judges
-from vigil.worker.judge.transport import Transport
+from vigil.worker.judge.transport import JudgeTransport
 
 from tests.judge_server import Reply
 
@@ -22,7 +22,7 @@ MESSAGES = [{"role": "user", "content": "Is the sky blue?"}]
 @pytest.fixture
 async def transport(judge_server, redis):
     config = JudgeConfig(name="judge", base_url=judge_server.base_url, model="m", api_key_env="VIGIL_TEST_KEY")
-    made = Transport(config, redis=redis)
+    made = JudgeTransport(config, redis=redis)
     yield made
     await made.aclose()
 
@@ -71,10 +71,10 @@ async def test_a_fixed_configuration_lifts_the_pause_by_itself(judge_server, red
     judge_server.script = lambda body: Reply("yes")
     config = JudgeConfig(name="judge", base_url=judge_server.base_url, model="m", api_key_env="VIGIL_TEST_KEY")
     monkeypatch.setenv("VIGIL_TEST_KEY", "revoked")
-    await pause(redis, "judge", "HTTP 401: bad key", fingerprint=Transport(config, redis=redis).fingerprint)
+    await pause(redis, "judge", "HTTP 401: bad key", fingerprint=JudgeTransport(config, redis=redis).fingerprint)
 
     monkeypatch.setenv("VIGIL_TEST_KEY", "rotated")
-    fixed = Transport(config, redis=redis)
+    fixed = JudgeTransport(config, redis=redis)
     result = await fixed.chat(step="s", messages=MESSAGES)
     await fixed.aclose()
 
@@ -142,7 +142,7 @@ def test_judge_status_shows_the_last_error_each_judge_answered_with(judge_server
 
     async def call() -> None:
         client = Redis.from_url(redis_url)
-        made = Transport(config, redis=client)
+        made = JudgeTransport(config, redis=client)
         with pytest.raises(JudgePaused):
             await made.chat(step="s", messages=MESSAGES)
         await made.aclose()

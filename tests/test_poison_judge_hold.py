@@ -12,7 +12,7 @@ from redis.asyncio import Redis
 from vigil.schemas import JudgeConfig
 from vigil.worker.cli import main
 from vigil.worker.judge.limiter import MAX_RETRY_AFTER_S, RateLimits, RedisRateBackend
-from vigil.worker.judge.transport import Transport
+from vigil.worker.judge.transport import JudgeTransport
 
 from tests.judge_server import Reply
 
@@ -46,7 +46,7 @@ async def test_a_429_with_a_day_long_retry_after_from_the_judge_is_retried_after
         slept.append(seconds)
 
     config = JudgeConfig(name="judge", base_url=judge_server.base_url, model="m", rpm=None, max_retry_age_s=120)
-    transport = Transport(config, redis=redis, sleep=sleep, rand=lambda: 0.0)
+    transport = JudgeTransport(config, redis=redis, sleep=sleep, rand=lambda: 0.0)
     try:
         result = await asyncio.wait_for(transport._send("step", [{"role": "user", "content": "q"}], None, "m"), 5)
     except TimeoutError:

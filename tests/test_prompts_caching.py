@@ -10,7 +10,7 @@ import redis
 from rich.console import Console
 from vigil.schemas import JudgeCall, JudgeConfig, JudgeUsage, Score, ScoreStatus
 from vigil.schemas.rows import JudgeCallRow
-from vigil.worker.judge.transport import Transport
+from vigil.worker.judge.transport import JudgeTransport
 from vigil.worker.report import build_report
 from vigil.worker.report.text import print_report
 from vigil.worker.sinks.write_queue import push
@@ -28,7 +28,7 @@ def _config(base_url: str, **prices: float) -> JudgeConfig:
 async def test_the_cached_tokens_a_provider_reports_are_kept_on_the_call_and_priced_at_the_cached_price(
         judge_server):
     judge_server.replies.append(Reply("yes", prompt_tokens=1000, completion_tokens=10, cached_tokens=800))
-    transport = Transport(_config(judge_server.base_url, price_per_prompt_token=0.001,
+    transport = JudgeTransport(_config(judge_server.base_url, price_per_prompt_token=0.001,
                                   price_per_cached_prompt_token=0.0005, price_per_completion_token=0.002))
     try:
         [call] = (await transport.chat(step="s", messages=[{"role": "user", "content": "q"}])).calls
@@ -41,7 +41,7 @@ async def test_the_cached_tokens_a_provider_reports_are_kept_on_the_call_and_pri
 
 async def test_without_a_cached_price_cached_tokens_cost_what_any_prompt_token_costs(judge_server):
     judge_server.replies.append(Reply("yes", prompt_tokens=1000, completion_tokens=0, cached_tokens=600))
-    transport = Transport(_config(judge_server.base_url, price_per_prompt_token=0.001))
+    transport = JudgeTransport(_config(judge_server.base_url, price_per_prompt_token=0.001))
     try:
         [call] = (await transport.chat(step="s", messages=[{"role": "user", "content": "q"}])).calls
     finally:
@@ -52,7 +52,7 @@ async def test_without_a_cached_price_cached_tokens_cost_what_any_prompt_token_c
 
 async def test_an_endpoint_that_reports_no_cache_details_counts_no_cached_tokens(judge_server):
     judge_server.replies.append(Reply("yes", prompt_tokens=50))
-    transport = Transport(_config(judge_server.base_url))
+    transport = JudgeTransport(_config(judge_server.base_url))
     try:
         [call] = (await transport.chat(step="s", messages=[{"role": "user", "content": "q"}])).calls
     finally:
@@ -64,7 +64,7 @@ async def test_an_endpoint_that_reports_no_cache_details_counts_no_cached_tokens
 async def test_a_repeated_static_system_message_is_reported_cached_on_the_second_call():
     """The scripted server's provider-like usage: the prefix shared with an earlier request is cached."""
     with ScriptedJudge(lambda body: Reply("ok"), usage="chars") as server:
-        transport = Transport(_config(server.base_url))
+        transport = JudgeTransport(_config(server.base_url))
         try:
             first = await transport.chat(step="s", messages=[{"role": "system", "content": STATIC},
                                                              {"role": "user", "content": "first trace"}])

@@ -12,7 +12,7 @@ import pytest
 from vigil.schemas import JudgeConfig
 from vigil.worker.judge.base import JudgeFailed
 from vigil.worker.judge.limiter import RateLimits, RedisRateBackend
-from vigil.worker.judge.transport import ModeRejected, Transport
+from vigil.worker.judge.transport import ModeRejected, JudgeTransport
 
 from tests.judge_server import Reply
 
@@ -34,12 +34,12 @@ class FakeTime:
 
 @pytest.fixture
 async def make_transport(judge_server, redis):
-    made: list[Transport] = []
+    made: list[JudgeTransport] = []
     fake = FakeTime()
 
-    def make(**settings) -> Transport:
+    def make(**settings) -> JudgeTransport:
         config = JudgeConfig(**({"name": "judge", "base_url": judge_server.base_url, "model": "m"} | settings))
-        made.append(Transport(config, redis=redis, clock=fake.clock, sleep=fake.sleep, rand=lambda: 1.0))
+        made.append(JudgeTransport(config, redis=redis, clock=fake.clock, sleep=fake.sleep, rand=lambda: 1.0))
         return made[-1]
 
     make.time = fake  # type: ignore[attr-defined]

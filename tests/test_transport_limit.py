@@ -1,6 +1,6 @@
 """Two worker processes, one judge, one limit: the scripted server counts, and never sees the limit exceeded.
 
-Real parts throughout: two OS processes (spawned) each driving 10 concurrent calls through its own ``Transport``,
+Real parts throughout: two OS processes (spawned) each driving 10 concurrent calls through its own ``JudgeTransport``,
 one real Redis, and the scripted server enforcing its own limit. To cover several windows in seconds rather than
 minutes, the limit is "30 requests per 3 seconds" on both sides: the window length is a parameter of the limiter
 (``RateLimits.window_s``) and of the server (``ScriptedJudge(window_s=...)``), and nothing else in the arithmetic
@@ -17,7 +17,7 @@ from collections import Counter
 from vigil.schemas import JudgeConfig
 from vigil.worker.judge.base import JudgeFailed
 from vigil.worker.judge.limiter import RateLimits
-from vigil.worker.judge.transport import Transport
+from vigil.worker.judge.transport import JudgeTransport
 
 from tests.judge_server import Reply, ScriptedJudge
 
@@ -31,7 +31,7 @@ def _worker(base_url: str, redis_url: str, monitor: str, start: multiprocessing.
     async def drive() -> Counter[str]:
         config = JudgeConfig(name="shared", base_url=base_url, model="m", rpm=LIMIT, max_concurrency=30)
         redis = Redis.from_url(redis_url)
-        transport = Transport(config, redis=redis, limits=RateLimits.of(config, window_s=WINDOW_S))
+        transport = JudgeTransport(config, redis=redis, limits=RateLimits.of(config, window_s=WINDOW_S))
         await asyncio.to_thread(start.wait)
         stop_at = time.monotonic() + RUN_S
         statuses: Counter[str] = Counter()

@@ -13,7 +13,7 @@ from vigil.schemas import JudgeConfig
 from vigil.worker.demo.embedded_redis import EmbeddedRedis
 from vigil.worker.judge.base import JudgePaused
 from vigil.worker.judge.pause import PAUSED_KEY
-from vigil.worker.judge.transport import Transport
+from vigil.worker.judge.transport import JudgeTransport
 from vigil.worker.redact import redact, remember, remember_environment
 from vigil.worker.store import connect
 
@@ -80,7 +80,7 @@ async def _paused_by_401(judge_server, redis_url: str, config: JudgeConfig, echo
     """A judge that answers 401 with ``echo``: the pause's reason and the pause record stored in Redis."""
     judge_server.replies.append(Reply.error(401, echo))
     client = AsyncRedis.from_url(redis_url)
-    transport = Transport(config, redis=client)
+    transport = JudgeTransport(config, redis=client)
     try:
         with pytest.raises(JudgePaused) as paused:
             await transport.chat(step="s", messages=[{"role": "user", "content": "q"}])

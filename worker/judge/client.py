@@ -23,7 +23,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ValidationError
 from vigil.schemas import JudgeCall, JudgeConfig
 from vigil.worker.judge.base import JudgeFailed, JudgeReply, JudgeRequest
-from vigil.worker.judge.transport import ModeRejected, Transport
+from vigil.worker.judge.transport import ModeRejected, JudgeTransport
 
 __all__ = ["LLMJudge", "Mode", "last_json_object", "parse_output", "remembered_mode", "strict_schema"]
 
@@ -126,11 +126,11 @@ def _response_format(mode: Mode, step: str, output_type: type[BaseModel]) -> dic
 class LLMJudge:
     """A judge backed by an OpenAI-compatible chat endpoint."""
 
-    def __init__(self, config: JudgeConfig, transport: Transport | None = None) -> None:
+    def __init__(self, config: JudgeConfig, transport: JudgeTransport | None = None) -> None:
         self.config = config
         self.name = config.name
         self.model = config.model
-        self.transport = transport or Transport(config)
+        self.transport = transport or JudgeTransport(config)
         self._endpoint = (config.base_url or "", config.model)
 
     async def ask(self, request: JudgeRequest[T]) -> JudgeReply[T]:

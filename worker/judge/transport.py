@@ -57,7 +57,7 @@ from vigil.worker.logs import Every
 from vigil.worker.redact import redact
 from vigil.worker.settings import get_settings
 
-__all__ = ["CHAT_PATH", "ChatResult", "ModeRejected", "Transport", "judge_cost"]
+__all__ = ["CHAT_PATH", "ChatResult", "ModeRejected", "JudgeTransport", "judge_cost"]
 
 log = structlog.get_logger(__name__)
 
@@ -86,7 +86,7 @@ class _Retry:
     retry_after: float | None = None
 
 
-class Transport:
+class JudgeTransport:
     def __init__(
         self, config: JudgeConfig, *, redis: Redis | None = None, limits: RateLimits | None = None,
         cache: ReplyCache | None = None, expected_completion_tokens: int = 256,
