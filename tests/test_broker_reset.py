@@ -102,10 +102,13 @@ def test_sampled_turns_whose_work_a_broker_restarted_without_persistence_lost_ar
     columns = [c.strip() for c in header.split("┃" if "┃" in header else "│") if c.strip()]
     assert cells[columns.index("lost")] == "6"
 
-    store = connect(worker.dsn)
+    store = connect(worker.dsn)  # closed at once: one chDB path at a time per process, and others follow here
     now = datetime.now(UTC)
-    panel = list(store.query(render(PANELS["lost_turns"].sql, start=now - timedelta(hours=1),
-                                    end=now + timedelta(minutes=1))).named_results())
+    try:
+        panel = list(store.query(render(PANELS["lost_turns"].sql, start=now - timedelta(hours=1),
+                                        end=now + timedelta(minutes=1))).named_results())
+    finally:
+        store.close()
     assert {r["monitor"]: r["lost"] for r in panel}["relevancy"] == 6
     assert all(r["broker_reset"] is not None for r in panel)
 

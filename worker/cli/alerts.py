@@ -9,6 +9,7 @@ from pathlib import Path
 
 import click
 from vigil.schemas import VigilConfig, load_config
+from vigil.worker.cli.options import read_store
 from vigil.worker.cli.suggest import SuggestingGroup
 
 __all__ = ["alerts"]
@@ -38,13 +39,13 @@ def check(config_path: str | None, dsn: str | None, explain: bool) -> None:
       vigil alerts check --config vigil.yaml --explain
     """
     from vigil.worker.alerts.check import DEFAULT_RULES, check_alerts, evaluate, record
-    from vigil.worker.store.clickhouse import connect_for_reading, require_tables
+    from vigil.worker.store.clickhouse import require_tables
 
     config = load_config(config_path) if config_path else VigilConfig()
     if not config.alerts:
         config = config.model_copy(update={"alerts": DEFAULT_RULES})
         click.echo(f"no alert rules configured; using the defaults: {', '.join(r.name for r in DEFAULT_RULES)}")
-    client = connect_for_reading(dsn)
+    client = read_store(dsn)
     require_tables(client, "scores_1m", "scores_1h", "alerts", "detector_checks")
     if explain:
         from vigil.worker.alerts.explain import explain as explained
@@ -104,9 +105,9 @@ def backtest_command(config_path: str | None, scores_path: Path | None, since: s
     if scores_path is not None:
         streams = read_scores(scores_path)
     else:
-        from vigil.worker.store.clickhouse import connect_for_reading, require_tables
+        from vigil.worker.store.clickhouse import require_tables
 
-        client = connect_for_reading(dsn)
+        client = read_store(dsn)
         require_tables(client, "scores", "traces")
         monitors = {m.name for m in config.monitors}
         if all(r.monitor for r in rules):

@@ -16,6 +16,7 @@ from redis.asyncio import Redis
 from rich.console import Console
 from rich.table import Table
 from vigil.schemas.broker import broker
+from vigil.worker.cli.options import read_store
 from vigil.worker.cli.suggest import SuggestingGroup
 from vigil.worker.judge.last_error import LastError, last_errors
 from vigil.worker.judge.limiter import RateLimits, clear_hold, limiter_key
@@ -77,13 +78,12 @@ def _calls(dsn: str | None) -> tuple[dict[str, dict], str | None]:
     from vigil.worker.report.build import run_query
     from vigil.worker.store.clickhouse import (
         StoreError,
-        connect_for_reading,
         require_tables,
     )
     from vigil.worker.store.queries import PANELS
 
     try:
-        client = connect_for_reading(dsn)
+        client = read_store(dsn)
         require_tables(client, "judge_calls")
         rows = run_query(client, PANELS["judge_summary"], start=_EPOCH, end=dt.datetime.now(dt.UTC))
     except StoreError as exc:

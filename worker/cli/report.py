@@ -5,12 +5,12 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 import click
-from vigil.worker.cli.options import redis_url_option
+from vigil.worker.cli.options import read_store, redis_url_option
 from vigil.worker.report.build import build_report
 from vigil.worker.report.html import write_html
 from vigil.worker.report.model import Report
 from vigil.worker.report.text import print_report
-from vigil.worker.store.clickhouse import connect_for_reading, require_tables
+from vigil.worker.store.clickhouse import require_tables
 
 __all__ = ["report"]
 
@@ -46,7 +46,7 @@ def report(dsn: str | None, hours: float | None, monitors: tuple[str, ...], as_j
       vigil report --html report.html         # the page only; add --json for the JSON on stdout too
       vigil report --serve --port 8765       # live page, reloads every 30 s; /review/ labels turns
     """
-    client = connect_for_reading(dsn)
+    client = read_store(dsn)
     require_tables(client, "scores", "scores_1h", "pipeline_events", "alerts")
 
     def build() -> Report:

@@ -13,7 +13,8 @@ from rich.console import Console, Group
 from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
-from vigil.worker.store.clickhouse import connect_for_reading, require_tables
+from vigil.worker.cli.options import read_store
+from vigil.worker.store.clickhouse import require_tables
 from vigil.worker.store.queries import TURN_QUERIES
 
 __all__ = ["show_command"]
@@ -128,7 +129,7 @@ def show_command(trace_id: str, dsn: str | None, as_json: bool, prompts: bool) -
     trace_id = trace_id.strip()
     if len(trace_id) < _MIN_PREFIX:
         raise click.BadParameter(f"give at least {_MIN_PREFIX} characters of the trace id", param_hint="TRACE_ID")
-    client = connect_for_reading(dsn)
+    client = read_store(dsn)
     require_tables(client, "traces", "scores", "pipeline_events", "dead_letters")
     turn = load_turn(client, trace_id)
     if as_json:
