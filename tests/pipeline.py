@@ -9,7 +9,8 @@ import sys
 import time
 import urllib.request
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import redis
@@ -17,7 +18,7 @@ from vigil.schemas.broker import INGEST_QUEUE, INGEST_TASK
 from vigil.worker.pipeline.app import app, configure
 from vigil.worker.pipeline.backlog import wait_drained as drain
 
-__all__ = ["IntakeProcess", "WorkerProcess", "make_turn", "send", "ship", "wait_drained", "wait_while_alive"]
+__all__ = ["IntakeProcess", "WorkerProcess", "intake_and_worker", "make_turn", "send", "ship", "wait_drained", "wait_while_alive"]
 
 
 class _Process:
@@ -102,6 +103,24 @@ class IntakeProcess(_Process):
                 if self.process.poll() is not None or time.monotonic() > deadline:
                     raise AssertionError(f"vigil intake did not start:\n{self.output()}") from None
                 time.sleep(0.05)
+
+
+@contextmanager
+def intake_and_worker(redis_url: str, home: Path, config: Path, **worker_env: str,
+                      ) -> Iterator[tuple[IntakeProcess, WorkerProcess]]:
+    """A real `vigil intake` and `vigil worker` on a flushed Redis (the worker's chDB under ``home / "vigil"``), both
+    stopped on the way out; after a body that ran through, the worker must exit 0 (it wrote everything it took)."""
+    client = redis.Redis.from_url(redis_url)
+    client.flushall()
+    client.close()
+    intake = IntakeProcess(redis_url, home).start()
+    worker = WorkerProcess(redis_url, home / "vigil", config, **worker_env).start()
+    try:
+        yield intake, worker
+        assert worker.stop() == 0
+    finally:
+        intake.stop()
+        worker.stop()
 
 
 def wait_drained(redis_url: str, worker: WorkerProcess, timeout: float = 120) -> None:

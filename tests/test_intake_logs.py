@@ -26,7 +26,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags
 from vigil.worker.store import connect
 
-from tests.pipeline import IntakeProcess, WorkerProcess, wait_drained
+from tests.pipeline import intake_and_worker, wait_drained
 
 CONFIG = Path(__file__).parent / "fixtures" / "pipeline.yaml"
 
@@ -95,22 +95,14 @@ SCENARIO = {"older_events": older_events, "details_event": details_event, "logs_
 
 @pytest.fixture(scope="module")
 def scenario(redis_server, tmp_path_factory):
-    client = redis.Redis.from_url(redis_server.url)
-    client.flushall()
     home = tmp_path_factory.mktemp("intake-logs")
-    intake = IntakeProcess(redis_server.url, home).start()
-    worker = WorkerProcess(redis_server.url, home / "vigil", CONFIG, VIGIL_INTAKE_SETTLE_S="1").start()
-    try:
+    with intake_and_worker(redis_server.url, home, CONFIG, VIGIL_INTAKE_SETTLE_S="1") as (intake, worker):
         agent = Agent(intake.url)
         sent = {name: make(agent) for name, make in SCENARIO.items()}
         agent.logger_provider.shutdown()
         agent.tracer_provider.shutdown()
         wait_drained(redis_server.url, worker)
-        assert client.zcard("vigil.intake.pending") == 0
-        assert worker.stop() == 0
-    finally:
-        intake.stop()
-        worker.stop()
+        assert redis.Redis.from_url(redis_server.url).zcard("vigil.intake.pending") == 0
     store = connect(worker.dsn)
     yield sent, store
     store.close()

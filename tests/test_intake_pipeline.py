@@ -24,7 +24,7 @@ from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags
 from vigil.worker.pipeline.sampling import sampled
 from vigil.worker.store import connect
 
-from tests.pipeline import IntakeProcess, WorkerProcess, wait_drained
+from tests.pipeline import intake_and_worker, wait_drained
 
 CONFIG = Path(__file__).parent / "fixtures" / "pipeline.yaml"
 SETTLE_S = 3.0
@@ -188,22 +188,14 @@ SCENARIO = {"current_genai": current_genai, "older_events": older_events, "promp
 
 @pytest.fixture(scope="module")
 def scenario(redis_server, tmp_path_factory):
-    client = redis.Redis.from_url(redis_server.url)
-    client.flushall()
     home = tmp_path_factory.mktemp("intake-pipeline")
-    intake = IntakeProcess(redis_server.url, home).start()
-    worker = WorkerProcess(redis_server.url, home / "vigil", CONFIG, VIGIL_INTAKE_SETTLE_S=str(SETTLE_S)).start()
-    try:
+    with intake_and_worker(redis_server.url, home, CONFIG, VIGIL_INTAKE_SETTLE_S=str(SETTLE_S)) as (intake, worker):
         agent = Agent(f"{intake.url}/v1/traces")
         sent = {name: make(agent) for name, make in SCENARIO.items()}
         wait_drained(redis_server.url, worker)
-        assert client.zcard("vigil.intake.pending") == 0
+        assert redis.Redis.from_url(redis_server.url).zcard("vigil.intake.pending") == 0
         late_retriever(agent, *sent["late"])
         wait_drained(redis_server.url, worker)
-        assert worker.stop() == 0
-    finally:
-        intake.stop()
-        worker.stop()
     store = connect(worker.dsn)
     yield sent, store
     store.close()

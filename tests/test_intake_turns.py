@@ -20,7 +20,7 @@ import pytest
 import redis
 from vigil.worker.store import connect
 
-from tests.pipeline import IntakeProcess, WorkerProcess, wait_drained
+from tests.pipeline import intake_and_worker, wait_drained
 
 FIXTURES = Path(__file__).parent / "fixtures" / "otlp"
 CONFIG = Path(__file__).parent / "fixtures" / "pipeline.yaml"
@@ -70,12 +70,9 @@ def chat(question: str, answer: str) -> dict[str, str]:
 @pytest.fixture(scope="module")
 def scenario(redis_server, tmp_path_factory):
     client = redis.Redis.from_url(redis_server.url)
-    client.flushall()
-    home = tmp_path_factory.mktemp("intake-turns")
-    intake = IntakeProcess(redis_server.url, home).start()
-    worker = WorkerProcess(redis_server.url, home / "vigil", CONFIG).start()  # the default settle (10 s) and wait
     sent: dict[str, Any] = {}
-    try:
+    # the default settle (10 s) and parent wait
+    with intake_and_worker(redis_server.url, tmp_path_factory.mktemp("intake-turns"), CONFIG) as (intake, worker):
         for fixture in ("openai_v2_span_only.json", "openllmetry.json", "openlit.json", "langchain.json",
                         "openai_v2_no_content.json"):
             sent[fixture] = replay(intake.url, fixture)
@@ -101,11 +98,7 @@ def scenario(redis_server, tmp_path_factory):
                                              "gen_ai.operation.name": "invoke_agent"}, now - 2000)))
         wait_drained(redis_server.url, worker)
         assert client.zcard("vigil.intake.pending") == 0
-        assert worker.stop() == 0
-        sent["intake_log"] = intake.output()
-    finally:
-        intake.stop()
-        worker.stop()
+    sent["intake_log"] = intake.output()
     store = connect(worker.dsn)
     yield sent, store
     store.close()
