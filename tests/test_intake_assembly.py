@@ -258,7 +258,7 @@ def test_a_child_ending_after_the_grace_makes_the_trace_assembled_again_under_th
 
 def test_many_span_batches_within_a_second_schedule_one_sweep(redis_url):
     import redis as redis_client
-    from vigil.worker.intake.traces import schedule_sweep
+    from vigil.worker.assembly.traces import schedule_sweep
 
     client = redis_client.Redis.from_url(redis_url)
     countdowns: list[float] = []
@@ -272,7 +272,7 @@ def test_many_span_batches_within_a_second_schedule_one_sweep(redis_url):
 
 def test_a_sweep_that_could_not_be_published_is_scheduled_by_the_retry(redis_url):
     import redis as redis_client
-    from vigil.worker.intake.traces import schedule_sweep
+    from vigil.worker.assembly.traces import schedule_sweep
 
     client = redis_client.Redis.from_url(redis_url)
     due = time.time() + 10

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import redis
 from vigil.worker.intake.publish import REFUSED
-from vigil.worker.intake.traces import (
+from vigil.worker.assembly.traces import (
     DROPPED,
     DROPPED_TOTAL,
     PENDING,

@@ -61,8 +61,8 @@ class Publisher:
 
     def pending(self) -> tuple[int, int]:
         """Traces whose spans wait in Redis to settle, and the bytes of their span records waiting
-        (``vigil.worker.intake.traces.PENDING``, ``PENDING_BYTES``)."""
-        from vigil.worker.intake.traces import PENDING, PENDING_BYTES
+        (``vigil.worker.assembly.traces.PENDING``, ``PENDING_BYTES``)."""
+        from vigil.worker.assembly.traces import PENDING, PENDING_BYTES
 
         pipe = self._redis.pipeline(transaction=False)
         pipe.zcard(PENDING)

@@ -17,7 +17,7 @@ __all__ = ["ALERTS_QUEUE", "INGEST_QUEUE", "SCORE_QUEUE", "app", "configure"]
 
 
 app = Celery("vigil", include=["vigil.worker.pipeline.tasks", "vigil.worker.pipeline.beat", "vigil.worker.pipeline.poison",
-                               "vigil.worker.intake.tasks"])
+                               "vigil.worker.assembly.tasks"])
 
 
 def configure(broker_url: str | None = None) -> Celery:

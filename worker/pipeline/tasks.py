@@ -37,7 +37,7 @@ from vigil.schemas.rows import (
     trace_row,
 )
 from vigil.schemas.spans import CONTENT_METADATA, SETTING_METADATA
-from vigil.worker.intake import late, sessions
+from vigil.worker.assembly import late, sessions
 from vigil.worker.judge.base import JudgePaused
 from vigil.worker.logs import Every
 from vigil.worker.pipeline import feedback as feedback_sampling

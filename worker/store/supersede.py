@@ -1,4 +1,4 @@
-"""Deleting turns a later assembly of their trace replaced (``vigil.worker.intake.late``), everywhere they show.
+"""Deleting turns a later assembly of their trace replaced (``vigil.worker.assembly.late``), everywhere they show.
 
 ``traces``, ``scores`` and the turn's ``pipeline_events`` (but its ``superseded`` stage) lose their rows through
 lightweight deletes, so every query, panel, report and alert that reads them stops seeing the turn at once. The

@@ -3,7 +3,7 @@
 Keys: ``vigil.intake.trace.<trace id>``, a list of the span records (JSON) not yet assembled;
 ``vigil.intake.record.<trace id>``, a hash: the trace's budget so far (``spans``, ``bytes``), the bytes in its list
 (``listed``) and, once assembled, what late spans need (``assembled``: the spans the assembly read, compact,
-``vigil.worker.intake.late``), kept ``VIGIL_INTAKE_KEEP_S`` after the trace's last span;
+``vigil.worker.assembly.late``), kept ``VIGIL_INTAKE_KEEP_S`` after the trace's last span;
 ``vigil.intake.pending``, a sorted set of trace ids scored by when their last span arrived;
 ``vigil.intake.pending.bytes``, the bytes of span records in every list (``VIGIL_INTAKE_MAX_PENDING_BYTES``).
 

@@ -11,7 +11,7 @@ and the root finishes after its children), so a trace can settle before its root
   marked in Redis (``vigil.superseded.<trace>.<span>``, so a score task still waiting for it scores nothing), its rows
   deleted by the writer, and a ``superseded`` stage in the funnel.
 - **Keep only what a late span needs.** An assembly takes the spans it read out of the trace's list and keeps them in
-  its record (``vigil.worker.intake.traces.record_key``, kept as long as the trace's budget), compressed
+  its record (``vigil.worker.assembly.traces.record_key``, kept as long as the trace's budget), compressed
   (``assembled``): whole for the spans its turns were made of, as a skeleton (ids, parent,
   name, times: where the span sits in the tree) for the others. A late span is assembled with them, so a late root
   still gathers the children its partial turns were made of, at a fraction of the bytes.
@@ -27,7 +27,7 @@ from typing import Any
 import redis
 from vigil.schemas.rows import PipelineEvent, Supersession
 from vigil.schemas.spans import Assembly
-from vigil.worker.intake.traces import PENDING, PENDING_BYTES, Spans, assembly_of, record_key, trace_key
+from vigil.worker.assembly.traces import PENDING, PENDING_BYTES, Spans, assembly_of, record_key, trace_key
 
 __all__ = ["compact", "defer", "is_superseded", "superseded_by", "waited_enough"]
 

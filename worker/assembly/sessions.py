@@ -6,7 +6,7 @@ Keys: ``vigil.sessions.pending``, a sorted set of sessions (``[project, session 
 turn was ingested; ``vigil.session.<hash>``, the session's turns (JSON), kept ``VIGIL_INTAKE_KEEP_S`` after the last.
 Ingest records every live turn that has a session id (only when a session monitor is configured) and schedules a
 close sweep the idle time later; ``vigil beat`` sweeps too, as a backstop. Claims work as for traces
-(``vigil.worker.intake.traces``): a session that gets a new turn after it closed closes again later and is scored again
+(``vigil.worker.assembly.traces``): a session that gets a new turn after it closed closes again later and is scored again
 under the same score ids (its first turn's trace and span ids), replacing the earlier scores.
 
 The session as scored is one turn: the first turn's ids, agent, project, environment, system prompt and reference;
@@ -103,7 +103,7 @@ def session_turn(turns: list[Turn]) -> dict[str, Any]:
 def track(client: redis.Redis, turns: list[Turn]) -> None:
     """Called by ingest: record the turns and schedule the close sweep once the idle time has passed."""
     from vigil.schemas.broker import INGEST_QUEUE
-    from vigil.worker.intake.traces import schedule_sweep
+    from vigil.worker.assembly.traces import schedule_sweep
     from vigil.worker.pipeline.app import app
 
     settings = session_settings()

@@ -1,6 +1,6 @@
 """The worker's side of the intake: ``vigil.spans`` keeps spans by trace, ``vigil.assemble_traces`` turns settled
-traces into turns and hands them to ``vigil.ingest`` (see ``vigil.worker.intake.traces`` for the keys and the claims), and
-``vigil.close_sessions`` scores idle sessions with the session monitors (``vigil.worker.intake.sessions``)."""
+traces into turns and hands them to ``vigil.ingest`` (see ``vigil.worker.assembly.traces`` for the keys and the claims), and
+``vigil.close_sessions`` scores idle sessions with the session monitors (``vigil.worker.assembly.sessions``)."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ from vigil.schemas import Turn
 from vigil.schemas.broker import INGEST_QUEUE, INGEST_TASK, SPANS_TASK
 from vigil.schemas.rows import PipelineEvent
 from vigil.schemas.spans import CONTENT_METADATA, SETTING_METADATA, waiting_for_parent
-from vigil.worker.intake import late
-from vigil.worker.intake.sessions import (
+from vigil.worker.assembly import late
+from vigil.worker.assembly.sessions import (
     CLOSE_SESSIONS_TASK,
     SESSIONS,
     session_settings,
@@ -22,7 +22,7 @@ from vigil.worker.intake.sessions import (
     session_turns,
 )
 from vigil.worker.intake.settings import intake_settings
-from vigil.worker.intake.traces import (
+from vigil.worker.assembly.traces import (
     assembly_of,
     claim_due,
     invalid_reason,
