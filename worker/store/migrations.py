@@ -33,6 +33,10 @@ def _files() -> list[tuple[int, str, str]]:
         if entry.name.endswith(".sql"):
             version = int(entry.name.split("_", 1)[0])
             found.append((version, entry.name, entry.read_text(encoding="utf-8")))
+    versions = [v for v, _, _ in found]
+    if clash := sorted({name for v, name, _ in found if versions.count(v) > 1}):
+        # the ledger records versions: a second file of the same number would never run
+        raise RuntimeError(f"migrations share a version number: {', '.join(clash)}; renumber one")
     return sorted(found)
 
 
