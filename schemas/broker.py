@@ -59,7 +59,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ALERTS_QUEUE", "DEFAULT_MESSAGE_BYTES", "FEEDBACK_QUEUE", "INGEST_QUEUE", "INGEST_TASK", "JOURNAL", "JOURNAL_INDEX",
-    "MIN_MESSAGE_BYTES", "PARKED_PREFIX", "SCORE_QUEUE", "SENTINEL_TRANSPORT", "SPANS_TASK", "TRANSPORT",
+    "MIN_MESSAGE_BYTES", "PARKED_PREFIX", "POOL_CONNECTIONS", "POOL_WAIT_S", "SCORE_QUEUE", "SENTINEL_TRANSPORT",
+    "SPANS_TASK", "TRANSPORT",
     "UNDELIVERABLE_TASK", "Broker", "Channel", "JournaledSentinelTransport", "JournaledTransport", "MessageTooLarge",
     "QoS", "SentinelChannel", "broker", "broker_ssl", "envelope", "journaled", "kombu_drift", "oversize_reason",
 ]
@@ -170,6 +171,11 @@ def broker_ssl(url: str) -> dict[str, Any] | None:
 
 
 _SENTINEL_PORT = 26379
+# A redis-py client's connections at once (a worker sizes its own to its --concurrency, VIGIL_REDIS_CONNECTIONS), and
+# how long one more caller waits for a free one before the pool raises (a transient failure: the task is retried).
+# Through Sentinel the pool is redis-py's own, which raises at its size: the retry is what covers it there.
+POOL_CONNECTIONS = 100
+POOL_WAIT_S = 30.0
 
 
 @dataclass(frozen=True)
@@ -186,21 +192,26 @@ class Broker:
     master_kwargs: dict[str, Any] = field(default_factory=dict)  # db, username, password of the master
     sentinel_kwargs: dict[str, Any] = field(default_factory=dict)  # how to talk to the Sentinels themselves
 
-    def redis(self, **kwargs: Any) -> redis_py.Redis:
+    def redis(self, *, max_connections: int = POOL_CONNECTIONS, **kwargs: Any) -> redis_py.Redis:
+        """A client whose pool holds at most ``max_connections``; one more caller waits for a free connection (up to
+        ``POOL_WAIT_S``) instead of failing, so a burst of work costs time, never a failed score."""
         import redis as redis_py
 
         if not self.sentinels:
-            return redis_py.Redis.from_url(self.url, **kwargs)
+            return redis_py.Redis.from_pool(redis_py.BlockingConnectionPool.from_url(
+                self.url, max_connections=max_connections, timeout=POOL_WAIT_S, **kwargs))
         from redis.sentinel import Sentinel
 
         return Sentinel(list(self.sentinels), sentinel_kwargs=self._sentinel_kwargs(kwargs)).master_for(
             self.master, **self.master_kwargs, **kwargs)
 
-    def async_redis(self, **kwargs: Any) -> redis_asyncio.Redis:
+    def async_redis(self, *, max_connections: int = POOL_CONNECTIONS, **kwargs: Any) -> redis_asyncio.Redis:
+        """The asyncio client, with the same waiting pool as ``redis()``."""
         import redis.asyncio as redis_asyncio
 
         if not self.sentinels:
-            return redis_asyncio.Redis.from_url(self.url, **kwargs)
+            return redis_asyncio.Redis.from_pool(redis_asyncio.BlockingConnectionPool.from_url(
+                self.url, max_connections=max_connections, timeout=POOL_WAIT_S, **kwargs))
         from redis.asyncio.sentinel import Sentinel
 
         return Sentinel(list(self.sentinels), sentinel_kwargs=self._sentinel_kwargs(kwargs)).master_for(

@@ -8,7 +8,7 @@ from pathlib import Path
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 from vigil.schemas import VigilConfig, load_config
-from vigil.schemas.broker import DEFAULT_MESSAGE_BYTES, MIN_MESSAGE_BYTES
+from vigil.schemas.broker import DEFAULT_MESSAGE_BYTES, MIN_MESSAGE_BYTES, POOL_CONNECTIONS
 
 __all__ = ["CONFIG_NOT_SET", "ConfigNotSet", "Settings", "config_path", "get_settings", "monitor_config"]
 
@@ -40,6 +40,9 @@ class Settings(BaseSettings):
     write_batch_age_s: float = Field(default=1.0, alias="VIGIL_WRITE_BATCH_AGE")
     alerts_interval_s: int = Field(default=60, alias="VIGIL_ALERTS_INTERVAL")
     log_level: str = Field(default="INFO", alias="VIGIL_LOG_LEVEL")
+    # Connections each of a worker's Redis pools (its threads', its judge loop's) holds at once; one more caller waits
+    # for a free one. `vigil worker` sets it to its --concurrency unless it is set.
+    redis_connections: int = Field(default=POOL_CONNECTIONS, gt=0, alias="VIGIL_REDIS_CONNECTIONS")
     # The largest queue message a worker decodes and the intake publishes; a larger one is dead-lettered unread.
     max_message_bytes: int = Field(default=DEFAULT_MESSAGE_BYTES, ge=MIN_MESSAGE_BYTES,
                                    alias="VIGIL_MAX_MESSAGE_BYTES")

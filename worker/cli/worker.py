@@ -86,6 +86,8 @@ def worker_command(concurrency: int, writer: bool, writer_id: str | None, queues
     from vigil.worker.store import default_dsn
 
     queues = queues or f"{INGEST_QUEUE},{SCORE_QUEUE}"
+    os.environ.setdefault("VIGIL_REDIS_CONNECTIONS", str(concurrency))  # as many as tasks in flight; more wait
+    get_settings.cache_clear()
     settings = get_settings()
     if settings.config_path is None:  # a production worker never falls back to the demo's monitors
         raise click.ClickException(CONFIG_NOT_SET)

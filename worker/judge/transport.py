@@ -105,7 +105,7 @@ class JudgeTransport:
         )
         self._owns_redis = redis is None and bool(os.environ.get("REDIS_URL"))
         if self._owns_redis:
-            redis = broker(os.environ["REDIS_URL"]).async_redis()
+            redis = broker(os.environ["REDIS_URL"]).async_redis(max_connections=get_settings().redis_connections)
         self.redis = redis
         self.limits = limits or RateLimits.of(config)
         if self.limits.limited and redis is None:
@@ -117,7 +117,7 @@ class JudgeTransport:
         if cache is None and config.cache_ttl_s:
             cache_url = get_settings().cache_url
             if cache_url:
-                self._cache_redis = broker(cache_url).async_redis()
+                self._cache_redis = broker(cache_url).async_redis(max_connections=get_settings().redis_connections)
                 cache = RedisReplyCache(self._cache_redis)
             else:
                 cache = local_cache()

@@ -59,7 +59,8 @@ def runtime() -> Runtime:
         if _runtime is None or _pid != os.getpid():
             from vigil.worker.pipeline.app import app
 
-            client = broker(get_settings().redis_url or app.conf.broker_url).redis()
+            settings = get_settings()
+            client = broker(settings.redis_url or app.conf.broker_url).redis(max_connections=settings.redis_connections)
             _runtime = Runtime(config=monitor_config(), redis=client, telemetry=Telemetry.create())
             _runtime.telemetry.observe_write_queue(lambda: write_queue.depth(client))
             _pid = os.getpid()

@@ -381,7 +381,13 @@ def _score_turn(rt: Runtime, turn_json: Any, monitors: Any, enqueued_at: float |
 
 async def _score_all(rt: Runtime, turn: Turn,
                      monitors: list[MonitorConfig]) -> list[tuple[MonitorConfig, ScoreResult | None, int, int]]:
-    return await asyncio.gather(*(_score_one(rt, turn, monitor) for monitor in monitors))
+    """Every monitor to its end; then a failure of vigil's own (Redis, the broker) in any of them raises, so the task
+    goes back on its queue and the turn is scored again, never recorded as failed for it."""
+    outcomes = await asyncio.gather(*(_score_one(rt, turn, monitor) for monitor in monitors), return_exceptions=True)
+    for outcome in outcomes:
+        if isinstance(outcome, BaseException):
+            raise outcome
+    return outcomes
 
 
 _paused_line: dict[str, Every] = {}
@@ -411,6 +417,8 @@ async def _score_one(rt: Runtime, turn: Turn,
             log.warning("judge paused; its scores wait until it is resumed (`vigil judge status`)", judge=exc.judge,
                         reason=exc.reason)
         return monitor, None, start_ns, time.time_ns()
+    except _REDIS_FAILED:  # vigil's own Redis or broker, transient: the task is retried (``_score_all``)
+        raise
     except Exception as exc:  # a scorer bug or bad config must not crash the worker or lose the turn
         log.exception("scorer raised")
         result = ScoreResult(run_id=str(uuid.uuid4()), scorer=monitor.scorer,
