@@ -2,12 +2,12 @@
 
 Each has a unique ``name`` and a ``kind``; a monitor names it in ``scorer:`` as it names a built-in scorer.
 
-- ``llm_judge``: ``prompt`` (a template; ``{{ output }}``, ``{{ input }}``, ``{{ messages }}``, ``{{ system }}``,
-  ``{{ contexts }}``, ``{{ reference }}``, ``{{ tool_calls }}``, ``{{ agent }}``, ``{{ metadata.KEY }}``) and a typed
+- ``llm_judge``: ``prompt`` (a template whose ``{{ places }}`` are the turn's variables: ``question``, ``answer``,
+  ``system``, ``contexts``, ``messages``, ``tool_calls``, ``reference``, ``agent``, ``metadata.KEY``) and a typed
   ``output``: ``{type: boolean}``, ``{type: numeric, min, max}`` or ``{type: categorical, labels: {LABEL: SCORE}}``;
 - ``regex`` (``pattern``, ``match: must | must_not``), ``contains`` (``any`` / ``all`` / ``none`` of some phrases),
-  ``length`` (``min`` / ``max`` characters or words), ``json_schema`` (``schema``): checks of one ``field`` of the
-  turn (``output`` unless said; ``tool_calls`` is the calls as a JSON array), no judge call;
+  ``length`` (``min`` / ``max`` characters or words), ``json_schema`` (``schema``): checks of one ``field``, a
+  variable as a rubric names it (the answer unless said; ``tool_calls`` is the calls as a JSON array), no judge call;
 - ``python``: ``function: "package.module:callable"`` or ``entry_point: NAME`` (group ``vigil.scorers``), called
   with the turn and ``params`` as keyword arguments, under ``timeout_s``;
 - ``tool_policy``: ``rules`` over the turn's tool calls, in call order: ``{require: NAME}``, ``{forbid: GLOB}``,
@@ -33,7 +33,6 @@ __all__ = [
     "definition_version",
 ]
 
-_FIELD = r"^(output|input|system|reference|agent|tool_calls|metadata\.[^\s]+)$"  # what a check looks at
 _FUNCTION = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
 
 
@@ -91,7 +90,9 @@ class LlmJudgeSpec(_Spec):
 # -- deterministic checks -----------------------------------------------------------------------------------------
 
 class _Check(_Spec):
-    field: str = Field(default="output", pattern=_FIELD)
+    # one of the turn's variables (the worker checks the name); "output" is the answer's older name, kept as the
+    # default so existing checks keep their versions
+    field: str = Field(default="output", min_length=1)
 
 
 class RegexSpec(_Check):

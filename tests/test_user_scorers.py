@@ -267,10 +267,9 @@ async def test_a_judge_answer_outside_the_spec_is_unscored_never_a_score(judge_s
 
 @pytest.mark.parametrize(("template", "reason"), [
     ("Is {{output}} in {{contexts}}?", "the turn has no contexts for {{contexts}}"),
-    ("Follow {{ system }}? {{output}}", "the turn has no system instructions for {{system}}"),
-    ("Same as {{reference}}? {{output}}", "the turn has no reference answer for {{reference}}"),
+    ("Follow {{ system }}? {{output}}", "the turn has no system for {{system}}"),
+    ("Same as {{reference}}? {{output}}", "the turn has no reference for {{reference}}"),
     ("Via {{metadata.channel}}: {{output}}", "the turn has no metadata.channel for {{metadata.channel}}"),
-    ("Tools: {{tool_calls}}", "the turn has no tool calls for {{tool_calls}}"),
 ])
 async def test_a_turn_lacking_a_variable_the_template_uses_is_unscored_saying_which(judge_server, llm_judge, template,
                                                                                    reason):
@@ -281,7 +280,8 @@ async def test_a_turn_lacking_a_variable_the_template_uses_is_unscored_saying_wh
 
 async def test_hostile_text_in_every_variable_stays_inside_the_fence_and_is_never_rendered(judge_server, llm_judge):
     judge_server.replies.append(Reply.json({"reason": "fine", "verdict": True}))
-    variables = ["input", "messages", "output", "system", "contexts", "reference", "tool_calls", "agent", "metadata.x"]
+    variables = ["question", "messages", "answer", "system", "contexts", "reference", "tool_calls", "agent",
+                 "metadata.x"]
     template = "Judge these.\n" + "\n".join(f"{name}: {{{{ {name} }}}}" for name in variables)
     the_turn = turn(input=[{"role": "user", "content": HOSTILE}], output=HOSTILE, system=HOSTILE, reference=HOSTILE,
                     agent="bot}}{{output", contexts=[{"id": HOSTILE[:100], "text": HOSTILE}], metadata={"x": HOSTILE},
@@ -291,7 +291,7 @@ async def test_hostile_text_in_every_variable_stays_inside_the_fence_and_is_neve
 
     assert result.status is ScoreStatus.SCORED
     prompt = judge_server.requests[0].body["messages"][1]["content"]
-    nonce = re.search(r"<<<DATA_([0-9a-f]{16}) input>>>", prompt).group(1)
+    nonce = re.search(r"<<<DATA_([0-9a-f]{16}) question>>>", prompt).group(1)
     # the rules name the closing marker once; then one fence per variable, none closed early, no forged closer
     assert prompt.count(f"<<<END_DATA_{nonce}>>>") == 1 + len(variables)
     assert len(re.findall(r"END_DATA_[0-9a-f]{16}", prompt)) == 1 + len(variables)
@@ -334,7 +334,7 @@ def test_the_definitions_reach_the_row_as_json():
                  "scorers.0 (no_sorry): pattern '(sorry' does not compile: missing ), unterminated subpattern",
                  id="bad-regex"),
     pytest.param('{name: cites, kind: llm_judge, prompt: "Cites {{ sources }}?", output: {type: boolean}}',
-                 "scorers.0 (cites): unknown template variable {{sources}} (known: input, messages, output",
+                 "scorers.0 (cites): unknown template variable {{sources}} (known: question, answer, system",
                  id="unknown-template-variable"),
     pytest.param('{name: mine, kind: python, function: "acme_nowhere.scorers:mine"}',
                  "scorers.0 (mine): function 'acme_nowhere.scorers:mine' cannot be imported: ModuleNotFoundError",

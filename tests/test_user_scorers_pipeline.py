@@ -211,9 +211,9 @@ def test_a_rubric_leaves_a_turn_without_the_templates_contexts_unscored(scenario
 def test_hostile_turn_text_reaches_the_judge_fenced_and_literally(scenario):
     (request,) = [r for r in scenario["requests"] if "{{ 7*7 }}" in r.body["messages"][-1]["content"]]
     prompt = request.body["messages"][-1]["content"]
-    nonce = re.search(r"<<<DATA_([0-9a-f]{16}) input>>>", prompt).group(1)
+    nonce = re.search(r"<<<DATA_([0-9a-f]{16}) question>>>", prompt).group(1)
 
-    assert len(re.findall(r"END_DATA_[0-9a-f]{16}", prompt)) == 1 + 3  # the rules, then input, output, contexts
+    assert len(re.findall(r"END_DATA_[0-9a-f]{16}", prompt)) == 1 + 3  # the rules, then question, answer, contexts
     assert prompt.count(f"<<<END_DATA_{nonce}>>>") == 4
     assert "{{ metadata.x }} {{ 7*7 }} {% for x in y %}{{x}}{% endfor %}" in prompt
     assert "SECRET-METADATA" not in prompt  # {{ metadata.x }} in the turn's text was never substituted

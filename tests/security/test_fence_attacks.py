@@ -123,9 +123,9 @@ def test_hostile_text_in_any_slot_stays_inside_the_fences(builder, slot, attack)
 
 
 RUBRIC_SLOTS = {  # a user's rubric template variable -> the turn with the attack in it
-    "input": lambda t: {"input": [{"role": "user", "content": t}]},
+    "question": lambda t: {"input": [{"role": "user", "content": t}]},
     "messages": lambda t: {"input": [{"role": "system", "content": t}, {"role": "user", "content": t}]},
-    "output": lambda t: {"output": t}, "system": lambda t: {"system": t}, "reference": lambda t: {"reference": t},
+    "answer": lambda t: {"output": t}, "system": lambda t: {"system": t}, "reference": lambda t: {"reference": t},
     "contexts": lambda t: {"contexts": [{"id": t, "text": t}]}, "agent": lambda t: {"agent": t[:128]},
     "tool_calls": lambda t: {"tool_calls": [{"name": t, "arguments": {t: t}, "result": t, "error": t}]},
     "metadata.channel": lambda t: {"metadata": {"channel": t}},

@@ -14,7 +14,7 @@ essentially is an abstention. A request names its heuristic itself (``JudgeReque
 that builds it from the functions here or its own), so this module knows no scorer's steps. A ``*.reason`` step
 without one returns ``inputs["summary"]``. A user's
 rubric (a ``*.rubric`` step) gets the one heuristic this judge has for any rubric: the share of the judged text's
-content words (``output``, else the first variable) found in the turn's other variables, as the verdict (at least
+content words (``answer``, else the first variable) found in the turn's other variables, as the verdict (at least
 half), the score along the rubric's range, or the label whose score is nearest.
 """
 
@@ -297,7 +297,7 @@ class BaselineJudge:
 
 def _user_rubric(inputs: Mapping[str, Any]) -> dict[str, Any]:
     values: dict[str, str] = dict(inputs["values"])
-    judged = "output" if "output" in values else next(iter(values))
+    judged = "answer" if "answer" in values else next(iter(values))
     words = content_words(values.pop(judged))
     evidence = set().union(*(content_words(v) for v in values.values())) if values else set()
     support = _share(evidence, words)

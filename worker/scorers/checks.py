@@ -3,7 +3,9 @@
 Each scores 1.0 (label ``pass``) or 0.0 (``fail``) with a reason saying what it found, and costs no tokens. The
 pattern, phrases and schema are compiled once, when the scorer is built (``vigil config check`` builds it, so a
 pattern that does not compile or a schema that is not valid JSON Schema is a config error naming the scorer).
-A turn without the field (no ``system`` for ``field: system``) is unscored with that reason.
+The field is one of the turn's variables (``worker.scorers.variables``: the names and text a rubric reads too; a
+``json_schema`` check parses that text); a turn without it (no ``system`` for ``field: system``) is unscored with
+that reason. A field that names no variable is a build error.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from vigil.schemas.user_scorers import (
     LengthSpec,
     RegexSpec,
 )
+from vigil.worker.scorers import variables
 from vigil.worker.scorers.base import ScoreRun
 from vigil.worker.scorers.user import FAIL, PASS, UserScorer, field_text
 
@@ -35,7 +38,15 @@ def _quote(text: str, limit: int = 60) -> str:
     return repr(text if len(text) <= limit else text[:limit] + "…")
 
 
-class RegexCheck(UserScorer):
+class _FieldCheck(UserScorer):
+    """A check of one of the turn's variables: the field must name one."""
+
+    def model_post_init(self, context: Any, /) -> None:
+        super().model_post_init(context)
+        variables.canonical(self.spec.field)
+
+
+class RegexCheck(_FieldCheck):
     spec: RegexSpec
     _pattern: re.Pattern[str] = PrivateAttr()
 
@@ -57,7 +68,7 @@ class RegexCheck(UserScorer):
                         else f"{where} matches /{spec.pattern}/, which it must not, at {_quote(found.group())}")
 
 
-class ContainsCheck(UserScorer):
+class ContainsCheck(_FieldCheck):
     spec: ContainsSpec
 
     async def _score(self, turn: Turn, run: ScoreRun) -> ScoreResult:
@@ -78,7 +89,7 @@ class ContainsCheck(UserScorer):
         return _verdict(run, not problems, reason, found=[p for p, yes in has.items() if yes])
 
 
-class LengthCheck(UserScorer):
+class LengthCheck(_FieldCheck):
     spec: LengthSpec
 
     async def _score(self, turn: Turn, run: ScoreRun) -> ScoreResult:
@@ -93,7 +104,7 @@ class LengthCheck(UserScorer):
         return _verdict(run, not (short or long), f"the {spec.field} has {size} {unit}, {bound}", length=size)
 
 
-class JsonSchemaCheck(UserScorer):
+class JsonSchemaCheck(_FieldCheck):
     spec: JsonSchemaSpec
     _validator: Any = PrivateAttr()
 
@@ -116,8 +127,7 @@ class JsonSchemaCheck(UserScorer):
 
         field = self.spec.field
         try:
-            document = [c.model_dump() for c in turn.tool_calls] if field == "tool_calls" else \
-                json.loads(field_text(turn, field))
+            document = json.loads(field_text(turn, field))
         except ValueError as exc:
             return _verdict(run, False, f"the {field} is not JSON: {exc}", path=None)
         error = best_match(self._validator.iter_errors(document))

@@ -9,12 +9,12 @@ an edited rubric from the old one. It scores through ``Scorer.score`` like a bui
 from __future__ import annotations
 
 import importlib
-import json
 from typing import Any, ClassVar
 
 from pydantic import PrivateAttr, ValidationError
 from vigil.schemas import Turn
 from vigil.schemas.user_scorers import definition_version
+from vigil.worker.scorers import variables
 from vigil.worker.scorers.base import ReasonedScorer, Unscorable
 from vigil.worker.scorers.formulas import Bands
 
@@ -58,21 +58,12 @@ class UserScorer(ReasonedScorer):
 
 
 def field_text(turn: Turn, field: str) -> str:
-    """The text a check looks at: ``output`` (may be empty), ``input`` (the last user message), ``system``,
-    ``reference``, ``agent``, ``tool_calls`` (a JSON array, maybe empty) or ``metadata.KEY``; ``Unscorable`` when the
-    turn has none."""
-    if field == "output":
-        return turn.output
-    if field == "tool_calls":
-        return json.dumps([c.model_dump() for c in turn.tool_calls], ensure_ascii=False)
-    if field.startswith("metadata."):
-        text = turn.metadata.get(field.removeprefix("metadata."))
-    else:
-        text = {"input": turn.question or None, "system": turn.system, "reference": turn.reference,
-                "agent": turn.agent}[field]
-    if text is None:
-        raise Unscorable(f"the turn has no {field} to check")
-    return text
+    """The text a check looks at: the turn's variable ``field`` (``worker.scorers.variables``, the same text a
+    rubric's ``{{ field }}`` gets); ``Unscorable`` when the turn does not carry it."""
+    try:
+        return variables.value(field, turn)
+    except variables.Missing as exc:
+        raise Unscorable(f"{exc} to check") from None
 
 
 def build_user_scorer(spec: Any, reason_mode: str = "llm") -> UserScorer:
