@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from datetime import UTC, datetime, timedelta
 
 import numpy as np
@@ -253,14 +254,14 @@ def test_evaluate_keeps_the_reason_a_rule_did_not_fire(store):
 
 def test_a_backtest_of_the_store_finds_the_drop_and_names_its_segment_from_the_traces(store):
     """``vigil alerts backtest --since``: the stored scores replayed, the segments by the live check's query."""
-    from vigil.worker.alerts.backtest import backtest, read_store
+    from vigil.worker.alerts.backtest import backtest, stored_scores
 
     rng = np.random.default_rng(16)
     insert(store, rows(rng, start=NOW - timedelta(days=1), minutes=24 * 60, rate=2, mean=0.8))
     insert(store, rows(rng, start=NOW, minutes=60, rate=2, mean=0.8, seq=10**6))
     insert(store, rows(rng, start=NOW, minutes=60, rate=2, mean=0.4, model="m-2", seq=2 * 10**6))
 
-    streams = read_store(store, ["relevancy"], NOW - timedelta(days=2))
+    streams = stored_scores(store, ["relevancy"], NOW - timedelta(days=2))
     (alert,) = backtest(config(), streams, client=store)
 
     assert alert.monitor == "relevancy" and NOW <= alert.fired_at <= NOW + timedelta(minutes=30)
@@ -281,3 +282,20 @@ def test_a_backtest_names_an_unknown_monitor_and_a_rule_it_cannot_replay(tmp_pat
     window = config(method="window")
     with pytest.raises(ValueError, match="no sequential regression rule"):
         backtest(window, {})
+
+
+def test_the_backtest_command_replays_the_store(store, chdb_dsn, tmp_path):
+    """``vigil alerts backtest --config FILE --since …`` reads the store (it crashed on a name clash: TypeError)."""
+    rng = np.random.default_rng(17)
+    insert(store, rows(rng, start=NOW - timedelta(days=1), minutes=24 * 60, rate=2, mean=0.8))
+    insert(store, rows(rng, start=NOW, minutes=60, rate=2, mean=0.4, seq=10**6))
+    store.close()
+    cfg_path = tmp_path / "vigil.yaml"
+    cfg_path.write_text(json.dumps(config().model_dump(mode="json", exclude_none=True)))
+
+    result = CliRunner().invoke(cli, ["alerts", "backtest", "--config", str(cfg_path), "--dsn", chdb_dsn,
+                                      "--since", (NOW - timedelta(days=2)).isoformat()])
+
+    assert result.exit_code == 0, result.output
+    assert "relevancy on relevancy: fired 2026-03-02" in result.output
+    assert re.search(r"\n1 alert\(s\) from \d+ score\(s\) of 1 monitor\(s\), 1 rule\(s\)$", result.output.rstrip())

@@ -23,7 +23,7 @@ from vigil.worker.alerts.replay import Episode, episodes
 from vigil.worker.alerts.segments import Segment, count_segments, rank_segments
 from vigil.worker.alerts.watch import segments as store_segments
 
-__all__ = ["BacktestAlert", "Stream", "backtest", "parse_since", "read_scores", "read_store", "sequential_rules"]
+__all__ = ["BacktestAlert", "Stream", "backtest", "parse_since", "read_scores", "sequential_rules", "stored_scores"]
 
 
 class ScoreLine(BaseModel):
@@ -104,7 +104,7 @@ WHERE status = 'scored' AND score IS NOT NULL AND label != 'abstained' AND trace
 ORDER BY monitor, at"""
 
 
-def read_store(client: Client, monitors: Iterable[str], since: datetime) -> dict[str, Stream]:
+def stored_scores(client: Client, monitors: Iterable[str], since: datetime) -> dict[str, Stream]:
     """Each monitor's stored scores since ``since`` (its newest scorer version's, as the live check watches)."""
     rows = client.query(_STORE, parameters={"since": since, "monitors": sorted(monitors)}).result_rows
     by: dict[str, list[tuple]] = defaultdict(list)

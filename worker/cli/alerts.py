@@ -93,8 +93,8 @@ def backtest_command(config_path: str | None, scores_path: Path | None, since: s
         backtest,
         parse_since,
         read_scores,
-        read_store,
         sequential_rules,
+        stored_scores,
     )
 
     if config_path is None:
@@ -112,7 +112,7 @@ def backtest_command(config_path: str | None, scores_path: Path | None, since: s
         monitors = {m.name for m in config.monitors}
         if all(r.monitor for r in rules):
             monitors = {r.monitor for r in rules if r.monitor}
-        streams = read_store(client, monitors, parse_since(since, datetime.now(UTC)))
+        streams = stored_scores(client, monitors, parse_since(since, datetime.now(UTC)))
     total = sum(len(s.ts) for s in streams.values()) * len(rules)
     err = Console(stderr=True)
     with Progress(TextColumn("replaying scores"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
