@@ -1,4 +1,5 @@
-"""The periodic regression check on real parts: `vigil beat` schedules it, the writer process runs it on chDB."""
+"""The periodic regression check on real parts: the writer process runs it on chDB, on its own schedule and for
+`vigil beat`'s task, once per interval whoever asks."""
 
 from __future__ import annotations
 
@@ -32,9 +33,7 @@ def scores(now: datetime) -> list[Score]:
     return rows
 
 
-def test_beat_schedules_the_regression_check_and_the_writer_fires_the_alert_to_the_webhook(
-        redis_url, tmp_path, webhook_receiver):
-    url, bodies = webhook_receiver
+def _worker(redis_url, tmp_path, url: str) -> WorkerProcess:
     config = tmp_path / "vigil.yaml"
     config.write_text(yaml.safe_dump({
         "judges": [{"name": "offline", "kind": "baseline"}],
@@ -43,14 +42,49 @@ def test_beat_schedules_the_regression_check_and_the_writer_fires_the_alert_to_t
                     "min_samples": 20, "webhook_url": url}],
     }))
     push(redis.Redis.from_url(redis_url), [("scores", scores(datetime.now(UTC)))])
-    worker = WorkerProcess(redis_url, tmp_path / "vigil", config, VIGIL_ALERTS_INTERVAL="1").start()
+    return WorkerProcess(redis_url, tmp_path / "vigil", config, VIGIL_ALERTS_INTERVAL="1")
+
+
+def _wait_for_webhook(worker: WorkerProcess, bodies: list) -> None:
+    deadline = time.monotonic() + 90
+    while not bodies:
+        assert worker.process.poll() is None, worker.output()[-3000:]
+        assert time.monotonic() < deadline, worker.output()[-3000:]
+        time.sleep(0.2)
+
+
+def test_the_worker_alone_runs_the_regression_check_and_fires_the_alert_to_the_webhook(
+        redis_url, tmp_path, webhook_receiver):
+    """The README's step 3: a worker with its writer checks the alert rules; no `vigil beat` runs here."""
+    url, bodies = webhook_receiver
+    worker = _worker(redis_url, tmp_path, url).start()
+    try:
+        _wait_for_webhook(worker, bodies)
+    finally:
+        assert worker.stop() == 0
+    assert "FIRING regression `relevancy-drop`" in bodies[0]["text"]
+
+
+def test_one_check_claims_each_interval_whoever_asks(redis_url):
+    """Writers and a beat's task all ask; one per interval gets it, and the next interval is free again."""
+    from vigil.worker.pipeline.beat import CHECK_CLAIM_KEY, claim_check
+
+    client = redis.Redis.from_url(redis_url)
+    assert [claim_check(client, 60) for _ in range(3)] == [True, False, False]
+    ttl_ms = client.pttl(CHECK_CLAIM_KEY)
+    assert 0 < ttl_ms <= 54_000, "the claim lapses before the next interval's tick"
+    client.delete(CHECK_CLAIM_KEY)  # the TTL passing, without waiting for it
+    assert claim_check(client, 60)
+
+
+def test_beat_schedules_the_regression_check_and_the_writer_fires_the_alert_to_the_webhook(
+        redis_url, tmp_path, webhook_receiver):
+    url, bodies = webhook_receiver
+    worker = _worker(redis_url, tmp_path, url).start()
     beat = subprocess.Popen([sys.executable, "-m", "vigil.worker", "beat"], env=worker.env, cwd=tmp_path,
                             stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
     try:
-        deadline = time.monotonic() + 90
-        while not bodies:
-            assert time.monotonic() < deadline, worker.output()[-3000:]
-            time.sleep(0.2)
+        _wait_for_webhook(worker, bodies)
     finally:
         beat.terminate()
         beat.wait(30)

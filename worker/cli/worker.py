@@ -1,8 +1,9 @@
 """``vigil worker``, ``vigil beat`` and ``vigil migrate``: a Celery worker fit for I/O-bound judge calls, its writer.
 
 The worker runs Celery's thread pool (judge calls wait on the network, not the CPU) over the ingest and score
-queues. With ``--writer`` (the default) the same process also runs the batching ClickHouse writer: with the
-embedded chDB store exactly one process may do so; with a ClickHouse server any number can.
+queues. With ``--writer`` (the default) the same process also runs the batching ClickHouse writer and the alert
+checks every ``VIGIL_ALERTS_INTERVAL`` seconds (``vigil.worker.pipeline.beat``): with the embedded chDB store exactly
+one process may do so; with a ClickHouse server any number can.
 """
 
 from __future__ import annotations
@@ -132,6 +133,10 @@ def worker_command(concurrency: int, writer: bool, writer_id: str | None, queues
 
         threads["mover"] = start_mover()  # releases work parked for a paused judge once it may be called
         threads["watch"] = BrokerWatch(broker_url).start()  # the one line per interval while the broker is lost
+        if writer:  # the alert checks run where the store is open, once per interval across writers and a beat
+            from vigil.worker.pipeline.beat import AlertTicker
+
+            threads["alerts"] = AlertTicker(settings.alerts_interval_s).start()
 
     @signals.worker_shutdown.connect(weak=False)
     def _stop_threads(**_: object) -> None:
