@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from vigil.schemas.user_scorers import UserScorerSpec
 
 __all__ = [
-    "BUILTIN_SCORERS", "AlertRule", "AlwaysSample", "JudgeConfig", "MonitorConfig", "MonitorFilter", "VigilConfig", "interpolate_env", "load_config",
+    "BUILTIN_SCORERS", "AlertRule", "AlwaysSample", "Budget", "JudgeConfig", "MonitorConfig", "MonitorFilter", "VigilConfig", "interpolate_env", "load_config",
 ]
 
 BUILTIN_SCORERS = ("answer_relevancy", "context_relevance", "prompt_alignment", "rag_correctness", "multi_turn")
@@ -54,6 +54,10 @@ class JudgeConfig(_Config):
     price_per_cached_prompt_token: float | None = Field(default=None, ge=0)
     cache_ttl_s: int = Field(default=0, ge=0)  # 0: no reply cache
 
+    @property
+    def priced(self) -> bool:
+        return self.price_per_prompt_token > 0 or self.price_per_completion_token > 0
+
     @model_validator(mode="after")
     def _endpoint(self) -> JudgeConfig:
         if self.kind == "openai" and not self.base_url:
@@ -78,6 +82,22 @@ class AlwaysSample(_Config):
     feedback: Literal["negative"] | None = None
 
 
+class Budget(_Config):
+    """What a monitor, or the whole deployment (top-level ``budget:``), may spend on its judge per UTC day. A USD
+    budget needs the judge's prices (``config check`` refuses one over a judge with none: it could not be kept); a
+    token budget works for any judge. Under it the sampling rate is paced down within the day so the forecast stays
+    under it, never above the configured rate (``vigil.worker.pipeline.budget``)."""
+
+    usd_per_day: float | None = Field(default=None, gt=0)
+    tokens_per_day: int | None = Field(default=None, gt=0)
+
+    @model_validator(mode="after")
+    def _some_limit(self) -> Budget:
+        if self.usd_per_day is None and self.tokens_per_day is None:
+            raise ValueError("budget: give usd_per_day, tokens_per_day or both")
+        return self
+
+
 class MonitorConfig(_Config):
     """One scorer watching a sample of the turns: a built-in one (``BUILTIN_SCORERS``) or one of the config's
     ``scorers:``. ``judge`` is needed when the scorer calls one (the built-ins and ``llm_judge`` rubrics)."""
@@ -93,6 +113,7 @@ class MonitorConfig(_Config):
     # turn: every sampled turn is scored; session: a conversation is scored once, as a whole, when it has had no new
     # turn for VIGIL_SESSION_IDLE_S (sampled on the session id; the filters look at its first turn)
     target: Literal["turn", "session"] = "turn"
+    budget: Budget | None = None  # judge spend per UTC day: the sampling rate is paced to keep under it
 
     @model_validator(mode="after")
     def _session_scorer(self) -> MonitorConfig:
@@ -140,6 +161,7 @@ class VigilConfig(_Config):
     scorers: list[UserScorerSpec] = Field(default_factory=list)
     monitors: list[MonitorConfig] = Field(default_factory=list)
     alerts: list[AlertRule] = Field(default_factory=list)
+    budget: Budget | None = None  # judge spend per UTC day across every monitor
 
     @model_validator(mode="after")
     def _references(self) -> VigilConfig:
@@ -160,7 +182,22 @@ class VigilConfig(_Config):
         for index, rule in enumerate(self.alerts):
             if rule.monitor is not None and rule.monitor not in monitors:
                 raise ValueError(f"alerts[{index}].monitor: unknown monitor {rule.monitor!r}")
+        self._check_prices()
         return self
+
+    def _check_prices(self) -> None:
+        """Fail closed: a USD budget over a judge with no price would read $0 spent forever and cap nothing."""
+        for index, monitor in enumerate(self.monitors):
+            for limit, where in ((monitor.budget.usd_per_day if monitor.budget else None,
+                                  f"monitors[{index}].budget.usd_per_day"),
+                                 (self.budget.usd_per_day if self.budget else None, "budget.usd_per_day")):
+                if limit is None or not monitor.judge or not self.calls_judge(monitor):
+                    continue
+                judge = self.judge(monitor.judge)
+                if judge.kind == "openai" and not judge.priced:
+                    raise ValueError(f"{where}: judge {judge.name!r} (monitor {monitor.name!r}) has no price, so "
+                                     "its spend cannot be counted in USD; set its price_per_prompt_token and "
+                                     "price_per_completion_token, or budget in tokens_per_day")
 
     def _check_monitor(self, index: int, monitor: MonitorConfig, judges: list[str], scorers: list[str]) -> None:
         if monitor.scorer not in BUILTIN_SCORERS and monitor.scorer not in scorers:

@@ -205,7 +205,8 @@ TABLES: dict[str, type[BaseModel]] = {
     "superseded": Supersession,  # not a table: the writer deletes what it names (``vigil.worker.sinks.writer``)
 }
 
-def score_row(turn: Turn, monitor: MonitorConfig, result: ScoreResult) -> Score:
+def score_row(turn: Turn, monitor: MonitorConfig, result: ScoreResult, *, inclusion: float | None = None) -> Score:
+    """The ``scores`` row; ``inclusion``: the rate the turn was sampled at (default: the monitor's configured rate)."""
     usage = result.usage
     value = None if result.score is None else min(max(result.score, 0.0), result.scale)
     return Score(
@@ -229,5 +230,6 @@ def score_row(turn: Turn, monitor: MonitorConfig, result: ScoreResult) -> Score:
         completion_tokens=usage.completion_tokens,
         cost_usd=usage.cost_usd,
         latency_ms=usage.latency_ms,
+        inclusion=min(1.0, inclusion or monitor.sampling_rate or 1.0),
         trace_time=turn.started_at,
     )

@@ -154,5 +154,6 @@ class Score(TurnColumns):
     completion_tokens: int = 0
     cost_usd: float = 0.0
     latency_ms: float = 0.0
+    inclusion: float = Field(default=1.0, gt=0, le=1)  # the rate its turn was sampled at (budgets pace it)
     trace_time: datetime
     scored_at: datetime = Field(default_factory=lambda: datetime.now(UTC))

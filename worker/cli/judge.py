@@ -62,6 +62,24 @@ async def _resume(name: str) -> tuple[bool, list[str]]:
         await redis.aclose()
 
 
+def _budgets() -> list:
+    """Spend today, the day's forecast and the budget per monitor (``vigil.worker.pipeline.budget``); none without
+    ``VIGIL_CONFIG``."""
+    import time
+
+    from vigil.schemas import load_config
+    from vigil.worker.pipeline.budget import lines
+
+    path = os.environ.get("VIGIL_CONFIG")
+    if not path:
+        return []
+    client = broker(os.environ["REDIS_URL"]).redis(socket_connect_timeout=5, socket_timeout=10)
+    try:
+        return lines(client, load_config(path), time.time())
+    finally:
+        client.close()
+
+
 def _configured() -> dict[str, str]:
     """The judges of ``VIGIL_CONFIG`` (name -> kind and model), or none when it is unset."""
     from vigil.schemas import load_config
@@ -107,7 +125,8 @@ def judge() -> None:
                                           "embedded chDB store).")
 def judge_status(dsn: str | None) -> None:
     """Every judge: configured (VIGIL_CONFIG), paused or active (reason, since), its rate factor (1 = the full
-    configured rate), its calls, errors and last call from the store, and the last error it answered with."""
+    configured rate), its calls, errors and last call from the store, and the last error it answered with; then
+    each monitor's judge spend today, the forecast for the day at the last hours' traffic, and its budget."""
     paused, factors, errors = asyncio.run(_status())
     configured = _configured()
     calls, unread = _calls(dsn)
@@ -130,6 +149,11 @@ def judge_status(dsn: str | None) -> None:
         if error := errors.get(name):
             at = dt.datetime.fromtimestamp(error.at, dt.UTC).strftime("%Y-%m-%d %H:%M:%S")
             click.echo(f"{name}: last error {at} UTC, {error.status}: {error.message}")
+    if spend := _budgets():
+        table = Table("monitor", "spent today", "forecast for the day", "budget", "state")
+        for line in spend:
+            table.add_row(line.owner, line.spent, line.forecast, line.budget, line.state)
+        Console(width=200).print(table)
     if unread:
         click.echo(f"calls: not read ({unread})", err=True)
 

@@ -40,8 +40,8 @@ from vigil.schemas.spans import CONTENT_METADATA, SETTING_METADATA
 from vigil.worker.assembly import late, sessions
 from vigil.worker.judge.base import JudgePaused
 from vigil.worker.logs import Every
+from vigil.worker.pipeline import budget, loop, parked, seen, turn_store
 from vigil.worker.pipeline import feedback as feedback_sampling
-from vigil.worker.pipeline import loop, parked, seen, turn_store
 from vigil.worker.pipeline.app import SCORE_QUEUE, app
 from vigil.worker.pipeline.backpressure import push_rows, room_for_rows
 from vigil.worker.pipeline.filters import matches
@@ -118,12 +118,16 @@ class _Checked:
 
 @dataclass
 class _Stage:
-    """What one monitor does with one turn: ``probe`` | ``filtered`` | ``skipped`` | ``sampled`` | ``shed``;
-    ``forced``: sampled because of negative feedback, whatever the rate (never shed)."""
+    """What one monitor does with one turn: ``probe`` | ``filtered`` | ``skipped`` | ``budget`` | ``sampled`` |
+    ``shed``; ``forced``: sampled because of negative feedback, whatever the rate (never shed nor paced); ``due``:
+    the configured rate sampled it (the traffic a budget forecasts from); ``rate``: the rate it was sampled at, its
+    inclusion probability."""
 
     monitor: MonitorConfig
     stage: str
     forced: bool = False
+    due: bool = False
+    rate: float = 1.0
 
 
 @dataclass
@@ -138,6 +142,9 @@ class _Decision:
 
     def sampled(self) -> list[str]:
         return [s.monitor.name for s in self.stages if s.stage == "sampled"]
+
+    def inclusion(self) -> dict[str, float]:
+        return {s.monitor.name: s.rate for s in self.stages if s.stage == "sampled"}
 
 
 def _check_batch(batch: Any) -> _Checked:
@@ -155,26 +162,38 @@ def _check_batch(batch: Any) -> _Checked:
     return checked
 
 
-def _stage(turn: Turn, monitor: MonitorConfig, forced: set[tuple[str, str, str]]) -> _Stage:
+def _stage(turn: Turn, monitor: MonitorConfig, forced: set[tuple[str, str, str]],
+           paced: dict[str, budget.Pace]) -> _Stage:
     """Step 2, for one monitor: vigil's own traffic is never sampled; then the filters, then the rate (or a claim
-    by negative feedback)."""
+    by negative feedback), then the judge budget's pace (``vigil.worker.pipeline.budget``): a turn the configured
+    rate samples but the paced rate does not, or any turn while the budget has no room, is ``budget``. ``paced``
+    is this batch's: each turn admitted takes one place of its room."""
     is_forced = (turn.trace_id, turn.span_id or "", monitor.name) in forced
     if turn.origin != "live":
         return _Stage(monitor, "probe")  # vigil's own traffic (the probe, its follow-ups): never sampled again
     if not matches(turn, monitor.filters):
         return _Stage(monitor, "filtered")
-    if not sampled(turn.trace_id, monitor.sampling_rate) and not is_forced:
+    due = sampled(turn.trace_id, monitor.sampling_rate)
+    if not due and not is_forced:
         return _Stage(monitor, "skipped")
-    return _Stage(monitor, "sampled", is_forced)
+    pace = budget.current(paced, monitor.name)
+    rate = budget.rate_for(monitor, pace)
+    if pace is not None:
+        if pace.paused or (not is_forced and not sampled(turn.trace_id, rate)):
+            return _Stage(monitor, "budget", due=due)
+        budget.take(paced, monitor.name)
+    return _Stage(monitor, "sampled", is_forced, due=due, rate=rate if due else 1.0)
 
 
 def _shed(decision: _Decision, fraction: float) -> None:
     """Step 3: beyond the score queue's bound a monitor samples at its rate x ``fraction``, on the trace id, and what
     it no longer samples is ``shed`` (counted); turns claimed by feedback are never shed."""
     for s in decision.stages:
-        if s.stage == "sampled" and not s.forced and \
-                not sampled(decision.turn.trace_id, s.monitor.sampling_rate * fraction):
-            s.stage = "shed"
+        if s.stage == "sampled" and not s.forced and fraction < 1.0:
+            if sampled(decision.turn.trace_id, s.rate * fraction):
+                s.rate *= fraction
+            else:
+                s.stage = "shed"
 
 
 def _fan_out(rt: Runtime, rows: dict[str, list[BaseModel]], decisions: list[_Decision], sessions_to_track: list[Turn],
@@ -182,21 +201,27 @@ def _fan_out(rt: Runtime, rows: dict[str, list[BaseModel]], decisions: list[_Dec
     """Step 4, all in Redis: the rows to the write queue, each sampled turn stored once and one score task per turn
     carrying its reference, negative feedback's rescoring. Returns the number of score tasks."""
     # the turn as it came: a re-serialised one carries every default (and can outgrow the limit)
-    fan_out = [(d.raw, names) for d in decisions if (names := d.sampled())]
+    fan_out = [(d.raw, names, d.inclusion()) for d in decisions if (names := d.sampled())]
     push_rows(rt.redis, rows.items())
     if sessions_to_track:
         sessions.track(rt.redis, sessions_to_track)
     enqueued_at, settings = time.time(), get_settings()
     refs, pipe = [], rt.redis.pipeline(transaction=False)  # each turn stored once; its task carries a reference
-    for turn_json, _ in fan_out:
+    for turn_json, _, _ in fan_out:
         refs.append(turn_store.store(pipe, turn_json, ttl_s=settings.turn_ttl_s))
     traces = [row.trace_id for row in rows.get("traces", [])]
     seen.mark(pipe, traces, window_s=feedback_sampling.FeedbackSettings().seen_s)  # before feedback looks them up
-    if refs or traces:
+    budgeted = [m for m in rt.config.monitors if m.budget is not None or rt.config.budget is not None]
+    due = {m.name: sum(s.due for d in decisions for s in d.stages if s.monitor is m) for m in budgeted}
+    admitted = {m.name: sum(s.stage == "sampled" for d in decisions for s in d.stages if s.monitor is m)
+                for m in budgeted}
+    budget.count(pipe, due, admitted, enqueued_at)
+    if refs or traces or any(due.values()):
         pipe.execute()
     with app.producer_or_acquire() as producer, producer.batch():  # one pipelined round trip for the fan-out
-        for (_, monitor_names), ref in zip(fan_out, refs, strict=True):
-            score.apply_async((None, monitor_names, enqueued_at, list(ref)), queue=SCORE_QUEUE, producer=producer)
+        for (_, monitor_names, inclusion), ref in zip(fan_out, refs, strict=True):
+            score.apply_async((None, monitor_names, enqueued_at, list(ref), inclusion), queue=SCORE_QUEUE,
+                              producer=producer)
         feedback_sampling.on_feedback(rt.redis, rt.config, feedback, producer=producer)
     return len(fan_out)
 
@@ -217,7 +242,8 @@ def ingest(self, batch: Any) -> dict[str, int]:
         forced = feedback_sampling.forced(rt.redis, rt.config, checked.turns, claimant=f"ingest:{self.request.id}")
     except _REDIS_FAILED as exc:
         raise _requeue_on_redis_failure(exc) from exc
-    decisions = [_Decision(raw, turn, [_stage(turn, m, forced) for m in turn_monitors])
+    paced = _paces(rt)
+    decisions = [_Decision(raw, turn, [_stage(turn, m, forced, paced) for m in turn_monitors])
                  for raw, turn in zip(checked.raws, checked.turns, strict=True)]
     fraction = _admitted(rt, sum(d.wants_scoring() for d in decisions))
     events: list[BaseModel] = []
@@ -241,6 +267,19 @@ def ingest(self, batch: Any) -> dict[str, int]:
 
 
 _shed_warning = Every(10)  # a line per 10 s, not per batch
+_budget_lines: dict[str, Every] = {}
+
+
+def _paces(rt: Runtime) -> dict[str, budget.Pace]:
+    """Each budgeted monitor's pace now, with a line every 10 minutes per monitor while it is paced or paused."""
+    try:
+        paced = budget.paces(rt.redis, rt.config, time.time())
+    except _REDIS_FAILED as exc:
+        raise _requeue_on_redis_failure(exc) from exc
+    for name, pace in paced.items():
+        if pace.factor < 1.0 and _budget_lines.setdefault(name, Every(600))():
+            log.warning("judge budget", monitor=name, reason=pace.reason)
+    return paced
 
 
 def _admitted(rt: Runtime, wanted: int) -> float:
@@ -287,11 +326,12 @@ def _event(turn: Turn, monitor: str, stage: str) -> PipelineEvent:
 
 @app.task(name="vigil.score", bind=True, max_retries=None)
 def score(self, turn_json: Any, monitors: Any, enqueued_at: float | None = None,
-          ref: Any = None) -> dict[str, str]:
+          ref: Any = None, inclusion: Any = None) -> dict[str, str]:
     """Run the monitors that sampled this turn, concurrently on the process's judge loop. Scores, judge calls and
     stages go to the write queue in one push; monitors whose judge is paused are parked for it, alone. The turn
     comes inline (``turn_json``) or, from ingest, as ``ref`` = [id, holder] of the copy stored once in Redis
-    (``vigil.worker.pipeline.turn_store``), let go of when this task is done with it."""
+    (``vigil.worker.pipeline.turn_store``), let go of when this task is done with it. ``inclusion``: the rate each
+    monitor sampled it at (``vigil.worker.pipeline.budget``), written on its score."""
     rt = runtime()
     if ref is not None:
         stored = _stored_turn(rt, ref)
@@ -299,7 +339,8 @@ def score(self, turn_json: Any, monitors: Any, enqueued_at: float | None = None,
             return {}
         turn_json = stored
     try:
-        statuses = _score_turn(rt, turn_json, monitors, enqueued_at, ref)
+        statuses = _score_turn(rt, turn_json, monitors, enqueued_at, ref,
+                               inclusion if isinstance(inclusion, dict) else {})
     except _REDIS_FAILED as exc:
         raise _requeue_on_redis_failure(exc) from exc
     if ref is not None:
@@ -330,7 +371,8 @@ def _stored_turn(rt: Runtime, ref: Any) -> Any:
     return stored
 
 
-def _score_turn(rt: Runtime, turn_json: Any, monitors: Any, enqueued_at: float | None, ref: Any) -> dict[str, str]:
+def _score_turn(rt: Runtime, turn_json: Any, monitors: Any, enqueued_at: float | None, ref: Any,
+                inclusion: dict[str, Any]) -> dict[str, str]:
     names = [monitors] if isinstance(monitors, str) else monitors if isinstance(monitors, list) else [monitors]
     configured = {m.name: m for m in rt.config.monitors}
     rows: dict[str, list[BaseModel]] = {"scores": [], "judge_calls": [], "pipeline_events": [], "dead_letters": []}
@@ -355,7 +397,9 @@ def _score_turn(rt: Runtime, turn_json: Any, monitors: Any, enqueued_at: float |
         if result is None:
             paused.append(monitor.name)
             continue
-        row = score_row(turn, monitor, result)
+        rate = inclusion.get(monitor.name)
+        row = score_row(turn, monitor, result, inclusion=rate if isinstance(rate, int | float) and 0 < rate <= 1
+                        else None)
         rows["scores"].append(row)
         rows["judge_calls"].extend(JudgeCallRow.of(call, index, score=row) for index, call in enumerate(result.calls))
         rows["pipeline_events"].append(_event(turn, monitor.name, result.outcome))
@@ -365,6 +409,7 @@ def _score_turn(rt: Runtime, turn_json: Any, monitors: Any, enqueued_at: float |
                                 response_id=turn.metadata.get("response_id"))
         statuses[monitor.name] = str(row.status)
     push_rows(rt.redis, rows.items())
+    budget.record(rt.redis, rows["scores"], time.time())
     if paused:  # they wait in Redis for their judge (worker.pipeline.parked), not in this worker's memory
         by_judge: dict[str, list[str]] = {}
         for name in paused:
@@ -373,8 +418,8 @@ def _score_turn(rt: Runtime, turn_json: Any, monitors: Any, enqueued_at: float |
         parked.register(rt.redis, list(by_judge))
         with app.producer_or_acquire() as producer, producer.batch():
             for index, (judge, waiting) in enumerate(by_judge.items()):
-                args = (turn_json, waiting, enqueued_at) if ref is None else (None, waiting, enqueued_at,
-                                                                            [ref[0], holders[index]])
+                args = (turn_json, waiting, enqueued_at, None, inclusion) if ref is None else (
+                    None, waiting, enqueued_at, [ref[0], holders[index]], inclusion)
                 score.apply_async(args, queue=parked_queue(judge), producer=producer)
     return statuses
 

@@ -66,6 +66,7 @@ class FunnelRow(BaseModel):
     skipped: int = 0
     probe: int = 0  # vigil's own traffic (probe follow-ups), never sampled
     shed: int = 0  # sampled, then shed: the score queue was over its bound
+    budget: int = 0  # chosen by the rate, not judged: the judge budget paced or paused the monitor
     sampled: int = 0
     scored: int = 0
     abstained: int = 0

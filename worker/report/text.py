@@ -27,19 +27,20 @@ def _monitor_table(report: Report, monitor: str) -> Table:
     table = Table(title=f"monitor [bold]{monitor}[/] ({scorers})", title_justify="left", expand=False)
     keys = sorted({(m.project, m.agent) for m in summaries} | set(funnel))
     agents = [agent for _, agent in keys]
-    for header in ("agent", "sampled", "shed", "scored", "abstained", "unscored", "failed", "lost", "coverage",
+    for header in ("agent", "sampled", "shed", "budget", "scored", "abstained", "unscored", "failed", "lost", "coverage",
                    "mean"):
         table.add_column(header, justify="left" if header == "agent" else "right",
                          overflow="fold" if header == "agent" else "ellipsis")
     by_key = {(m.project, m.agent): m for m in summaries}
     for key in keys:
         m, f = by_key.get(key), funnel.get(key)
-        if m is None and (f is None or not (f.sampled or f.shed)):
+        if m is None and (f is None or not (f.sampled or f.shed or f.budget)):
             continue  # the monitor's filters leave this agent out
         table.add_row(
             f"{key[0]}/{key[1]}" if agents.count(key[1]) > 1 else key[1],  # project only when it disambiguates
             str(f.sampled) if f else "—",
             str(f.shed) if f else "—",
+            str(f.budget) if f else "—",
             str(m.scored if m else 0), str(m.abstained if m else 0), str(m.unscored if m else 0),
             str(m.failed if m else 0),
             str(f.lost) if f else "—",

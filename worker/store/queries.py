@@ -221,6 +221,7 @@ SELECT e.project AS project, e.agent AS agent, e.monitor AS monitor,
        uniqExactIf(e.trace_id, e.span_id, e.stage = 'skipped') AS skipped,
        uniqExactIf(e.trace_id, e.span_id, e.stage = 'probe') AS probe,
        uniqExactIf(e.trace_id, e.span_id, e.stage = 'shed') AS shed,
+       uniqExactIf(e.trace_id, e.span_id, e.stage = 'budget') AS budget,
        uniqExactIf(e.trace_id, e.span_id, e.stage = 'sampled') AS sampled,
        uniqExactIf(e.trace_id, e.span_id, e.stage = 'scored') AS scored,
        uniqExactIf(e.trace_id, e.span_id, e.stage = 'abstained') AS abstained,
@@ -250,13 +251,14 @@ WHERE e.monitor != '' AND $__timeFilter(e.event_time) AND {_vars("project", "age
 GROUP BY project, agent, monitor
 ORDER BY monitor, agent""",
         ("project", "agent", "monitor", "received", "steps", "superseded", "filtered", "skipped", "probe", "shed",
-         "sampled", "scored", "abstained", "unscored", "failed", "coverage", "lost",
+         "budget", "sampled", "scored", "abstained", "unscored", "failed", "coverage", "lost",
          "dead_lettered"),
         "Distinct turns (trace, span) per stage, exact under redelivery. steps: LLM calls that only asked for a "
         "tool and that no call of their trace answered (each call its own trace), never scored. superseded: turns a "
         "later assembly of their trace replaced (a late root), removed with their scores. probe: vigil's own traffic (probe "
         "follow-ups), never sampled. shed: sampled turns not scored because the score queue was over its bound "
-        "(VIGIL_SCORE_QUEUE_MAX). coverage = (scored + abstained) / sampled: turns that got a verdict. "
+        "(VIGIL_SCORE_QUEUE_MAX). budget: turns the monitor's rate chose but its judge budget did not (paced "
+        "down to keep the day's spend under it, or paused at it). coverage = (scored + abstained) / sampled: turns that got a verdict. "
         f"{_LOST_MEANS} "
         "dead_lettered: the agent's turns vigil could not take (never received), from dead_letters.",
     ),
