@@ -19,7 +19,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from vigil.schemas.user_scorers import UserScorerSpec
 
 __all__ = [
-    "BUILTIN_SCORERS", "AlertRule", "AlwaysSample", "Budget", "JudgeConfig", "MonitorConfig", "MonitorFilter", "VigilConfig", "interpolate_env", "load_config",
+    "BUILTIN_SCORERS", "AlertRule", "AlwaysSample", "Budget", "JudgeConfig", "MonitorConfig", "MonitorFilter",
+    "ReviewerConfig", "VigilConfig", "interpolate_env", "load_config",
 ]
 
 BUILTIN_SCORERS = ("answer_relevancy", "context_relevance", "prompt_alignment", "rag_correctness", "multi_turn")
@@ -156,12 +157,23 @@ class AlertRule(_Config):
         return self
 
 
+class ReviewerConfig(_Config):
+    """A person who may label turns on the review page (``vigil review``). Their token is kept as its sha256 (hex:
+    ``printf %s "$TOKEN" | sha256sum``), never itself; a request that carries it acts as ``name``, whatever its body
+    says, on the turns of ``projects`` (none: every project)."""
+
+    name: str = Field(min_length=1, max_length=256, pattern=r"^[^\x00-\x1f\x7f]+$")
+    token_sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
+    projects: list[str] = Field(default_factory=list)
+
+
 class VigilConfig(_Config):
     judges: list[JudgeConfig] = Field(default_factory=list)
     scorers: list[UserScorerSpec] = Field(default_factory=list)
     monitors: list[MonitorConfig] = Field(default_factory=list)
     alerts: list[AlertRule] = Field(default_factory=list)
     budget: Budget | None = None  # judge spend per UTC day across every monitor
+    reviewers: list[ReviewerConfig] = Field(default_factory=list)
 
     @model_validator(mode="after")
     def _references(self) -> VigilConfig:
@@ -169,10 +181,13 @@ class VigilConfig(_Config):
         monitors = [m.name for m in self.monitors]
         scorers = [s.name for s in self.scorers]
         for kind, names in (("judge", judges), ("scorer", scorers), ("monitor", monitors),
-                            ("alert", [a.name for a in self.alerts])):
+                            ("alert", [a.name for a in self.alerts]), ("reviewer", [r.name for r in self.reviewers])):
             dupes = sorted({n for n in names if names.count(n) > 1})
             if dupes:
                 raise ValueError(f"{kind} names must be unique: {', '.join(dupes)}")
+        hashes = [r.token_sha256 for r in self.reviewers]
+        if shared := sorted({r.name for r in self.reviewers if hashes.count(r.token_sha256) > 1}):
+            raise ValueError(f"reviewers: {', '.join(shared)} share one token; each person needs their own")
         for index, spec in enumerate(self.scorers):
             if spec.name in BUILTIN_SCORERS:
                 raise ValueError(f"scorers[{index}].name: {spec.name!r} is a built-in scorer's name; "

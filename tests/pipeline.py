@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 import uuid
 from collections.abc import Callable, Iterator
@@ -18,7 +19,7 @@ from vigil.schemas.broker import INGEST_QUEUE, INGEST_TASK
 from vigil.worker.pipeline.app import app, configure
 from vigil.worker.pipeline.backlog import wait_drained as drain
 
-__all__ = ["IntakeProcess", "WorkerProcess", "intake_and_worker", "make_turn", "send", "ship", "wait_drained", "wait_while_alive"]
+__all__ = ["IntakeProcess", "ReviewProcess", "WorkerProcess", "intake_and_worker", "make_turn", "send", "ship", "wait_drained", "wait_while_alive"]
 
 
 class _Process:
@@ -102,6 +103,40 @@ class IntakeProcess(_Process):
             except OSError:
                 if self.process.poll() is not None or time.monotonic() > deadline:
                     raise AssertionError(f"vigil intake did not start:\n{self.output()}") from None
+                time.sleep(0.05)
+
+
+class ReviewProcess(_Process):
+    """A `vigil review` subprocess on a free port, reading the store at ``dsn``; its log under ``home``."""
+
+    def __init__(self, redis_url: str, home: Path, dsn: str, **env: str) -> None:
+        from vigil.worker.demo.embedded_redis import free_port
+
+        self.env = {k: v for k, v in os.environ.items() if k not in ("CLICKHOUSE_DSN", "VIGIL_CONFIG")}
+        self.env.update(REDIS_URL=redis_url, VIGIL_HOME=str(home), **env)
+        self.dsn = dsn
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}/review/"
+        home.mkdir(parents=True, exist_ok=True)
+        self.log = home / f"review-{self.port}.log"
+        self.process: subprocess.Popen | None = None
+
+    def start(self, *args: str, timeout: float = 60) -> ReviewProcess:
+        """``vigil review --port PORT --dsn DSN ARGS``, once its page answers (a 401 included)."""
+        with open(self.log, "ab") as out:
+            self.process = subprocess.Popen([sys.executable, "-m", "vigil.worker", "review", "--port", str(self.port),
+                                             "--dsn", self.dsn, *args], env=self.env, stdout=out,
+                                            stderr=subprocess.STDOUT, start_new_session=True)
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                with urllib.request.urlopen(self.url, timeout=1):
+                    return self
+            except urllib.error.HTTPError:
+                return self  # it answers: a token is asked for
+            except OSError:
+                if self.process.poll() is not None or time.monotonic() > deadline:
+                    raise AssertionError(f"vigil review did not start:\n{self.output()}") from None
                 time.sleep(0.05)
 
 

@@ -67,6 +67,15 @@ def served_and_skipped(service: ReviewService, queue: str, reviewer: str = "ana"
     return item
 
 
+def leased_label(service: ReviewService, request: LabelRequest) -> Feedback:
+    """A label as the page gives it: on a turn leased to its reviewer, the lease given back after."""
+    reviewer = request.reviewer or service.reviewer
+    assert service.leases.take(request.trace_id, reviewer)
+    row = service.label(request)
+    service.done(request.trace_id, reviewer)
+    return row
+
+
 class Sent(list):
     """The feedback items the service published (what the ingest queue would carry)."""
 
@@ -209,8 +218,8 @@ def test_a_skipped_item_goes_to_the_next_reviewer_but_not_back_to_the_one_who_sk
 def test_a_verdict_on_the_judge_becomes_the_reviewers_value_of_the_turn(store, service, score, action, value):
     (trace,) = seed(store, [score])
 
-    row = service.label(LabelRequest(trace_id=trace, monitor="relevancy", action=action, queue="lowest",
-                                     comment="refund window is 30 days", reviewer="bob"))
+    row = leased_label(service, LabelRequest(trace_id=trace, monitor="relevancy", action=action, queue="lowest",
+                                             comment="refund window is 30 days", reviewer="bob"))
 
     assert service.publish == [row]
     assert (row.value, row.scale, row.source, row.author, row.monitor, row.queue, row.comment) == (
@@ -222,8 +231,9 @@ def test_a_score_label_must_be_on_the_monitors_scale(store, service):
     (trace,) = seed(store, [0.5])
 
     with pytest.raises(ValueError, match="value"):
-        service.label(LabelRequest(trace_id=trace, monitor="relevancy", action="score", value=3))
-    assert service.label(LabelRequest(trace_id=trace, monitor="relevancy", action="score", value=0.25)).value == 0.25
+        leased_label(service, LabelRequest(trace_id=trace, monitor="relevancy", action="score", value=3))
+    assert leased_label(service, LabelRequest(trace_id=trace, monitor="relevancy", action="score",
+                                              value=0.25)).value == 0.25
 
 
 def test_feedback_without_a_monitor_keeps_the_id_it_always_had():
@@ -233,10 +243,12 @@ def test_feedback_without_a_monitor_keeps_the_id_it_always_had():
 
 def test_two_reviewers_labels_of_one_turn_are_two_rows_and_a_relabel_replaces(store, service):
     (trace,) = seed(store, [0.8])
-    ana = service.label(LabelRequest(trace_id=trace, monitor="relevancy", action="judge-right", reviewer="ana"))
-    bob = service.label(LabelRequest(trace_id=trace, monitor="relevancy", action="judge-wrong", reviewer="bob"))
-    ana_again = service.label(LabelRequest(trace_id=trace, monitor="relevancy", action="judge-wrong",
-                                           reviewer="ana"))
+    ana = leased_label(service, LabelRequest(trace_id=trace, monitor="relevancy", action="judge-right",
+                                             reviewer="ana"))
+    bob = leased_label(service, LabelRequest(trace_id=trace, monitor="relevancy", action="judge-wrong",
+                                             reviewer="bob"))
+    ana_again = leased_label(service, LabelRequest(trace_id=trace, monitor="relevancy", action="judge-wrong",
+                                                   reviewer="ana"))
     add_feedback(store, [ana, bob, ana_again])
 
     rows = store.query("SELECT author, value FROM feedback FINAL WHERE trace_id = {t:String} ORDER BY author",
@@ -373,6 +385,7 @@ def test_a_foreign_host_header_is_refused_on_every_path(server):
 
 def test_every_write_needs_the_pages_csrf_token_and_its_own_origin(store, server):
     (trace,) = seed(store, [0.7])
+    assert server.app.service.leases.take(trace, "ana")
     body = {"trace_id": trace, "monitor": "relevancy", "action": "judge-right"}
     good = {"X-Vigil-CSRF": server.guard.csrf}
 
@@ -561,3 +574,67 @@ def test_without_broker_or_worker_a_page_holding_the_store_writes_labels_straigh
     rows = store.query("SELECT trace_id, author, monitor, queue, value FROM feedback FINAL").result_rows
     assert rows == [(ana, "ana", "relevancy", "random", 0.0)]
     assert service.progress()[0]["reviewed"] == 1
+
+
+# -- labels belong to leases -----------------------------------------------------------------------------------
+
+
+def test_a_label_needs_the_turn_leased_to_its_reviewer(store, either_service):
+    from vigil.worker.review.service import NotLeased
+
+    (mine, other) = seed(store, [0.3, 0.4])
+    assert either_service.next_item("relevancy", "lowest", "ana")["trace_id"] == mine
+
+    for trace, reviewer in ((mine, "bob"), (other, "ana")):  # someone else's lease; no lease at all
+        with pytest.raises(NotLeased):
+            either_service.label(LabelRequest(trace_id=trace, monitor="relevancy", action="judge-right",
+                                              reviewer=reviewer))
+    assert either_service.publish == []
+    assert either_service.label(LabelRequest(trace_id=mine, monitor="relevancy", action="judge-right",
+                                             reviewer="ana")).author == "ana"
+
+
+def test_the_page_keeps_its_lease_while_the_turn_is_open_and_only_its_own(store, either_service):
+    from vigil.worker.review.service import NotLeased
+
+    (only,) = seed(store, [0.3])
+    either_service.next_item("relevancy", "random", "ana")
+
+    either_service.renew(only, "ana")
+    with pytest.raises(NotLeased):
+        either_service.renew(only, "bob")
+    assert either_service.leases.holder(only) == "ana"
+
+
+def test_labels_of_an_items_other_monitors_keep_its_lease_for_the_label_that_moves_on(store, server):
+    """The page labels a turn's other monitors first (keep_lease), then the monitor it was served for."""
+    other = MonitorConfig(name="alignment", scorer="answer_relevancy", judge="offline")
+    (trace,) = seed(store, [0.8])
+    seed_turn = Turn.model_validate({"trace_id": trace, "project": "shop", "agent": "support-bot", "started_at": NOW,
+                                     "input": [{"role": "user", "content": "q"}], "output": "a"})
+    _insert(store, "scores", [score_row(seed_turn, other, ScoreResult(
+        run_id="x", scorer="answer_relevancy", scorer_version="1", status="scored", score=0.2))])
+    csrf = {"X-Vigil-CSRF": server.guard.csrf}
+    assert request(server, "GET", "/review/api/next?monitor=relevancy&queue=random")[1]["item"]["trace_id"] == trace
+
+    side = request(server, "POST", "/review/api/label", headers=csrf, body={
+        "trace_id": trace, "monitor": "alignment", "action": "judge-right", "keep_lease": True})
+    main = request(server, "POST", "/review/api/label", headers=csrf, body={
+        "trace_id": trace, "monitor": "relevancy", "action": "judge-right"})
+    again = request(server, "POST", "/review/api/label", headers=csrf, body={
+        "trace_id": trace, "monitor": "relevancy", "action": "judge-wrong"})
+
+    assert (side[0], main[0], again[0]) == (200, 200, 403)  # the lease went back with the item's own label
+    assert [(f.monitor, f.author) for f in server.app.service.publish] == [("alignment", "ana"), ("relevancy", "ana")]
+
+
+def test_reviewers_in_the_config_each_have_a_token_of_their_own():
+    from pydantic import ValidationError
+    from vigil.schemas.config import VigilConfig
+
+    digest = "a" * 64
+    with pytest.raises(ValidationError, match="ana, bob share one token"):
+        VigilConfig.model_validate({"reviewers": [{"name": "ana", "token_sha256": digest},
+                                                  {"name": "bob", "token_sha256": digest}]})
+    with pytest.raises(ValidationError, match="reviewers.0.token_sha256"):
+        VigilConfig.model_validate({"reviewers": [{"name": "ana", "token_sha256": "s3cret"}]})

@@ -51,10 +51,13 @@ def _names(host: str, extra: tuple[str, ...]) -> tuple[str, ...]:
               help="A host name the page may be reached by (repeatable; also VIGIL_ALLOWED_HOSTS). Bound beyond "
                    "loopback, this machine's own names are allowed too.")
 @click.option("--dsn", default=None, help="ClickHouse DSN (default: CLICKHOUSE_DSN, else the embedded chDB store).")
+@click.option("--config", "config_path", type=click.Path(exists=True, dir_okay=False), envvar="VIGIL_CONFIG",
+              default=None, help="Monitor config whose `reviewers:` each sign in with a token of their own "
+                                 "(default: VIGIL_CONFIG).")
 @redis_url_option
 @click.pass_context
 def review(ctx: click.Context, host: str, port: int, reviewer: str, allowed_hosts: tuple[str, ...],
-           dsn: str | None, redis_url: str) -> None:
+           dsn: str | None, config_path: str | None, redis_url: str) -> None:
     """Label production turns in the browser: judge right / wrong, a score, a comment, per monitor.
 
     Reads the store in $VIGIL_HOME (also while `vigil worker` runs, through it) or CLICKHOUSE_DSN; labels go to
@@ -64,24 +67,29 @@ def review(ctx: click.Context, host: str, port: int, reviewer: str, allowed_host
     Examples:
       vigil review                                   http://127.0.0.1:8766/review/
       vigil review --reviewer ana --port 0
+      vigil review --config vigil.yaml --host 0.0.0.0   each of its reviewers: signs in with their own token
       vigil review export --monitor answer_relevancy --out labels.jsonl
       vigil eval --monitor answer_relevancy --dataset labels.jsonl
     """
     if ctx.invoked_subcommand is not None:
         return
+    from vigil.schemas import load_config
     from vigil.worker.review.service import open_service
     from vigil.worker.review.web import ReviewServer
     from vigil.worker.store.clickhouse import connect_for_reading, require_tables
 
+    reviewers = tuple(load_config(config_path).reviewers) if config_path else ()
     client = connect_for_reading(dsn)
     require_tables(client, *_TABLES)
     service = open_service(client, redis_url, reviewer=reviewer, holds_store=holds_store(dsn))
     try:
         server = ReviewServer(service, host=host, port=port, token=os.environ.get("VIGIL_REVIEW_TOKEN") or None,
-                              hosts=_names(host, allowed_hosts))
+                              hosts=_names(host, allowed_hosts), reviewers=reviewers)
     except OSError as exc:
         raise click.ClickException(f"cannot serve on {host}:{port}: {exc.strerror} (try --port 0)") from None
-    click.echo(f"review page: {server.url} (reviewer {reviewer}; Ctrl-C stops)", err=True)
+    who = (f"{len(reviewers)} reviewers of {config_path}, each opening it with ?token=THEIR_TOKEN" if reviewers
+           else f"reviewer {reviewer}")
+    click.echo(f"review page: {server.url} ({who}; Ctrl-C stops)", err=True)
     if service.direct:
         click.echo("no broker at REDIS_URL and no worker running: labels go straight into the store this command "
                    "holds (a `vigil worker` started later scores nothing for them: always_sample needs the broker)",

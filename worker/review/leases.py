@@ -5,6 +5,11 @@
 - ``vigil.review.done.<monitor>.<trace>``: set when a label is sent, for ``DONE_S``: the label travels through the
   ingest queue to the store, and until it is there the queues must not offer the turn again.
 - ``vigil.review.skip.<reviewer>.<trace>``: a turn this reviewer skipped is not offered to them again for ``SKIP_S``.
+- ``vigil.review.rate.<reviewer>``: when the reviewer's labels of the last ``RATE_WINDOW_S`` were given (a sorted
+  set, at most the limit's entries): a label over the limit waits until the oldest leaves the window.
+
+A label is accepted only for a turn leased to its reviewer (``holder``); the page renews its lease while the turn
+is open (``renew``), so reading slowly never loses it, and a lease is never taken by labelling.
 
 Leases live in the broker's Redis, beside the work, so reviewers on several ``vigil review`` processes share them.
 ``LocalLeases`` keeps the same keys in memory, for a page that holds the embedded store itself (no worker, no
@@ -15,21 +20,45 @@ from __future__ import annotations
 
 import threading
 import time
+import uuid
+from collections import deque
 from collections.abc import Callable, Sequence
 
 import redis
 
-__all__ = ["DONE_S", "LEASE_S", "SKIP_S", "Leases", "LocalLeases"]
+__all__ = ["DONE_S", "LEASE_S", "RATE_WINDOW_S", "SKIP_S", "Leases", "LocalLeases"]
 
 LEASE_S = 300
 DONE_S = 600
 SKIP_S = 86400
+RATE_WINDOW_S = 60.0
+
+# KEYS[1] the lease; ARGV: the reviewer, the lease's seconds. 1 when renewed (it was theirs), else 0.
+_RENEW = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('EXPIRE', KEYS[1], ARGV[2]) end
+return 0
+"""
+# KEYS[1] the reviewer's rate key; ARGV: now, window, limit, a unique member. Nil when the label may go (and it is
+# counted), else the seconds until the oldest label in the window leaves it.
+_RATE = """
+local now, window, limit = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - window)
+if redis.call('ZCARD', KEYS[1]) >= limit then
+  local oldest = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
+  return tostring(tonumber(oldest[2]) + window - now)
+end
+redis.call('ZADD', KEYS[1], now, ARGV[4])
+redis.call('EXPIRE', KEYS[1], math.ceil(window))
+return false
+"""
 
 
 class Leases:
     def __init__(self, client: redis.Redis, *, lease_s: int = LEASE_S) -> None:
         self.redis = client
         self.lease_s = lease_s
+        self._renew = client.register_script(_RENEW)
+        self._rate = client.register_script(_RATE)
 
     @staticmethod
     def _lease(trace_id: str) -> str:
@@ -42,6 +71,10 @@ class Leases:
     @staticmethod
     def _skip(reviewer: str, trace_id: str) -> str:
         return f"vigil.review.skip.{reviewer}.{trace_id}"
+
+    @staticmethod
+    def _rate_key(reviewer: str) -> str:
+        return f"vigil.review.rate.{reviewer}"
 
     def open_to(self, trace_ids: Sequence[str], monitor: str, reviewer: str) -> list[str]:
         """The turns of ``trace_ids`` (in order) that ``reviewer`` may be given: not leased to someone else, not
@@ -72,6 +105,17 @@ class Leases:
     def holder(self, trace_id: str) -> str | None:
         value = self.redis.get(self._lease(trace_id))
         return value.decode() if value is not None else None
+
+    def renew(self, trace_id: str, reviewer: str) -> bool:
+        """Extend ``reviewer``'s lease of ``trace_id``; False when it is not theirs (lapsed, or someone else's)."""
+        return bool(self._renew(keys=[self._lease(trace_id)], args=[reviewer, self.lease_s]))
+
+    def wait_to_label(self, reviewer: str, per_minute: int) -> float | None:
+        """None when ``reviewer`` may give one more label now (and it is counted), else the seconds until they may:
+        at most ``per_minute`` labels in any ``RATE_WINDOW_S``."""
+        wait = self._rate(keys=[self._rate_key(reviewer)],
+                          args=[time.time(), RATE_WINDOW_S, per_minute, uuid.uuid4().hex])
+        return None if wait is None else max(float(wait), 0.0)
 
     def release(self, trace_id: str, reviewer: str) -> None:
         """Give the turn back, if ``reviewer`` holds it (a lapsed lease someone else took is theirs)."""
@@ -105,6 +149,7 @@ class LocalLeases:
         self.lease_s = lease_s
         self.clock = clock
         self._keys: dict[str, tuple[str, float]] = {}  # the Redis keys above -> (value, expiry)
+        self._labels: dict[str, deque[float]] = {}  # reviewer -> when their labels of the window were given
         self._lock = threading.Lock()
 
     def _get(self, key: str) -> str | None:
@@ -132,6 +177,23 @@ class LocalLeases:
     def holder(self, trace_id: str) -> str | None:
         with self._lock:
             return self._get(Leases._lease(trace_id))
+
+    def renew(self, trace_id: str, reviewer: str) -> bool:
+        with self._lock:
+            if self._get(Leases._lease(trace_id)) != reviewer:
+                return False
+            self._set(Leases._lease(trace_id), reviewer, self.lease_s)
+            return True
+
+    def wait_to_label(self, reviewer: str, per_minute: int) -> float | None:
+        with self._lock:
+            now, given = self.clock(), self._labels.setdefault(reviewer, deque())
+            while given and given[0] <= now - RATE_WINDOW_S:
+                given.popleft()
+            if len(given) >= per_minute:
+                return given[0] + RATE_WINDOW_S - now
+            given.append(now)
+            return None
 
     def release(self, trace_id: str, reviewer: str) -> None:
         with self._lock:

@@ -4,17 +4,22 @@ Reads go to the store (``connect_for_reading``: through the worker's read endpoi
 where every other feedback goes, as ``feedback`` items on the ingest queue, published before the page is answered,
 so a label the page saw accepted is in Redis (and from there in the store, the agreement panel, the ``agreement``
 alert and ``always_sample``). The page never writes the store itself.
+
+A label is accepted only for a turn leased to its reviewer (``next_item`` leases; any monitor of the turn may be
+labelled under that lease), at most ``VIGIL_REVIEW_LABELS_PER_MINUTE`` per reviewer in any minute. Who the reviewer
+is, and which projects' turns they may be served (none: every project), the caller decides (``guard.Identity``).
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
 import click
 from clickhouse_connect.driver.client import Client
 from pydantic import BaseModel, Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
 from vigil.schemas.feedback import MAX_COMMENT_CHARS, REVIEW_QUEUES, Feedback
 from vigil.worker.review.agreement import (
     Label,
@@ -26,7 +31,8 @@ from vigil.worker.review.leases import Leases, LocalLeases
 from vigil.worker.store.queries import TURN_QUERIES, Query
 from vigil.worker.store.review import REVIEW_QUERIES
 
-__all__ = ["QUEUE_TITLES", "LabelRequest", "ReviewService", "auto_queue", "open_service"]
+__all__ = ["QUEUE_TITLES", "LabelRequest", "NotLeased", "ReviewService", "ReviewSettings", "TooManyLabels",
+           "auto_queue", "open_service"]
 
 REVIEW_NAME = "review"  # the feedback name of a review label
 # Turns read from a queue at a time; the first one open to the reviewer (not leased to another, not just labelled,
@@ -46,6 +52,23 @@ _ROTATION = ("random", "flagged", "random", "alerts", "random", "lowest")
 Action = Literal["judge-right", "judge-wrong", "score"]
 
 
+class ReviewSettings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="VIGIL_REVIEW_", extra="ignore")
+
+    labels_per_minute: int = Field(default=60, gt=0, description="labels one reviewer may give in any 60 s")
+
+
+class NotLeased(PermissionError):
+    """A label for a turn that is not leased to its reviewer."""
+
+
+class TooManyLabels(Exception):
+    def __init__(self, reviewer: str, per_minute: int, retry_after_s: float) -> None:
+        super().__init__(f"{reviewer} gave {per_minute} labels in the last minute (VIGIL_REVIEW_LABELS_PER_MINUTE): "
+                         f"the next one in {retry_after_s:.0f} s")
+        self.retry_after_s = retry_after_s
+
+
 def auto_queue(turn: int) -> list[str]:
     """The queues to try, in order, for a reviewer's ``turn``-th item in ``auto`` mode."""
     first = _ROTATION[turn % len(_ROTATION)]
@@ -62,17 +85,19 @@ class LabelRequest(BaseModel):
     comment: str = Field(default="", max_length=MAX_COMMENT_CHARS)
     queue: Literal["random", "lowest", "flagged", "alerts", ""] = ""
     reviewer: str = Field(default="", max_length=256)
+    keep_lease: bool = False  # more labels of this turn follow (its other monitors): the lease is not given back
 
 
 class ReviewService:
     """The page's operations on one store client (one query at a time) and one Redis."""
 
     def __init__(self, client: Client, leases: Leases | LocalLeases, publish: Callable[[list[dict[str, Any]]], None], *,
-                 reviewer: str, lock: threading.Lock | None = None) -> None:
+                 reviewer: str, lock: threading.Lock | None = None, settings: ReviewSettings | None = None) -> None:
         self.client = client
         self.leases = leases
         self.publish = publish
         self.reviewer = reviewer
+        self.settings = settings or ReviewSettings()
         self.lock = lock or threading.Lock()  # one query at a time on the client (shared with the report's)
         self.direct = False  # labels go straight into the store (``open_service``'s ``holds_store``)
         self._served: dict[str, int] = {}  # reviewer -> items served (the auto rotation)
@@ -83,11 +108,13 @@ class ReviewService:
             result = self.client.query(query.sql, parameters=params)
         return [dict(zip(query.columns, row, strict=True)) for row in result.result_rows]
 
-    def monitors(self) -> list[dict[str, Any]]:
-        return self.rows("monitors")
+    def monitors(self, projects: Sequence[str] = ()) -> list[dict[str, Any]]:
+        return self.rows("monitors", projects=list(projects))
 
-    def next_item(self, monitor: str, queue: str, reviewer: str) -> dict[str, Any] | None:
-        """Lease the next turn for ``reviewer`` from ``monitor``'s ``queue`` (``auto``: rotate), or None."""
+    def next_item(self, monitor: str, queue: str, reviewer: str,
+                  projects: Sequence[str] = ()) -> dict[str, Any] | None:
+        """Lease the next turn of ``projects`` (none: every project) for ``reviewer`` from ``monitor``'s ``queue``
+        (``auto``: rotate), or None."""
         if queue == "auto":
             order = auto_queue(self._served.get(reviewer, 0))
         elif queue in REVIEW_QUEUES:
@@ -95,15 +122,16 @@ class ReviewService:
         else:
             raise ValueError(f"queue: {queue!r} is not one of auto, {', '.join(REVIEW_QUEUES)}")
         for name in order:
-            if (trace_id := self._lease_from(name, monitor, reviewer)) is not None:
+            if (trace_id := self._lease_from(name, monitor, reviewer, list(projects))) is not None:
                 self._served[reviewer] = self._served.get(reviewer, 0) + 1
                 return self.item(trace_id) | {"queue": name, "queue_title": QUEUE_TITLES[name],
                                               "monitor": monitor, "reviewer": reviewer}
         return None
 
-    def _lease_from(self, queue: str, monitor: str, reviewer: str) -> str | None:
+    def _lease_from(self, queue: str, monitor: str, reviewer: str, projects: list[str]) -> str | None:
         for limit in CANDIDATES:
-            candidates = [r["trace_id"] for r in self.rows(queue, monitor=monitor, reviewer=reviewer, limit=limit)]
+            candidates = [r["trace_id"] for r in self.rows(queue, monitor=monitor, reviewer=reviewer, limit=limit,
+                                                           projects=projects)]
             for trace_id in self.leases.open_to(candidates, monitor, reviewer):
                 if self.leases.take(trace_id, reviewer):
                     return trace_id
@@ -129,8 +157,16 @@ class ReviewService:
                 "labels": self.rows("item_labels", trace_id=trace_id), "session": session}
 
     def label(self, request: LabelRequest) -> Feedback:
-        """Record one label: a ``feedback`` row on the ingest queue (raises what the broker raises)."""
+        """Record one label: a ``feedback`` row on the ingest queue. ``NotLeased`` when the turn is not leased to
+        the reviewer, ``TooManyLabels`` over the rate; else raises what the broker raises."""
         reviewer = request.reviewer or self.reviewer
+        if (holder := self.leases.holder(request.trace_id)) != reviewer:
+            whose = "leased to someone else" if holder else "not leased to anyone (it lapsed, or was never served)"
+            raise NotLeased(f"trace_id: turn {request.trace_id} is {whose}; a label needs the turn leased to "
+                            f"{reviewer}: take the next item")
+        per_minute = self.settings.labels_per_minute
+        if (wait := self.leases.wait_to_label(reviewer, per_minute)) is not None:
+            raise TooManyLabels(reviewer, per_minute, wait)
         scores = [s for s in self.item_scores(request.trace_id) if s["monitor"] == request.monitor]
         if not scores:
             raise LookupError(f"monitor: {request.monitor!r} has no score on turn {request.trace_id}")
@@ -160,14 +196,21 @@ class ReviewService:
             self.leases.skipped(trace_id, reviewer)
         self.leases.release(trace_id, reviewer)
 
-    def progress(self) -> list[dict[str, Any]]:
-        """Per monitor: its turns, reviewed, unreviewed, and the weighted agreement so far."""
+    def renew(self, trace_id: str, reviewer: str) -> None:
+        """Keep ``reviewer``'s lease of the turn they are reading (``NotLeased`` when it is no longer theirs)."""
+        if not self.leases.renew(trace_id, reviewer):
+            raise NotLeased(f"trace_id: turn {trace_id} is no longer leased to {reviewer}: take the next item")
+
+    def progress(self, projects: Sequence[str] = ()) -> list[dict[str, Any]]:
+        """Per monitor: its turns (of ``projects``; none: every project), reviewed, unreviewed, and the weighted
+        agreement so far."""
         out = []
-        for monitor in self.monitors():
+        scope = list(projects)
+        for monitor in self.monitors(scope):
             name = monitor["monitor"]
-            sizes = self.rows("queue_sizes", monitor=name)[0]
+            sizes = self.rows("queue_sizes", monitor=name, projects=scope)[0]
             labels = [Label(r["trace_id"], r["queue"], bool(r["human_positive"]) == bool(r["judge_positive"]))
-                      for r in self.rows("labels", monitor=name)]
+                      for r in self.rows("labels", monitor=name, projects=scope)]
             verdicts = item_verdicts(labels).values()
             estimate: WeightedAgreement = weighted_agreement([a for r, a in verdicts if r],
                                                              [a for r, a in verdicts if not r], sizes["population"])

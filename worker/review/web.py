@@ -12,8 +12,14 @@ API (JSON; every POST needs the page's CSRF header):
 - ``GET  /review/api/progress``: per monitor, turns, reviewed, unreviewed, weighted agreement with its interval;
 - ``GET  /review/api/next?monitor=M&queue=auto|random|lowest|flagged|alerts&reviewer=R``: the next item, leased;
 - ``POST /review/api/label``: ``{trace_id, monitor, action: judge-right|judge-wrong|score, value?, comment?,
-  queue, reviewer}``;
+  queue, reviewer, keep_lease?}``: 403 unless the turn is leased to the reviewer, 429 (``Retry-After``) over their
+  rate;
+- ``POST /review/api/renew``: ``{trace_id, reviewer}``: the page keeps its lease while the turn is open (403 when it
+  is no longer the reviewer's);
 - ``POST /review/api/skip`` and ``/review/api/release``: ``{trace_id, reviewer}``.
+
+``reviewer`` is who the request acts as only where no token names them (``guard``): with a token, a request naming
+anyone else is refused (403), and the token's reviewer sees only their projects' turns.
 """
 
 from __future__ import annotations
@@ -29,9 +35,15 @@ from urllib.parse import parse_qs, urlsplit
 
 import structlog
 from pydantic import ValidationError
+from vigil.schemas.config import ReviewerConfig
 from vigil.schemas.feedback import problems
-from vigil.worker.review.guard import Guard
-from vigil.worker.review.service import LabelRequest, ReviewService
+from vigil.worker.review.guard import Guard, Identity
+from vigil.worker.review.service import (
+    LabelRequest,
+    NotLeased,
+    ReviewService,
+    TooManyLabels,
+)
 from vigil.worker.serving import (
     BodyTooLarge,
     GuardedHandler,
@@ -85,17 +97,24 @@ class ReviewApp:
         url = urlsplit(request.path)
         query = {k: v[0] for k, v in parse_qs(url.query).items()}
         try:
-            if not self.guard.token_ok(request.headers, query.get("token")):
-                raise _Refused(401, "a token is required: open the address `vigil review` printed")
+            who = self.guard.identify(request.headers, query.get("token"))
+            if who is None:
+                raise _Refused(401, "a token is required: open the address `vigil review` printed"
+                               + (", with your own token" if self.guard.reviewers else ""))
             if request.command == "POST":
-                self._post(request, url.path)
+                self._post(request, url.path, who)
             elif request.command == "GET":
-                self._get(request, url.path, query)
+                self._get(request, url.path, query, who)
             else:
                 raise _Refused(405, "GET or POST")
         except _Refused as exc:
             request.close_connection = request.close_connection or request.command == "POST"  # a body left unread
             self._send(request, exc.status, {"error": str(exc)})
+        except NotLeased as exc:
+            self._send(request, 403, {"error": str(exc)})
+        except TooManyLabels as exc:
+            self._send(request, 429, {"error": str(exc)},
+                       extra={"Retry-After": str(max(1, round(exc.retry_after_s + 0.5)))})
         except BodyTooLarge as exc:
             self._send(request, 413, {"error": str(exc)})
         except (UnreadableBody, UnsupportedEncoding) as exc:
@@ -110,34 +129,36 @@ class ReviewApp:
 
     # -- GET ---------------------------------------------------------------------------------------------------
 
-    def _get(self, request: GuardedHandler, path: str, query: dict[str, str]) -> None:
+    def _get(self, request: GuardedHandler, path: str, query: dict[str, str], who: Identity) -> None:
         if path in (PREFIX, PREFIX + "/"):
-            if "token" in query:  # trade the address bar's token for a cookie
-                self._send(request, 303, b"", extra={"Location": PREFIX + "/", "Set-Cookie": self.guard.cookie()})
+            if (token := query.get("token")) and self.guard.identify({}, token):  # trade it for a cookie
+                self._send(request, 303, b"", extra={"Location": PREFIX + "/", "Set-Cookie": self.guard.cookie(token)})
                 return
-            self._send(request, 200, self._page(), content_type="text/html; charset=utf-8")
+            self._send(request, 200, self._page(who), content_type="text/html; charset=utf-8")
         elif (name := path.removeprefix(PREFIX + "/")) in _STATIC:
             body = (resources.files("vigil.worker.review") / "static" / name).read_bytes()
             self._send(request, 200, body, content_type=_STATIC[name])
         elif path == PREFIX + "/api/progress":
-            self._send(request, 200, {"monitors": self.service.progress()})
+            self._send(request, 200, {"monitors": self.service.progress(who.projects)})
         elif path == PREFIX + "/api/next":
             monitor = query.get("monitor") or ""
             if not monitor:
                 raise ValueError("monitor: which monitor's queue (?monitor=NAME)")
-            item = self.service.next_item(monitor, query.get("queue", "auto"), self._reviewer(query.get("reviewer")))
+            reviewer = self._reviewer(who, query.get("reviewer"))
+            item = self.service.next_item(monitor, query.get("queue", "auto"), reviewer, who.projects)
             self._send(request, 200, {"item": item})
         else:
             raise _Refused(404, f"nothing at {path}")
 
-    def _page(self) -> bytes:
+    def _page(self, who: Identity) -> bytes:
         html = (resources.files("vigil.worker.review") / "static" / "review.html").read_text(encoding="utf-8")
         return (html.replace("{{csrf}}", escape(self.guard.csrf))
-                    .replace("{{reviewer}}", escape(self.service.reviewer))).encode("utf-8")
+                    .replace("{{reviewer}}", escape(who.name or self.service.reviewer))
+                    .replace("{{named}}", "1" if who.name else "")).encode("utf-8")
 
     # -- POST --------------------------------------------------------------------------------------------------
 
-    def _post(self, request: GuardedHandler, path: str) -> None:
+    def _post(self, request: GuardedHandler, path: str, who: Identity) -> None:
         if problem := self.guard.write_ok(request.headers):
             raise _Refused(403, problem)
         raw = request.read_body(MAX_BODY)  # BodyTooLarge before a byte over the budget is read
@@ -149,20 +170,31 @@ class ReviewApp:
             raise ValueError("body: a JSON object")  # noqa: TRY004 - answered 400 like every bad body
         if path == PREFIX + "/api/label":
             label = LabelRequest.model_validate(data)
-            label.reviewer = self._reviewer(label.reviewer)
+            label.reviewer = self._reviewer(who, label.reviewer)
             row = self.service.label(label)
-            self.service.done(label.trace_id, label.reviewer)
-            self._send(request, 200, {"feedback_id": row.feedback_id, "value": row.value, "scale": row.scale})
-        elif path in (PREFIX + "/api/skip", PREFIX + "/api/release"):
+            if not label.keep_lease:
+                self.service.done(label.trace_id, label.reviewer)
+            self._send(request, 200, {"feedback_id": row.feedback_id, "value": row.value, "scale": row.scale,
+                                      "author": row.author})
+        elif path in (PREFIX + "/api/skip", PREFIX + "/api/release", PREFIX + "/api/renew"):
             trace_id = data.get("trace_id")
             if not isinstance(trace_id, str) or not trace_id:
                 raise ValueError("trace_id: required")
-            self.service.done(trace_id, self._reviewer(data.get("reviewer")), skipped=path.endswith("skip"))
+            reviewer = self._reviewer(who, data.get("reviewer"))
+            if path.endswith("renew"):
+                self.service.renew(trace_id, reviewer)
+            else:
+                self.service.done(trace_id, reviewer, skipped=path.endswith("skip"))
             self._send(request, 200, {"ok": True})
         else:
             raise _Refused(404, f"nothing at {path}")
 
-    def _reviewer(self, name: Any) -> str:
+    def _reviewer(self, who: Identity, name: Any) -> str:
+        """Who the request acts as: its token's reviewer (naming anyone else is refused), else the name it gives."""
+        if who.name is not None:
+            if name not in (None, "", who.name):
+                raise _Refused(403, f"reviewer: this token is {who.name}'s; it cannot act as anyone else")
+            return who.name
         if name in (None, ""):
             return self.service.reviewer
         if not isinstance(name, str) or not _NAME.match(name):
@@ -191,11 +223,12 @@ class ReviewServer:
     """``vigil review``: the page on ``http://host:port/review/`` (``/`` redirects there)."""
 
     def __init__(self, service: ReviewService, *, host: str = "127.0.0.1", port: int = 8766,
-                 token: str | None = None, hosts: tuple[str, ...] = ()) -> None:
+                 token: str | None = None, hosts: tuple[str, ...] = (),
+                 reviewers: tuple[ReviewerConfig, ...] = ()) -> None:
         self.server = _Server((host, port), _handler(self), max_connections=MAX_CONNECTIONS,
                               hosts=allowed_hosts(host, hosts))
         self.host = host
-        self.guard = Guard.for_binding(host, token=token)
+        self.guard = Guard.for_binding(host, token=token, reviewer=service.reviewer, reviewers=reviewers)
         self.app = ReviewApp(service, self.guard)
 
     @property

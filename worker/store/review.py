@@ -1,7 +1,9 @@
 """The review page's SQL (``vigil review``): its queues, the labels it reads back, one item's session, the export.
 
 Every query is bound server-side (``{monitor:String}``, ``{reviewer:String}``, ``{limit:UInt32}``,
-``{trace_id:String}``), passed with clickhouse-connect's ``parameters=``, so no name or id is ever spliced into SQL.
+``{trace_id:String}``, ``{projects:Array(String)}``), passed with clickhouse-connect's ``parameters=``, so no name or
+id is ever spliced into SQL. ``projects`` is the reviewer's (empty: every project): the queues, the monitors and the
+progress read only their turns.
 
 A monitor's *population* is its scored turns (a score, not an abstention), one per trace: the judge's side of a
 turn is its latest score / scale, read positive at 0.5 and above. A *review label* is a ``feedback`` row with
@@ -14,11 +16,15 @@ from vigil.worker.store.queries import Query
 
 __all__ = ["REVIEW_QUERIES"]
 
+# ``scores.project``: the column (the population names its own ``any(project)`` so)
+_IN_PROJECTS = "(empty({projects:Array(String)}) OR has({projects:Array(String)}, scores.project))"
+
 _POPULATION = """
     SELECT trace_id, argMax(score / if(scale > 0, scale, 1), scored_at) AS judged,
            any(project) AS project, any(agent) AS agent, max(trace_time) AS last_time
     FROM scores FINAL
     WHERE monitor = {monitor:String} AND status = 'scored' AND score IS NOT NULL AND label != 'abstained'
+      AND """ + _IN_PROJECTS + """
     GROUP BY trace_id"""
 
 _REVIEWED = """
@@ -78,13 +84,13 @@ REVIEW_QUERIES: dict[str, Query] = {q.name: q for q in [
     Query("monitors", "Monitors with scored turns, and their scale", "lookup", """
 SELECT monitor, argMax(scale, scored_at) AS latest_scale, uniqExact(trace_id) AS turns
 FROM scores FINAL
-WHERE status = 'scored' AND score IS NOT NULL AND label != 'abstained'
+WHERE status = 'scored' AND score IS NOT NULL AND label != 'abstained' AND """ + _IN_PROJECTS + """
 GROUP BY monitor
 ORDER BY monitor""", ("monitor", "scale", "turns")),
     Query("queue_sizes", "How many turns each of the monitor's queues holds", "lookup", f"""
 SELECT
     (SELECT count() FROM ({_POPULATION})) AS population,
-    (SELECT uniqExact(trace_id) FROM ({_REVIEWED})) AS reviewed,
+    (SELECT count() FROM ({_POPULATION}) WHERE trace_id IN ({_REVIEWED})) AS reviewed,
     (SELECT count() FROM ({_POPULATION}) WHERE trace_id NOT IN ({_REVIEWED})) AS unreviewed""",
           ("population", "reviewed", "unreviewed")),
     Query("labels", "The monitor's review labels with the judge's side of each turn", "lookup", f"""

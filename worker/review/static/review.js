@@ -26,8 +26,10 @@
     $("status").className = isError ? "error" : "";
   }
 
+  const pageReviewer = document.querySelector('meta[name="vigil-reviewer"]').content;
+  const named = !!document.querySelector('meta[name="vigil-reviewer-named"]').content;  // the token says who
   function reviewer() {
-    return $("reviewer").value.trim() || document.querySelector('meta[name="vigil-reviewer"]').content;
+    return named ? pageReviewer : ($("reviewer").value.trim() || pageReviewer);
   }
 
   async function api(path, body) {
@@ -183,7 +185,8 @@
     state.busy = true;
     const comment = ($("comment") || {}).value || "";
     try {
-      await api("label", { trace_id: item.trace_id, monitor, action, value, comment, queue: item.queue, reviewer: reviewer() });
+      await api("label", { trace_id: item.trace_id, monitor, action, value, comment, queue: item.queue,
+        reviewer: reviewer(), keep_lease: monitor !== item.monitor });
       say(`labelled ${monitor}: ${action}${value !== undefined ? " " + value : ""}`);
       if (monitor === item.monitor) await next();
       else {
@@ -233,12 +236,17 @@
     e.preventDefault();
   });
 
-  $("reviewer").value = localStorage.getItem("vigil.reviewer") || "";
-  $("reviewer").placeholder = document.querySelector('meta[name="vigil-reviewer"]').content;
+  $("reviewer").value = named ? pageReviewer : localStorage.getItem("vigil.reviewer") || "";
+  $("reviewer").readOnly = named;
+  $("reviewer").placeholder = pageReviewer;
   $("reviewer").addEventListener("change", () => { localStorage.setItem("vigil.reviewer", $("reviewer").value.trim()); next(); });
   $("queue").value = localStorage.getItem("vigil.queue") || "auto";
   $("queue").addEventListener("change", () => { localStorage.setItem("vigil.queue", $("queue").value); next(); });
   $("monitor").addEventListener("change", () => { localStorage.setItem("vigil.monitor", $("monitor").value); next(); });
   progress().then(next).catch((error) => say(error.message, true));
   setInterval(() => progress().catch(() => {}), 5000);
+  // a label needs the turn leased to this reviewer: keep the lease while the turn is open, however long it is read
+  setInterval(() => {
+    if (state.item) api("renew", { trace_id: state.item.trace_id, reviewer: reviewer() }).catch((error) => say(error.message, true));
+  }, 60000);
 })();
