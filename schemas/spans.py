@@ -54,12 +54,21 @@ from vigil.schemas import conventions
 from vigil.schemas.conventions.genai import INPUT_EVENTS
 from vigil.schemas.trace import ORIGIN_ATTRIBUTE, ORIGINS
 
-__all__ = ["CONTENT_EVENTS", "CONTENT_METADATA", "DETAILS_EVENT", "RESOURCE_KEYS", "SETTING_METADATA", "Assembly",
-           "SpanEvent", "SpanRecord", "assemble", "assembly", "attach_logs", "is_genai", "log_record",
-           "waiting_for_parent"]
+__all__ = ["BOOKKEEPING_METADATA", "CONTENT_EVENTS", "CONTENT_METADATA", "DETAILS_EVENT", "RESOURCE_KEYS",
+           "SETTING_METADATA", "Assembly", "SpanEvent", "SpanRecord", "assemble", "assembly", "attach_logs",
+           "is_bookkeeping", "is_genai", "log_record", "waiting_for_parent"]
 
 # The resource attributes assembly reads; a receiver may keep only these.
 RESOURCE_KEYS = frozenset({"service.name", "deployment.environment.name", "deployment.environment", "vigil.project"})
+
+# vigil's own bookkeeping in a turn's metadata: how the turn was assembled (``_metadata`` below), not what the traffic
+# is. Never a segment an alert blames or a comparison splits by; with every ``vigil.`` key, the one list of them.
+BOOKKEEPING_METADATA = frozenset({"spans", "span_name", "operation", "span_kind", "response_id"})
+
+
+def is_bookkeeping(key: str) -> bool:
+    """A metadata key vigil wrote about its own work (``BOOKKEEPING_METADATA``, any ``vigil.`` key)."""
+    return key in BOOKKEEPING_METADATA or key.startswith("vigil.")
 
 
 class SpanEvent(TypedDict):

@@ -152,8 +152,9 @@ def test_the_webhook_receives_slack_compatible_json(store, webhook_receiver):
 
     assert len(bodies) == 1
     assert list(bodies[0]) == ["text"]
-    assert "FIRING regression `relevancy-drop`" in bodies[0]["text"]
-    assert "relevancy on shop/support-bot" in bodies[0]["text"]
+    text = bodies[0]["text"]
+    assert text.startswith(":rotating_light: [vigil] FIRING: relevancy on shop/support-bot fell from 0.80 to 0.")
+    assert text.endswith(": the last 60 min against the 7 d before (120 and 1008 turns)")
 
 
 def test_an_unreachable_webhook_is_logged_and_the_alert_is_still_recorded(store):
@@ -258,5 +259,5 @@ def test_a_terminal_gets_the_alert_in_plain_words_and_the_webhook_gets_slack_mar
     event = AlertEvent(alert_id="a", rule="relevancy-drop", kind="regression", action="fired", state="firing",
                        monitor="relevancy", fired_at=NOW, updated_at=NOW, message="relevancy: mean 0.50")
 
-    assert event.text(slack=False) == "FIRING regression relevancy-drop: relevancy: mean 0.50"
-    assert event.text().startswith(":rotating_light: [vigil] FIRING regression `relevancy-drop`: ")
+    assert event.text(slack=False) == "FIRING: relevancy: mean 0.50"
+    assert event.text() == ":rotating_light: [vigil] FIRING: relevancy: mean 0.50"

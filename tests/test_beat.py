@@ -90,7 +90,7 @@ def test_beat_schedules_the_regression_check_and_the_writer_fires_the_alert_to_t
         beat.wait(30)
         assert worker.stop() == 0
 
-    assert "FIRING regression `relevancy-drop`" in bodies[0]["text"]
+    assert bodies[0]["text"].startswith(":rotating_light: [vigil] FIRING: relevancy")
     rows = connect(worker.dsn).query("SELECT rule, monitor, state FROM alerts FINAL").result_rows
     assert rows == [("relevancy-drop", "relevancy", "firing")]
     assert len(bodies) == 1, "renotify interval: a firing alert is not re-sent on every beat"

@@ -221,7 +221,8 @@ def test_backtest_takes_the_same_decisions_as_the_live_check(store, tmp_path):
 
     assert result.exit_code == 0, result.output
     (replayed,) = json.loads(result.output)["alerts"]
-    assert set(replayed) == {"rule", "monitor", "fired_at", "resolved_at", "since", "estimate", "segments"}
+    assert set(replayed) == {"rule", "monitor", "fired_at", "resolved_at", "since", "estimate", "segments", "agents",
+                             "sentence"}
     fired = [e for e in live if e.action == "fired"]
     resolved = [e for e in live if e.action == "resolved"]
     assert len(fired) == 1 and len(resolved) == 1

@@ -20,7 +20,8 @@ from pydantic import BaseModel, Field, ValidationError, field_validator
 from vigil.schemas import AlertRule, VigilConfig
 from vigil.worker.alerts.model import Subject
 from vigil.worker.alerts.replay import Episode, episodes
-from vigil.worker.alerts.segments import Segment, count_segments, rank_segments
+from vigil.worker.alerts.segments import Blame, Segment, blame, count_segments
+from vigil.worker.alerts.sentence import say
 from vigil.worker.alerts.watch import segments as store_segments
 
 __all__ = ["BacktestAlert", "Stream", "backtest", "parse_since", "read_scores", "sequential_rules", "stored_scores"]
@@ -66,11 +67,13 @@ class BacktestAlert(BaseModel):
     estimate_low: float | None = None
     estimate_high: float | None = None
     segments: list[Segment]
+    agents: list[str] = Field(default_factory=list)
+    sentence: str = ""  # the alert's sentence over its window: from the change to the firing
 
     def public(self) -> dict[str, Any]:
         """The ``--json`` object of one alert."""
         out = self.model_dump(mode="json", include={"rule", "monitor", "fired_at", "resolved_at", "since",
-                                                     "estimate"})
+                                                     "estimate", "agents", "sentence"})
         return out | {"segments": [s.public() for s in self.segments]}
 
 
@@ -135,16 +138,16 @@ def sequential_rules(config: VigilConfig, rule_name: str | None) -> list[AlertRu
     return rules
 
 
-def _file_segments(stream: Stream, episode: Episode) -> list[Segment]:
+def _file_segments(stream: Stream, episode: Episode) -> Blame:
     since, fired = episode.event.since, episode.event.fired_at
     if since is None or stream.dims is None:
-        return []
+        return Blame()
     start, end = since.timestamp(), fired.timestamp()
     lo = int(np.searchsorted(stream.ts, start - 86400.0))
     hi = int(np.searchsorted(stream.ts, end, side="right"))
     counts, total = count_segments(stream.xs[lo:hi].tolist(), stream.dims[lo:hi],
                                    (stream.ts[lo:hi] >= start).tolist())
-    return rank_segments(counts, total)
+    return blame(counts, total)
 
 
 def backtest(config: VigilConfig, streams: dict[str, Stream], *, rule_name: str | None = None,
@@ -164,14 +167,16 @@ def backtest(config: VigilConfig, streams: dict[str, Stream], *, rule_name: str 
             for episode in found:
                 e = episode.event
                 if stream.dims is not None:
-                    ranked = _file_segments(stream, episode)
+                    found = _file_segments(stream, episode)
                 elif client is not None and e.since is not None:
-                    ranked = store_segments(client, monitor, stream.version or "", e.since, e.fired_at)
+                    found = store_segments(client, monitor, stream.version or "", e.since, e.fired_at)
                 else:
-                    ranked = []
+                    found = Blame()
                 alerts.append(BacktestAlert(rule=rule.name, monitor=monitor, fired_at=e.fired_at,
                                             resolved_at=episode.resolved_at, since=e.since, estimate=e.drop,
-                                            estimate_low=e.drop_low, estimate_high=e.drop_high, segments=ranked))
+                                            estimate_low=e.drop_low, estimate_high=e.drop_high,
+                                            segments=found.segments, agents=found.agents,
+                                            sentence=say(e.blamed(found), until=e.fired_at)))
     return sorted(alerts, key=lambda a: (a.fired_at, a.rule, a.monitor))
 
 

@@ -171,9 +171,8 @@ def evaluate(
         for verdict in verdicts:
             event = decide(rule, verdict, previous.get((rule.name, verdict.subject)), now)
             if event is not None and event.action != "resolved" and verdict.subject in watched and verdict.since:
-                found = segments(client, verdict.subject.monitor, watched[verdict.subject].version, verdict.since,
-                                 now)
-                event = event.model_copy(update={"segments": found})
+                event = event.blamed(segments(client, verdict.subject.monitor, watched[verdict.subject].version,
+                                              verdict.since, now))
             outcomes.append(Outcome(rule=rule, verdict=verdict, event=event))
     return outcomes
 

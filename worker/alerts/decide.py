@@ -26,6 +26,7 @@ from vigil.worker.alerts.model import (
     Verdict,
     WindowStats,
 )
+from vigil.worker.alerts.sentence import say
 from vigil.worker.alerts.sequential import Decision
 from vigil.worker.eval.stats import wilson
 
@@ -82,6 +83,9 @@ def regression_verdict(rule: AlertRule, subject: Subject, recent: WindowStats, b
         breach=breach, p_value=p_value, effect_size=effect,
         message=(f"{where} vs {_f(baseline.mean)} baseline (n={recent.n} vs {baseline.n}, d={effect:.2f}, "
                  f"p={p_value:.2g})"),
+        headline=(f"{subject.describe()} fell from {_f(baseline.mean)} to {_f(recent.mean)}: the last "
+                  f"{_minutes(rule.window_minutes)} against the {_minutes(rule.baseline_minutes)} before "
+                  f"({recent.n} and {baseline.n} turns)"),
         **common,
     )
 
@@ -190,7 +194,7 @@ def decide(rule: AlertRule, verdict: Verdict, previous: AlertState | None, now: 
         action, alert_id, fired_at = "resolved", previous.alert_id, previous.fired_at
     else:
         return None
-    return AlertEvent(
+    event = AlertEvent(
         alert_id=alert_id, rule=rule.name, kind=rule.kind, action=action,
         state="resolved" if action == "resolved" else "firing",
         **verdict.subject.model_dump(), fired_at=fired_at, updated_at=now,
@@ -198,14 +202,22 @@ def decide(rule: AlertRule, verdict: Verdict, previous: AlertState | None, now: 
         baseline_n=verdict.baseline_n, p_value=verdict.p_value,
         effect_size=verdict.effect_size if verdict.effect_size is None or math.isfinite(verdict.effect_size)
         else None,
-        message=verdict.message, since=verdict.since, drop=verdict.drop, drop_low=verdict.drop_low,
-        drop_high=verdict.drop_high, webhook_url=rule.webhook_url,
+        message=verdict.headline or verdict.message, since=verdict.since, drop=verdict.drop,
+        drop_low=verdict.drop_low, drop_high=verdict.drop_high, webhook_url=rule.webhook_url,
     )
+    return event.model_copy(update={"message": say(event)})
 
 
 def _more(have: int, rule: AlertRule) -> int:
     """How many more turns (or pairs) the rule needs before it can tell."""
     return max(0, rule.min_samples - have)
+
+
+def _minutes(minutes: int) -> str:
+    """A window in the unit a person would say: 90 min, 6 h, 7 d."""
+    if minutes < 120 or minutes % 60:
+        return f"{minutes} min"
+    return f"{minutes // 60} h" if minutes < 2880 or minutes % 1440 else f"{minutes // 1440} d"
 
 
 def _f(value: float | None) -> str:

@@ -7,13 +7,15 @@ from datetime import datetime
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
-from vigil.schemas.alert import Segment, describe_change
+from vigil.schemas.alert import Segment
+from vigil.worker.alerts.segments import Blame
+from vigil.worker.alerts.sentence import say
 
 __all__ = ["ALERT_COLUMNS", "AlertEvent", "AlertState", "Subject", "Verdict", "WindowStats"]
 
 ALERT_COLUMNS = ("alert_id", "rule", "kind", "project", "agent", "monitor", "judge", "state", "fired_at", "updated_at",
                  "recent_mean", "baseline_mean", "recent_n", "baseline_n", "p_value", "effect_size", "message", "since",
-                 "drop", "drop_low", "drop_high", "segments")
+                 "drop", "drop_low", "drop_high", "segments", "agents")
 
 
 class Subject(BaseModel):
@@ -60,7 +62,8 @@ class Verdict(BaseModel):
     baseline_n: int = 0
     p_value: float | None = None
     effect_size: float | None = None
-    message: str  # what was measured, and why it does or does not breach
+    message: str  # what was measured, and why it does or does not breach (``--explain`` prints it)
+    headline: str | None = None  # what an alert's sentence says instead, when the message speaks statistics
     # The sequential detector's change-point estimate and drop (score / scale, baseline minus since), 95% interval.
     since: datetime | None = None
     drop: float | None = None
@@ -97,12 +100,13 @@ class AlertEvent(BaseModel):
     baseline_n: int = 0
     p_value: float | None = None
     effect_size: float | None = None
-    message: str
+    message: str  # the alert's sentence (``sentence.say``)
     since: datetime | None = None  # the estimated start of the change
     drop: float | None = None
     drop_low: float | None = None
     drop_high: float | None = None
     segments: list[Segment] = Field(default_factory=list)  # what explains the drop, ranked
+    agents: list[str] = Field(default_factory=list)  # the agents whose scores pulled the mean down
     webhook_url: str | None = Field(default=None, exclude=True)
 
     def row(self) -> list[Any]:
@@ -111,16 +115,16 @@ class AlertEvent(BaseModel):
         data["segments"] = json.dumps([s.model_dump() for s in self.segments])
         return [data[c] for c in ALERT_COLUMNS]
 
-    def where(self) -> list[str]:
-        return describe_change(self.since, self.drop, self.drop_low, self.drop_high, self.segments)
+    def blamed(self, blame: Blame) -> AlertEvent:
+        """This event with the segments and agents that explain its drop, its sentence said again with them."""
+        event = self.model_copy(update={"segments": blame.segments, "agents": blame.agents})
+        return event.model_copy(update={"message": say(event)})
 
     def text(self, *, slack: bool = True) -> str:
-        """The message: a line, then since when and the segments. ``slack``: with Slack's emoji and code markup
-        (the webhook's); without: plain words for a terminal."""
+        """The sentence after what happened (fired, still firing, resolved). ``slack``: with Slack's emoji (the
+        webhook's); without: plain words for a terminal."""
         verb = {"fired": "FIRING", "renotified": "STILL FIRING", "resolved": "RESOLVED"}[self.action]
         if slack:
             icon = ":white_check_mark:" if self.state == "resolved" else ":rotating_light:"
-            head = f"{icon} [vigil] {verb} {self.kind} `{self.rule}`: {self.message}"
-        else:
-            head = f"{verb} {self.kind} {self.rule}: {self.message}"
-        return "\n".join([head, *self.where()]) if self.action != "resolved" else head
+            return f"{icon} [vigil] {verb}: {self.message}"
+        return f"{verb}: {self.message}"

@@ -6,7 +6,14 @@ contributes ``f · (B_s − R_s)`` to it, its own drop weighted by its traffic; 
 release, a new model) is compared with the whole baseline. The contributions of one key's values add up to the
 whole drop, so ``share`` (contribution / drop) says how much of it that slice explains: "model = gpt-x, 30% of the
 traffic, −0.4, 95% of the drop" comes first when only that model got worse. A value on nearly every score before
-and after (a tag every turn carries) explains nothing and is left out.
+and after (a tag every turn carries) explains nothing and is left out, and so is vigil's own bookkeeping in the
+metadata (``schemas.spans.is_bookkeeping``: span counts, operation names), which describes vigil's work, not the
+traffic.
+
+The agents an alert is about are the agents whose scores pulled the mean down, largest contribution first, each
+contributing at least ``NAMED_AGENT`` of the largest agent's contribution (one stray low score of another agent is
+not that agent regressing; ten agents that fell alike are all named): with one agent, that agent, even though it is
+on every score and so never a segment.
 
 Pure: the counts come from ClickHouse (``SEGMENT_QUERY``, for the live check and a backtest of the store) or from a
 backtest file's own metadata (``count_segments``); the ranking is the same.
@@ -20,11 +27,14 @@ from typing import Any
 
 from pydantic import BaseModel
 from vigil.schemas.alert import Segment
+from vigil.schemas.spans import is_bookkeeping
 
-__all__ = ["SEGMENT_QUERY", "Segment", "SegmentCounts", "count_segments", "rank_segments", "segments_from_rows"]
+__all__ = ["SEGMENT_QUERY", "Blame", "Segment", "SegmentCounts", "blame", "blame_rows", "count_segments",
+           "rank_segments"]
 
 UBIQUITOUS = 0.95  # a value on at least this share of the scores both before and after explains nothing
 LIMIT = 5
+NAMED_AGENT = 0.25  # an agent is named when it contributes at least this fraction of the largest agent's share
 
 
 class SegmentCounts(BaseModel):
@@ -38,6 +48,33 @@ class SegmentCounts(BaseModel):
     baseline_sum: float = 0.0
 
 
+class Blame(BaseModel):
+    """What explains a drop: the ranked segments, and the agents it is about."""
+
+    segments: list[Segment] = []
+    agents: list[str] = []
+
+
+def _contribution(c: SegmentCounts, total: SegmentCounts, baseline: float) -> float:
+    """``f · (B_s − R_s)``: the segment's share of the traffic since the change times its own drop."""
+    base = c.baseline_sum / c.baseline_n if c.baseline_n else baseline
+    return c.recent_n / total.recent_n * (base - c.recent_sum / c.recent_n)
+
+
+def blame(counts: Iterable[SegmentCounts], total: SegmentCounts, *, limit: int = LIMIT) -> Blame:
+    """``rank_segments`` and the agents whose scores pulled the mean down, largest contribution first."""
+    counts = list(counts)
+    agents: list[str] = []
+    if total.recent_n and total.baseline_n:
+        baseline = total.baseline_sum / total.baseline_n
+        pulled = [(_contribution(c, total, baseline), c.value) for c in counts
+                  if c.key == "agent" and c.recent_n]
+        pulled.sort(key=lambda p: (-p[0], p[1]))
+        agents = [value for contribution, value in pulled
+                  if contribution > 0 and contribution >= NAMED_AGENT * pulled[0][0]]
+    return Blame(segments=rank_segments(counts, total, limit=limit), agents=agents)
+
+
 def rank_segments(counts: Iterable[SegmentCounts], total: SegmentCounts, *, limit: int = LIMIT) -> list[Segment]:
     """The segments that explain the drop ``total`` shows, largest share first (at most ``limit``)."""
     if not total.recent_n or not total.baseline_n:
@@ -48,14 +85,14 @@ def rank_segments(counts: Iterable[SegmentCounts], total: SegmentCounts, *, limi
         return []
     ranked = []
     for c in counts:
-        if not c.recent_n:
+        if not c.recent_n or is_bookkeeping(c.key):
             continue
         traffic, before = c.recent_n / total.recent_n, c.baseline_n / total.baseline_n
         if traffic >= UBIQUITOUS and before >= UBIQUITOUS:
             continue
         mean = c.recent_sum / c.recent_n
         base = c.baseline_sum / c.baseline_n if c.baseline_n else None
-        contribution = traffic * ((base if base is not None else baseline) - mean)
+        contribution = _contribution(c, total, baseline)
         if contribution > 0:
             ranked.append(Segment(key=c.key, value=c.value, n=c.recent_n, recent_mean=mean, baseline_mean=base,
                                   share=contribution / drop, traffic=traffic))
@@ -118,8 +155,8 @@ ARRAY JOIN dims AS dim
 GROUP BY key, value"""
 
 
-def segments_from_rows(rows: Iterable[Sequence[Any]], *, limit: int = LIMIT) -> list[Segment]:
-    """``rank_segments`` over ``SEGMENT_QUERY``'s rows."""
+def blame_rows(rows: Iterable[Sequence[Any]], *, limit: int = LIMIT) -> Blame:
+    """``blame`` over ``SEGMENT_QUERY``'s rows."""
     counts, total = [], SegmentCounts(key="", value="")
     for key, value, recent_n, recent_sum, baseline_n, baseline_sum in rows:
         c = SegmentCounts(key=key, value=value, recent_n=recent_n, recent_sum=recent_sum or 0.0,
@@ -128,4 +165,4 @@ def segments_from_rows(rows: Iterable[Sequence[Any]], *, limit: int = LIMIT) -> 
             total = c
         else:
             counts.append(c)
-    return rank_segments(counts, total, limit=limit)
+    return blame(counts, total, limit=limit)

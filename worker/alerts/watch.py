@@ -20,7 +20,7 @@ from vigil.schemas import AlertRule
 from vigil.worker.alerts.decide import sequential_verdict
 from vigil.worker.alerts.model import Subject, Verdict
 from vigil.worker.alerts.replay import checks, params_for
-from vigil.worker.alerts.segments import SEGMENT_QUERY, Segment, segments_from_rows
+from vigil.worker.alerts.segments import SEGMENT_QUERY, Blame, blame_rows
 from vigil.worker.alerts.sequential import STALE_S, Decision, DetectorState, step
 
 __all__ = ["CHECK_COLUMNS", "Watched", "segments", "watch"]
@@ -168,9 +168,10 @@ def _check_row(rule: AlertRule, monitor: str, now: datetime, saved: _Saved, d: D
             saved.state.model_dump_json()]
 
 
-def segments(client: Client, monitor: str, version: str, since: datetime, until: datetime) -> list[Segment]:
-    """The ranked segments of ``monitor``'s drop since ``since`` against the day before it."""
+def segments(client: Client, monitor: str, version: str, since: datetime, until: datetime) -> Blame:
+    """The ranked segments and the agents of ``monitor``'s drop from ``since`` to ``until`` against the day
+    before it."""
     rows = client.query(SEGMENT_QUERY, parameters={"monitor": monitor, "version": version, "since": since,
                                                    "until": until}).result_rows
-    return segments_from_rows(rows)
+    return blame_rows(rows)
 

@@ -59,6 +59,9 @@ def check(config_path: str | None, dsn: str | None, explain: bool) -> None:
         events = check_alerts(client, config)
     for event in events:
         click.echo(event.text(slack=False))  # a terminal: no Slack emoji or code markup
+        if explain:
+            for i, segment in enumerate(event.segments, 1):
+                click.echo(f"  {i}. {segment.describe()}")
     click.echo(f"{len(events)} alert event(s)")
 
 
@@ -125,10 +128,7 @@ def backtest_command(config_path: str | None, scores_path: Path | None, since: s
         return
     for a in found:
         resolved = f"resolved {a.resolved_at:%Y-%m-%d %H:%M}" if a.resolved_at else "still firing at the end"
-        since_text = f"since {a.since:%Y-%m-%d %H:%M}" if a.since else ""
-        drop = (f", mean down {a.estimate:.3f} (95% {a.estimate_low:.3f} to {a.estimate_high:.3f})"
-                if a.estimate is not None and a.estimate_low is not None and a.estimate_high is not None else "")
-        click.echo(f"{a.rule} on {a.monitor}: fired {a.fired_at:%Y-%m-%d %H:%M} {since_text}{drop}; {resolved}")
+        click.echo(f"fired {a.fired_at:%Y-%m-%d %H:%M} UTC ({a.rule}; {resolved}): {a.sentence}")
         for i, s in enumerate(a.segments, 1):
             click.echo(f"  {i}. {s.describe()}")
     scores = sum(len(s.ts) for s in streams.values())

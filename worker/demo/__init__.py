@@ -31,6 +31,7 @@ import redis
 import yaml
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.text import Text
 from vigil.worker.cli.emit import emit_file
 from vigil.worker.cli.errors import redact
 from vigil.worker.demo.agent import KnowledgeBaseAgent
@@ -298,9 +299,7 @@ def _report(dsn: str, home: Path, config_path: Path) -> None:
     report = build_report(client)  # after the alerts are written, so the tables and the HTML show them
     print_report(report, console)
     for event in events:
-        console.print(f"[bold red]ALERT[/] {event.message}", markup=True)
-        for line in event.where():
-            console.print(line, markup=False, highlight=False)
+        console.print(Text.assemble(("ALERT ", "bold red"), event.message))  # the sentence is data, not markup
     if not events:
         console.print("alerts: none firing")
     html = home / "report.html"

@@ -204,7 +204,7 @@ def _alerts_section(report: Report) -> str:
     headers = ["updated", "state", "rule", "subject", "message"]
     rows = [[f"{a.updated_at:%Y-%m-%d %H:%M}", f'<span class="{escape(a.state)}">{escape(a.state)}</span>',
              escape(a.rule), escape(a.judge or "/".join(p for p in (a.project, a.agent, a.monitor) if p)),
-             "<br>".join(escape(line) for line in [a.message, *a.where()])] for a in report.alerts]
+             escape(a.message)] for a in report.alerts]
     return f"<section><h2>Alerts</h2>{_table(headers, rows)}</section>"
 
 

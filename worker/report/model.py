@@ -7,7 +7,7 @@ from datetime import datetime
 from typing import Any
 
 from pydantic import BaseModel, Field, computed_field, field_validator
-from vigil.schemas.alert import Segment, describe_change
+from vigil.schemas.alert import Segment
 
 __all__ = [
     "AgreementRow", "AlertRow", "BandPoint", "DeadLetterGroup", "DistributionBin", "FunnelRow", "JudgeEval",
@@ -229,14 +229,18 @@ class AlertRow(BaseModel):
     drop_low: float | None = None
     drop_high: float | None = None
     segments: list[Segment] = Field(default_factory=list)
+    agents: list[str] = Field(default_factory=list)  # the agents whose scores pulled the mean down
+    recent_mean: float | None = None
+    baseline_mean: float | None = None
 
     @field_validator("segments", mode="before")
     @classmethod
     def _json(cls, value: Any) -> Any:
         return json.loads(value or "[]") if isinstance(value, str) else value
 
-    def where(self) -> list[str]:
-        return describe_change(self.since, self.drop, self.drop_low, self.drop_high, self.segments)
+    def about(self) -> list[str]:
+        """The agents the alert is about (empty: every agent of its monitor, or a judge)."""
+        return list(self.agents) or ([self.agent] if self.agent else [])
 
 
 class JudgeEval(BaseModel):

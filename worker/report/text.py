@@ -99,7 +99,7 @@ def _alerts_table(report: Report) -> Table | None:
     for header in ("updated", "state", "rule", "message"):  # the message names the monitor or judge
         table.add_column(header, overflow="fold", ratio=4 if header == "message" else None)
     for a in report.alerts:
-        table.add_row(f"{a.updated_at:%m-%d %H:%M}", a.state, a.rule, Text("\n".join([a.message, *a.where()])))
+        table.add_row(f"{a.updated_at:%m-%d %H:%M}", a.state, a.rule, Text(a.message))
     return table
 
 

@@ -474,13 +474,13 @@ ORDER BY monitor, agent""",
         "recent_alerts", "Alerts", "table",
         """
 SELECT updated_at, state, kind, rule, project, agent, monitor, judge, fired_at, message, since, drop, drop_low,
-       drop_high, segments
+       drop_high, segments, agents, recent_mean, baseline_mean
 FROM alerts FINAL
 WHERE $__timeFilter(updated_at)
 ORDER BY updated_at DESC
 LIMIT 50""",
         ("updated_at", "state", "kind", "rule", "project", "agent", "monitor", "judge", "fired_at", "message", "since",
-         "drop", "drop_low", "drop_high", "segments"),
+         "drop", "drop_low", "drop_high", "segments", "agents", "recent_mean", "baseline_mean"),
         "A regression's row says since when (the detector's change-point estimate), the drop with its 95% interval, "
         "and the segments that explain it (JSON, ranked: key, value, n, recent and baseline mean, share of the "
         "drop).",
@@ -542,12 +542,14 @@ ANNOTATIONS: dict[str, Query] = {
     "alerts_fired": Query(
         "alerts_fired", "vigil alerts", "table",
         f"""
-SELECT fired_at AS time, concat(rule, ': ', message) AS text, arrayFilter(x -> x != '', [kind, agent, monitor, judge]) AS tags
+SELECT coalesce(since, fired_at) AS time, if(state = 'firing', now64(3), updated_at) AS timeEnd, message AS text,
+       arrayFilter(x -> x != '', arrayConcat([kind, agent, monitor, judge], agents)) AS tags
 FROM alerts FINAL
 WHERE $__timeFilter(fired_at) AND $__conditionalAll((has({_selected("monitor")}, monitor) OR monitor = ''), $monitor)
 ORDER BY time""",
-        ("time", "text", "tags"),
-        "When each alert fired, on every time-series panel.",
+        ("time", "timeEnd", "text", "tags"),
+        "Each alert as a region from the change it names (else when it fired) to now, or to when it resolved; the "
+        "text is the alert's sentence, the tags name its agents.",
     ),
 }
 
