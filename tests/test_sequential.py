@@ -298,5 +298,6 @@ def test_the_backtest_command_replays_the_store(store, chdb_dsn, tmp_path):
                                       "--since", (NOW - timedelta(days=2)).isoformat()])
 
     assert result.exit_code == 0, result.output
-    assert "relevancy on relevancy: fired 2026-03-02" in result.output
+    assert re.search(r"fired 2026-03-02 \d\d:\d\d UTC \(relevancy; .*\): relevancy on support-bot fell from 0\.\d\d to "
+                     r"0\.\d\d between \d\d:\d\d and \d\d:\d\d UTC", result.output)
     assert re.search(r"\n1 alert\(s\) from \d+ score\(s\) of 1 monitor\(s\), 1 rule\(s\)$", result.output.rstrip())
