@@ -6,10 +6,11 @@ which spans make one turn and what the turn is.
 Input: the spans of one trace as plain records (``SpanRecord``: hex ids, nanosecond times, flat attributes, span
 events, resource attributes). Output: turn dicts shaped like ``schemas.Turn`` (validated later, by the worker).
 
-**One turn per agent run, whatever the parent.** The roots, first rule that finds any:
+**One turn per agent run, whatever the parent.** The runs, first rule that finds any:
 
 1. *agent roots*: an agent span (GenAI ``invoke_agent``, OpenInference ``AGENT``, OpenLLMetry ``workflow`` /
-   ``agent``, or an OpenInference ``CHAIN`` at the top of the trace) with no agent above it;
+   ``agent``, the Vercel AI SDK's ``generateText`` ..., or a framework's chain at the top of the trace) with no agent
+   above it and an LLM call under it (or that failed, or states its answer itself);
 2. *container roots*: the topmost plain server or consumer span (an HTTP request, an RPC, a queue message), framework
    chain (OpenInference ``CHAIN``) or OpenLLMetry ``task`` with LLM calls under it;
 3. *waiting roots*: spans whose parent has not arrived (a slow root is exported last) are grouped by that parent,
@@ -19,22 +20,48 @@ events, resource attributes). Output: turn dicts shaped like ``schemas.Turn`` (v
    that turn), and a step that no call answers in this trace (an app whose every call is its own trace) is not a
    turn: ``Assembly.steps`` counts it.
 
-Everything under a root belongs to its turn. Question: the root's own input, else the first LLM call's input (the
-conversation of the answering call when it extends the first's, so the assistant's tool calls and ``tool_call_id``
-are kept). Answer: the root's own output, else the output of the last LLM call that answers (not only tool calls).
-The last LLM call gives the model and usage; the system prompt comes from the root, else the answering call.
-Retriever spans give the contexts, in start order; tool spans give the tool calls in start order, each with its
-error (span status ``ERROR``, ``error.type``), else the tool calls the LLM calls asked for, with results from the
-tool messages that answer them (by ``tool_call_id``). A turn whose LLM calls carry no text at all (content capture
-off) is still a turn, marked ``metadata["vigil.content"] = "missing"`` with the setting that turns it on
-(``vigil.content_setting``): the worker records it and leaves it unscored, naming the setting.
+**A span whose children are several agent runs is a container, not a run** (a conversation, an OpenAI Agents
+``trace(group_id=...)``, a session wrapper): it makes no LLM call of its own, and the runs under it answer different
+user words. Each run is then a turn, and the runs are turns of one session (the container's session id, else the
+trace id). Agents under one another that answer the same words (a hand-off, a delegate) are one run.
+
+**A trace with no LLM call is no turn** (an index build, an embedding batch, an ingestion job): ``Assembly.no_turn``
+says why a trace made none, for the funnel and the log line.
+
+**The LLM calls are the ground truth** for what the user said and what the model answered:
+
+- *question*: the user's own words, the last user message with text in the run's conversation. A message made only
+  of tool results is a tool message whatever role it carries (``conventions._parse.message``).
+- *the root's input and output* count only when they are evidence of those words: text, a message list, an object
+  with a known key. A framework's state, keyword arguments or a Python repr say nothing (the conventions return no
+  message for them), and the LLM calls are read instead: the conversation of the first call, or of the answering
+  call when it extends the first's (so the assistant's tool calls and ``tool_call_id`` are kept).
+- *answer*: the run's final assistant text, the last LLM call that answers (not only tool calls). A model that hands
+  in its answer through a final-answer tool (``final_answer``, ``final_result``) answered: that is the text.
+- *tool calls*: the tool spans' calls (no tool above them in the run; a final-answer tool is none), in start order,
+  with the call's own arguments (the span's input, or the LLM's tool call; never the tool's parameter schema), ids
+  paired with the LLM's tool calls by name and arguments, results, and errors from the span status, an ``exception``
+  event (``exception.type``: ``exception.message``) or ``error.type``; with no tool spans, the calls the LLM calls
+  asked for, with the results the tool messages give them (by ``tool_call_id``).
+- *usage*: the run's, summed over its LLM calls (no LLM above them in the run), else the root's stated totals; never
+  one wrapper's zeros. The model is the last LLM call's; the system prompt the root's, else the answering call's.
+- *contexts*: retriever spans' documents, in start order.
+
+**A failed run is a turn.** A run that ends in error without an answer (its root failed, or a span in it did and no
+call answered) is a turn with no output, ``metadata["vigil.run"] = "failed"`` and the error's text in
+``metadata["vigil.error"]``: the worker records it, counts it per agent and never scores it.
+
+A turn whose LLM calls carry no text at all (content capture off) is still a turn, marked
+``metadata["vigil.content"] = "missing"`` with the setting that turns it on (``vigil.content_setting``): the worker
+records it and leaves it unscored, naming the setting.
 
 The turn keeps the root's trace id and span id: assembling the same trace again, with spans that arrived late, gives
 the same turn id, so its row and its scores are replaced, not duplicated.
 
 Agent name, session and metadata: the conventions' (``gen_ai.agent.name``, ``agent.name``, OpenLLMetry's agent entity
-name; ``gen_ai.conversation.id``, ``session.id``, ``traceloop.association.properties.session_id``), else the
-resource's ``service.name``; environment: the resource's ``deployment.environment[.name]``; project: the resource's
+name, ``ai.telemetry.functionId``; ``gen_ai.conversation.id``, ``session.id``,
+``traceloop.association.properties.session_id``, ``ai.telemetry.metadata.sessionId``), else the resource's
+``service.name``; environment: the resource's ``deployment.environment[.name]``; project: the resource's
 ``vigil.project``; reference answer (ground truth for ``rag_correctness``: replayed or test traffic knows one, live
 traffic seldom does): ``vigil.reference`` on any of the turn's spans; origin: ``vigil.origin`` on any of the turn's
 spans (an agent sets it from vigil's ``X-Vigil-Origin`` header: ``vigil.producers.origin_of``), so vigil's own
@@ -54,9 +81,9 @@ from vigil.schemas import conventions
 from vigil.schemas.conventions.genai import INPUT_EVENTS
 from vigil.schemas.trace import ORIGIN_ATTRIBUTE, ORIGINS
 
-__all__ = ["BOOKKEEPING_METADATA", "CONTENT_EVENTS", "CONTENT_METADATA", "DETAILS_EVENT", "RESOURCE_KEYS",
-           "SETTING_METADATA", "Assembly", "SpanEvent", "SpanRecord", "assemble", "assembly", "attach_logs",
-           "is_bookkeeping", "is_genai", "log_record", "waiting_for_parent"]
+__all__ = ["BOOKKEEPING_METADATA", "CONTENT_EVENTS", "CONTENT_METADATA", "DETAILS_EVENT", "ERROR_METADATA",
+           "RESOURCE_KEYS", "RUN_METADATA", "SETTING_METADATA", "Assembly", "SpanEvent", "SpanRecord", "assemble",
+           "assembly", "attach_logs", "is_bookkeeping", "is_genai", "log_record", "waiting_for_parent"]
 
 # The resource attributes assembly reads; a receiver may keep only these.
 RESOURCE_KEYS = frozenset({"service.name", "deployment.environment.name", "deployment.environment", "vigil.project"})
@@ -103,14 +130,17 @@ class SpanRecord(TypedDict):
 
 REFERENCE_ATTRIBUTE = "vigil.reference"
 DETAILS_EVENT = "gen_ai.client.inference.operation.details"  # a call's inputs, outputs and instructions, as one event
+RUN_METADATA = "vigil.run"  # "failed": the run ended in error without an answer
+ERROR_METADATA = "vigil.error"  # the failed run's error text
 CONTENT_METADATA = "vigil.content"  # "missing": the instrumentation did not capture message content
 SETTING_METADATA = "vigil.content_setting"  # the setting that turns capture on, for the library that wrote the turn
 # The GenAI events assembly reads (as span events, or as log records sent to the intake's /v1/logs).
 CONTENT_EVENTS = frozenset({*INPUT_EVENTS, "gen_ai.choice", "gen_ai.content.prompt", "gen_ai.content.completion",
                             DETAILS_EVENT})
 _GENAI_PREFIXES = ("gen_ai.", "llm.", "input.value", "output.value", "retrieval.", "openinference.", "tool.",
-                   "traceloop.")
+                   "traceloop.", "ai.", "pydantic_ai.", "all_messages_events", "agent_name")
 _CONTAINERS = ("server", "chain", "step")
+_MODEL_KEYS = ("gen_ai.response.model", "gen_ai.request.model", "llm.model_name", "ai.response.model", "ai.model.id")
 
 
 def is_genai(attributes: Mapping[str, Any], event_names: Iterable[str] = ()) -> bool:
@@ -121,11 +151,14 @@ def is_genai(attributes: Mapping[str, Any], event_names: Iterable[str] = ()) -> 
 
 @dataclass
 class Assembly:
-    """What one trace's spans make: its turns, and the tool-call-only LLM calls no call in the trace answers."""
+    """What one trace's spans make: its turns, the tool-call-only LLM calls no call in the trace answers, and, when
+    the trace made no turn, why (``no_turn``)."""
 
     turns: list[dict[str, Any]] = field(default_factory=list)
     steps: list[str] = field(default_factory=list)  # span ids
     used: set[str] = field(default_factory=set)  # the span ids of every turn's root and members
+    no_turn: str = ""  # why a trace with spans made no turn and no step ("" when it made one)
+    why: dict[str, str] = field(default_factory=dict)  # a turn's span id -> which rule made its root the run
 
 
 def assemble(spans: Iterable[SpanRecord]) -> list[dict[str, Any]]:
@@ -138,12 +171,15 @@ def assembly(spans: Iterable[SpanRecord]) -> Assembly:
     wins). Log records (``log_record``) are attached to their spans first (``attach_logs``)."""
     trace = _Trace(spans)
     out = Assembly()
-    for root, members in trace.groups(out.steps):
-        out.used.update([root["span_id"], *(m["span_id"] for m in members)])
-        turn = trace.turn(root, members, out.steps)
+    for group in trace.groups(out.steps):
+        out.used.update([group.root["span_id"], *(m["span_id"] for m in group.members)])
+        turn = trace.turn(group, out.steps)
         if turn is not None:
             out.turns.append(turn)
+            out.why[turn["span_id"]] = group.why
     out.turns.sort(key=lambda t: t["started_at"])
+    if not out.turns and not out.steps and trace.by_id:
+        out.no_turn = trace.why_no_turn()
     return out
 
 
@@ -276,23 +312,26 @@ class _Trace:
 
     # -- which spans make a turn -------------------------------------------------------------------------------
 
-    def groups(self, steps: list[str]) -> list[tuple[SpanRecord, list[SpanRecord]]]:
-        """(root, members) per turn, by the module's rules 1-4; unanswered steps are added to ``steps``."""
-        agents = self.topmost(lambda s: self.kind(s) == "agent")
+    def groups(self, steps: list[str]) -> list[_Group]:
+        """One group per run, by the module's rules 1-4; unanswered steps are added to ``steps``."""
+        agents = self.topmost(lambda s: self.kind(s) == "agent" and (
+            self.has_llm(s) or self._explicit_failure(s) or self._answers_itself(s)))
         if agents:
-            return [(root, self.descendants(root)) for root in agents]
+            return [run for root in agents for run in self._runs(root)]
         containers = self.topmost(lambda s: self.kind(s) in _CONTAINERS and self.has_llm(s))
         if containers:
-            return [(root, self.descendants(root)) for root in containers]
-        out: list[tuple[SpanRecord, list[SpanRecord]]] = []
+            return [_Group(root, self.descendants(root), f"the topmost {self.kind(root)} span with LLM calls under it")
+                    for root in containers]
+        out: list[_Group] = []
         waiting: dict[str, list[SpanRecord]] = defaultdict(list)
         for top in self.children.get(None, []):
             if top.get("parent_id") and not top.get("log") and self.has_llm(top):
                 waiting[top["parent_id"]].append(top)
         for parent_id, tops in waiting.items():
             members = [m for top in tops for m in (top, *self.descendants(top))]
-            out.append((self._stand_in(parent_id, members), members))
-        grouped = {s["span_id"] for _, members in out for s in members}
+            out.append(_Group(self._stand_in(parent_id, members), members,
+                              "the parent of the trace's top spans, not arrived yet"))
+        grouped = {s["span_id"] for group in out for s in group.members}
         llms = [s for s in self.topmost(lambda s: self.kind(s) == "llm") if s["span_id"] not in grouped]
         by_parent: dict[str | None, list[SpanRecord]] = defaultdict(list)
         for llm in llms:
@@ -302,8 +341,66 @@ class _Trace:
             out.extend(self._sequence(parent, sorted(calls, key=lambda s: (s["start"], s["end"])), steps))
         return out
 
-    def _sequence(self, parent: str | None, calls: list[SpanRecord],
-                  steps: list[str]) -> list[tuple[SpanRecord, list[SpanRecord]]]:
+    def _explicit_failure(self, span: SpanRecord) -> bool:
+        """An agent span that says it is one (not a chain promoted for being on top) and failed: a failed run."""
+        return conventions.kind(span) == "agent" and conventions.error(span) is not None
+
+    def _answers_itself(self, span: SpanRecord) -> bool:
+        """An agent span that states the answer itself (an agent that sets the attributes by hand): a run."""
+        return any(m["content"] for m in self.io(span)[1])
+
+    def _runs(self, root: SpanRecord, container: SpanRecord | None = None) -> list[_Group]:
+        """``root`` as one run, or, when it is a container (several runs under it answering different words and no
+        LLM call of its own), each of its runs."""
+        inner = self.topmost_under(root, lambda s: self.kind(s) == "agent" and self.has_llm(s))
+        if len(inner) >= 2 and not self._calls_llm_itself(root, inner):
+            questions = [self.question_of(run) for run in inner]
+            if len(set(questions)) == len(inner):
+                return [group for run in inner for group in self._runs(run, root)]
+        why = "the topmost agent span with an LLM call under it"
+        if container is not None:
+            why = (f"an agent run inside container {container['name']!r} ({container['span_id']}), whose runs "
+                   "answer different user words")
+        return [_Group(root, self.descendants(root), why, container)]
+
+    def _calls_llm_itself(self, root: SpanRecord, runs: list[SpanRecord]) -> bool:
+        inside = {m["span_id"] for run in runs for m in (run, *self.descendants(run))}
+        return any(self.kind(s) == "llm" and s["span_id"] not in inside for s in self.descendants(root))
+
+    def question_of(self, run: SpanRecord) -> str:
+        """The last user words in the conversation of a run's first LLM call."""
+        llms = sorted((s for s in self.descendants(run) if self.kind(s) == "llm"), key=lambda s: s["start"])
+        for call in llms:
+            users = [m["content"] for m in self.io(call)[0] if m["role"] == "user" and m["content"]]
+            if users:
+                return users[-1]
+        return run["span_id"]  # no words to compare: a run of its own
+
+    def topmost_under(self, span: SpanRecord, wanted) -> list[SpanRecord]:
+        """The spans strictly below ``span`` that ``wanted`` holds for, with no such span between."""
+        found, stack = [], list(self.children.get(span["span_id"], []))
+        while stack:
+            node = stack.pop()
+            if wanted(node):
+                found.append(node)
+                continue
+            stack.extend(self.children.get(node["span_id"], []))
+        return sorted(found, key=lambda s: (s["start"], s["end"]))
+
+    def why_no_turn(self) -> str:
+        """Why this trace's spans made no turn, in words for a log line."""
+        kinds = [conventions.kind(s) for s in self.by_id.values()]
+        if "llm" not in kinds:
+            known = sorted({k for k in kinds if k not in ("other", "server", "virtual")})
+            if known:
+                return f"no LLM call (its spans: {', '.join(known)})"
+            prefixes = sorted({key.split(".")[0] + ".*" for s in self.by_id.values() for key in s["attributes"]})
+            if prefixes:
+                return f"no span in a known convention (attributes {', '.join(prefixes[:6])})"
+            return "no LLM call"
+        return "its LLM calls answered nothing and nothing failed"
+
+    def _sequence(self, parent: str | None, calls: list[SpanRecord], steps: list[str]) -> list[_Group]:
         """Rule 4: each call that answers is a turn, with the steps before it and the spans beside them."""
         beside = [s for s in self.children.get(parent, []) if self.kind(s) != "llm"] if parent else []
         out, pending = [], []
@@ -314,7 +411,8 @@ class _Trace:
             joined = [s for s in beside if s["start"] <= call["start"]]
             beside = [s for s in beside if s not in joined]
             members = [m for s in (*pending, *joined) for m in (s, *self.descendants(s))]
-            out.append((call, members + self.descendants(call)))
+            out.append(_Group(call, members + self.descendants(call), "an LLM call that answers, with no agent or "
+                              "container above it (the tool steps before it join it)"))
             pending = []
         steps.extend(s["span_id"] for s in pending)
         return out
@@ -334,27 +432,34 @@ class _Trace:
 
     # -- one turn ----------------------------------------------------------------------------------------------
 
-    def turn(self, root: SpanRecord, members: list[SpanRecord], steps: list[str]) -> dict[str, Any] | None:
-        members = sorted(members, key=lambda s: (s["start"], s["end"]))
+    def turn(self, group: _Group, steps: list[str]) -> dict[str, Any] | None:
+        root = group.root
+        members = sorted(group.members, key=lambda s: (s["start"], s["end"]))
         llms = [s for s in ([root] if self.kind(root) == "llm" else []) + members if self.kind(s) == "llm"]
         llms.sort(key=lambda s: (s["start"], s["end"]))
         answering = [s for s in llms if not self.is_step(s)]
         last_answer = max(answering, key=lambda s: s["end"]) if answering else None
         root_in, root_out, root_system = self.io(root) if self.kind(root) != "llm" else ([], [], "")
+        if not any(m["role"] == "user" and m["content"] for m in root_in):
+            root_in = []  # no user words in it: the LLM calls say what was asked
+        failure = None
         if last_answer is None and not root_out:
-            steps.extend(s["span_id"] for s in llms)  # only steps so far: the answer has not arrived (or never will)
-            return None
+            failure = self._failure(root, members)
+            if failure is None:
+                steps.extend(s["span_id"] for s in llms)  # only steps so far: the answer has not arrived (or never)
+                return None
         input_messages = root_in or self._conversation(llms, last_answer)
         output_messages = root_out or (self.io(last_answer)[1] if last_answer is not None else [])
-        system = root_system or (self.io(last_answer)[2] if last_answer is not None else "")
+        system = root_system or (self.io(last_answer)[2] if last_answer is not None else "") or (
+            self.io(llms[-1])[2] if llms else "")
         output = "\n".join(m["content"] for m in output_messages if m["role"] == "assistant" and m["content"])
-        if not input_messages and not output and not llms:
+        if not input_messages and not output and not llms and failure is None:
             return None
         everyone = [root, *members]
         turn: dict[str, Any] = {
             "trace_id": root["trace_id"],
             "span_id": root["span_id"],
-            "input": [_wire_message(m) for m in input_messages],
+            "input": [_wire_message(m) for m in input_messages] or [{"role": "user", "content": ""}],
             "output": output,
             "started_at": _iso(root["start"]),
         }
@@ -363,21 +468,25 @@ class _Trace:
         if system:
             turn["system"] = system
         metadata = self._metadata(root, everyone, llms)
-        if not output and not any(m["content"] for m in input_messages):
+        if failure is not None:
+            metadata[RUN_METADATA] = "failed"
+            metadata[ERROR_METADATA] = failure
+        elif not output and not any(m["content"] for m in input_messages):
             turn["input"] = [{"role": "user", "content": ""}]
             metadata[CONTENT_METADATA] = "missing"
             metadata[SETTING_METADATA] = conventions.content_setting(llms[0] if llms else root)
         turn.update(self._who(root, everyone))
+        if group.container is not None and "session_id" not in turn:
+            turn["session_id"] = str(conventions.identity(group.container["attributes"])["session_id"]
+                                     or root["trace_id"])
         if llms:
-            last = max(llms, key=lambda s: s["end"])
-            attrs = last["attributes"]
-            model = attrs.get("gen_ai.response.model") or attrs.get("gen_ai.request.model") or attrs.get(
-                "llm.model_name")
+            attrs = max(llms, key=lambda s: s["end"])["attributes"]
+            model = next((attrs[k] for k in _MODEL_KEYS if attrs.get(k) not in (None, "")), None)
             if model:
                 turn["model"] = str(model)
-            usage = _usage(attrs)
-            if usage:
-                turn["usage"] = usage
+        usage = self._usage(root, llms)
+        if usage:
+            turn["usage"] = usage
         contexts = [doc for span in everyone for doc in conventions.documents(span["attributes"])]
         if contexts:
             turn["contexts"] = contexts
@@ -387,14 +496,50 @@ class _Trace:
         turn["metadata"] = metadata
         return turn
 
+    def _failure(self, root: SpanRecord, members: list[SpanRecord]) -> str | None:
+        """Why a run with no answer failed: its root's error, else the last error among its spans; ``None`` when
+        nothing failed (its answer has not arrived)."""
+        said = conventions.error(root)
+        if said is not None:
+            return said
+        errors = [e for e in map(conventions.error, reversed(members)) if e is not None]
+        return errors[0] if errors else None
+
+    def _usage(self, root: SpanRecord, llms: list[SpanRecord]) -> dict[str, int]:
+        """The run's tokens: summed over its LLM calls (those with no LLM call above them), else the root's stated
+        totals; a wrapper's zeros never stand for the calls'."""
+        ids = {s["span_id"] for s in llms}
+        calls = [s for s in llms if not self._has_ancestor_in(s, ids)]
+        sums = [0, 0]
+        stated = False
+        for call in calls:
+            for i, value in enumerate(conventions.usage(call["attributes"])):
+                if isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0:
+                    sums[i] += int(value)
+                    stated = True
+        if not stated or sums == [0, 0]:
+            totals = conventions.stated_usage(root["attributes"]) if root["span_id"] not in ids else (None, None)
+            if any(isinstance(v, (int, float)) and v > 0 for v in totals):
+                sums = [int(v) if isinstance(v, (int, float)) and v >= 0 else 0 for v in totals]
+                stated = True
+        return {"prompt_tokens": sums[0], "completion_tokens": sums[1]} if stated else {}
+
+    def _has_ancestor_in(self, span: SpanRecord, ids: set[str]) -> bool:
+        parent = span.get("parent_id")
+        seen = 0
+        while parent in self.by_id and seen < 10_000:
+            if parent in ids:
+                return True
+            parent = self.by_id[parent].get("parent_id")
+            seen += 1
+        return False
+
     def _conversation(self, llms: list[SpanRecord], last_answer: SpanRecord | None) -> list[conventions.Msg]:
         """The first call's input; the answering call's when it extends it (so the tool round trip is kept)."""
         if not llms:
             return []
         first = self.io(llms[0])[0]
-        if last_answer is None:
-            return first
-        last = self.io(last_answer)[0]
+        last = self.io(last_answer if last_answer is not None else llms[-1])[0]
         if len(last) >= len(first) and all(a["role"] == b["role"] and a["content"] == b["content"]
                                            for a, b in zip(first, last, strict=False)):
             return last
@@ -402,11 +547,9 @@ class _Trace:
 
     def _tool_calls(self, members: list[SpanRecord], llms: list[SpanRecord],
                     conversation: list[conventions.Msg]) -> list[dict[str, Any]]:
-        """The tool spans' calls in start order; else the calls the LLM calls asked for (and the conversation holds
-        since its last user message), with the results the tool messages give them."""
-        spans = [conventions.tool(s) for s in members if self.kind(s) == "tool"]
-        if spans:
-            return spans
+        """The tool spans' calls in start order (no tool above them, no final-answer tool), their ids paired with
+        the LLM's tool calls; else the calls the LLM calls asked for (and the conversation holds since its last user
+        message), with the results the tool messages give them."""
         asked: list[dict[str, Any]] = []
         last_user = max((i for i, m in enumerate(conversation) if m["role"] == "user"), default=-1)
         for message in conversation[last_user + 1:]:
@@ -414,6 +557,12 @@ class _Trace:
         for llm in llms:
             for message in self.io(llm)[1]:
                 asked.extend(dict(call) for call in message["tool_calls"])
+        tool_ids = {s["span_id"] for s in members if self.kind(s) == "tool"}
+        spans = [conventions.tool(s) for s in members
+                 if s["span_id"] in tool_ids and not self._has_ancestor_in(s, tool_ids)]
+        spans = [call for call in spans if not conventions.is_final_tool(call["name"])]
+        if spans:
+            return _paired(spans, asked)
         results = {m["tool_call_id"]: m["content"] for llm in llms for m in self.io(llm)[0]
                    if m["role"] == "tool" and m.get("tool_call_id")}
         calls, seen = [], set()
@@ -466,6 +615,35 @@ class _Trace:
         return metadata
 
 
+@dataclass
+class _Group:
+    """One run: its root, the spans under it, which rule chose it, and the container it sits in (if any)."""
+
+    root: SpanRecord
+    members: list[SpanRecord]
+    why: str
+    container: SpanRecord | None = None
+
+
+def _paired(spans: list[dict[str, Any]], asked: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Tool spans' calls with the id of the LLM's tool call each one ran (same name and arguments, else the next
+    unpaired call of that name), where the span did not say it; and the LLM's arguments where the span had none."""
+    free = [call for call in asked if call.get("id")]
+    taken = {call["id"] for call in spans if call.get("id")}
+    free = [call for call in free if call["id"] not in taken]
+    for call in spans:
+        if call.get("id"):
+            continue
+        match = next((c for c in free if c["name"] == call["name"] and c["arguments"] == call["arguments"]), None)
+        match = match or next((c for c in free if c["name"] == call["name"]), None)
+        if match is not None:
+            free.remove(match)
+            call["id"] = match["id"]
+            if not call["arguments"]:
+                call["arguments"] = match["arguments"]
+    return spans
+
+
 def _wire_message(message: conventions.Msg) -> dict[str, Any]:
     """A message as ``schemas.Message``: role and content, the assistant's tool calls and a tool message's id."""
     out: dict[str, Any] = {"role": message["role"], "content": message["content"]}
@@ -483,18 +661,6 @@ def _first(spans: list[SpanRecord], *keys: str) -> Any:
             if value not in (None, ""):
                 return value
     return None
-
-
-def _usage(attrs: Mapping[str, Any]) -> dict[str, int]:
-    prompt = _first_of(attrs, "gen_ai.usage.input_tokens", "gen_ai.usage.prompt_tokens", "llm.token_count.prompt")
-    completion = _first_of(attrs, "gen_ai.usage.output_tokens", "gen_ai.usage.completion_tokens",
-                           "llm.token_count.completion")
-    usage = {"prompt_tokens": prompt, "completion_tokens": completion}
-    return {key: int(value) for key, value in usage.items() if isinstance(value, (int, float)) and value >= 0}
-
-
-def _first_of(attrs: Mapping[str, Any], *keys: str) -> Any:
-    return next((attrs[key] for key in keys if key in attrs), None)
 
 
 def _iso(nanoseconds: int) -> str:

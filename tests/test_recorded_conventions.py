@@ -124,3 +124,138 @@ def test_without_captured_content_each_run_is_a_turn_marked_with_the_setting_tha
     assert all(t.metadata["vigil.content"] == "missing" for t in turns)
     assert all("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT" in t.metadata["vigil.content_setting"]
                for t in turns)
+
+
+# -- issue 27: the turn the agent meant, read from what the conventions mean ------------------------------------
+ORDER_QUESTION = "What is the status of order A-1001?"
+ORDER_ARGS = {"order_id": "A-1001"}
+
+
+def test_a_tool_result_sent_as_a_user_message_is_a_tool_message_and_never_the_question():
+    """pydantic-ai (format 5) sends tool results as a ``user`` message of ``tool_call_response`` parts."""
+    [run] = turns_of("pydantic_ai_tool.json")[0]
+
+    assert run.question == ORDER_QUESTION
+    assert [m.role for m in run.input] == ["user", "assistant", "tool"]
+    assert run.input[-1].tool_call_id == run.tool_calls[0].id
+    assert run.output.startswith(f"ANSWER to <{ORDER_QUESTION}>")
+    assert (run.usage.prompt_tokens, run.usage.completion_tokens) == (84, 34)  # both calls, not the last one's
+
+
+def test_a_conversation_span_holding_two_agent_runs_is_a_container_and_each_run_is_a_turn_of_one_session():
+    """openai-agents: two ``Runner.run`` inside one ``trace(group_id=...)``."""
+    first, second = sorted(turns_of("openai_agents_conversation.json")[0], key=lambda t: t.started_at)
+
+    assert first.question == ORDER_QUESTION
+    assert second.question.startswith("Thanks. And can I change the address of that order?")
+    assert first.session_id == second.session_id == first.trace_id
+    assert first.span_id != second.span_id
+
+
+def test_a_tool_call_keeps_the_arguments_it_was_called_with_never_the_tool_parameter_schema():
+    calls = [c for t in turns_of("openai_agents_conversation.json")[0] for c in t.tool_calls]
+
+    assert [(c.name, c.arguments) for c in calls] == [("lookup_order", ORDER_ARGS)] * 2
+    assert all(c.id and c.id.startswith("call_") for c in calls)  # paired with the LLM's tool calls
+
+
+def test_a_run_that_fails_without_an_answer_is_a_failed_turn_with_its_error():
+    [run] = turns_of("pydantic_ai_crash.json")[0]
+
+    assert (run.question, run.output) == (ORDER_QUESTION, "")
+    assert run.metadata["vigil.run"] == "failed"
+    assert run.metadata["vigil.error"] == "ValueError: order database unreachable for A-1001"
+    [call] = run.tool_calls
+    assert call.error == "ValueError: order database unreachable for A-1001"  # from the exception event
+
+
+def test_a_final_answer_tool_is_the_answer_and_not_a_tool_call():
+    """pydantic-ai ``output_type=``: the model answers by calling ``final_result``."""
+    [run] = turns_of("pydantic_ai_structured.json")[0]
+
+    assert json.loads(run.output)["order_id"] == "A-1001"
+    assert [c.name for c in run.tool_calls] == ["lookup_order"]
+
+
+def test_the_vercel_ai_sdk_run_is_one_turn_with_its_session_agent_tool_call_and_usage():
+    [run] = turns_of("vercel_ai_tool.json")[0]
+
+    assert (run.question, run.agent, run.session_id) == (ORDER_QUESTION, "support-bot", "conv-vercel-1")
+    assert run.output.startswith(f"ANSWER to <{ORDER_QUESTION}>")
+    assert run.system == "You are Acme's support bot. Use the tools."
+    [call] = run.tool_calls
+    assert (call.name, call.arguments) == ("lookup_order", ORDER_ARGS) and call.id.startswith("call_")
+    assert json.loads(call.result)["status"] == "shipped"
+    assert (run.usage.prompt_tokens, run.usage.completion_tokens) == (84, 34)
+
+
+# Hand-made spans for the rules no recording above shows on its own.
+TRACE = "0" * 31 + "1"
+
+
+def span(span_id: str, parent: str | None, name: str, start: int, **attributes: Any) -> dict[str, Any]:
+    return {"trace_id": TRACE, "span_id": span_id.rjust(16, "0"), "parent_id": parent and parent.rjust(16, "0"),
+            "name": name, "start": start, "end": start + 10, "attributes": attributes}
+
+
+def llm(span_id: str, parent: str, start: int, question: str, answer: str) -> dict[str, Any]:
+    return span(span_id, parent, "chat", start, **{
+        "openinference.span.kind": "LLM", "llm.model_name": "m",
+        "llm.input_messages.0.message.role": "system", "llm.input_messages.0.message.content": "Be kind.",
+        "llm.input_messages.1.message.role": "user", "llm.input_messages.1.message.content": question,
+        "llm.output_messages.0.message.role": "assistant", "llm.output_messages.0.message.content": answer})
+
+
+@pytest.mark.parametrize(("given", "answered"), [
+    pytest.param('{"task": "Where is A-1001?", "stream": false, "reset": true}', "StopEvent(result=AgentOutput(x=1))",
+                 id="keyword arguments and a Python repr"),
+    pytest.param('{"init_state": {"memory": []}}', '{"raw": "x", "tasks_output": [], "token_usage": {}}',
+                 id="framework state and a framework's result object"),
+])
+def test_a_root_value_that_is_not_anyones_words_loses_to_the_llm_calls(given, answered):
+    spans = [span("1", None, "run", 0, **{"openinference.span.kind": "CHAIN", "input.value": given,
+                                           "output.value": answered}),
+             llm("2", "1", 1, "Where is A-1001?", "It ships in 2 days.")]
+
+    [turn] = assembly(spans).turns
+
+    assert (turn["input"][-1]["content"], turn["output"]) == ("Where is A-1001?", "It ships in 2 days.")
+
+
+def test_a_root_value_that_is_plain_text_is_the_question():
+    spans = [span("1", None, "run", 0, **{"openinference.span.kind": "AGENT", "input.value": "Where is A-1001?"}),
+             llm("2", "1", 1, "New task:\nWhere is A-1001?", "It ships in 2 days.")]
+
+    [turn] = assembly(spans).turns
+
+    assert turn["input"] == [{"role": "user", "content": "Where is A-1001?"}]
+
+
+def test_agents_under_one_run_that_answer_the_same_words_are_one_run():
+    """A hand-off: the triage agent passes the same question to a specialist."""
+    spans = [span("1", None, "Agent workflow", 0, **{"openinference.span.kind": "CHAIN"}),
+             span("2", "1", "triage", 1, **{"openinference.span.kind": "AGENT"}), llm("3", "2", 2, "Refund?", ""),
+             span("4", "1", "refunds", 5, **{"openinference.span.kind": "AGENT"}), llm("5", "4", 6, "Refund?", "Yes.")]
+
+    [turn] = assembly(spans).turns
+
+    assert (turn["span_id"], turn["output"]) == ("1".rjust(16, "0"), "Yes.")
+
+
+def test_a_trace_with_no_llm_call_is_no_turn_and_says_why():
+    """An index build: a framework's chain over an embedding batch."""
+    spans = [span("1", None, "SentenceSplitter.__call__", 0, **{"openinference.span.kind": "CHAIN",
+                                                                "input.value": "a long document"}),
+             span("2", "1", "embed", 1, **{"openinference.span.kind": "EMBEDDING"})]
+
+    result = assembly(spans)
+
+    assert (result.turns, result.steps) == ([], [])
+    assert result.no_turn == "no LLM call (its spans: chain)"
+
+
+def test_a_span_no_convention_claims_is_read_by_what_it_names():
+    from vigil.schemas.conventions import explain_kind
+
+    assert explain_kind(span("1", None, "call", 0, **{"llm.model_name": "m"})) == ("llm", "fallback",
+                                                                                  "llm.model_name")

@@ -1,11 +1,19 @@
-"""The span conventions vigil reads, one module each, and the one place that says which wins: the OpenTelemetry GenAI
-conventions (``genai``), OpenInference (``openinference``, LangChain's included), OpenLLMetry / Traceloop
-(``openllmetry``) and openlit (``openlit``). Each module's docstring has its table: which attributes and events mean
-what. ``schemas.spans`` builds turns from what these functions say of each span.
+"""The span conventions vigil reads, one module each, and the one place that says which wins: OpenLLMetry /
+Traceloop (``openllmetry``), OpenInference (``openinference``, LangChain's, LlamaIndex's, smolagents', CrewAI's and the
+OpenAI Agents SDK's included), the Vercel AI SDK (``vercel``), pydantic-ai (``pydantic_ai``), the OpenTelemetry GenAI
+conventions (``genai``) and openlit (``openlit``). Each module's docstring has its table: which attributes and events
+mean what. ``schemas.spans`` builds turns from what these functions say of each span.
 
-Per span, first match wins: the kind from OpenLLMetry, then OpenInference, then GenAI (then a plain server or
-consumer span is ``server``); messages from openlit when it wrote the span, else the GenAI attributes and events,
-then OpenLLMetry's entity input / output, then OpenInference, each filling what the one before left empty.
+**A registry of small mappers in priority order, ending in a fallback by meaning.** A span's kind is the first
+mapper's that claims it (``MAPPERS``: OpenLLMetry, OpenInference, Vercel, pydantic-ai, GenAI); a span no mapper claims
+is read by what it says: one that names a model (``gen_ai.request.model``, ``llm.model_name``, ``ai.model.id`` ...)
+is an LLM call, one that names a tool is a tool call, a plain server or consumer span is ``server``, anything else
+``other``. So a framework nobody listed still lands somewhere sensible, and ``explain_kind`` says which mapper
+decided and on which attribute. Messages: openlit's when it wrote the span, else each mapper in turn fills what the
+ones before left empty (Vercel, pydantic-ai, GenAI, OpenLLMetry, OpenInference); ``io_sources`` says which.
+
+**A final-answer tool is the answer.** A model that hands in its answer by calling a tool (``final_answer``,
+``final_result``: ``_parse.is_final_tool``) answered: that call becomes the assistant's text, never a tool call.
 """
 
 from __future__ import annotations
@@ -13,38 +21,94 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from . import genai, openinference, openlit, openllmetry
-from ._parse import Io, Msg, text
+from . import genai, openinference, openlit, openllmetry, pydantic_ai, vercel
+from ._parse import Io, Msg, hand_in, is_final_tool, text
 
-__all__ = ["Io", "Msg", "content_setting", "documents", "identity", "io", "kind", "tool"]
+__all__ = ["MAPPERS", "Io", "Msg", "content_setting", "documents", "error", "explain_kind", "identity", "io",
+           "io_sources", "is_final_tool", "kind", "stated_usage", "tool", "usage"]
 
 _SERVER_KINDS = (2, 5)  # OTLP SPAN_KIND_SERVER, SPAN_KIND_CONSUMER: a request or a message handled
+# (name, the attribute it decides a kind on, its kind function), in priority order
+MAPPERS = (
+    ("openllmetry", "traceloop.span.kind", lambda attrs, events: openllmetry.kind(attrs)),
+    ("openinference", "openinference.span.kind", lambda attrs, events: openinference.kind(attrs)),
+    ("vercel", vercel.KIND_KEY, lambda attrs, events: vercel.kind(attrs)),
+    ("pydantic_ai", pydantic_ai.KIND_KEY, lambda attrs, events: pydantic_ai.kind(attrs)),
+    ("genai", "gen_ai.operation.name", genai.kind),
+)
+_MODEL_KEYS = ("gen_ai.request.model", "gen_ai.response.model", "llm.model_name", "ai.model.id", "ai.response.model")
+_TOOL_KEYS = ("gen_ai.tool.name", "tool.name", "ai.toolCall.name")
+_USAGE_KEYS = (("gen_ai.usage.input_tokens", "gen_ai.usage.output_tokens"),
+               ("gen_ai.usage.prompt_tokens", "gen_ai.usage.completion_tokens"),
+               ("llm.token_count.prompt", "llm.token_count.completion"))
 
 
 def kind(span: Mapping[str, Any]) -> str:
     """``agent``, ``chain``, ``step``, ``server``, ``llm``, ``tool``, ``retriever`` or ``other``."""
+    return explain_kind(span)[0]
+
+
+def explain_kind(span: Mapping[str, Any]) -> tuple[str, str, str]:
+    """(kind, the mapper that decided, the attribute it read): ``fallback`` when no mapper claimed the span."""
     attrs = span["attributes"]
-    found = (openllmetry.kind(attrs) or openinference.kind(attrs)
-             or genai.kind(attrs, (e["name"] for e in span.get("events") or ())))
-    if found:
-        return found
-    return "server" if span.get("kind") in _SERVER_KINDS else "other"
+    events = [e["name"] for e in span.get("events") or ()]
+    for name, key, mapper in MAPPERS:
+        found = mapper(attrs, events)
+        if found:
+            return found, name, key if key in attrs else "message attributes or events"
+    model = next((k for k in _MODEL_KEYS if attrs.get(k) not in (None, "")), None)
+    if model:
+        return "llm", "fallback", model
+    named_tool = next((k for k in _TOOL_KEYS if attrs.get(k) not in (None, "")), None)
+    if named_tool:
+        return "tool", "fallback", named_tool
+    if span.get("kind") in _SERVER_KINDS:
+        return "server", "fallback", "span kind server/consumer"
+    return "other", "fallback", ""
 
 
 def io(span: Mapping[str, Any]) -> Io:
     """(input messages, output messages, system instructions) of one span, whichever convention wrote them."""
-    if openlit.claims(span):
-        inputs, outputs, system = openlit.io(span)
-    else:
-        inputs, outputs, system = [], [], ""
-    for convention in (genai, openllmetry, openinference):
+    return io_sources(span)[0]
+
+
+def io_sources(span: Mapping[str, Any]) -> tuple[Io, dict[str, str]]:
+    """``io(span)`` and which module gave each of its parts (``inputs``, ``outputs``, ``system``)."""
+    sources: dict[str, str] = {}
+    inputs: list[Msg] = []
+    outputs: list[Msg] = []
+    system = ""
+    readers = [("openlit", openlit.io)] if openlit.claims(span) else []
+    readers += [("vercel", vercel.io), ("pydantic_ai", pydantic_ai.io), ("genai", genai.io),
+                ("openllmetry", openllmetry.io), ("openinference", openinference.io)]
+    for name, reader in readers:
         if inputs and outputs and system:
             break
-        more_in, more_out, more_system = convention.io(span)
+        more_in, more_out, more_system = reader(span)
+        for part, mine, more in (("inputs", inputs, more_in), ("outputs", outputs, more_out),
+                                 ("system", system, more_system)):
+            if not mine and more:
+                sources[part] = name
         inputs, outputs, system = inputs or more_in, outputs or more_out, system or more_system
     if not system:
         system = "\n".join(m["content"] for m in inputs if m["role"] == "system" and m["content"])
-    return inputs, outputs, system
+    return (hand_in(inputs), hand_in(outputs), system), sources
+
+
+def usage(attrs: Mapping[str, Any]) -> tuple[Any, Any]:
+    """(input tokens, output tokens) one LLM call states, whichever convention wrote them (``None`` when silent)."""
+    for prompt, completion in (*_USAGE_KEYS, vercel.usage(attrs)):
+        found = (attrs.get(prompt), attrs.get(completion)) if isinstance(prompt, str) else (prompt, completion)
+        if found != (None, None):
+            return found
+    return None, None
+
+
+def stated_usage(attrs: Mapping[str, Any]) -> tuple[Any, Any]:
+    """(input tokens, output tokens) a run's root states for the whole run (pydantic-ai's aggregated usage, else the
+    usage attributes on the root itself)."""
+    found = pydantic_ai.usage(attrs)
+    return found if found != (None, None) else usage(attrs)
 
 
 def documents(attrs: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -55,18 +119,18 @@ def documents(attrs: Mapping[str, Any]) -> list[dict[str, Any]]:
 
 def tool(span: Mapping[str, Any]) -> dict[str, Any]:
     """The tool call a tool span made, with its error when the span says it failed."""
-    call = openllmetry.tool(span) or openinference.tool(span) or genai.tool(span) or {"name": span["name"],
-                                                                                       "arguments": {}}
-    error = _error(span)
-    if error:
-        call["error"] = error
+    call = (openllmetry.tool(span) or openinference.tool(span) or vercel.tool(span) or pydantic_ai.tool(span)
+            or genai.tool(span) or {"name": span["name"], "arguments": {}})
+    found = error(span)
+    if found:
+        call["error"] = found
     return call
 
 
 def identity(attrs: Mapping[str, Any]) -> dict[str, Any]:
     """Agent name, session id and metadata a span states (``None`` / empty where it states nothing)."""
     out: dict[str, Any] = {"agent": None, "session_id": None, "metadata": {}}
-    for convention in (genai, openllmetry, openinference):
+    for convention in (genai, openllmetry, openinference, vercel):
         found = convention.identity(attrs)
         for key in ("agent", "session_id"):
             if out[key] in (None, "") and found.get(key) not in (None, ""):
@@ -78,6 +142,10 @@ def identity(attrs: Mapping[str, Any]) -> dict[str, Any]:
 def content_setting(span: Mapping[str, Any]) -> str:
     """The instrumentation setting that turns message content capture on, for the library that wrote ``span``."""
     scope = str(span.get("scope") or "")
+    if vercel.kind(span["attributes"]) or scope == "ai":
+        return vercel.SETTING
+    if pydantic_ai.kind(span["attributes"]) or scope.startswith("pydantic-ai"):
+        return pydantic_ai.SETTING
     if scope.startswith("openinference") or openinference.kind(span["attributes"]):
         return openinference.SETTING
     if openlit.claims(span) or scope.startswith("openlit"):
@@ -88,12 +156,19 @@ def content_setting(span: Mapping[str, Any]) -> str:
     return genai.SETTING
 
 
-def _error(span: Mapping[str, Any]) -> str | None:
+def error(span: Mapping[str, Any]) -> str | None:
+    """Why a span failed, or ``None``: its status ``ERROR`` (with its message), ``error.type``, or an ``exception``
+    event (``exception.type``: ``exception.message``), whichever says most."""
     status = span.get("status") or {}
     error_type = span["attributes"].get("error.type")
-    if status.get("code") != 2 and error_type in (None, ""):
+    raised = next((e.get("attributes") or {} for e in span.get("events") or () if e.get("name") == "exception"), None)
+    if status.get("code") != 2 and error_type in (None, "") and raised is None:
         return None
     message = status.get("message") or ""
+    if raised is not None:
+        said = ": ".join(str(raised[k]) for k in ("exception.type", "exception.message") if raised.get(k))
+        if said and (not message or message in said):
+            message = said
     if error_type not in (None, "") and str(error_type) not in message:
         message = f"{error_type}: {message}" if message else str(error_type)
     return message or "error"

@@ -4,16 +4,19 @@ or may not be JSON, ``prefix.N.rest`` attribute groups, roles by their many name
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["Io", "Msg", "indexed", "json_value", "message", "msg", "role", "text", "tool_call"]
+__all__ = ["Io", "Msg", "final_text", "hand_in", "indexed", "is_final_tool", "is_repr", "json_value", "message", "msg", "role",
+           "text", "tool_call"]
 
 Msg = dict[str, Any]  # {"role", "content", "tool_calls": [{"name", "arguments", "id"?}], "tool_call_id"?}
 Io = tuple[list[Msg], list[Msg], str]  # (input messages, output messages, system instructions) of one span
 
 _ROLES = {"developer": "system", "human": "user", "ai": "assistant", "model": "assistant", "function": "tool",
-          "system": "system", "user": "user", "assistant": "assistant", "tool": "tool"}
+          "system": "system", "user": "user", "assistant": "assistant", "tool": "tool", "tool-response": "tool",
+          "tool_response": "tool", "tool-call": "assistant", "ipython": "tool"}
 
 
 def msg(role_: str, content: str, tool_calls: list[dict[str, Any]] | None = None,
@@ -33,24 +36,54 @@ def tool_call(name: Any, arguments: Any, call_id: Any = None) -> dict[str, Any]:
     return call
 
 
+_CALL_PARTS = frozenset({"tool_call", "tool-call", "function_call", "tool_use"})
+_RESULT_PARTS = frozenset({"tool_call_response", "tool-result", "tool_result", "function_response"})
+# A tool the model calls to hand in its answer (smolagents' ``final_answer``, pydantic-ai's structured output
+# ``final_result``, ``final_result_<Type>`` for several): the call is the run's answer, not a tool call.
+_FINAL_TOOLS = ("final_answer", "final_result", "final_output")
+
+
+def is_final_tool(name: Any) -> bool:
+    """Whether a tool is how the model hands in its answer (``final_answer``, ``final_result``, ...)."""
+    return str(name or "").lower().startswith(_FINAL_TOOLS)
+
+
+def final_text(call: dict[str, Any]) -> str:
+    """The answer a final-answer tool call carries: its one text argument, else its arguments as JSON."""
+    arguments = call.get("arguments") or {}
+    if len(arguments) == 1:
+        [value] = arguments.values()
+        return text(value)
+    return text(arguments) if arguments else ""
+
+
 def message(raw: Any, default_role: str) -> Msg:
-    """A GenAI or OpenAI-style message (``parts`` or ``content``, ``tool_calls``, ``tool_call_id``) as a ``Msg``."""
+    """A GenAI, OpenAI, Vercel or Gemini-style message (``parts`` or ``content``, ``tool_calls``, ``tool_call_id``) as
+    a ``Msg``. **A message made only of tool results is a tool message, whatever role it carries** (pydantic-ai sends
+    them as a ``user`` message of ``tool_call_response`` parts, Google ADK as a ``user`` message of
+    ``function_response`` parts): it is never the user's words."""
     if not isinstance(raw, dict):
         return msg(default_role, text(raw))
-    texts, calls = [], []
-    call_id = raw.get("tool_call_id")
+    texts, calls, results = [], [], []
+    call_id = raw.get("tool_call_id") or raw.get("toolCallId")
     content = raw.get("content")
     if isinstance(content, str):
         texts.append(content)
     for part in raw.get("parts") or (content if isinstance(content, list) else []):
         if not isinstance(part, dict):
+            if isinstance(part, str):
+                texts.append(part)
             continue
         kind = part.get("type")
-        if kind == "tool_call":
-            calls.append(tool_call(part.get("name"), part.get("arguments"), part.get("id")))
-        elif kind == "tool_call_response":
-            texts.append(text(part.get("response", part.get("result", ""))))
-            call_id = call_id or part.get("id")
+        if kind in _CALL_PARTS or isinstance(part.get("function_call"), dict):
+            body = part.get("function_call") if isinstance(part.get("function_call"), dict) else part
+            calls.append(tool_call(body.get("name") or body.get("toolName"),
+                                   _first(body, "arguments", "input", "args"),
+                                   body.get("id") or body.get("toolCallId")))
+        elif kind in _RESULT_PARTS or isinstance(part.get("function_response"), dict):
+            body = part.get("function_response") if isinstance(part.get("function_response"), dict) else part
+            results.append(text(_unwrap(_first(body, "response", "result", "output", "content"))))
+            call_id = call_id or body.get("id") or body.get("toolCallId") or body.get("tool_use_id")
         elif "content" in part or "text" in part:
             texts.append(text(part.get("content", part.get("text"))))
     openai_calls = json_value(raw.get("tool_calls"))
@@ -58,7 +91,34 @@ def message(raw: Any, default_role: str) -> Msg:
         if isinstance(call, dict):
             function = call.get("function") if isinstance(call.get("function"), dict) else call
             calls.append(tool_call(function.get("name"), function.get("arguments"), call.get("id")))
-    return msg(role(raw.get("role"), default_role), "\n".join(texts), calls, call_id)
+    role_ = role(raw.get("role"), default_role)
+    if results and not texts and not calls:
+        role_ = "tool"
+    return msg(role_, "\n".join(texts or results), calls, call_id)
+
+
+def _unwrap(value: Any) -> Any:
+    """A typed result (``{"type": "json" | "text", "value": ...}``, the Vercel AI SDK's) as its value."""
+    if isinstance(value, dict) and set(value) == {"type", "value"}:
+        return value["value"]
+    return value
+
+
+def _first(body: dict[str, Any], *keys: str) -> Any:
+    return next((body[k] for k in keys if body.get(k) is not None), None)
+
+
+def hand_in(messages: list[Msg]) -> list[Msg]:
+    """Messages with each final-answer tool call (``is_final_tool``) made the assistant's text: the run's answer."""
+    out = []
+    for m in messages:
+        final = [c for c in m["tool_calls"] if is_final_tool(c.get("name"))]
+        if final:
+            answer = "\n".join(t for t in map(final_text, final) if t)
+            m = {**m, "content": m["content"] or answer,
+                 "tool_calls": [c for c in m["tool_calls"] if not is_final_tool(c.get("name"))]}
+        out.append(m)
+    return out
 
 
 def indexed(attrs: Mapping[str, Any], prefix: str) -> list[dict[str, Any]]:
@@ -76,6 +136,15 @@ def indexed(attrs: Mapping[str, Any], prefix: str) -> list[dict[str, Any]]:
 
 def role(value: Any, default: str) -> str:
     return _ROLES.get(str(value).lower(), "user") if value else default
+
+
+_REPR = re.compile(r"^[A-Za-z_][\w.]*\((?:[A-Za-z_]\w*=|\)$)", re.DOTALL)
+
+
+def is_repr(value: str) -> bool:
+    """Whether text is a Python object's repr (``StopEvent(result=...)``, ``AgentOutput(...)``): framework state
+    printed, never anyone's words."""
+    return bool(_REPR.match(value.strip())) and value.strip().endswith(")")
 
 
 def text(value: Any) -> str:

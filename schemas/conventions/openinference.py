@@ -3,10 +3,10 @@
 | what | read from |
 | --- | --- |
 | span kind | ``openinference.span.kind``: ``AGENT`` agent, ``CHAIN`` chain (at the top of a trace, the turn's root), ``LLM``, ``TOOL``, ``RETRIEVER``; the others (``EMBEDDING``, ``RERANKER``, ``PROMPT``, ``GUARDRAIL`` ...) are kept as members, not read |
-| messages | ``llm.input_messages.N.message.{role, content, contents.M.message_content.text, tool_call_id, tool_calls.K.tool_call.{id, function.name, function.arguments}}``, ``llm.output_messages.*``; else ``input.value`` / ``output.value`` (text, or JSON holding messages or a text field) |
+| messages | ``llm.input_messages.N.message.{role, content, contents.M.message_content.text, tool_call_id, tool_calls.K.tool_call.{id, function.name, function.arguments}}``, ``llm.output_messages.*``; else ``input.value`` / ``output.value`` when they are evidence of words (text, a message list, JSON with a known key: ``messages``, ``input``, ``question``, ``query`` ...); kwargs, state and Python reprs are not |
 | model, usage | ``llm.model_name``, ``llm.token_count.prompt`` / ``completion`` |
 | contexts | ``retrieval.documents.N.document.{content, id, score}``; LangChain puts id and score in ``document.metadata`` (JSON), read there when the fields are missing |
-| a tool span | ``tool.name``, ``tool.parameters`` (else ``input.value``), ``output.value``, ``tool_call.id``; its error from the span status |
+| a tool span | ``tool.name``, ``input.value`` (the call's arguments: ``tool.parameters`` is the tool's schema, never read), ``output.value``, ``tool_call.id``; its error from the span status or ``exception`` event |
 | who | agent ``agent.name``; session ``session.id``; ``user.id`` and the ``metadata`` JSON object as turn metadata |
 | content off | ``OPENINFERENCE_HIDE_INPUTS`` / ``OPENINFERENCE_HIDE_OUTPUTS`` (or ``..._HIDE_INPUT_MESSAGES`` / ``..._OUTPUT_MESSAGES``) set |
 """
@@ -16,7 +16,18 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ._parse import Io, Msg, indexed, json_value, message, msg, role, text, tool_call
+from ._parse import (
+    Io,
+    Msg,
+    indexed,
+    is_repr,
+    json_value,
+    message,
+    msg,
+    role,
+    text,
+    tool_call,
+)
 
 __all__ = ["SETTING", "documents", "identity", "io", "kind", "tool"]
 
@@ -58,8 +69,7 @@ def tool(span: Mapping[str, Any]) -> dict[str, Any] | None:
     attrs = span["attributes"]
     if "tool.name" not in attrs and kind(attrs) != "tool":
         return None
-    call = tool_call(attrs.get("tool.name") or span["name"], attrs.get("tool.parameters", attrs.get("input.value")),
-                     attrs.get("tool_call.id"))
+    call = tool_call(attrs.get("tool.name") or span["name"], attrs.get("input.value"), attrs.get("tool_call.id"))
     if attrs.get("output.value") is not None:
         call["result"] = text(attrs["output.value"])
     return call
@@ -88,15 +98,22 @@ def _messages(attrs: Mapping[str, Any], prefix: str, default_role: str) -> list[
 
 
 def _value_messages(value: Any, default_role: str) -> list[Msg]:
-    """``input.value`` / ``output.value``: text, or JSON holding messages or a text field."""
+    """``input.value`` / ``output.value`` when they are evidence of someone's words: plain text, a message list, or
+    an object with a known key holding text or messages. Anything else (a framework's state or keyword arguments as
+    JSON, a Python repr) says nothing: ``[]``, and the LLM calls are read instead."""
     parsed = json_value(value)
     if isinstance(parsed, dict):
         for key in _VALUE_KEYS:
             inner = parsed.get(key)
             if isinstance(inner, list) and inner and all(isinstance(m, dict) for m in inner):
                 return [message(m, default_role) for m in inner]
-            if isinstance(inner, str):
+            if isinstance(inner, str) and not is_repr(inner):
                 return [msg(default_role, inner)]
-    if isinstance(parsed, list) and parsed and all(isinstance(m, dict) and "role" in m for m in parsed):
-        return [message(m, default_role) for m in parsed]
-    return [msg(default_role, text(value))]
+        return []
+    if isinstance(parsed, list):
+        if parsed and all(isinstance(m, dict) and "role" in m for m in parsed):
+            return [message(m, default_role) for m in parsed]
+        return []
+    if isinstance(parsed, str) and parsed and not is_repr(parsed):
+        return [msg(default_role, parsed)]
+    return []
