@@ -345,3 +345,64 @@ def test_a_paused_judge_stops_the_run_with_one_line(tmp_path, judge_server):
 
     assert out.exit_code == 1
     assert out.stderr.strip().splitlines() == [out.stderr.strip()] and "is paused" in out.stderr
+
+
+CITES_ORDER = """
+scorers:
+  - {name: cites_order, kind: regex, pattern: "order [0-9]+"}
+monitors:
+  - {name: relevancy, scorer: cites_order}
+"""
+
+
+def test_eval_on_review_labels_lists_the_turns_the_scorer_got_wrong_with_the_reviewers_comments(
+        store, chdb_dsn, tmp_path):
+    """Review labels are single turns, no pairs: `vigil eval` on a `vigil review export` leads with accuracy and
+    kappa and lists each turn where the verdict and the reviewer differ, with the verdict's reason and the comment."""
+    from vigil.schemas.feedback import Feedback
+
+    from tests.test_review import add_feedback, seed
+
+    turns = {  # answer -> (the reviewer's value, their comment)
+        "Your order 42 ships today.": (1, ""),
+        "Your order 77 was refunded.": (0, "order 77 is another customer's"),
+        "Returns are free within 30 days.": (1, "a FAQ question: there is no order to cite"),
+        "I cannot help with that.": (0, "no answer at all"),
+    }
+    labelled = {}
+    for output, (value, comment) in turns.items():
+        (trace,) = seed(store, [0.5], output=output)
+        labelled[output] = trace
+        add_feedback(store, [Feedback(trace_id=trace, name="review", value=value, source="reviewer", author="ana",
+                                      monitor="relevancy", queue="random", comment=comment)])
+    config, dataset = tmp_path / "vigil.yaml", tmp_path / "labels.jsonl"
+    config.write_text(CITES_ORDER)
+
+    exported = CliRunner().invoke(main, ["review", "export", "--monitor", "relevancy", "--out", str(dataset),
+                                         "--dsn", chdb_dsn])
+    from vigil.worker.settings import get_settings, monitor_config
+    get_settings.cache_clear()
+    monitor_config.cache_clear()
+    try:
+        text = run_eval("--dataset", str(dataset), "--monitor", "relevancy",
+                        env={"VIGIL_CONFIG": str(config), "COLUMNS": "240"})
+        as_json = run_eval("--dataset", str(dataset), "--monitor", "relevancy", "--json",
+                           env={"VIGIL_CONFIG": str(config)})
+    finally:
+        get_settings.cache_clear()
+        monitor_config.cache_clear()
+
+    assert exported.exit_code == 0 and text.exit_code == 0, exported.output + text.output
+    wrong = [labelled["Your order 77 was refunded."], labelled["Returns are free within 30 days."]]
+    assert sorted(json.loads(as_json.stdout)["misjudged"]) == sorted(wrong)
+    out = text.stdout
+    assert out.index("binary accuracy") < out.index("cohen kappa") < out.index("judge and people disagree on 2 of 4")
+    assert "pairs" not in out.split("judge and people disagree")[0]  # no pairs: no pairwise figures
+    listed = out[out.index("judge and people disagree"):]
+    for trace, verdict, person, comment in (
+            (wrong[0], "pass 1.000", "bad (0)", "ana: order 77 is another customer's"),
+            (wrong[1], "fail 0.000", "good (1)", "ana: a FAQ question: there is no order to cite")):
+        row = listed[listed.index(trace[:12]):]
+        assert verdict in row and person in row and comment in " ".join(row.split()), row
+    for agreed in (labelled["Your order 42 ships today."], labelled["I cannot help with that."]):
+        assert agreed[:12] not in listed

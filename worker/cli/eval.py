@@ -96,14 +96,17 @@ async def _run(dataset, scorer, judge, *, concurrency, params, limit, progress: 
               help="An OpenAI-compatible endpoint; without one, the offline baseline judge (a heuristic) scores.")
 @click.option("--model", envvar="VIGIL_JUDGE_MODEL", help="The judge model (needed with --judge-base-url).")
 @click.option("--limit", type=click.IntRange(min=1), default=None, help="Only the first N items.")
-@click.option("--json", "as_json", is_flag=True, help="Print one JSON object: agreement, cost, reference, items.")
+@click.option("--json", "as_json", is_flag=True,
+              help="Print one JSON object: agreement, cost, reference, items, misjudged (the items the judge got "
+                   "wrong, by id).")
 @click.option("--keep/--no-keep", default=True, show_default=True,
               help="Keep the run in the judge_evals table (CLICKHOUSE_DSN, else the embedded store; while a worker "
                    "holds that, through its writer on REDIS_URL).")
 def eval_command(dataset_path: Path, dataset_format: str, scorer: str | None, params: str | None,
                  monitor_name: str | None, judge_base_url: str | None, model: str | None, limit: int | None,
                  as_json: bool, keep: bool) -> None:
-    """How often a judge agrees with people: pairwise accuracy, rank correlations, cost, worst disagreements."""
+    """How often a judge agrees with people: accuracy and kappa, the items it got wrong with the people's comments,
+    pairwise accuracy where the dataset has pairs, rank correlations, cost."""
     from vigil.worker.eval.items import load_dataset
     from vigil.worker.eval.keep import NotKept
     from vigil.worker.eval.keep import keep as keep_run
@@ -144,10 +147,11 @@ def eval_command(dataset_path: Path, dataset_format: str, scorer: str | None, pa
             note = f"not kept: {exc}"
         click.echo(note, err=True)
     if as_json:
-        click.echo(report.model_dump_json(include={"run_id", "dataset", "format", "dataset_sha256", "scorer",
-                                                   "scorer_version", "params", "judge", "judge_model",
-                                                   "started_at", "ended_at", "agreement", "cost", "reference",
-                                                   "items", "bad_lines"}))
+        body = report.model_dump(mode="json", include={"run_id", "dataset", "format", "dataset_sha256", "scorer",
+                                                       "scorer_version", "params", "judge", "judge_model",
+                                                       "started_at", "ended_at", "agreement", "cost", "reference",
+                                                       "items", "bad_lines"})
+        click.echo(json.dumps(body | {"misjudged": [row.id for row in report.misjudged()]}))
     else:
         print_eval(report)
     if dataset.bad:

@@ -1,8 +1,9 @@
 """Labelled items for ``vigil eval``, and the loaders that read them from a file, one format each.
 
-An item is one turn people have judged: ``{"id", "group"?, "human", "turn"}``. ``human`` is a number, higher is
-better; ``group`` marks items that people compared with each other (two answers to one question), so agreement is
-also measured pairwise inside each group. ``turn`` is the turn JSON that ``vigil emit`` takes; ``trace_id`` defaults
+An item is one turn people have judged: ``{"id", "group"?, "human", "turn", "comment"?}``. ``human`` is a number,
+higher is better; ``group`` marks items that people compared with each other (two answers to one question), so
+agreement is also measured pairwise inside each group; ``comment`` is what the people said of it (a review export
+writes each reviewer's, ``name: text``), shown beside the item where the judge disagrees. ``turn`` is the turn JSON that ``vigil emit`` takes; ``trace_id`` defaults
 to the item's id and ``agent`` to ``eval``.
 
 Formats:
@@ -49,6 +50,7 @@ class EvalItem(BaseModel):
     group: str | None = None
     human: float
     turn: Turn
+    comment: str | None = None
 
     @field_validator("human")
     @classmethod

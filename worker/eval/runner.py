@@ -37,6 +37,7 @@ class ItemRow(BaseModel):
     reason: str | None = None
     scale: float = 1.0
     error_type: str | None = None
+    comment: str | None = None  # what the people said of the item
 
 
 class Cost(BaseModel):
@@ -76,6 +77,19 @@ class EvalReport(BaseModel):
         wrong = [p for p in pairs(self.judged()) if not p.correct]
         return sorted(wrong, key=lambda p: (-p.margin, p.better.id))[:limit]
 
+    def misjudged(self) -> list[ItemRow]:
+        """The single items the judge and the people judged differently, the judge's surest verdict first: the
+        judge's verdict is its score at the line kappa reads (``agreement.kappa_threshold``), the people's the
+        higher of the two human levels. None where kappa is not measured (human values on more than two levels);
+        items the judge gave no score are counted in the agreement table, not listed."""
+        line = self.agreement.kappa_threshold
+        if line is None:
+            return []
+        good = max(row.human for row in self.items)
+        found = [(row, judged) for row, judged in zip(self.items, self.judged(), strict=True)
+                 if judged.score is not None and (judged.score >= line) != (row.human == good)]
+        return [row for row, judged in sorted(found, key=lambda f: (-abs(f[1].score - line), f[0].id))]
+
 
 @dataclass
 class Outcome:
@@ -96,10 +110,10 @@ def _row(item: EvalItem, outcome: Outcome) -> ItemRow:
     result = outcome.result
     if result is None:
         return ItemRow(id=item.id, group=item.group, human=item.human, status="failed", score=None,
-                       reason=outcome.error, error_type="exception")
+                       reason=outcome.error, error_type="exception", comment=item.comment)
     score = result.score if result.status is ScoreStatus.SCORED else None
     return ItemRow(id=item.id, group=item.group, human=item.human, status=_status(result), score=score,
-                   reason=result.reason, scale=result.scale, error_type=result.error_type)
+                   reason=result.reason, scale=result.scale, error_type=result.error_type, comment=item.comment)
 
 
 def _judged(row: ItemRow) -> Judged:

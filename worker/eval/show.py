@@ -1,4 +1,6 @@
-"""An eval report as rich tables: agreement beside plain word recall, cost, and the worst disagreements."""
+"""An eval report as rich tables: agreement beside plain word recall, led by accuracy and kappa where people's
+labels are good / bad; the items the judge got wrong, each with its reason and the people's comment; the pairs it
+ordered against people, where the dataset has pairs; cost. A figure of pairs is shown only where pairs exist."""
 
 from __future__ import annotations
 
@@ -10,7 +12,7 @@ from vigil.worker.eval.stats import Agreement, Estimate
 
 __all__ = ["print_eval", "render_eval"]
 
-_FIGURES = ("pairwise_accuracy", "spearman", "kendall_tau_b", "pearson", "cohen_kappa", "binary_accuracy")
+_FIGURES = ("binary_accuracy", "cohen_kappa", "pairwise_accuracy", "spearman", "kendall_tau_b", "pearson")
 
 
 def _estimate(value: Estimate | None) -> str:
@@ -34,9 +36,10 @@ def _agreement_table(report: EvalReport) -> Table:
         ("items", str(a.n), str(reference.n) if reference else ""),
         ("scored / unscored / failed / abstained", f"{a.scored} / {a.unscored} / {a.failed} / {a.abstained}",
          ""),
-        ("pairs (same group, different human value)", str(a.pairs), str(reference.pairs) if reference else ""),
-        ("tied pairs (counted wrong)", str(a.ties), str(reference.ties) if reference else ""),
     ]
+    if a.pairs or (reference and reference.pairs):
+        rows += [("pairs (same group, different human value)", str(a.pairs), str(reference.pairs) if reference else ""),
+                 ("tied pairs (counted wrong)", str(a.ties), str(reference.ties) if reference else "")]
     for name in _FIGURES:
         mine, theirs = getattr(a, name), getattr(reference, name) if reference else None
         if mine is None and theirs is None:
@@ -84,12 +87,33 @@ def _worst_table(report: EvalReport, limit: int) -> Table | None:
     return table
 
 
+def _misjudged_table(report: EvalReport, limit: int) -> Table | None:
+    wrong = report.misjudged()
+    if not wrong:
+        return None
+    line = report.agreement.kappa_threshold
+    scored = sum(row.score is not None for row in report.items)
+    table = Table(title=f"judge and people disagree on {len(wrong)} of {scored} scored items ({min(limit, len(wrong))} "
+                        f"shown, the judge's surest first; its verdict: pass at score ≥ {line:g} of scale)",
+                  title_justify="left", show_lines=True)
+    for header, ratio in (("item", 1), ("judge", 1), ("judge's reason", 3), ("people", 1), ("their comment", 3)):
+        table.add_column(header, overflow="fold", ratio=ratio)
+    good = max(row.human for row in report.items)
+    for row in wrong[:limit]:
+        verdict = "pass" if row.human != good else "fail"  # the judge's side is the other one
+        table.add_row(row.id, f"{verdict} {_score(row.score)}", Text((row.reason or row.status)[:400]),
+                      f"{'good' if row.human == good else 'bad'} ({row.human:g})", Text((row.comment or "")[:400]))
+    return table
+
+
 def render_eval(report: EvalReport, *, worst: int = 8) -> Group:
     parts: list = [Text(f"vigil eval {report.dataset} ({report.format}, sha256 {report.dataset_sha256[:12]}) "
                         f"run {report.run_id}"),
-                   _agreement_table(report), _cost_table(report)]
-    if table := _worst_table(report, worst):
-        parts.append(table)
+                   _agreement_table(report)]
+    for table in (_misjudged_table(report, max(worst, 20)), _worst_table(report, worst)):
+        if table is not None:
+            parts.append(table)
+    parts.append(_cost_table(report))
     if report.bad_lines:
         parts.append(Text(f"{len(report.bad_lines)} bad line(s) left out: " + "; ".join(report.bad_lines[:5])))
     return Group(*parts)

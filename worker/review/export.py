@@ -1,8 +1,9 @@
 """``vigil review export``: a monitor's review labels as a ``vigil eval`` dataset (JSON lines).
 
-One item per labelled turn: ``{"id": trace_id, "human": ..., "turn": {...}}``, ``human`` on 0..1 (the label's value
-/ scale: "judge right" on a good turn and "judge wrong" on a bad one are 1, the others 0, a score its share of the
-scale), the mean when several reviewers labelled the turn. ``turn`` is the stored turn, so ``vigil eval --monitor``
+One item per labelled turn: ``{"id": trace_id, "human": ..., "turn": {...}, "comment"?: ...}``, ``human`` on 0..1
+(the label's value / scale: "judge right" on a good turn and "judge wrong" on a bad one are 1, the others 0, a score
+its share of the scale), the mean when several reviewers labelled the turn; ``comment`` their comments, each as
+``reviewer: text``, joined by `` | ``. ``turn`` is the stored turn, so ``vigil eval --monitor``
 scores the very text the reviewers saw, with a changed rubric or judge.
 """
 
@@ -30,13 +31,18 @@ def export_items(client: Client, monitor: str) -> Iterator[EvalItem]:
 
     query = REVIEW_QUERIES["export"]
     humans: dict[str, list[float]] = {}
+    comments: dict[str, list[str]] = {}
     for row in _rows(client, query.sql, query.columns, monitor=monitor):
         humans.setdefault(row["trace_id"], []).append(float(row["human"]))
+        if row["comment"].strip():
+            comments.setdefault(row["trace_id"], []).append(f"{row['author']}: {row['comment'].strip()}")
     for trace_id, values in humans.items():
         spans = _rows(client, TRACE_ROWS.sql, TRACE_ROWS.columns, trace_id=trace_id)
         if spans:
             turn = turn_from_row(spans[-1])
-            yield EvalItem(id=trace_id, human=sum(values) / len(values), turn=turn)
+            said = comments.get(trace_id)
+            yield EvalItem(id=trace_id, human=sum(values) / len(values), turn=turn,
+                           comment=" | ".join(said) if said else None)
 
 
 def write_jsonl(items: Iterator[EvalItem], out: Any) -> int:
