@@ -9,7 +9,8 @@ Each has a unique ``name`` and a ``kind``; a monitor names it in ``scorer:`` as 
   ``length`` (``min`` / ``max`` characters or words), ``json_schema`` (``schema``): checks of one ``field``, a
   variable as a rubric names it (the answer unless said; ``tool_calls`` is the calls as a JSON array), no judge call;
 - ``python``: ``function: "package.module:callable"`` or ``entry_point: NAME`` (group ``vigil.scorers``), called
-  with the turn and ``params`` as keyword arguments, under ``timeout_s``;
+  with the turn and ``params`` as keyword arguments, under ``timeout_s``, ``concurrency`` calls at once, on threads
+  or (``isolation: process``) in processes limited to ``memory_mb``;
 - ``tool_policy``: ``rules`` over the turn's tool calls, in call order: ``{require: NAME}``, ``{forbid: GLOB}``,
   ``{order: [A, B]}``, ``{max_calls: N}`` (optionally ``tool: GLOB``), ``{no_repeat: true}``, ``{no_errors: true}``.
 
@@ -97,8 +98,9 @@ class _Check(_Spec):
 
 class RegexSpec(_Check):
     kind: Literal["regex"]
-    pattern: str = Field(min_length=1)
+    pattern: str = Field(min_length=1)  # RE2 syntax: no backreferences or lookaround, so a match takes linear time
     match: Literal["must", "must_not"] = "must"
+    timeout_s: float = Field(default=1.0, gt=0, le=60)
 
 
 class ContainsSpec(_Check):
@@ -147,6 +149,11 @@ class PythonSpec(_Spec):
     entry_point: str | None = None  # a name in the entry-point group ``vigil.scorers``
     params: dict[str, Any] = Field(default_factory=dict)  # passed as keyword arguments
     timeout_s: float = Field(default=5.0, gt=0, le=300)
+    # thread: calls run on the worker's own threads (a call past its limit keeps its thread until it returns);
+    # process: in a pool of worker processes, where a call past its limit, or over memory_mb, is killed
+    isolation: Literal["thread", "process"] = "thread"
+    concurrency: int = Field(default=4, ge=1, le=64)  # calls at once per worker process (threads or processes)
+    memory_mb: int = Field(default=1024, ge=64, le=1_048_576)  # isolation: process: a process's address space
 
     @model_validator(mode="after")
     def _one_source(self) -> PythonSpec:
@@ -215,7 +222,7 @@ UserScorerSpec = Annotated[
     LlmJudgeSpec | RegexSpec | ContainsSpec | LengthSpec | JsonSchemaSpec | PythonSpec | ToolPolicySpec,
     Field(discriminator="kind"),
 ]
-_UNVERSIONED = {"name", "description", "timeout_s"}  # what does not change a score
+_UNVERSIONED = {"name", "description", "timeout_s", "isolation", "concurrency", "memory_mb"}  # what does not change a score
 
 
 def definition_version(spec: BaseModel, *extra: str) -> str:

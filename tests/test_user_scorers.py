@@ -134,6 +134,22 @@ def test_a_check_of_a_field_the_turn_lacks_is_unscored_saying_which():
     assert (result.status, result.reason) == (ScoreStatus.UNSCORED, "the turn has no metadata.channel to check")
 
 
+def test_a_pattern_that_backtracks_for_ever_on_a_backtracking_engine_answers_at_once_on_re2():
+    """``(a+)+$`` against 40 a's and a b: Python's ``re`` would try 2^40 ways before saying no."""
+    result = run({"name": "c", "kind": "regex", "pattern": "(a+)+$"}, turn(output="a" * 40 + "b"))
+
+    assert (result.status, result.score) == (ScoreStatus.SCORED, 0.0)
+
+
+def test_a_match_past_its_time_limit_fails_naming_the_check_and_its_limit():
+    result = run({"name": "long_words", "kind": "regex", "pattern": r"(.*){1,100}x(.*){1,100}y", "timeout_s": 1e-9},
+                 turn(output="hello world " * 150_000))
+
+    assert (result.status, result.error_type) == (ScoreStatus.FAILED, "timeout")
+    assert result.reason == ("regex check 'long_words' on the output (32000 characters) did not return within "
+                             "1e-09 s (timeout_s)")
+
+
 # -- tool policies -----------------------------------------------------------------------------------------------
 
 CALLS = [{"name": "issue_refund", "arguments": {"order": "1"}}, {"name": "lookup_order", "arguments": {"order": "1"}},
@@ -193,7 +209,7 @@ def fn(name: str, **fields) -> dict:
     pytest.param(fn("raises"), ScoreStatus.FAILED, None, "RuntimeError: the scorer broke on t-1", "function_error",
                  id="raises"),
     pytest.param(fn("hangs", timeout_s=0.2, params={"seconds": 3}), ScoreStatus.FAILED, None,
-                 "tests.user_scorer_functions:hangs did not return within 0.2 s", "timeout", id="hangs"),
+                 "tests.user_scorer_functions:hangs did not return within 0.2 s (timeout_s)", "timeout", id="hangs"),
     pytest.param(fn("returns_seven"), ScoreStatus.FAILED, None,
                  "tests.user_scorer_functions:returns_seven returned 7, outside [0, 1]", "invalid_score",
                  id="returns-seven"),
@@ -205,13 +221,21 @@ def test_a_python_scorer_scores_or_fails_only_its_own_score_with_the_reason(defi
     assert (result.status, result.score, result.reason, result.error_type) == (status, score, reason, error_type)
 
 
-async def test_calls_stuck_past_their_limit_make_later_calls_fail_at_once_not_queue():
-    from vigil.worker.scorers.function import POOL_THREADS
+async def test_calls_stuck_past_their_limit_make_the_calls_waiting_behind_them_fail_naming_them():
+    hung = scorer(fn("hangs", timeout_s=0.1, concurrency=4, params={"seconds": 2}))
+    results = await asyncio.gather(*(hung.score(turn(), NO_JUDGE) for _ in range(4 + 2)))
 
-    hung = scorer(fn("hangs", timeout_s=0.1, params={"seconds": 2}))
-    results = await asyncio.gather(*(hung.score(turn(), NO_JUDGE) for _ in range(POOL_THREADS + 2)))
+    assert sorted(r.error_type for r in results) == ["busy"] * 2 + ["timeout"] * 4
+    busy = next(r.reason for r in results if r.error_type == "busy")
+    assert "all 4 of its threads are held by calls still running past their 0.1 s limit (trace t-1" in busy
 
-    assert sorted(r.error_type for r in results) == ["busy"] * 2 + ["timeout"] * POOL_THREADS
+
+async def test_a_burst_of_calls_waits_for_the_threads_and_every_call_is_scored():
+    """More calls at once than threads: they queue (their limit starts when they start), none is refused."""
+    slow = scorer(fn("hangs", timeout_s=5, concurrency=2, params={"seconds": 0.05}))
+    results = await asyncio.gather(*(slow.score(turn(), NO_JUDGE) for _ in range(40)))
+
+    assert {(r.status, r.score) for r in results} == {(ScoreStatus.SCORED, 1.0)}
 
 
 # -- llm_judge rubrics -------------------------------------------------------------------------------------------
@@ -331,8 +355,11 @@ def test_the_definitions_reach_the_row_as_json():
 
 @pytest.mark.parametrize(("scorer_yaml", "line"), [
     pytest.param('{name: no_sorry, kind: regex, pattern: "(sorry"}',
-                 "scorers.0 (no_sorry): pattern '(sorry' does not compile: missing ), unterminated subpattern",
-                 id="bad-regex"),
+                 "scorers.0 (no_sorry): pattern '(sorry' does not compile on RE2 (linear-time matching: no "
+                 "backreferences or lookaround): missing ): (sorry", id="bad-regex"),
+    pytest.param('{name: twice, kind: regex, pattern: "(a)\\\\1"}',
+                 "scorers.0 (twice): pattern '(a)\\\\1' does not compile on RE2 (linear-time matching: no "
+                 "backreferences or lookaround): invalid escape sequence: \\1", id="backreference"),
     pytest.param('{name: cites, kind: llm_judge, prompt: "Cites {{ sources }}?", output: {type: boolean}}',
                  "scorers.0 (cites): unknown template variable {{sources}} (known: question, answer, system",
                  id="unknown-template-variable"),
@@ -417,3 +444,23 @@ def test_an_entry_point_scorer_is_found_by_name_and_a_new_package_version_is_a_n
     assert first.version != upgraded.version
     with pytest.raises(ValueError, match="no entry point 'acme-long' in group vigil.scorers"):
         scorer({"name": "long", "kind": "python", "entry_point": "acme-long"})
+
+
+@pytest.mark.parametrize(("name", "error_type", "reason"), [
+    pytest.param("holds_the_gil", "timeout",
+                 "tests.user_scorer_functions:holds_the_gil did not return within 2 s: its process was killed "
+                 "(timeout_s)", id="holds-the-gil"),
+    pytest.param("eats_memory", "memory",
+                 "tests.user_scorer_functions:eats_memory ran out of memory: over its 256 MB (memory_mb)",
+                 id="eats-memory"),
+])
+async def test_a_scorer_in_a_process_is_stopped_at_its_limit_and_the_next_call_is_scored(name, error_type, reason):
+    isolated = scorer(fn(name, isolation="process", timeout_s=2, memory_mb=256, concurrency=1))
+    try:
+        bad = await isolated.score(turn(output="HOLD EAT"), NO_JUDGE)
+        good = await isolated.score(turn(), NO_JUDGE)
+    finally:
+        isolated._lane.close()
+
+    assert (bad.status, bad.error_type, bad.reason) == (ScoreStatus.FAILED, error_type, reason)
+    assert (good.status, good.score) == (ScoreStatus.SCORED, 1.0)

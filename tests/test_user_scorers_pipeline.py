@@ -195,7 +195,7 @@ def test_a_python_scorer_that_raises_hangs_or_returns_seven_fails_only_its_own_s
         assert {(m, got[m]["error_type"]) for m in ("broken_monitor", "hung_monitor", "seven_monitor")} == {
             ("broken_monitor", "function_error"), ("hung_monitor", "timeout"), ("seven_monitor", "invalid_score")}
         assert got["broken_monitor"]["reason"].startswith("RuntimeError: the scorer broke on ")
-        assert got["hung_monitor"]["reason"] == "tests.user_scorer_functions:hangs did not return within 0.5 s"
+        assert got["hung_monitor"]["reason"] == "tests.user_scorer_functions:hangs did not return within 0.5 s (timeout_s)"
         assert got["seven_monitor"]["reason"] == "tests.user_scorer_functions:returns_seven returned 7, outside [0, 1]"
         assert got["brief_monitor"]["status"] == "scored"  # the other monitors of the same turn
     assert len(rows(scenario, "no_docs")) == len(SCORERS)  # the turn sent behind them

@@ -33,3 +33,20 @@ def returns_seven(turn: Turn) -> float:
 
 async def answers_later(turn: Turn) -> float:
     return 0.25
+
+
+def holds_the_gil(turn: Turn) -> float:
+    """On an answer saying HOLD: a backtracking match that keeps the GIL for longer than anyone waits."""
+    if "HOLD" in turn.output:
+        import re
+
+        re.match(r"(a+)+$", "a" * 40 + "b")
+    return 1.0
+
+
+def eats_memory(turn: Turn) -> float:
+    """On an answer saying EAT: allocates without end."""
+    hoard = []
+    while "EAT" in turn.output:
+        hoard.append(bytearray(2**20))
+    return 1.0

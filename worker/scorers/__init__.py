@@ -11,9 +11,12 @@ from __future__ import annotations
 
 import importlib
 import inspect
+from typing import TYPE_CHECKING
 
 from vigil.schemas import MonitorConfig, VigilConfig
-from vigil.worker.scorers.base import Scorer
+
+if TYPE_CHECKING:  # a scorer process imports this package's light modules without the judge behind base
+    from vigil.worker.scorers.base import Scorer
 
 __all__ = ["SCORERS", "build_scorer", "scorer_class"]
 

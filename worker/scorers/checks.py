@@ -11,7 +11,6 @@ that reason. A field that names no variable is a build error.
 from __future__ import annotations
 
 import json
-import re
 from typing import Any
 
 from pydantic import PrivateAttr
@@ -23,7 +22,8 @@ from vigil.schemas.user_scorers import (
     RegexSpec,
 )
 from vigil.worker.scorers import variables
-from vigil.worker.scorers.base import ScoreRun
+from vigil.worker.scorers.base import ScorerFailed, ScoreRun
+from vigil.worker.scorers.isolation import Busy, Overrun, ThreadLane
 from vigil.worker.scorers.user import FAIL, PASS, UserScorer, field_text
 
 __all__ = ["ContainsCheck", "JsonSchemaCheck", "LengthCheck", "RegexCheck"]
@@ -47,19 +47,37 @@ class _FieldCheck(UserScorer):
 
 
 class RegexCheck(_FieldCheck):
+    """``regex`` on RE2 (google-re2), whose matching takes time linear in the text, so no answer an agent gives can
+    make a pattern backtrack for minutes. RE2 has no backreferences or lookaround: a pattern using them is a config
+    error naming ``pattern``. The match runs off the event loop (a thread of the check's own) within ``timeout_s``;
+    past it the check fails (``timeout``), naming itself."""
+
     spec: RegexSpec
-    _pattern: re.Pattern[str] = PrivateAttr()
+    _pattern: Any = PrivateAttr()
+    _lane: ThreadLane | None = PrivateAttr(default=None)
 
     def model_post_init(self, context: Any, /) -> None:
+        import re2
+
         super().model_post_init(context)
+        options = re2.Options()
+        options.log_errors = False  # the config check says it, once, on one line
         try:
-            self._pattern = re.compile(self.spec.pattern)
-        except re.error as exc:
-            raise ValueError(f"pattern {self.spec.pattern!r} does not compile: {exc}") from None
+            self._pattern = re2.compile(self.spec.pattern, options)
+        except re2.error as exc:
+            said = exc.args[0].decode(errors="replace") if exc.args and isinstance(exc.args[0], bytes) else str(exc)
+            raise ValueError(f"pattern {self.spec.pattern!r} does not compile on RE2 (linear-time matching: no "
+                             f"backreferences or lookaround): {said}") from None
 
     async def _score(self, turn: Turn, run: ScoreRun) -> ScoreResult:
         text, spec = field_text(turn, self.spec.field), self.spec
-        found = self._pattern.search(text)
+        if self._lane is None:
+            self._lane = ThreadLane(2, f"vigil-regex-{self.name}")
+        try:
+            found = await self._lane.call(spec.timeout_s, self._pattern.search, text, label=f"trace {turn.trace_id}")
+        except (Overrun, Busy) as exc:
+            raise ScorerFailed("timeout", f"regex check {self.name!r} on the {spec.field} ({len(text)} characters) "
+                                          f"{exc} (timeout_s)") from None
         where = f"the {spec.field}"
         if spec.match == "must":
             return _verdict(run, found is not None, f"{where} matches /{spec.pattern}/ at {_quote(found.group())}"
