@@ -9,6 +9,7 @@ import struct
 import subprocess
 import zlib
 from datetime import UTC, datetime
+from html import escape
 from pathlib import Path
 
 import pytest
@@ -119,7 +120,7 @@ def test_each_monitor_gets_one_small_chart_with_its_95_percent_band_and_labelled
         assert ">mean score</text>" in chart and "time (UTC), buckets of" in chart
         for _, mean, _, low, high in _dots(chart):
             assert low is not None and low <= mean <= high
-    assert 'class="alert-mark"' in _chart(dom, "monitor-relevancy-support-bot")  # the seeded firing alert
+    assert 'class="alert-mark firing"' in _chart(dom, "monitor-relevancy-support-bot")  # the seeded firing alert
 
 
 def test_the_score_histograms_have_a_labelled_count_axis(page, tmp_path):
@@ -166,10 +167,39 @@ def test_a_report_of_the_demos_store_marks_the_alerts_where_they_fired(demo_home
 
     dom = _chromium(tmp_path, "--dump-dom", page.as_uri()).stdout
 
-    # A regression alert is per monitor across agents (agent ""; the agent is one of its segments): it is marked on
-    # that monitor's chart of every agent, the support bot's among them.
-    fired = {(a.agent, a.monitor) for a in report.alerts if a.state == "firing"}
-    assert ("", "answer_relevancy") in fired
-    for agent, monitor in fired:
-        assert 'class="alert-mark"' in _chart(dom, f"monitor-{monitor}-{agent or 'support-bot'}")
-    assert 'class="alert-mark"' not in _chart(dom, "monitor-prompt_alignment-travel-assistant")
+    # A regression alert is per monitor across agents; it names the agents whose scores fell (the support bot) and
+    # is marked on their charts only, shaded from the change it names, in the overview and in "What is firing".
+    firing = report.status.firing
+    assert {(a.monitor, tuple(a.agents)) for a in firing} == {("answer_relevancy", ("support-bot",)),
+                                                              ("rag_correctness", ("support-bot",))}
+    for alert in firing:
+        for kind in ("monitor", "firing"):
+            chart = _chart(dom, f"{kind}-{alert.monitor}-support-bot")
+            assert f'class="alert-mark firing" data-start="{alert.since.isoformat()}"' in chart
+    for agent in ("code-helper", "travel-assistant"):
+        assert "alert-mark" not in _chart(dom, f"monitor-answer_relevancy-{agent}"), "not about that agent"
+    assert "alert-mark" not in _chart(dom, "monitor-prompt_alignment-travel-assistant")
+
+
+def test_the_demos_report_opens_on_its_status_the_firing_alerts_first(demo_home, tmp_path):
+    """The first thing on the page is the status: each firing alert's sentence (linked to its agent's chart under
+    "What is firing"), then fine and waiting monitors, judges, coverage and the heuristic's label; every chart states
+    one bucket width, the same in its head and on its axis; the demo's back-dated turns are not read as queue lag."""
+    client = connect(f"chdb://{demo_home / 'chdb'}")
+    report = build_report(client)
+    client.close()
+    html = write_html(report, tmp_path / "report.html").read_text(encoding="utf-8")
+
+    status = html[html.index('<section id="status"'):html.index("</section>", html.index('<section id="status"'))]
+    assert html.index('<section id="status"') < html.index("<svg"), "the status comes before any chart"
+    assert status.count('class="alert-line"') == 2 and "2 alerts firing" in status
+    for alert in report.status.firing:
+        assert escape(alert.message) in status
+        assert f'href="#firing-{alert.monitor}-support-bot"' in status
+        assert f'id="firing-{alert.monitor}-support-bot"' in html
+    assert "offline baseline heuristic" in status and "coverage:" in status and "judges: none paused" in status
+    assert "buckets of" not in html[:html.index('<section id="status"')], "the header claims no bucket width"
+    for block in re.findall(r'<div class="monitor-block".*?</svg>', html, re.DOTALL):
+        head, axis = re.findall(r"buckets of (\d+ (?:min|h|d))", block)
+        assert head == axis
+    assert all(p.p95_s is None or p.p95_s < 3600 for p in report.queue_lag), "back-dated turns are not lag"

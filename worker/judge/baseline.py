@@ -32,6 +32,7 @@ from vigil.schemas import JudgeCall, JudgeConfig
 from vigil.worker.judge.base import JudgeFailed, JudgeReply, JudgeRequest
 
 __all__ = [
+    "FAMILY",
     "MODEL",
     "BaselineJudge",
     "alignment_both_step",
@@ -53,7 +54,13 @@ __all__ = [
 
 T = TypeVar("T", bound=BaseModel)
 
-MODEL = "baseline-word-overlap-v3"
+FAMILY = "baseline-word-overlap"  # every version's model name starts so: a score's judge_model says it is a heuristic's
+MODEL = f"{FAMILY}-v3"
+
+
+def is_heuristic(judge_model: str) -> bool:
+    """Whether a score's ``judge_model`` is this offline heuristic (any version), not an LLM judge."""
+    return judge_model.startswith(FAMILY)
 
 _STOPWORDS = frozenset(["a", "about", "above", "after", "again", "all", "also", "am", "an", "and", "any", "are", "as", "at", "be", "because", "been", "before", "being", "below", "between", "both", "but", "by", "can", "could", "did", "do", "does", "doing", "down", "during", "each", "few", "for", "from", "further", "had", "has", "have", "having", "he", "her", "here", "hers", "him", "his", "how", "i", "if", "in", "into", "is", "it", "its", "itself", "just", "me", "more", "most", "my", "no", "nor", "not", "of", "off", "on", "once", "only", "or", "other", "our", "out", "over", "own", "same", "she", "should", "so", "some", "such", "than", "that", "the", "their", "them", "then", "there", "these", "they", "this", "those", "through", "to", "too", "under", "until", "up", "very", "was", "we", "were", "what", "when", "where", "which", "while", "who", "whom", "why", "will", "with", "would", "you", "your", "yours", "please", "tell", "explain", "give"])
 _CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff66-\uff9f"

@@ -10,10 +10,12 @@ from typing import Any
 from clickhouse_connect.driver.client import Client
 from vigil.worker.report.model import (
     AgreementRow,
+    AlertMark,
     AlertRow,
     BandPoint,
     DeadLetterGroup,
     DeliveryRow,
+    DetectorMode,
     DistributionBin,
     FunnelRow,
     JudgeEval,
@@ -28,6 +30,7 @@ from vigil.worker.report.model import (
     UnscoredReason,
     WorstTurn,
 )
+from vigil.worker.report.status import latest_alerts, status
 from vigil.worker.store.queries import PANELS, REPORT_QUERIES, Query, render
 
 __all__ = ["build_report", "chart_interval", "pick_interval", "run_query"]
@@ -77,24 +80,55 @@ def chart_interval(minutes: Sequence[tuple[datetime, int]], start: datetime, end
     return _INTERVALS[-1]
 
 
-def _charts(client: Client, args: dict[str, Any], alerts: list[AlertRow]) -> list[MonitorChart]:
-    """One chart per (agent, monitor): each its own bucket width, the panel's SQL run once per width."""
+def _marks(alerts: list[AlertRow], agent: str, monitor: str, end: datetime) -> list[AlertMark]:
+    """The alerts about ``agent``'s ``monitor`` (an alert that names no agent is about every agent of its monitor),
+    each from the change it names (else when it fired) to ``end`` while it fires, else to its resolution."""
+    return [AlertMark(start=a.since or a.fired_at, end=end if a.state == "firing" else a.updated_at,
+                      firing=a.state == "firing", sentence=a.message)
+            for a in latest_alerts(alerts) if a.monitor == monitor and agent in (a.about() or [agent])]
+
+
+def _density(client: Client, args: dict[str, Any]) -> dict[tuple[str, str], list[tuple[datetime, int]]]:
     density: dict[tuple[str, str], list[tuple[datetime, int]]] = {}
     for row in run_query(client, REPORT_QUERIES["score_density"], **args):
         density.setdefault((row["agent"], row["monitor"]), []).append((row["minute"], row["scored"]))
-    widths = {key: chart_interval(minutes, args["start"], args["end"]) for key, minutes in density.items()}
-    charts = {key: MonitorChart(agent=key[0], monitor=key[1], interval_s=width) for key, width in widths.items()}
+    return density
+
+
+def _charts(client: Client, args: dict[str, Any], alerts: list[AlertRow],
+            only: set[tuple[str, str]] | None = None, min_turns: int = MIN_TURNS_PER_BUCKET) -> list[MonitorChart]:
+    """One chart per (agent, monitor) (or those in ``only``): each its own bucket width, the panel's SQL run once
+    per width."""
+    density = {k: v for k, v in _density(client, args).items() if only is None or k in only}
+    start, end = args["start"], args["end"]
+    widths = {key: chart_interval(minutes, start, end, min_turns=min_turns) for key, minutes in density.items()}
+    charts = {key: MonitorChart(agent=key[0], monitor=key[1], interval_s=width, start=start, end=end,
+                                alerts=_marks(alerts, key[0], key[1], end)) for key, width in widths.items()}
     for width in sorted(set(widths.values())):
         for row in run_query(client, PANELS["score_mean_ci"], **{**args, "interval_s": width}):
             key = (row["agent"], row["monitor"])
             if widths.get(key) == width and row["mean_score"] is not None:
                 charts[key].points.append(BandPoint(time=row["time"], turns=row["turns"], mean=row["mean_score"],
                                                     ci_low=row["ci_low"], ci_high=row["ci_high"]))
-    for alert in alerts:
-        for key, chart in charts.items():
-            if alert.monitor == key[1] and alert.agent in ("", key[0]) and alert.fired_at not in chart.alerts:
-                chart.alerts.append(alert.fired_at)
     return [charts[key] for key in sorted(charts, key=lambda k: (k[1], k[0]))]
+
+
+ZOOM = 3  # a firing alert's chart shows this many times the time since the change before it, to compare with
+FIRING_MIN_TURNS = 3  # its buckets are narrower (wider intervals): the change itself is what it must show
+
+
+def _firing_charts(client: Client, args: dict[str, Any], firing: list[AlertRow],
+                   charts: list[MonitorChart]) -> list[MonitorChart]:
+    """The charts of the agents each firing alert is about, from ``ZOOM`` times its age before the change to the
+    end (within the report's range), so the change is not a sliver at the right edge of weeks of history."""
+    out: list[MonitorChart] = []
+    for alert in firing:
+        about = alert.about() or [c.agent for c in charts if c.monitor == alert.monitor]
+        keys = {(agent, alert.monitor) for agent in about}
+        since = alert.since or alert.fired_at
+        start = max(args["start"], since - ZOOM * max(args["end"] - since, timedelta(hours=1)))
+        out += _charts(client, {**args, "start": start}, [alert], keys, min_turns=FIRING_MIN_TURNS)
+    return out
 
 
 def _data_start(client: Client, end: datetime) -> datetime:
@@ -135,13 +169,14 @@ def build_report(
         return run_query(client, PANELS[name], **args)
 
     alerts = [AlertRow(**r) for r in rows("recent_alerts")]
-    return Report(
+    charts = _charts(client, args, alerts)
+    report = Report(
         generated_at=now, start=start, end=end, interval_s=interval_s,
         monitors=[MonitorSummary(**r) for r in rows("monitor_summary")],
         funnel=[FunnelRow(**r) for r in rows("coverage_funnel")],
         delivery=[DeliveryRow(**r) for r in run_query(client, REPORT_QUERIES["delivery"], **args)],
         score_over_time=_series(rows("score_over_time")),
-        charts=_charts(client, args, alerts),
+        charts=charts,
         distribution=[DistributionBin(**r) for r in rows("score_distribution")],
         queue_lag=[LagPoint(**r) for r in rows("queue_lag")],
         worst_turns=[WorstTurn(**r) for r in rows("worst_turns")],
@@ -153,3 +188,7 @@ def build_report(
         dead_letters=[DeadLetterGroup(**r) for r in rows("dead_letters")],
         unscored_reasons=[UnscoredReason(**r) for r in rows("unscored_reasons")],
     )
+    detector = [DetectorMode(**r) for r in run_query(client, REPORT_QUERIES["detector_modes"], **args)]
+    said = status(report, detector)
+    return report.model_copy(update={"status": said,
+                                     "firing_charts": _firing_charts(client, args, said.firing, charts)})

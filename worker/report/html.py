@@ -9,14 +9,16 @@ from collections import defaultdict
 from html import escape
 from pathlib import Path
 
-from vigil.worker.report.model import Report
+from vigil.worker.report.model import MonitorChart, Report
 from vigil.worker.report.svg import (
     PALETTE,
     Band,
     Bar,
     Line,
+    Mark,
     band_chart,
     bar_rows,
+    fmt_width,
     histogram,
     line_chart,
 )
@@ -46,6 +48,16 @@ svg .alert-mark line { stroke: #dc2626; stroke-width: 1.5; stroke-dasharray: 4 3
 .chart-head { font-size: 13px; margin: 4px 0 0; color: #374151; } .chart-head b { color: #111827; }
 .muted { color: #6b7280; font-size: 12px; } td.answer, td.question { max-width: 320px; }
 .monitor-block { width: 448px; } .monitor-block .chart-head { min-height: 36px; }
+svg .alert-mark .alert-span { fill: #dc2626; fill-opacity: 0.10; stroke: none; }
+svg .alert-mark.resolved line { stroke: #9ca3af; } svg .alert-mark.resolved path { fill: #9ca3af; }
+svg .alert-mark.resolved .alert-span { fill: #9ca3af; fill-opacity: 0.08; }
+section.status { border-width: 2px; } section.status-firing { border-color: #dc2626; background: #fef2f2; }
+section.status-calm { border-color: #16a34a; } h2.headline { margin: 4px 0 8px; }
+ul.firing-list { margin: 4px 0 10px; padding-left: 20px; } li.alert-line { font-size: 15px; margin: 4px 0; }
+li.alert-line a { color: #991b1b; text-decoration: none; } li.alert-line a:hover { text-decoration: underline; }
+ul.waiting { margin: 2px 0; padding-left: 20px; font-size: 13px; }
+.heuristic { font-size: 11px; color: #92400e; background: #fef3c7; border-radius: 4px; padding: 0 4px; }
+.heuristic-note { color: #92400e; }
 """
 
 # After layout, each chart records the size it was drawn at: a headless browser's DOM dump shows it was rendered.
@@ -76,29 +88,73 @@ def _table(headers: list[str], rows: list[list[str]], numeric: set[str] = frozen
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body or ''}</tbody></table>"
 
 
+def _chart_block(report: Report, chart: MonitorChart, color: str, *, anchor: str = "") -> str:
+    """One chart with its head: monitor, agent, the overall mean (labelled when a heuristic scored it), its bucket
+    width, and the alerts about it."""
+    summary = next((m for m in report.monitors if (m.agent, m.monitor) == (chart.agent, chart.monitor)), None)
+    overall = ""
+    if summary is not None and summary.mean_score is not None:
+        ci = summary.mean_ci
+        overall = (f" · mean {summary.mean_score:.2f}"
+                   + (f" (95% interval {ci[0]:.2f}–{ci[1]:.2f})" if ci else "") + f" of {summary.scored} scored")
+    heuristic = (' <span class="heuristic" title="the offline baseline judge: word overlap, no LLM">baseline '
+                 "heuristic</span>" if summary is not None and summary.heuristic else "")
+    firing = [m for m in chart.alerts if m.firing]
+    fired = f' · <span class="firing">{len(firing)} alert(s) firing</span>' if firing else ""
+    svg = band_chart(f"{'firing' if anchor else 'monitor'}-{chart.monitor}-{chart.agent}",
+                     [Band(p.time, p.mean, p.ci_low, p.ci_high, p.turns) for p in chart.points],
+                     start=chart.start, end=chart.end, interval_s=chart.interval_s,
+                     alerts=[Mark(m.start, m.end, m.firing, m.sentence) for m in chart.alerts], color=color)
+    ident = f' id="{escape(anchor)}"' if anchor else ""
+    return (f'<div class="monitor-block"{ident} data-monitor="{escape(chart.monitor)}" '
+            f'data-agent="{escape(chart.agent)}" data-bucket-s="{chart.interval_s}"><div class="chart-head">'
+            f'<b>{escape(chart.monitor)}</b> on {escape(chart.agent)}{heuristic}<span class="muted">{escape(overall)} · '
+            f"buckets of {fmt_width(chart.interval_s)}</span>{fired}</div>{svg}</div>")
+
+
+def _anchor(monitor: str, agent: str) -> str:
+    return f"firing-{monitor}-{agent}"
+
+
+def _status_section(report: Report) -> str:
+    """The strip at the top: the firing alerts (each its sentence, linked to its chart), monitors fine or waiting,
+    judge health, coverage, and which monitors a heuristic scored."""
+    said = report.status
+    lines = []
+    for alert in said.firing:
+        about = alert.about() or [c.agent for c in report.firing_charts if c.monitor == alert.monitor][:1]
+        target = f' href="#{escape(_anchor(alert.monitor, about[0]))}"' if about else ""
+        lines.append(f'<li class="alert-line"><a{target}>{escape(alert.message)}</a></li>')
+    alerts = f'<ul class="firing-list">{"".join(lines)}</ul>' if lines else ""
+    waiting = "".join(f"<li><b>{escape(m)}</b>: {escape(why)}</li>" for m, why in said.waiting.items())
+    fine = f'<div class="muted">fine: {escape(", ".join(said.fine))}</div>' if said.fine else ""
+    rows = [fine, f'<ul class="waiting">{waiting}</ul>' if waiting else "",
+            f"<div>{escape(said.judges_line())}</div>", f"<div>{escape(said.coverage_line())}</div>"]
+    if said.heuristic:
+        rows.append(f'<div class="heuristic-note">{escape(said.heuristic_line())}: read their numbers as a '
+                    "heuristic's, not an LLM judge's</div>")
+    state = "status-firing" if said.firing else "status-calm"
+    return (f'<section id="status" class="status {state}"><h2 class="headline">{escape(said.headline())}</h2>'
+            f'{alerts}{"".join(rows)}</section>')
+
+
+def _firing_section(report: Report) -> str:
+    if not report.firing_charts:
+        return ""
+    blocks = "".join(_chart_block(report, chart, "#dc2626", anchor=_anchor(chart.monitor, chart.agent))
+                     for chart in report.firing_charts)
+    note = ('<p class="muted">Each chart spans the change and the time before it; the red shade runs from the '
+            "change the alert names to now.</p>")
+    return f'<section id="firing"><h2>What is firing</h2>{note}<div class="grid-2">{blocks}</div></section>'
+
+
 def _scores_section(report: Report) -> str:
-    """One small chart per monitor and agent: the mean, its 95% interval as a band, the alerts that fired."""
-    summaries = {(m.agent, m.monitor): m for m in report.monitors}
-    blocks = []
-    for i, chart in enumerate(report.charts):
-        summary = summaries.get((chart.agent, chart.monitor))
-        overall = ""
-        if summary is not None and summary.mean_score is not None:
-            ci = summary.mean_ci
-            overall = (f" · mean {summary.mean_score:.2f}"
-                       + (f" (95% interval {ci[0]:.2f}–{ci[1]:.2f})" if ci else "") + f" of {summary.scored} scored")
-        fired = f' · <span class="firing">{len(chart.alerts)} alert(s)</span>' if chart.alerts else ""
-        svg = band_chart(f"monitor-{chart.monitor}-{chart.agent}",
-                         [Band(p.time, p.mean, p.ci_low, p.ci_high, p.turns) for p in chart.points],
-                         start=report.start, end=report.end, interval_s=chart.interval_s, alerts=chart.alerts,
-                         color=PALETTE[i % len(PALETTE)])
-        blocks.append(f'<div class="monitor-block" data-monitor="{escape(chart.monitor)}" '
-                      f'data-agent="{escape(chart.agent)}"><div class="chart-head"><b>{escape(chart.monitor)}</b> on '
-                      f'{escape(chart.agent)}<span class="muted">{escape(overall)}</span>{fired}</div>{svg}</div>')
-    body = "".join(blocks) or "<p>no scored turns in this range</p>"
+    """One small chart per monitor and agent: the mean, its 95% interval as a band, the alerts about it."""
+    body = "".join(_chart_block(report, chart, PALETTE[i % len(PALETTE)]) for i, chart in enumerate(report.charts))
     note = ('<p class="muted">The scores are a sample of the turns: the shaded band is the 95% interval of each '
-            "bucket's mean (wide: few turns). Red marks: alerts fired. Each chart's bucket width is chosen from "
-            "how its scores spread.</p>")
+            "bucket's mean (wide: few turns). Red shade: an alert about that agent, from the change it names. Each "
+            "chart's bucket width is chosen from how its scores spread.</p>")
+    body = body or "<p>no scored turns in this range</p>"
     return f'<section><h2>Scores over time, per monitor</h2>{note}<div class="grid-2">{body}</div></section>'
 
 
@@ -136,7 +192,7 @@ def _lag_section(report: Report) -> str:
     lines = [Line(f"{m} p95", pts) for m, pts in sorted(by_monitor.items())]
     chart = line_chart("queue-lag", lines, start=report.start, end=report.end, y_label="seconds",
                        gap_s=3 * report.interval_s, height=220)
-    return f"<section><h2>Queue lag (scored_at − trace_time)</h2>{chart}</section>"
+    return f"<section><h2>Queue lag (received → scored)</h2>{chart}</section>"
 
 
 def _monitors_section(report: Report) -> str:
@@ -243,7 +299,7 @@ def _losses_section(report: Report) -> str:
 
 def render_html(report: Report) -> str:
     """The whole page as a string."""
-    sections = [_scores_section(report), _funnel_section(report), _distribution_section(report),
+    sections = [_status_section(report), _firing_section(report), _scores_section(report), _funnel_section(report), _distribution_section(report),
                 _worst_section(report), _monitors_section(report), _agreement_section(report),
                 _judges_section(report), _lag_section(report),
                 _alerts_section(report), _losses_section(report), _evals_section(report)]
@@ -253,7 +309,7 @@ def render_html(report: Report) -> str:
         "script-src 'unsafe-inline'; img-src data:\">"
         f"<title>vigil report</title><style>{_CSS}</style></head><body>"
         f"<h1>vigil report</h1><div class=\"sub\">{report.start:%Y-%m-%d %H:%M} → {report.end:%Y-%m-%d %H:%M} UTC · "
-        f"generated {report.generated_at:%Y-%m-%d %H:%M:%S} UTC · buckets of {report.interval_s // 60} min</div>"
+        f"generated {report.generated_at:%Y-%m-%d %H:%M:%S} UTC</div>"
         + "".join(sections)
         + f"<script>{_DRAWN}</script></body></html>"
     )

@@ -8,11 +8,29 @@ from typing import Any
 
 from pydantic import BaseModel, Field, computed_field, field_validator
 from vigil.schemas.alert import Segment
+from vigil.worker.judge.baseline import is_heuristic
 
 __all__ = [
-    "AgreementRow", "AlertRow", "BandPoint", "DeadLetterGroup", "DistributionBin", "FunnelRow", "JudgeEval",
-    "JudgeSummary", "LagPoint", "MonitorChart", "MonitorSummary", "PausedJudge", "Point", "Report", "ScoreSeries",
-    "UnscoredReason", "WorstTurn",
+    "AgreementRow",
+    "AlertMark",
+    "AlertRow",
+    "BandPoint",
+    "DeadLetterGroup",
+    "DetectorMode",
+    "DistributionBin",
+    "FunnelRow",
+    "JudgeEval",
+    "JudgeSummary",
+    "LagPoint",
+    "MonitorChart",
+    "MonitorSummary",
+    "PausedJudge",
+    "Point",
+    "Report",
+    "ScoreSeries",
+    "Status",
+    "UnscoredReason",
+    "WorstTurn",
 ]
 
 
@@ -37,6 +55,13 @@ class MonitorSummary(BaseModel):
     ci_high: float | None = None
     p50_score: float | None = None
     last_scored_at: datetime | None = None
+    judge_models: str = ""  # of its scored turns
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def heuristic(self) -> bool:
+        """Scored by the offline baseline heuristic (word overlap), not an LLM judge: its numbers say so."""
+        return any(is_heuristic(m.strip()) for m in self.judge_models.split(",") if m.strip())
 
     @computed_field  # type: ignore[prop-decorator]
     @property
@@ -133,14 +158,26 @@ class BandPoint(BaseModel):
         return _interval(self.ci_low, self.ci_high)
 
 
+class AlertMark(BaseModel):
+    """An alert on a chart: shaded from the change it names (else when it fired) to now, or to its resolution."""
+
+    start: datetime
+    end: datetime
+    firing: bool
+    sentence: str
+
+
 class MonitorChart(BaseModel):
-    """One monitor on one agent over time, in buckets of ``interval_s`` chosen from how its scores spread."""
+    """One monitor on one agent over time, in buckets of ``interval_s`` chosen from how its scores spread, from
+    ``start`` to ``end`` (the report's range; a firing alert's chart: the change and enough before it to compare)."""
 
     agent: str
     monitor: str
     interval_s: int
+    start: datetime
+    end: datetime
     points: list[BandPoint] = Field(default_factory=list)
-    alerts: list[datetime] = Field(default_factory=list, description="when alerts on this monitor fired")
+    alerts: list[AlertMark] = Field(default_factory=list, description="the alerts about this agent's monitor")
 
 
 class DistributionBin(BaseModel):
@@ -270,6 +307,54 @@ class JudgeEval(BaseModel):
     run_id: str
 
 
+class DetectorMode(BaseModel):
+    """The regression detector's latest check of one monitor."""
+
+    monitor: str
+    mode: str  # warmup | watching | firing
+    reason: str = ""
+
+
+class Status(BaseModel):
+    """The report's first lines (``report.status.status``): firing alerts, monitors fine or waiting, judges,
+    coverage, and the monitors whose scores are a heuristic's."""
+
+    firing: list[AlertRow] = Field(default_factory=list)
+    fine: list[str] = Field(default_factory=list)
+    waiting: dict[str, str] = Field(default_factory=dict)  # monitor -> what it waits for
+    paused_judges: list[str] = Field(default_factory=list)
+    judge_calls: int = 0
+    judge_error_rate: float | None = None
+    spend_usd: float = 0.0
+    sampled: int = 0
+    verdicts: int = 0  # scored + abstained
+    coverage: float | None = None
+    heuristic: list[str] = Field(default_factory=list)  # monitors judged by the offline baseline heuristic
+
+    def headline(self) -> str:
+        """``2 alerts firing · 9 monitors fine · 1 waiting for data``."""
+        def n(count: int, word: str) -> str:
+            return f"{count} {word}{'' if count == 1 else 's'}"
+        parts = [f"{n(len(self.firing), 'alert')} firing" if self.firing else "no alert firing",
+                 f"{n(len(self.fine), 'monitor')} fine"]
+        if self.waiting:
+            parts.append(f"{len(self.waiting)} waiting for data")
+        return " · ".join(parts)
+
+    def judges_line(self) -> str:
+        paused = f"paused: {', '.join(self.paused_judges)}" if self.paused_judges else "none paused"
+        rate = "—" if self.judge_error_rate is None else f"{self.judge_error_rate:.1%}"
+        return f"judges: {paused}; {self.judge_calls} calls, {rate} errors, ${self.spend_usd:.4f} spent"
+
+    def coverage_line(self) -> str:
+        share = "—" if self.coverage is None else f"{self.coverage:.0%}"
+        return f"coverage: {share} of sampled turns got a verdict ({self.verdicts} of {self.sampled})"
+
+    def heuristic_line(self) -> str:
+        return (f"scored by the offline baseline heuristic (word overlap, no LLM): {', '.join(self.heuristic)}"
+                if self.heuristic else "")
+
+
 class Report(BaseModel):
     """The dashboard's main panels over one time range, read with the panels' own SQL."""
 
@@ -282,6 +367,8 @@ class Report(BaseModel):
     delivery: list[DeliveryRow] = Field(default_factory=list)
     score_over_time: list[ScoreSeries] = Field(default_factory=list)
     charts: list[MonitorChart] = Field(default_factory=list)
+    firing_charts: list[MonitorChart] = Field(default_factory=list)  # the agents' charts of what is firing, zoomed
+    status: Status = Field(default_factory=Status)
     distribution: list[DistributionBin] = Field(default_factory=list)
     queue_lag: list[LagPoint] = Field(default_factory=list)
     worst_turns: list[WorstTurn] = Field(default_factory=list)

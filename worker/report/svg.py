@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from html import escape
 
-__all__ = ["PALETTE", "Band", "Bar", "Line", "band_chart", "bar_rows", "histogram", "line_chart"]
+__all__ = ["PALETTE", "Band", "Bar", "Line", "Mark", "band_chart", "bar_rows", "fmt_width", "histogram", "line_chart"]
 
 PALETTE = ("#2563eb", "#dc2626", "#16a34a", "#9333ea", "#ea580c", "#0891b2", "#ca8a04", "#db2777", "#4b5563")
 
@@ -24,6 +24,16 @@ class Bar:
     value: float
     color: str
     note: str = ""
+
+
+@dataclass(frozen=True)
+class Mark:
+    """An alert on a chart: shaded from ``start`` (the change it names) to ``end``; ``text`` its sentence."""
+
+    start: datetime
+    end: datetime
+    firing: bool
+    text: str
 
 
 @dataclass(frozen=True)
@@ -58,9 +68,10 @@ def _anchor(i: int, last: int) -> str:
 
 
 def band_chart(name: str, points: Sequence[Band], *, start: datetime, end: datetime, interval_s: int,
-               alerts: Sequence[datetime] = (), color: str = "#2563eb", width: int = 440, height: int = 210) -> str:
-    """A monitor's mean score per bucket (0..1) with its 95% interval as a shaded band and a red mark where an
-    alert fired. Buckets further apart than 1.5 widths are not joined. Axes: mean score, time (UTC)."""
+               alerts: Sequence[Mark] = (), color: str = "#2563eb", width: int = 440, height: int = 210) -> str:
+    """A monitor's mean score per bucket (0..1) with its 95% interval as a shaded band, and each alert shaded red
+    from the change it names to now (or its resolution) with a mark at the change. Buckets further apart than 1.5
+    widths are not joined. Axes: mean score, time (UTC)."""
     left, right, top, bottom = 44, 12, 10, 40
     plot_w, plot_h = width - left - right, height - top - bottom
     span = max((end - start).total_seconds(), 1.0)
@@ -83,7 +94,7 @@ def band_chart(name: str, points: Sequence[Band], *, start: datetime, end: datet
         out.append(f'<text class="tick" x="{x(t):.1f}" y="{top + plot_h + 14}" text-anchor="{_anchor(i, 3)}">'
                    f'{_fmt_time(t, span)}</text>')
     out.append(f'<text class="axis-label" x="{left + plot_w / 2:.0f}" y="{height - 4}" text-anchor="middle">'
-               f'time (UTC), buckets of {_fmt_width(interval_s)}</text>'
+               f'time (UTC), buckets of {fmt_width(interval_s)}</text>'
                f'<text class="axis-label" x="11" y="{top + plot_h / 2:.0f}" '
                f'transform="rotate(-90 11 {top + plot_h / 2:.0f})" text-anchor="middle">mean score</text>')
     ordered = sorted(points, key=lambda p: p.time)
@@ -112,19 +123,23 @@ def band_chart(name: str, points: Sequence[Band], *, start: datetime, end: datet
         interval = "" if p.low is None or p.high is None else f", 95% interval {p.low:.2f}–{p.high:.2f}"
         out.append(f'<circle class="dot" cx="{x(p.time + half):.1f}" cy="{y(p.mean):.1f}" r="2.5" fill="{color}">'
                    f'<title>{p.time:%Y-%m-%d %H:%M}: mean {p.mean:.2f} of {p.turns} turns{interval}</title></circle>')
-    for fired in sorted(set(alerts)):
-        if start <= fired <= end:
-            ax = x(fired)
-            out.append(f'<g class="alert-mark"><line x1="{ax:.1f}" x2="{ax:.1f}" y1="{top}" y2="{top + plot_h}"/>'
-                       f'<path d="M{ax - 5:.1f},{top} L{ax + 5:.1f},{top} L{ax:.1f},{top + 8} Z"/>'
-                       f'<title>alert fired {fired:%Y-%m-%d %H:%M} UTC</title></g>')
+    for mark in sorted(alerts, key=lambda m: m.start):
+        if mark.end < start or mark.start > end:
+            continue
+        ax, bx = x(mark.start), x(mark.end)
+        state = "firing" if mark.firing else "resolved"
+        out.append(f'<g class="alert-mark {state}" data-start="{mark.start.isoformat()}">'
+                   f'<rect class="alert-span" x="{ax:.1f}" y="{top}" width="{max(bx - ax, 2):.1f}" height="{plot_h}"/>'
+                   f'<line x1="{ax:.1f}" x2="{ax:.1f}" y1="{top}" y2="{top + plot_h}"/>'
+                   f'<path d="M{ax - 5:.1f},{top} L{ax + 5:.1f},{top} L{ax:.1f},{top + 8} Z"/>'
+                   f'<title>{escape(mark.text)}</title></g>')
     if not points:
         out.append(f'<text class="empty" x="{width / 2}" y="{height / 2}" text-anchor="middle">no scores</text>')
     out.append("</svg>")
     return "".join(out)
 
 
-def _fmt_width(seconds: int) -> str:
+def fmt_width(seconds: int) -> str:
     if seconds % 86400 == 0:
         return f"{seconds // 86400} d"
     if seconds % 3600 == 0:

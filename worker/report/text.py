@@ -150,9 +150,24 @@ def _dead_letters_table(report: Report) -> Table | None:
     return table
 
 
+def _status_lines(report: Report) -> list[Text]:
+    """The status first: the headline, each firing alert's sentence, what waits, judges, coverage, heuristics."""
+    said = report.status
+    lines = [Text(said.headline(), style="bold red" if said.firing else "bold green")]
+    lines += [Text.assemble(("  FIRING ", "bold red"), alert.message) for alert in said.firing]
+    if said.fine:
+        lines.append(Text(f"  fine: {', '.join(said.fine)}"))
+    lines += [Text(f"  waiting: {monitor}: {why}") for monitor, why in said.waiting.items()]
+    lines += [Text(f"  {said.judges_line()}"), Text(f"  {said.coverage_line()}")]
+    if said.heuristic:
+        lines.append(Text(f"  {said.heuristic_line()}", style="yellow"))
+    return lines
+
+
 def render_tables(report: Report) -> Group:
     """Everything ``vigil report`` prints, as one renderable."""
-    parts: list = [Text(f"vigil report {report.start:%Y-%m-%d %H:%M} → {report.end:%Y-%m-%d %H:%M} UTC")]
+    parts: list = [Text(f"vigil report {report.start:%Y-%m-%d %H:%M} → {report.end:%Y-%m-%d %H:%M} UTC"),
+                   *_status_lines(report)]
     for d in report.delivery:
         if d.lost > 0:  # the broker dropped batches: say so before anything that counts from what arrived
             parts.append(Text(f"{d.project}/{d.agent}: {d.lost} turn(s) shipped but never received ({d.shipped} "

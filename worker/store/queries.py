@@ -130,13 +130,15 @@ SELECT project, agent, monitor, scorer,
        avgIf({_SCORE}, status = 'scored') AS mean_score,
        {_mean_ci("mean_score", f"varSampIf({_SCORE}, status = 'scored')", "scored")},
        quantileIf(0.5)({_SCORE}, status = 'scored') AS p50_score,
-       max(scored_at) AS last_scored_at
+       max(scored_at) AS last_scored_at,
+       arrayStringConcat(arraySort(groupUniqArrayIf(judge_model, status = 'scored')), ', ') AS judge_models
 FROM scores FINAL
 WHERE $__timeFilter(trace_time) AND {_vars("project", "agent", "monitor")}
 GROUP BY project, agent, monitor, scorer
 ORDER BY monitor, agent""",
         ("project", "agent", "monitor", "scorer", "scorer_versions", "turns", "scored", "abstained", "unscored",
-         "failed", "abstention_rate", "mean_score", "ci_low", "ci_high", "p50_score", "last_scored_at"),
+         "failed", "abstention_rate", "mean_score", "ci_low", "ci_high", "p50_score", "last_scored_at",
+         "judge_models"),
         "Exact counts from scores FINAL: unscored (no verdict) and failed (an error) are told apart from low scores; "
         "abstained (the agent said it is not sure) is counted on its own and is not in the mean. "
         "ci_low..ci_high: the 95% interval of the mean (the scores are a sample of the turns).",
@@ -302,18 +304,27 @@ LIMIT 3 BY monitor, status""",
         "reply) or failed (an error).",
     ),
     Query(
-        "queue_lag", "Queue lag (scored_at − trace_time) p50 / p95", "timeseries",
+        "queue_lag", "Queue lag (received → scored) p50 / p95", "timeseries",
         f"""
 SELECT time, monitor, q[1] AS p50_s, q[2] AS p95_s
 FROM (
-    SELECT $__timeInterval(bucket) AS time, monitor,
-           quantilesTDigestMerge(0.5, 0.95)(lag_seconds) AS q
-    FROM scores_1m
-    WHERE $__timeFilter(bucket) AND {_vars("project", "agent", "monitor")}
+    SELECT $__timeInterval(s.scored_at) AS time, s.monitor AS monitor,
+           quantiles(0.5, 0.95)(greatest(dateDiff('millisecond', t.first_received, s.scored_at), 0) / 1000) AS q
+    FROM (
+        SELECT trace_id, monitor, scored_at FROM scores FINAL
+        WHERE $__timeFilter(scored_at) AND {_vars("project", "agent", "monitor")}
+    ) AS s
+    INNER JOIN (
+        SELECT trace_id, min(received_at) AS first_received FROM traces
+        WHERE received_at >= $__fromTime - INTERVAL 1 DAY AND received_at <= $__toTime
+        GROUP BY trace_id
+    ) AS t ON t.trace_id = s.trace_id
     GROUP BY time, monitor
 )
 ORDER BY time, monitor""",
-        ("time", "monitor", "p50_s", "p95_s"), "", "s",
+        ("time", "monitor", "p50_s", "p95_s"),
+        "From when vigil received a turn to when it was scored, by when it was scored: turns sent long after they "
+        "happened (a replay, the demo's back-dated history) are not read as lag.", "s",
     ),
     Query(
         "judge_calls", "Judge calls by status", "timeseries",
@@ -504,6 +515,16 @@ PANELS: dict[str, Query] = {q.name: q for q in _PANEL_LIST}
 
 # What the report reads besides the panels: how the scored turns spread over time, to pick each chart's bucket.
 REPORT_QUERIES: dict[str, Query] = {
+    "detector_modes": Query(
+        "detector_modes", "The regression detector's latest check per monitor", "table",
+        """
+SELECT monitor, argMax(mode, checked_at) AS mode, argMax(reason, checked_at) AS reason
+FROM detector_checks
+WHERE checked_at <= $__toTime
+GROUP BY monitor
+ORDER BY monitor""",
+        ("monitor", "mode", "reason"),
+    ),
     "score_density": Query(
         "score_density", "Scored turns per minute, per monitor", "table",
         f"""
