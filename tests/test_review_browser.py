@@ -133,7 +133,7 @@ def test_a_reviewer_labels_a_turn_with_the_keyboard_and_the_store_and_agreement_
     for action in ("judge-right", "judge-wrong", "score"):
         assert block.find_element(By.CSS_SELECTOR, f'[data-action="{action}"]').is_displayed()
     assert item.find_element(By.CSS_SELECTOR, '[data-action="skip"]').is_displayed()
-    assert "judge wrong" in browser.find_element(By.ID, "keys").text  # the shortcuts are on the page
+    assert "wrong: the judge's (or check's) verdict is wrong" in browser.find_element(By.ID, "keys").text
 
     browser.find_element(By.TAG_NAME, "body").send_keys("w")
     second = WebDriverWait(browser, 60).until(
@@ -226,6 +226,68 @@ def test_hostile_trace_text_is_shown_as_text_and_never_runs(browser, store, redi
                       "</pre><script>x", "<style>body{display:none}</style>found", "<i onclick=x>"):
             assert shown in text, shown
         assert page.is_displayed()
+    finally:
+        server.shutdown()
+        client.close()
+
+
+def in_view(browser, css: str) -> bool:
+    """Whether the element's top edge is inside the browser's window, not under the page's header."""
+    return browser.execute_script(
+        "const r = document.querySelector(arguments[0]).getBoundingClientRect();"
+        "const header = document.querySelector('header');"
+        "const below = header.contains(document.querySelector(arguments[0])) ? 0 : header.offsetHeight;"
+        "return r.top >= below && r.top < window.innerHeight;", css)
+
+
+def test_after_a_label_the_next_item_opens_at_its_question_and_the_page_says_it_was_saved(browser, store,
+                                                                                        redis_url):
+    """Turns long enough that labelling one means scrolling to its monitors: the next item opens at its question,
+    the header keeps a mark of the saved label, a check's verdict is labelled with "Check right / wrong" and a
+    judge's with "Judge right / wrong", and one line says what a label records."""
+    import redis as redis_py
+    from vigil.schemas import MonitorConfig, Turn
+    from vigil.schemas.rows import score_row
+    from vigil.schemas.score import ScoreResult
+
+    from tests.test_review import Sent, _insert
+
+    long_text = "\n".join(f"Step {i}: the policy says returns are accepted within 30 days." for i in range(60))
+    traces = seed(store, [0.2, 0.3], system=long_text,
+                  contexts=[{"text": long_text, "id": f"kb-{i}"} for i in range(4)])
+    check = MonitorConfig(name="cites_order", scorer="cites_order")  # a regex check: no judge
+    for trace in traces:
+        turn = Turn.model_validate({"trace_id": trace, "project": "shop", "agent": "support-bot",
+                                    "input": [{"role": "user", "content": "q"}], "output": "a"})
+        _insert(store, "scores", [score_row(turn, check, ScoreResult(
+            run_id="c", scorer="cites_order", scorer_version="1", status="scored", score=0.0,
+            reason="the output does not match /order [0-9]+/"))])
+    client, sent = redis_py.Redis.from_url(redis_url), Sent()
+    server = ReviewServer(ReviewService(store, Leases(client), sent, reviewer="ana"), port=0).start()
+    try:
+        open_page(browser, server, queue="lowest")
+        first = current_item(browser)
+        blocks = {b.get_attribute("data-monitor"): b for b in browser.find_elements(By.CSS_SELECTOR, "#item .monitor")}
+        buttons = {m: [e.text for e in b.find_elements(By.CSS_SELECTOR, "button[data-action^='judge-']")]
+                   for m, b in blocks.items()}
+        meaning = browser.find_element(By.ID, "label-meaning")
+        meaning = (meaning.is_displayed(), meaning.text)
+        button = blocks["relevancy"].find_element(By.CSS_SELECTOR, '[data-action="judge-wrong"]')
+        browser.execute_script("arguments[0].scrollIntoView({block: 'end'});", button)
+        assert not in_view(browser, '#item [data-field="question"]')  # the reviewer is down at the buttons
+        button.click()
+        second = WebDriverWait(browser, 60).until(
+            lambda d: (t := d.find_element(By.ID, "item").get_attribute("data-trace-id")) != first and t)
+        mark = browser.find_element(By.ID, "saved")
+
+        assert buttons == {"relevancy": ["Judge right (r)", "Judge wrong (w)"],
+                           "cites_order": ["Check right (r)", "Check wrong (w)"]}
+        assert meaning[0] and meaning[1].startswith("A label records whether this monitor's verdict")
+        assert (first, second) == (traces[0], traces[1])  # the lowest score first
+        assert in_view(browser, '#item [data-field="question"]')
+        assert mark.is_displayed() and mark.text == "✓ saved: relevancy wrong, by ana"
+        assert in_view(browser, "#saved")  # the header stays on screen
+        assert [(f.trace_id, f.monitor) for f in sent] == [(first, "relevancy")]
     finally:
         server.shutdown()
         client.close()

@@ -1,4 +1,6 @@
-// vigil review: the page's only script. Trace text only ever enters the page as text nodes (el() below): no
+// vigil review: the page's only script. A verdict no judge gave (a regex, JSON-schema or tool-policy check, a Python
+// function: its score row names no judge) is a check's, and its buttons say "Check right / wrong"; the others are a
+// judge's. After a label the next item opens at its question, and the header keeps a mark of what was saved. Trace text only ever enters the page as text nodes (el() below): no
 // innerHTML, no links, no attributes taken from a trace, so a turn's text cannot become markup or script.
 "use strict";
 (() => {
@@ -72,7 +74,7 @@
   function span(s) {
     const parts = [];
     if (s.system) parts.push(el("h3", {}, "System prompt"), text(s.system, "pre"));
-    parts.push(el("h3", {}, "Question"));
+    parts.push(el("h3", { "data-field": "question" }, "Question"));
     for (const m of s.input || []) parts.push(el("div", { class: "text" }, el("span", { class: "role" }, m.role), m.content));
     parts.push(el("h3", {}, "Answer"), text(s.output));
     if ((s.contexts || []).length) {
@@ -107,6 +109,7 @@
   function monitorBlock(score, item) {
     const scale = score.scale || 1;
     const scored = score.status === "scored" && score.score !== null;
+    const who = score.judge ? "Judge" : "Check";  // who gave the verdict being labelled
     const labels = (item.labels || []).filter((l) => l.monitor === score.monitor && l.source === "reviewer");
     const input = el("input", { type: "number", min: 0, max: scale, step: "any", "data-action": "score",
       "aria-label": `score on 0..${scale}`, placeholder: `0–${scale}` });
@@ -119,8 +122,8 @@
       labels.length ? el("div", { class: "note" }, "earlier labels: ",
         labels.map((l) => `${l.author}: ${l.value}/${l.scale}${l.comment ? " “" + l.comment + "”" : ""}`).join("; ")) : null,
       el("div", { class: "actions" },
-        el("button", { type: "button", "data-action": "judge-right", title: "r" }, "Judge right (r)"),
-        el("button", { type: "button", "data-action": "judge-wrong", title: "w" }, "Judge wrong (w)"),
+        el("button", { type: "button", "data-action": "judge-right", title: "r" }, `${who} right (r)`),
+        el("button", { type: "button", "data-action": "judge-wrong", title: "w" }, `${who} wrong (w)`),
         input,
         el("button", { type: "button", "data-action": "score-send", title: "Enter" }, "Score (Enter)"),
         el("span", { class: "done", "data-field": "done" })));
@@ -151,6 +154,9 @@
         el("ol", {}, session.map((t) => el("li", {}, text(t.question), text(t.output))))) : null,
       item.spans.map(span),
       el("h3", {}, "Monitors"),
+      el("p", { class: "note", id: "label-meaning" }, "A label records whether this monitor's verdict on this turn is ",
+        "right or wrong (or your own score on its scale), with your name and comment, as a feedback row: the ",
+        "agreement figures and alerts read it, and no score changes."),
       state.blocks,
       el("textarea", { id: "comment", placeholder: "Comment, sent with the next label (c)", "aria-label": "comment" }),
       el("div", { class: "actions" }, el("button", { type: "button", "data-action": "skip", title: "s" }, "Skip (s)")),
@@ -159,6 +165,16 @@
     article.querySelector('[data-action="skip"]').addEventListener("click", skip);
     activate(0);
     if (first.trace_id) say(`${item.monitor}: item from ${item.queue}`);
+    const question = article.querySelector('[data-field="question"]');
+    if (question) {  // the next item opens at its question, just under the (sticky) header with the saved mark
+      window.scrollBy(0, question.getBoundingClientRect().top - document.querySelector("header").offsetHeight - 8);
+    }
+  }
+
+  function saved(monitor, action, value, author) {
+    const what = action === "score" ? `score ${value}` : action.replace("judge-", "");
+    $("saved").textContent = `✓ saved: ${monitor} ${what}, by ${author}`;
+    $("saved").hidden = false;
   }
 
   function activate(index) {
@@ -185,13 +201,13 @@
     state.busy = true;
     const comment = ($("comment") || {}).value || "";
     try {
-      await api("label", { trace_id: item.trace_id, monitor, action, value, comment, queue: item.queue,
+      const answer = await api("label", { trace_id: item.trace_id, monitor, action, value, comment, queue: item.queue,
         reviewer: reviewer(), keep_lease: monitor !== item.monitor });
-      say(`labelled ${monitor}: ${action}${value !== undefined ? " " + value : ""}`);
+      saved(monitor, action, value, answer.author);
       if (monitor === item.monitor) await next();
       else {
         const block = state.blocks.find((b) => b.dataset.monitor === monitor);
-        if (block) block.querySelector('[data-field="done"]').textContent = "✓ " + action;
+        if (block) block.querySelector('[data-field="done"]').textContent = "✓ saved";
       }
       setTimeout(() => progress().catch(() => {}), 1500);
     } catch (error) { say(error.message, true); }
