@@ -178,7 +178,8 @@ def assembly(spans: Iterable[SpanRecord]) -> Assembly:
             out.turns.append(turn)
             out.why[turn["span_id"]] = group.why
     out.turns.sort(key=lambda t: t["started_at"])
-    if not out.turns and not out.steps and trace.by_id:
+    if not out.turns and not out.steps and any(is_genai(s["attributes"], (e["name"] for e in s.get("events") or ()))
+                                               for s in trace.by_id.values()):
         out.no_turn = trace.why_no_turn()
     return out
 

@@ -27,6 +27,7 @@ CONFIG = Path(__file__).parent / "fixtures" / "pipeline.yaml"
 ANSWER = "Damaged items can be returned within 30 days for a full refund; bring the order number."
 LATE_TRACE = "7a1e" * 8
 PARTIAL, CHAIN, AGENT = "1111111111111111", "2222222222222222", "3333333333333333"
+INDEX_TRACE, INDEX, EMBED = "1dec" * 8, "4444444444444444", "5555555555555555"
 
 
 def post(url: str, path: str, body: Any) -> dict[str, Any]:
@@ -74,8 +75,16 @@ def scenario(redis_server, tmp_path_factory):
     # the default settle (10 s) and parent wait
     with intake_and_worker(redis_server.url, tmp_path_factory.mktemp("intake-turns"), CONFIG) as (intake, worker):
         for fixture in ("openai_v2_span_only.json", "openllmetry.json", "openlit.json", "langchain.json",
-                        "openai_v2_no_content.json"):
+                        "openai_v2_no_content.json", "pydantic_ai_crash.json"):
             sent[fixture] = replay(intake.url, fixture)
+        # an index build: a framework's chain over an embedding batch, no LLM call
+        post(intake.url, "/v1/traces", {"resourceSpans": [{
+            "resource": {"attributes": [{"key": "service.name", "value": {"stringValue": "indexer"}}]},
+            "scopeSpans": [{"spans": [
+                {**span(INDEX, "", "SentenceSplitter.__call__", {"openinference.span.kind": "CHAIN"}, time.time_ns()),
+                 "traceId": INDEX_TRACE},
+                {**span(EMBED, INDEX, "embed", {"openinference.span.kind": "EMBEDDING"}, time.time_ns()),
+                 "traceId": INDEX_TRACE}]}]}]})
         # a slow agent: its children settle (10 s), the worker waits for their parent instead of assembling them,
         # and the root comes more than 10 s after them
         [slow] = sent["slow"] = replay(intake.url, "openai_v2_slow_agent.json", slice(0, 1))
@@ -99,6 +108,7 @@ def scenario(redis_server, tmp_path_factory):
         wait_drained(redis_server.url, worker)
         assert client.zcard("vigil.intake.pending") == 0
     sent["intake_log"] = intake.output()
+    sent["worker_log"] = worker.output()
     store = connect(worker.dsn)
     yield sent, store
     store.close()
@@ -139,7 +149,8 @@ def test_the_tool_round_trip_keeps_its_call_result_and_session(scenario):
 
     assert (run["agent"], run["session_id"]) == ("support-bot", "sess-tl-1")
     assert json.loads(run["tool_calls_json"]) == [{"name": "get_return_window", "arguments": {"item": "kettle"},
-                                                   "result": "30 days", "error": None, "id": None}]
+                                                   "result": "30 days", "error": None, "id": "call_1"}]
+    # the tool span names no id: it is the LLM's tool call it ran (same name and arguments)
 
 
 def test_a_step_whose_answer_is_another_trace_is_counted_as_a_step_in_the_funnel(scenario):
@@ -216,3 +227,48 @@ def test_the_report_names_the_tool_steps_and_the_superseded_turns_per_agent(scen
     assert "default/late-bot: 0 tool step(s) whose answer was in another trace (counted, not turns); 1 turn(s) " \
            "superseded by a late root" in out.getvalue()
     assert "default/shop-agent: 1 tool step(s)" in out.getvalue()
+
+
+def test_a_run_that_failed_without_an_answer_is_stored_with_its_error_counted_and_never_scored(scenario):
+    sent, store = scenario
+
+    [run] = turns(store, sent["pydantic_ai_crash.json"])
+    scores = rows(store, "SELECT count() AS n FROM scores FINAL WHERE has({t:Array(String)}, trace_id)",
+                  t=sorted(sent["pydantic_ai_crash.json"]))
+    stages = rows(store, "SELECT DISTINCT stage FROM pipeline_events FINAL WHERE has({t:Array(String)}, trace_id) "
+                         "ORDER BY stage", t=sorted(sent["pydantic_ai_crash.json"]))
+
+    assert (run["question"], run["output"]) == ("What is the status of order A-1001?", "")
+    assert run["metadata"]["vigil.error"] == "ValueError: order database unreachable for A-1001"
+    assert scores == [{"n": 0}]
+    assert [s["stage"] for s in stages] == ["failed_run", "received"]
+
+
+def test_a_trace_with_genai_spans_and_no_llm_call_makes_no_turn_and_says_why(scenario):
+    sent, store = scenario
+
+    stages = rows(store, "SELECT DISTINCT agent, stage FROM pipeline_events FINAL WHERE trace_id = {t:String}",
+                  t=INDEX_TRACE)
+
+    assert turns(store, {INDEX_TRACE}) == []
+    assert stages == [{"agent": "indexer", "stage": "no_turn"}]
+    [line] = [json.loads(line) for line in sent["worker_log"].splitlines() if "made no turn" in line]
+    assert (line["agent"], line["why"]) == ("indexer", "no LLM call (its spans: chain)")
+
+
+def test_the_report_names_the_failed_runs_per_agent(scenario):
+    from io import StringIO
+
+    from rich.console import Console
+    from vigil.worker.report.build import build_report
+    from vigil.worker.report.text import render_tables
+
+    _, store = scenario
+    out = StringIO()
+
+    Console(file=out, width=300).print(render_tables(build_report(store)))
+
+    assert "default/support-bot: 1 run(s) failed without an answer (recorded with their error, never scored); " \
+           "0 trace(s) made no turn" in out.getvalue()
+    assert "default/indexer: 0 run(s) failed without an answer (recorded with their error, never scored); " \
+           "1 trace(s) made no turn" in out.getvalue()

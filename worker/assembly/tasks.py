@@ -22,6 +22,7 @@ from vigil.worker.assembly.sessions import (
     session_turns,
 )
 from vigil.worker.intake.settings import intake_settings
+from vigil.worker.logs import Every
 from vigil.worker.assembly.traces import (
     assembly_of,
     claim_due,
@@ -108,6 +109,9 @@ def assemble_traces() -> dict[str, int]:
                                                   mark_s=get_settings().turn_ttl_s)
                 rows["superseded"] += gone
                 rows["pipeline_events"] += events + _steps(trace_id, spans, result.steps)
+                if result.no_turn:
+                    rows["pipeline_events"] += _no_turn(trace_id, spans, result.no_turn,
+                                                        [m.name for m in rt.config.monitors if m.target == "turn"])
                 _warn_missing_content(result.turns)
             if batch:
                 app.send_task(INGEST_TASK, args=[batch], queue=INGEST_QUEUE)
@@ -135,6 +139,21 @@ def _steps(trace_id: str, spans: list[dict[str, Any]], steps: list[str]) -> list
     project = str(resource.get("vigil.project") or "default")[:128]
     return [PipelineEvent(project=project, agent=agent, stage="step", trace_id=trace_id, span_id=step)
             for step in steps]
+
+
+_no_turn_lines: dict[tuple[str, str], Every] = {}
+
+
+def _no_turn(trace_id: str, spans: list[dict[str, Any]], why: str, monitors: list[str]) -> list[PipelineEvent]:
+    """A ``no_turn`` stage (per turn monitor, so the agent's funnel row shows it) for a trace with GenAI spans that
+    made no turn, and a line saying why (one per agent and reason every ten minutes)."""
+    resource = next((s["resource"] for s in spans if s.get("resource")), {})
+    agent = str(resource.get("service.name") or "unknown")[:128]
+    project = str(resource.get("vigil.project") or "default")[:128]
+    if _no_turn_lines.setdefault((agent, why), Every(600))():
+        log.warning("a trace with GenAI spans made no turn", agent=agent, trace_id=trace_id, why=why)
+    return [PipelineEvent(project=project, agent=agent, monitor=monitor, stage="no_turn", trace_id=trace_id)
+            for monitor in monitors or [""]]
 
 
 _content_warned: set[str] = set()  # agents warned of missing content (once each per worker process)

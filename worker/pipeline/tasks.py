@@ -36,7 +36,7 @@ from vigil.schemas.rows import (
     score_row,
     trace_row,
 )
-from vigil.schemas.spans import CONTENT_METADATA, SETTING_METADATA
+from vigil.schemas.spans import CONTENT_METADATA, RUN_METADATA, SETTING_METADATA
 from vigil.worker.assembly import late, sessions
 from vigil.worker.judge.base import JudgePaused
 from vigil.worker.logs import Every
@@ -171,6 +171,8 @@ def _stage(turn: Turn, monitor: MonitorConfig, forced: set[tuple[str, str, str]]
     is_forced = (turn.trace_id, turn.span_id or "", monitor.name) in forced
     if turn.origin != "live":
         return _Stage(monitor, "probe")  # vigil's own traffic (the probe, its follow-ups): never sampled again
+    if turn.metadata.get(RUN_METADATA) == "failed":
+        return _Stage(monitor, "failed_run")  # no answer to judge: counted, never scored (never a 0)
     if not matches(turn, monitor.filters):
         return _Stage(monitor, "filtered")
     due = sampled(turn.trace_id, monitor.sampling_rate)
@@ -230,6 +232,8 @@ def _fan_out(rt: Runtime, rows: dict[str, list[BaseModel]], decisions: list[_Dec
 def ingest(self, batch: Any) -> dict[str, int]:
     """Validate each turn, store its row, and fan out one score task per turn naming the monitors that sample it.
     A turn of vigil's own traffic (origin ``probe`` or ``follow_up``) is stored but never sampled: stage ``probe``.
+    A failed run (``metadata["vigil.run"] == "failed"``: it ended in error without an answer) is stored and counted,
+    stage ``failed_run``, and never scored: there is no answer to judge, and it is not a 0.
     Beyond the score queue's bound, sampled turns are shed (stage ``shed``, ``vigil.worker.pipeline.shedding``); while
     the write queue is at its byte budget the batch waits, then goes back on its queue
     (``vigil.worker.pipeline.backpressure``). The steps: check, decide per monitor, shed, fan out."""
@@ -251,6 +255,9 @@ def ingest(self, batch: Any) -> dict[str, int]:
         _shed(decision, fraction)
         events.append(_event(decision.turn, "", "received"))
         rt.telemetry.stage(monitor="", stage="received")
+        if decision.turn.metadata.get(RUN_METADATA) == "failed":
+            events.append(_event(decision.turn, "", "failed_run"))
+            rt.telemetry.stage(monitor="", stage="failed_run")
         for s in decision.stages:
             events.append(_event(decision.turn, s.monitor.name, s.stage))
             rt.telemetry.stage(monitor=s.monitor.name, stage=s.stage)

@@ -87,6 +87,8 @@ class FunnelRow(BaseModel):
     received: int = 0
     steps: int = 0  # LLM calls that only asked for a tool, their answer in another trace: never turns
     superseded: int = 0  # turns a later assembly of their trace replaced (a late root), removed with their scores
+    failed_runs: int = 0  # agent runs that ended in error without an answer: recorded, never scored
+    no_turn: int = 0  # traces with GenAI spans that made no turn (no LLM call, no known convention)
     filtered: int = 0
     skipped: int = 0
     probe: int = 0  # vigil's own traffic (probe follow-ups), never sampled

@@ -177,6 +177,11 @@ def render_tables(report: Report) -> Group:
     for (project, agent), (steps, superseded) in sorted(assembled.items()):
         parts.append(Text(f"{project}/{agent}: {steps} tool step(s) whose answer was in another trace (counted, not "
                           f"turns); {superseded} turn(s) superseded by a late root (removed with their scores)"))
+    unanswered = {(f.project, f.agent): (f.failed_runs, f.no_turn) for f in report.funnel if f.failed_runs or f.no_turn}
+    for (project, agent), (failed, none) in sorted(unanswered.items()):
+        parts.append(Text(f"{project}/{agent}: {failed} run(s) failed without an answer (recorded with their error, "
+                          f"never scored); {none} trace(s) made no turn (the worker's log says why)",
+                          style="bold" if failed else ""))
     if not report.monitor_names():
         parts.append(Text("no scores in this range"))
     for monitor in report.monitor_names():

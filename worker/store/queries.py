@@ -219,6 +219,8 @@ SELECT e.project AS project, e.agent AS agent, e.monitor AS monitor,
        any(r.received) AS received,
        any(r.steps) AS steps,
        any(r.superseded) AS superseded,
+       any(r.failed_runs) AS failed_runs,
+       any(r.no_turn) AS no_turn,
        uniqExactIf(e.trace_id, e.span_id, e.stage = 'filtered') AS filtered,
        uniqExactIf(e.trace_id, e.span_id, e.stage = 'skipped') AS skipped,
        uniqExactIf(e.trace_id, e.span_id, e.stage = 'probe') AS probe,
@@ -237,9 +239,11 @@ LEFT JOIN ({_LOST}) AS l ON l.project = e.project AND l.agent = e.agent AND l.mo
 LEFT JOIN (
     SELECT project, agent, uniqExactIf(trace_id, span_id, stage = 'received') AS received,
            uniqExactIf(trace_id, span_id, stage = 'step') AS steps,
-           uniqExactIf(trace_id, span_id, stage = 'superseded') AS superseded
+           uniqExactIf(trace_id, span_id, stage = 'superseded') AS superseded,
+           uniqExactIf(trace_id, span_id, stage = 'failed_run') AS failed_runs,
+           uniqExactIf(trace_id, span_id, stage = 'no_turn') AS no_turn
     FROM pipeline_events
-    WHERE stage IN ('received', 'step', 'superseded') AND $__timeFilter(event_time)
+    WHERE stage IN ('received', 'step', 'superseded', 'failed_run', 'no_turn') AND $__timeFilter(event_time)
     GROUP BY project, agent
 ) AS r ON r.project = e.project AND r.agent = e.agent
 LEFT JOIN (
@@ -252,12 +256,14 @@ LEFT JOIN (
 WHERE e.monitor != '' AND $__timeFilter(e.event_time) AND {_vars("project", "agent", "monitor", alias="e.")}
 GROUP BY project, agent, monitor
 ORDER BY monitor, agent""",
-        ("project", "agent", "monitor", "received", "steps", "superseded", "filtered", "skipped", "probe", "shed",
-         "budget", "sampled", "scored", "abstained", "unscored", "failed", "coverage", "lost",
+        ("project", "agent", "monitor", "received", "steps", "superseded", "failed_runs", "no_turn", "filtered",
+         "skipped", "probe", "shed", "budget", "sampled", "scored", "abstained", "unscored", "failed", "coverage", "lost",
          "dead_lettered"),
         "Distinct turns (trace, span) per stage, exact under redelivery. steps: LLM calls that only asked for a "
         "tool and that no call of their trace answered (each call its own trace), never scored. superseded: turns a "
-        "later assembly of their trace replaced (a late root), removed with their scores. probe: vigil's own traffic (probe "
+        "later assembly of their trace replaced (a late root), removed with their scores. failed_runs: agent runs that "
+        "ended in error without an answer, recorded with their error and never scored. no_turn: traces with GenAI "
+        "spans that made no turn (no LLM call, or no known convention; the worker logs why). probe: vigil's own traffic (probe "
         "follow-ups), never sampled. shed: sampled turns not scored because the score queue was over its bound "
         "(VIGIL_SCORE_QUEUE_MAX). budget: turns the monitor's rate chose but its judge budget did not (paced "
         "down to keep the day's spend under it, or paused at it). coverage = (scored + abstained) / sampled: turns that got a verdict. "
