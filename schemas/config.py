@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from vigil.schemas.user_scorers import UserScorerSpec
 
 __all__ = [
-    "BUILTIN_SCORERS", "AlertRule", "AlwaysSample", "Budget", "JudgeConfig", "MonitorConfig", "MonitorFilter",
+    "BUILTIN_SCORERS", "AlertRule", "AlwaysSample", "AnchorSet", "Budget", "JudgeConfig", "MonitorConfig", "MonitorFilter",
     "ReviewerConfig", "VigilConfig", "interpolate_env", "load_config",
 ]
 
@@ -99,6 +99,15 @@ class Budget(_Config):
         return self
 
 
+class AnchorSet(_Config):
+    """Labelled turns the monitor's judge re-scores every ``every_minutes`` (a ``vigil review export`` or any
+    ``vigil eval`` JSON-lines file), so an alert can tell the judge's drift from the agent's
+    (``vigil.worker.alerts.anchors``)."""
+
+    dataset: str = Field(min_length=1)
+    every_minutes: int = Field(default=60, gt=0)
+
+
 class MonitorConfig(_Config):
     """One scorer watching a sample of the turns: a built-in one (``BUILTIN_SCORERS``) or one of the config's
     ``scorers:``. ``judge`` is needed when the scorer calls one (the built-ins and ``llm_judge`` rubrics)."""
@@ -115,6 +124,7 @@ class MonitorConfig(_Config):
     # turn for VIGIL_SESSION_IDLE_S (sampled on the session id; the filters look at its first turn)
     target: Literal["turn", "session"] = "turn"
     budget: Budget | None = None  # judge spend per UTC day: the sampling rate is paced to keep under it
+    anchors: AnchorSet | None = None  # labelled turns re-scored on a schedule: judge drift told from agent drift
 
     @model_validator(mode="after")
     def _session_scorer(self) -> MonitorConfig:

@@ -9,12 +9,13 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from clickhouse_connect.driver.client import Client
 from opentelemetry import trace
 from vigil.schemas import AlertRule, VigilConfig
+from vigil.worker.alerts import anchors
 from vigil.worker.alerts.decide import (
     agreement_verdict,
     coverage_verdict,
@@ -173,6 +174,9 @@ def evaluate(
             if event is not None and event.action != "resolved" and verdict.subject in watched and verdict.since:
                 event = event.blamed(segments(client, verdict.subject.monitor, watched[verdict.subject].version,
                                               verdict.since, now))
+            if event is not None and event.action != "resolved" and rule.kind == "regression" and event.monitor:
+                since = verdict.since or now - timedelta(minutes=rule.window_minutes)
+                event = event.attributed(anchors.attribute(client, event.monitor, since, now))
             outcomes.append(Outcome(rule=rule, verdict=verdict, event=event))
     return outcomes
 

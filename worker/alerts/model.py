@@ -120,6 +120,13 @@ class AlertEvent(BaseModel):
         event = self.model_copy(update={"segments": blame.segments, "agents": blame.agents})
         return event.model_copy(update={"message": say(event)})
 
+    def attributed(self, found: Any) -> AlertEvent:
+        """This event with what its monitor's anchor set says of the cause (``vigil.worker.alerts.anchors``) at
+        the end of its sentence; unchanged when the anchors cannot say."""
+        if found is None:
+            return self
+        return self.model_copy(update={"message": f"{self.message}; {found.sentence()}"})
+
     def text(self, *, slack: bool = True) -> str:
         """The sentence after what happened (fired, still firing, resolved). ``slack``: with Slack's emoji (the
         webhook's); without: plain words for a terminal."""

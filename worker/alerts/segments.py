@@ -122,7 +122,8 @@ def count_segments(scores: Sequence[float], dimensions: Sequence[Mapping[str, An
 
 
 # Counts per (key, value) of a monitor's scores since the change and in the day before it, the turn's dimensions
-# read from its stored trace: project, agent, environment, model, each tag, each metadata key. The row with an
+# read from its stored trace: project, agent, environment, model, each tag, each metadata key; and the judge's
+# model from the score itself (a judge model that changed is a segment like any other). The row with an
 # empty key is the total. Bound server-side.
 SEGMENT_QUERY = """
 SELECT dim.1 AS key, dim.2 AS value,
@@ -132,10 +133,11 @@ FROM (
     SELECT s.x AS x, s.recent AS recent,
            arrayConcat([('', ''), ('project', s.project), ('agent', s.agent), ('environment', s.environment)],
                         if(t.model != '', [('model', t.model)], []),
+                        if(s.judge_model != '', [('judge_model', s.judge_model)], []),
                         arrayMap(tag -> ('tag', tag), t.tags),
                         arrayMap((k, v) -> (k, v), mapKeys(t.metadata), mapValues(t.metadata))) AS dims
     FROM (
-        SELECT trace_id, project, agent, environment, score / if(scale > 0, scale, 1) AS x,
+        SELECT trace_id, project, agent, environment, judge_model, score / if(scale > 0, scale, 1) AS x,
                trace_time >= {since:DateTime64(3)} AS recent
         FROM scores FINAL
         WHERE monitor = {monitor:String} AND scorer_version = {version:String} AND status = 'scored'

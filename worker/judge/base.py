@@ -39,11 +39,15 @@ class CallContext:
     scorer_version: str = ""
     trace_id: str = ""
     origin: Origin = "live"
+    fresh_run: str = ""  # an anchor run's id: its calls key the reply cache apart, so a cached reply never hides a
+    # judge that changed (``vigil.worker.alerts.anchors``)
 
     @property
     def cache_tag(self) -> str:
-        """What the reply cache adds to its key: the scorer and its version ("" without a scorer)."""
-        return f"{self.scorer}@{self.scorer_version}" if self.scorer else ""
+        """What the reply cache adds to its key: the scorer and its version ("" without a scorer), and the anchor
+        run it is for."""
+        tag = f"{self.scorer}@{self.scorer_version}" if self.scorer else ""
+        return f"{tag}#{self.fresh_run}" if self.fresh_run else tag
 
     @property
     def agent_origin(self) -> Origin:

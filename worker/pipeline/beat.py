@@ -36,8 +36,10 @@ def claim_check(client, interval_s: float) -> bool:
 
 
 def run_claimed_check() -> int:
-    """The check, in a writer process, if this interval is still unclaimed: the number of alert events."""
+    """The check, in a writer process, if this interval is still unclaimed: the number of alert events. Then the
+    anchor sets that are due (``vigil.worker.alerts.anchors``), each claimed on its own schedule."""
     from vigil.worker.alerts import check_alerts
+    from vigil.worker.alerts.anchors import run_due
     from vigil.worker.pipeline.runtime import runtime
     from vigil.worker.sinks.writer import current_writer
 
@@ -51,7 +53,15 @@ def run_claimed_check() -> int:
     with writer.lock:
         events = check_alerts(writer.store, monitor_config(), now=datetime.now(UTC),
                               paused_judges=lambda: _paused(rt.redis))
+    run_due(rt, lambda rows: _insert_anchor_rows(writer, rows), monitor_config())  # judged outside the lock
     return len(events)
+
+
+def _insert_anchor_rows(writer, rows: list[list]) -> None:
+    from vigil.worker.alerts.anchors import ANCHOR_COLUMNS
+
+    with writer.lock:
+        writer.store.insert("anchor_scores", rows, column_names=list(ANCHOR_COLUMNS))
 
 
 @app.task(name="vigil.check_alerts", ignore_result=True)

@@ -38,7 +38,7 @@ import redis
 from vigil.schemas import MonitorConfig, Score
 from vigil.schemas.config import Budget, VigilConfig
 
-__all__ = ["BudgetLine", "Pace", "Spend", "both", "count", "current", "forecast", "lines", "pace", "paces", "read_spend", "record", "take",
+__all__ = ["BudgetLine", "Pace", "Spend", "both", "count", "current", "forecast", "lines", "pace", "paces", "read_spend", "record", "spend", "take",
            "weighted_mean"]
 
 DAY_S = 86_400
@@ -242,6 +242,18 @@ def record(client: redis.Redis, scores: Iterable[Score], now: float) -> None:
     if rows:
         pipe.expire(key, 3 * DAY_S)
         pipe.execute()
+
+
+def spend(client: redis.Redis, monitor: str, *, usd: float, tokens: int, turns: int, now: float) -> None:
+    """Add spend that is not a live turn's score (an anchor run) to today's ledger; ``turns`` it stands for."""
+    key, pipe = day_key(now), client.pipeline(transaction=False)
+    pipe.hincrbyfloat(key, f"usd|{monitor}", usd)
+    pipe.hincrby(key, f"tokens|{monitor}", tokens)
+    if turns:
+        pipe.hincrby(key, f"admitted|{monitor}", turns)
+        pipe.hincrby(key, f"done|{monitor}", turns)
+    pipe.expire(key, 3 * DAY_S)
+    pipe.execute()
 
 
 def weighted_mean(scores: Iterable[tuple[float, float]]) -> tuple[float, float] | None:
