@@ -43,6 +43,25 @@ class _Process:
     def output(self) -> str:
         return self.log.read_text(errors="replace")
 
+    def _serving(self, command: list[str], url: str, timeout: float, *, any_status: bool = False) -> None:
+        """Start ``vigil COMMAND`` and return once ``url`` answers 2xx (``any_status``: any HTTP answer at all)."""
+        with open(self.log, "ab") as out:
+            self.process = subprocess.Popen([sys.executable, "-m", "vigil.worker", *command], env=self.env,
+                                            stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                with urllib.request.urlopen(url, timeout=1):
+                    return
+            except urllib.error.HTTPError:
+                if any_status:
+                    return
+            except OSError:
+                pass
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                raise AssertionError(f"vigil {command[0]} did not start:\n{self.output()}") from None
+            time.sleep(0.05)
+
 
 class WorkerProcess(_Process):
     """A `vigil worker` subprocess with its writer; chDB under ``home`` (read it only after ``stop``)."""
@@ -91,19 +110,8 @@ class IntakeProcess(_Process):
 
     def start(self, *args: str, timeout: float = 30) -> IntakeProcess:
         """``vigil intake --port PORT ARGS``, once it answers ``/healthz``."""
-        with open(self.log, "ab") as out:
-            self.process = subprocess.Popen([sys.executable, "-m", "vigil.worker", "intake", "--port", str(self.port),
-                                             *args], env=self.env, stdout=out, stderr=subprocess.STDOUT,
-                                            start_new_session=True)
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                with urllib.request.urlopen(f"{self.url}/healthz", timeout=1):
-                    return self
-            except OSError:
-                if self.process.poll() is not None or time.monotonic() > deadline:
-                    raise AssertionError(f"vigil intake did not start:\n{self.output()}") from None
-                time.sleep(0.05)
+        self._serving(["intake", "--port", str(self.port), *args], f"{self.url}/healthz", timeout)
+        return self
 
 
 class ReviewProcess(_Process):
@@ -123,21 +131,9 @@ class ReviewProcess(_Process):
 
     def start(self, *args: str, timeout: float = 60) -> ReviewProcess:
         """``vigil review --port PORT --dsn DSN ARGS``, once its page answers (a 401 included)."""
-        with open(self.log, "ab") as out:
-            self.process = subprocess.Popen([sys.executable, "-m", "vigil.worker", "review", "--port", str(self.port),
-                                             "--dsn", self.dsn, *args], env=self.env, stdout=out,
-                                            stderr=subprocess.STDOUT, start_new_session=True)
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                with urllib.request.urlopen(self.url, timeout=1):
-                    return self
-            except urllib.error.HTTPError:
-                return self  # it answers: a token is asked for
-            except OSError:
-                if self.process.poll() is not None or time.monotonic() > deadline:
-                    raise AssertionError(f"vigil review did not start:\n{self.output()}") from None
-                time.sleep(0.05)
+        self._serving(["review", "--port", str(self.port), "--dsn", self.dsn, *args], self.url, timeout,
+                      any_status=True)
+        return self
 
 
 @contextmanager

@@ -123,6 +123,8 @@ class ReviewApp:
             self._send(request, 400, {"error": problems(exc)})
         except (ValueError, LookupError) as exc:
             self._send(request, 404 if isinstance(exc, LookupError) else 400, {"error": str(exc)})
+        except (BrokenPipeError, ConnectionResetError):
+            raise  # the browser went away while it was answered: nothing failed here, nobody to tell
         except Exception as exc:  # noqa: BLE001 (the store or the broker went away: say so, keep serving)
             log.warning("review request failed", path=url.path, error=" ".join(str(exc).split())[:300])
             self._send(request, 503, {"error": " ".join(str(exc).split())[:300]})
