@@ -22,7 +22,7 @@ from uuid import UUID
 
 from opentelemetry.trace import SpanContext
 from pydantic import BaseModel
-from vigil.schemas.trace import WIRE_VERSION
+from vigil.schemas.trace import RELEASE_KEY, WIRE_VERSION
 
 __all__ = ["Unserializable", "output_text", "to_wire"]
 
@@ -31,8 +31,10 @@ class Unserializable(ValueError):
     """A captured value that is not JSON data; the message names its path and type."""
 
 
-def to_wire(payload: Any, at: float, span: SpanContext | None, defaults: Mapping[str, str]) -> dict[str, Any]:
-    """The wire dict for one captured ``payload`` (a mapping, a pydantic model or a zero-argument builder)."""
+def to_wire(payload: Any, at: float, span: SpanContext | None, defaults: Mapping[str, str], *,
+            release: str | None = None) -> dict[str, Any]:
+    """The wire dict for one captured ``payload`` (a mapping, a pydantic model or a zero-argument builder);
+    ``release`` goes in ``metadata[RELEASE_KEY]`` unless the turn says its own."""
     if callable(payload) and not isinstance(payload, (Mapping, BaseModel)):
         payload = payload()
     if isinstance(payload, BaseModel):
@@ -51,6 +53,10 @@ def to_wire(payload: Any, at: float, span: SpanContext | None, defaults: Mapping
         turn["tags"] = [_text(tag) for tag in turn["tags"]]
     for key, value in defaults.items():
         turn.setdefault(key, value)
+    if release is not None:
+        metadata = turn.get("metadata")
+        if metadata is None or isinstance(metadata, dict):
+            turn["metadata"] = {RELEASE_KEY: release, **(metadata or {})}
     turn.setdefault("schema_version", WIRE_VERSION)  # a worker on an older contract ignores fields it does not know
     if "trace_id" not in turn:
         if span is not None and span.is_valid:

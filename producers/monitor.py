@@ -77,6 +77,8 @@ class MonitorSettings(BaseSettings):
     project: str = "default"
     agent: str = "agent"
     environment: str = UNLABELLED  # VIGIL_ENVIRONMENT; unset: "unlabelled", never taken for production
+    release: str | None = Field(default=None, description="VIGIL_RELEASE: the agent's version, metadata['release'] "
+                                                          "of every turn that does not say its own")
     max_queue: int = Field(default=10_000, ge=1)
     max_queue_bytes: int = Field(default=64 * 2**20, ge=1, description="estimated bytes of the turns held in memory")
     batch_size: int = Field(default=256, ge=1)
@@ -177,6 +179,7 @@ class Monitor:
                                                        max_message_bytes=s.max_message_bytes)
         self._backoff = {"initial": s.backoff_initial, "maximum": s.backoff_max}
         self._defaults = {"project": s.project, "agent": s.agent, "environment": s.environment}
+        self._release = s.release
         self._max_queue, self._max_queue_bytes, self._batch_size = s.max_queue, s.max_queue_bytes, s.batch_size
         self._closed = False
         self._start(Spool(s.resolved_spool_path(), s.spool_max_bytes))
@@ -428,7 +431,7 @@ class Monitor:
                 if isinstance(payload, list):  # a deferred builder made any number of turns (a whole trace)
                     with self._lock:
                         self._captured += len(payload) - 1
-                turns = [to_wire(p, at, span, self._defaults) for p in (payload if isinstance(payload, list)
+                turns = [to_wire(p, at, span, self._defaults, release=self._release) for p in (payload if isinstance(payload, list)
                                                                          else [payload])]
             except Exception as exc:  # noqa: BLE001 - a builder may raise anything
                 reason = str(exc) if isinstance(exc, Unserializable) else f"building the turn failed: {exc!r}"

@@ -79,14 +79,15 @@ from typing import Any, NotRequired, TypedDict
 
 from vigil.schemas import conventions
 from vigil.schemas.conventions.genai import INPUT_EVENTS
-from vigil.schemas.trace import ORIGIN_ATTRIBUTE, ORIGINS
+from vigil.schemas.trace import ORIGIN_ATTRIBUTE, ORIGINS, RELEASE_KEY, RELEASE_RESOURCE
 
 __all__ = ["BOOKKEEPING_METADATA", "CONTENT_EVENTS", "CONTENT_METADATA", "DETAILS_EVENT", "ERROR_METADATA",
            "RESOURCE_KEYS", "RUN_METADATA", "SETTING_METADATA", "Assembly", "SpanEvent", "SpanRecord", "assemble",
            "assembly", "attach_logs", "is_bookkeeping", "is_genai", "log_record", "waiting_for_parent"]
 
 # The resource attributes assembly reads; a receiver may keep only these.
-RESOURCE_KEYS = frozenset({"service.name", "deployment.environment.name", "deployment.environment", "vigil.project"})
+RESOURCE_KEYS = frozenset({"service.name", "service.version", "deployment.environment.name", "deployment.environment",
+                           "vigil.project"})
 
 # vigil's own bookkeeping in a turn's metadata: how the turn was assembled (``_metadata`` below), not what the traffic
 # is. Never a segment an alert blames or a comparison splits by; with every ``vigil.`` key, the one list of them.
@@ -602,6 +603,9 @@ class _Trace:
         metadata: dict[str, str] = {}
         for span in reversed(everyone):  # the root's say wins
             metadata.update(conventions.identity(span["attributes"])["metadata"])
+        resource = next((s["resource"] for s in everyone if s.get("resource")), {})
+        if resource.get(RELEASE_RESOURCE) not in (None, "") and RELEASE_KEY not in metadata:
+            metadata[RELEASE_KEY] = str(resource[RELEASE_RESOURCE])
         if root["name"]:
             metadata["span_name"] = root["name"]
         attrs = root["attributes"]

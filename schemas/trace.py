@@ -32,6 +32,7 @@ __all__ = [
     "ORIGIN_ATTRIBUTE",
     "ORIGIN_HEADER",
     "ORIGIN_METADATA_KEY",
+    "RELEASE_KEY",
     "UNLABELLED",
     "WIRE_VERSION",
     "ContextDoc",
@@ -49,6 +50,11 @@ ORIGINS: tuple[str, ...] = ("live", "probe", "follow_up")
 ORIGIN_HEADER = "X-Vigil-Origin"  # the HTTP header vigil's own calls to an agent carry; agents pass it to capture()
 ORIGIN_METADATA_KEY = "vigil_origin"  # the same, in the OpenAI request's ``metadata``
 ORIGIN_ATTRIBUTE = "vigil.origin"  # the same, as a span attribute (read by the span processor and vigil intake)
+# The agent's release (a version, a deploy): a metadata key like any other, so it is a segment alerts blame and
+# ``vigil compare --by release`` splits by. Set by the SDK's ``release=`` (VIGIL_RELEASE) or, over OpenTelemetry, by
+# the resource's ``service.version``; a turn's own metadata says it first.
+RELEASE_KEY = "release"
+RELEASE_RESOURCE = "service.version"
 
 
 class _Strict(BaseModel):
