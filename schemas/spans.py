@@ -33,14 +33,19 @@ says why a trace made none, for the funnel and the log line.
 - *question*: the user's own words, the last user message with text in the run's conversation. A message made only
   of tool results is a tool message whatever role it carries (``conventions._parse.message``).
 - *the root's input and output* count only when they are evidence of those words: text, a message list, an object
-  with a known key. A framework's state, keyword arguments or a Python repr say nothing (the conventions return no
-  message for them), and the LLM calls are read instead: the conversation of the first call, or of the answering
-  call when it extends the first's (so the assistant's tool calls and ``tool_call_id`` are kept).
-- *answer*: the run's final assistant text, the last LLM call that answers (not only tool calls). A model that hands
-  in its answer through a final-answer tool (``final_answer``, ``final_result``) answered: that is the text.
+  with a known key (``question``, ``input``, ``task`` ...). A framework's state, keyword arguments or a Python repr
+  say nothing (the conventions return no message for them). The root's user text counts only where the LLM calls'
+  user words contain it (a framework wraps them: ``New task:\n…``, a prompt template) or they carry none. Else the
+  LLM calls are read: the conversation of the first call, or of the answering call when it extends the first's (so
+  the assistant's tool calls and ``tool_call_id`` are kept).
+- *answer*: the run's final assistant text: the last assistant message with text of the root's output, else of the
+  last LLM call that answers (has assistant text; a step asks only for tools, a failed call says nothing). A model
+  that hands in its answer through a final-answer tool (``final_answer``, ``final_result``) answered: that is the
+  text.
 - *tool calls*: the tool spans' calls (no tool above them in the run; a final-answer tool is none), in start order,
-  with the call's own arguments (the span's input, or the LLM's tool call; never the tool's parameter schema), ids
-  paired with the LLM's tool calls by name and arguments, results, and errors from the span status, an ``exception``
+  with the call's own arguments (the LLM's tool call it ran, else the span's input unwrapped from a Python call's
+  ``args`` / ``kwargs`` packaging; never the tool's parameter schema), ids paired with the LLM's tool calls by name
+  and arguments, results (a serialized tool message is its content), and errors from the span status, an ``exception``
   event (``exception.type``: ``exception.message``) or ``error.type``; with no tool spans, the calls the LLM calls
   asked for, with the results the tool messages give them (by ``tool_call_id``).
 - *usage*: the run's, summed over its LLM calls (no LLM above them in the run), else the root's stated totals; never
@@ -439,22 +444,27 @@ class _Trace:
         members = sorted(group.members, key=lambda s: (s["start"], s["end"]))
         llms = [s for s in ([root] if self.kind(root) == "llm" else []) + members if self.kind(s) == "llm"]
         llms.sort(key=lambda s: (s["start"], s["end"]))
-        answering = [s for s in llms if not self.is_step(s)]
+        answering = [s for s in llms if self.answers(s)]
         last_answer = max(answering, key=lambda s: s["end"]) if answering else None
         root_in, root_out, root_system = self.io(root) if self.kind(root) != "llm" else ([], [], "")
-        if not any(m["role"] == "user" and m["content"] for m in root_in):
-            root_in = []  # no user words in it: the LLM calls say what was asked
+        if not self._words_of(root_in, llms):
+            root_in = []  # not evidence of the user's words: the LLM calls say what was asked
         failure = None
         if last_answer is None and not root_out:
             failure = self._failure(root, members)
-            if failure is None:
+            # content capture off: no call carries any text; the last call that is no step stands for the answer
+            silent = llms and not any(m["content"] for s in llms for m in (*self.io(s)[0], *self.io(s)[1]))
+            if failure is None and silent and (non_steps := [s for s in llms if not self.is_step(s)]):
+                last_answer = non_steps[-1]
+            elif failure is None:
                 steps.extend(s["span_id"] for s in llms)  # only steps so far: the answer has not arrived (or never)
                 return None
         input_messages = root_in or self._conversation(llms, last_answer)
         output_messages = root_out or (self.io(last_answer)[1] if last_answer is not None else [])
         system = root_system or (self.io(last_answer)[2] if last_answer is not None else "") or (
             self.io(llms[-1])[2] if llms else "")
-        output = "\n".join(m["content"] for m in output_messages if m["role"] == "assistant" and m["content"])
+        output = next((m["content"] for m in reversed(output_messages) if m["role"] == "assistant" and m["content"]),
+                      "")  # the final assistant text
         if not input_messages and not output and not llms and failure is None:
             return None
         everyone = [root, *members]
@@ -497,6 +507,20 @@ class _Trace:
             turn["tool_calls"] = tools
         turn["metadata"] = metadata
         return turn
+
+    def answers(self, llm: SpanRecord) -> bool:
+        """An LLM call whose output has assistant text: an answer (a step asks only for tools, a failed call says
+        nothing)."""
+        return any(m["role"] == "assistant" and m["content"] for m in self.io(llm)[1])
+
+    def _words_of(self, root_in: list[conventions.Msg], llms: list[SpanRecord]) -> bool:
+        """Whether a root's input is evidence of the user's words: it has user text, and where the LLM calls carry
+        user text, theirs contains it (a framework wraps the words: ``New task:\n…``, a prompt template)."""
+        said = next((m["content"] for m in reversed(root_in) if m["role"] == "user" and m["content"]), "")
+        if not said:
+            return False
+        asked = [m["content"] for llm in llms for m in self.io(llm)[0] if m["role"] == "user" and m["content"]]
+        return not asked or any(said.strip() in words for words in asked)
 
     def _failure(self, root: SpanRecord, members: list[SpanRecord]) -> str | None:
         """Why a run with no answer failed: its root's error, else the last error among its spans; ``None`` when
@@ -565,7 +589,7 @@ class _Trace:
         spans = [call for call in spans if not conventions.is_final_tool(call["name"])]
         if spans:
             return _paired(spans, asked)
-        results = {m["tool_call_id"]: m["content"] for llm in llms for m in self.io(llm)[0]
+        results = {m["tool_call_id"]: conventions.result_text(m["content"]) for llm in llms for m in self.io(llm)[0]
                    if m["role"] == "tool" and m.get("tool_call_id")}
         calls, seen = [], set()
         for call in asked:
@@ -632,7 +656,8 @@ class _Group:
 
 def _paired(spans: list[dict[str, Any]], asked: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Tool spans' calls with the id of the LLM's tool call each one ran (same name and arguments, else the next
-    unpaired call of that name), where the span did not say it; and the LLM's arguments where the span had none."""
+    unpaired call of that name), where the span did not say it; the arguments are then the ones the model asked
+    for (a span may hold the framework's packaging of them)."""
     free = [call for call in asked if call.get("id")]
     taken = {call["id"] for call in spans if call.get("id")}
     free = [call for call in free if call["id"] not in taken]
@@ -644,7 +669,7 @@ def _paired(spans: list[dict[str, Any]], asked: list[dict[str, Any]]) -> list[di
         if match is not None:
             free.remove(match)
             call["id"] = match["id"]
-            if not call["arguments"]:
+            if match["arguments"]:  # what the model asked for: the call's own arguments
                 call["arguments"] = match["arguments"]
     return spans
 

@@ -22,10 +22,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from . import genai, openinference, openlit, openllmetry, pydantic_ai, vercel
-from ._parse import Io, Msg, hand_in, is_final_tool, text
+from ._parse import Io, Msg, hand_in, is_final_tool, result_text, text
 
 __all__ = ["MAPPERS", "Io", "Msg", "content_setting", "documents", "error", "explain_kind", "identity", "io",
-           "io_sources", "is_final_tool", "kind", "stated_usage", "tool", "usage"]
+           "io_sources", "is_final_tool", "kind", "result_text", "stated_usage", "tool", "usage"]
 
 _SERVER_KINDS = (2, 5)  # OTLP SPAN_KIND_SERVER, SPAN_KIND_CONSUMER: a request or a message handled
 # (name, the attribute it decides a kind on, its kind function), in priority order

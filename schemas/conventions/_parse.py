@@ -3,13 +3,14 @@ or may not be JSON, ``prefix.N.rest`` attribute groups, roles by their many name
 
 from __future__ import annotations
 
+import ast
 import json
 import re
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["Io", "Msg", "final_text", "hand_in", "indexed", "is_final_tool", "is_repr", "json_value", "message", "msg", "role",
-           "text", "tool_call"]
+__all__ = ["Io", "Msg", "call_arguments", "final_text", "hand_in", "indexed", "is_final_tool", "is_repr", "json_value", "message", "msg", "result_text",
+           "role", "text", "tool_call"]
 
 Msg = dict[str, Any]  # {"role", "content", "tool_calls": [{"name", "arguments", "id"?}], "tool_call_id"?}
 Io = tuple[list[Msg], list[Msg], str]  # (input messages, output messages, system instructions) of one span
@@ -27,9 +28,19 @@ def msg(role_: str, content: str, tool_calls: list[dict[str, Any]] | None = None
     return out
 
 
+def call_arguments(value: Any) -> Any:
+    """A tool's arguments as the call named them: a Python call's packaging (``{"args": [...], "kwargs": {...}}``,
+    with the framework's own flags beside them) is unwrapped to its keyword arguments (or its one object
+    argument)."""
+    if isinstance(value, dict) and isinstance(value.get("kwargs"), dict) and not isinstance(value.get("args"), str):
+        objects = [a for a in value.get("args") or [] if isinstance(a, dict)]
+        return {**(objects[0] if len(objects) == 1 else {}), **value["kwargs"]}
+    return value
+
+
 def tool_call(name: Any, arguments: Any, call_id: Any = None) -> dict[str, Any]:
     """A requested tool call: its name, its arguments as an object (JSON text is read), its id when it has one."""
-    parsed = json_value(arguments)
+    parsed = call_arguments(json_value(arguments))
     call: dict[str, Any] = {"name": str(name or ""), "arguments": parsed if isinstance(parsed, dict) else {}}
     if call_id not in (None, ""):
         call["id"] = str(call_id)
@@ -64,6 +75,7 @@ def message(raw: Any, default_role: str) -> Msg:
     ``function_response`` parts): it is never the user's words."""
     if not isinstance(raw, dict):
         return msg(default_role, text(raw))
+    raw = _unpacked(raw)
     texts, calls, results = [], [], []
     call_id = raw.get("tool_call_id") or raw.get("toolCallId")
     content = raw.get("content")
@@ -95,6 +107,45 @@ def message(raw: Any, default_role: str) -> Msg:
     if results and not texts and not calls:
         role_ = "tool"
     return msg(role_, "\n".join(texts or results), calls, call_id)
+
+
+_LC_CLASSES = {"HumanMessage": "user", "AIMessage": "assistant", "ToolMessage": "tool", "SystemMessage": "system",
+               "AIMessageChunk": "assistant", "FunctionMessage": "tool", "ChatMessage": "user"}
+
+
+def _unpacked(raw: dict[str, Any]) -> dict[str, Any]:
+    """A serialized message (LangChain's ``{"type": "ai", "data": {...}}`` or ``{"lc": 1, "id": [..., "AIMessage"],
+    "kwargs": {...}}``) as the plain message it holds."""
+    if "role" in raw:
+        return raw
+    if isinstance(raw.get("data"), dict) and isinstance(raw.get("type"), str):
+        return {"role": raw["type"], **raw["data"]}
+    if isinstance(raw.get("kwargs"), dict) and isinstance(raw.get("id"), list) and raw["id"]:
+        return {"role": _LC_CLASSES.get(str(raw["id"][-1]), "user"), **raw["kwargs"]}
+    if raw.get("type") in ("human", "ai", "tool", "system") and "content" in raw:
+        return {"role": raw["type"], **raw}
+    return raw
+
+
+def result_text(value: Any) -> str:
+    """A tool's result as text: a serialized tool message is its content, content blocks their text; a Python literal of a list or object
+    (how some instrumentations print what a tool returned) is written as JSON."""
+    parsed = json_value(value)
+    if isinstance(parsed, dict):
+        unpacked = _unpacked(parsed)
+        if unpacked is not parsed and "content" in unpacked:
+            return text(unpacked["content"])
+        blocks = parsed.get("blocks")  # a result made of content blocks (LlamaIndex's ToolOutput)
+        if isinstance(blocks, list) and blocks and all(isinstance(b, dict) and "text" in b for b in blocks):
+            return "\n".join(text(b["text"]) for b in blocks)
+    if isinstance(parsed, str) and parsed[:2] in ("[{", "{'", "['") and len(parsed) < 200_000:
+        try:
+            literal = ast.literal_eval(parsed)
+        except (ValueError, SyntaxError, MemoryError, RecursionError):
+            return parsed
+        if isinstance(literal, (list, dict)):
+            return json.dumps(literal, ensure_ascii=False, default=str)
+    return text(value if isinstance(value, str) else parsed)
 
 
 def _unwrap(value: Any) -> Any:
@@ -144,7 +195,7 @@ _REPR = re.compile(r"^[A-Za-z_][\w.]*\((?:[A-Za-z_]\w*=|\)$)", re.DOTALL)
 def is_repr(value: str) -> bool:
     """Whether text is a Python object's repr (``StopEvent(result=...)``, ``AgentOutput(...)``): framework state
     printed, never anyone's words."""
-    return bool(_REPR.match(value.strip())) and value.strip().endswith(")")
+    return bool(_REPR.match(value.strip()))  # instrumentations cut long values: the head says it
 
 
 def text(value: Any) -> str:

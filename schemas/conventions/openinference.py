@@ -24,6 +24,7 @@ from ._parse import (
     json_value,
     message,
     msg,
+    result_text,
     role,
     text,
     tool_call,
@@ -33,7 +34,8 @@ __all__ = ["SETTING", "documents", "identity", "io", "kind", "tool"]
 
 SETTING = "OPENINFERENCE_HIDE_INPUTS / OPENINFERENCE_HIDE_OUTPUTS unset"
 _KINDS = {"AGENT": "agent", "CHAIN": "chain", "LLM": "llm", "TOOL": "tool", "RETRIEVER": "retriever"}
-_VALUE_KEYS = ("messages", "input", "question", "query", "output", "answer", "content", "text", "result")
+_VALUE_KEYS = ("messages", "input", "question", "query", "task", "prompt", "output", "answer", "content", "text",
+               "result")
 
 
 def kind(attrs: Mapping[str, Any]) -> str | None:
@@ -71,7 +73,7 @@ def tool(span: Mapping[str, Any]) -> dict[str, Any] | None:
         return None
     call = tool_call(attrs.get("tool.name") or span["name"], attrs.get("input.value"), attrs.get("tool_call.id"))
     if attrs.get("output.value") is not None:
-        call["result"] = text(attrs["output.value"])
+        call["result"] = result_text(attrs["output.value"])
     return call
 
 

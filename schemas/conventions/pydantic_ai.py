@@ -50,9 +50,9 @@ def io(span: Mapping[str, Any]) -> Io:
             inputs, outputs = _split_answer([*inputs, *outputs])
     else:
         return [], [], ""
-    final = json_value(attrs.get("final_result"))
-    if final not in (None, "") and not any(m["content"] for m in outputs):
-        outputs = [msg("assistant", text(final))]
+    final = attrs.get("final_result")
+    if final not in (None, ""):  # the run's answer as it handed it back (text, or the structured output's JSON)
+        outputs = [msg("assistant", final if isinstance(final, str) else text(final))]
     system = "\n".join(m["content"] for m in inputs if m["role"] == "system" and m["content"])
     return inputs, outputs, system
 
