@@ -190,3 +190,18 @@ def test_a_judge_model_that_changed_is_a_segment_like_any_other(store):
     blame = segments(store, "relevancy", "1", SINCE, NOW)
 
     assert (blame.segments[0].key, blame.segments[0].value) == ("judge_model", "judge-v2")
+
+
+def test_a_backtest_from_the_store_says_what_the_anchors_say_of_each_alert(stack, store):
+    from vigil.worker.alerts.backtest import backtest, stored_scores
+
+    rt, judges, _ = stack
+    live_scores(store, recent_mean=0.45)
+    anchor_runs(rt, store, judges, harsh_from=SINCE)
+    config = rt.config.model_copy(update={"alerts": [
+        rt.config.alerts[0].model_copy(update={"method": "sequential"})]})
+
+    found = backtest(config, stored_scores(store, ["relevancy"], NOW - timedelta(days=8)), client=store)
+
+    [alert] = [a for a in found if a.fired_at >= SINCE]  # the week before may have its own episodes
+    assert alert.sentence.endswith(": likely judge drift"), alert.sentence

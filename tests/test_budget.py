@@ -6,6 +6,7 @@ budget over a judge with no price is refused. The ledger runs on a real redis-se
 from __future__ import annotations
 
 import datetime as dt
+import json
 import math
 import os
 import random
@@ -199,3 +200,30 @@ def test_a_worker_under_a_token_budget_stops_judging_at_it_and_the_rest_is_count
     assert 0 < scored < 30 and stages.get("budget", 0) == 30 - scored
     assert {r[0] for r in store.query("SELECT inclusion FROM scores FINAL").result_rows} == {1.0}
     assert "relevancy" in status.stdout and "paused" in status.stdout, status.stdout + status.stderr
+
+
+def test_a_backtest_replays_a_budget_and_says_how_many_scores_each_day_kept(tmp_path):
+    """Given two days of scores whose judge calls would cost twice a monitor's budget, `vigil alerts backtest` says
+    per day how many scores the budget would have kept (about half, never more than it allows) and replays the
+    rules on those."""
+    day = traffic(1500, seed=3)
+    lines = []
+    for offset in (0, budget.DAY_S):
+        lines += [json.dumps({"ts": at + offset, "monitor": "m", "score": value, "trace_id": f"{trace_id}-{offset}",
+                              "cost_usd": COST, "tokens": 320}) for at, trace_id, value in day]
+    scores = tmp_path / "scores.jsonl"
+    scores.write_text("\n".join(lines))
+    path = tmp_path / "vigil.yaml"
+    path.write_text(yaml.safe_dump({
+        "judges": [{"name": "j", "base_url": "http://127.0.0.1:9", "price_per_prompt_token": 1e-5}],
+        "monitors": [{"name": "m", "scorer": "answer_relevancy", "judge": "j",
+                      "budget": {"usd_per_day": len(day) * COST / 2}}],
+        "alerts": [{"name": "drop", "kind": "regression"}]}))
+    result = subprocess.run([sys.executable, "-m", "vigil.worker", "alerts", "backtest", "--config", str(path),
+                             "--scores", str(scores), "--json"], capture_output=True, text=True, check=False)
+    assert result.returncode == 0, result.stderr
+    days = json.loads(result.stdout)["budget"]
+    assert [d["day"] for d in days] == ["2026-11-02", "2026-11-03"]
+    for d in days:
+        assert d["scores"] == len(day)
+        assert 0.4 * len(day) <= d["kept"] <= len(day) / 2

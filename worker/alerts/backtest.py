@@ -2,8 +2,14 @@
 live decision code (``replay.episodes``), each alert with its change-point estimate and segments.
 
 A file holds one score a line, ``{"ts": <epoch seconds or ISO 8601>, "monitor": "...", "score": 0.73,
-"metadata": {...}}`` (``score`` on 0..1, ``metadata`` optional: its keys and values are the segments). A rule
-that names no monitor applies to every monitor of the file; every monitor must be in the config.
+"metadata": {...}}`` (``score`` on 0..1, ``metadata`` optional: its keys and values are the segments; ``trace_id``,
+``cost_usd`` and ``tokens`` optional, for budgets). A rule that names no monitor applies to every monitor of the
+file; every monitor must be in the config.
+
+Budgets (``budget:`` on a monitor) are replayed first (``thin``): each monitor's turns go through the pace ingest
+uses (``vigil.worker.pipeline.budget.replay``), and the rules see only the scores the budget would have kept; how
+many each day kept is reported beside the alerts. From the store, each alert also says what its monitor's anchor
+set says of the cause (``vigil.worker.alerts.anchors``), as the live alert does.
 """
 
 from __future__ import annotations
@@ -18,13 +24,16 @@ import numpy as np
 from clickhouse_connect.driver.client import Client
 from pydantic import BaseModel, Field, ValidationError, field_validator
 from vigil.schemas import AlertRule, VigilConfig
+from vigil.worker.alerts import anchors
 from vigil.worker.alerts.model import Subject
 from vigil.worker.alerts.replay import Episode, episodes
 from vigil.worker.alerts.segments import Blame, Segment, blame, count_segments
 from vigil.worker.alerts.sentence import say
 from vigil.worker.alerts.watch import segments as store_segments
+from vigil.worker.pipeline.budget import replay
+from vigil.worker.pipeline.sampling import sample_point
 
-__all__ = ["BacktestAlert", "Stream", "backtest", "parse_since", "read_scores", "sequential_rules", "stored_scores"]
+__all__ = ["BacktestAlert", "BudgetDay", "Stream", "backtest", "parse_since", "read_scores", "sequential_rules", "stored_scores", "thin"]
 
 
 class ScoreLine(BaseModel):
@@ -32,6 +41,9 @@ class ScoreLine(BaseModel):
     monitor: str = Field(min_length=1)
     score: float = Field(ge=0, le=1)
     metadata: dict[str, Any] = Field(default_factory=dict)
+    trace_id: str = ""  # where the turn falls for sampling (default: the line's place)
+    cost_usd: float = Field(default=0.0, ge=0)
+    tokens: int = Field(default=0, ge=0)
 
     @field_validator("ts", mode="before")
     @classmethod
@@ -55,6 +67,26 @@ class Stream(BaseModel):
     xs: np.ndarray
     dims: list[dict[str, Any]] | None = None
     version: str | None = None
+    trace_ids: list[str] | None = None  # with the judge's cost of each score, what a budget replay reads
+    usd: np.ndarray | None = None
+    tokens: np.ndarray | None = None
+
+    def where(self, keep: list[bool]) -> Stream:
+        """The scores ``keep`` marks."""
+        mask = np.asarray(keep, dtype=bool)
+        pick = lambda seq: None if seq is None else [v for v, k in zip(seq, keep, strict=True) if k]
+        return Stream(ts=self.ts[mask], xs=self.xs[mask], dims=pick(self.dims), version=self.version,
+                      trace_ids=pick(self.trace_ids), usd=None if self.usd is None else self.usd[mask],
+                      tokens=None if self.tokens is None else self.tokens[mask])
+
+
+class BudgetDay(BaseModel):
+    """One day of a monitor's budget replay: the scores it had and those the budget would have kept."""
+
+    monitor: str
+    day: str
+    scores: int
+    kept: int
 
 
 class BacktestAlert(BaseModel):
@@ -90,17 +122,21 @@ def read_scores(path: Path) -> dict[str, Stream]:
                 error = exc.errors()[0]
                 where = ".".join(str(p) for p in error["loc"]) or "line"
                 raise ValueError(f"{path}:{number}: {where}: {error['msg']}") from None
-            by[item.monitor].append((item.ts, item.score, item.metadata))
+            by[item.monitor].append((item.ts, item.score, item.metadata,
+                                     item.trace_id or f"{path.name}:{number}", item.cost_usd, item.tokens))
     streams = {}
     for monitor, items in by.items():
         items.sort(key=lambda i: i[0])
         streams[monitor] = Stream(ts=np.asarray([i[0] for i in items]), xs=np.asarray([i[1] for i in items]),
-                                  dims=[i[2] for i in items])
+                                  dims=[i[2] for i in items], trace_ids=[i[3] for i in items],
+                                  usd=np.asarray([i[4] for i in items], dtype=float),
+                                  tokens=np.asarray([i[5] for i in items], dtype=float))
     return streams
 
 
 _STORE = """
-SELECT monitor, scorer_version, toUnixTimestamp64Milli(trace_time) / 1000 AS at, score / if(scale > 0, scale, 1)
+SELECT monitor, scorer_version, toUnixTimestamp64Milli(trace_time) / 1000 AS at, score / if(scale > 0, scale, 1),
+       trace_id, cost_usd, prompt_tokens + completion_tokens
 FROM scores FINAL
 WHERE status = 'scored' AND score IS NOT NULL AND label != 'abstained' AND trace_time >= {since:DateTime64(3)}
   AND monitor IN {monitors:Array(String)}
@@ -118,8 +154,30 @@ def stored_scores(client: Client, monitors: Iterable[str], since: datetime) -> d
         version = items[-1][1]  # the newest score's
         kept = [r for r in items if r[1] == version]
         streams[monitor] = Stream(ts=np.asarray([r[2] for r in kept], dtype=float),
-                                  xs=np.asarray([r[3] for r in kept], dtype=float), version=version)
+                                  xs=np.asarray([r[3] for r in kept], dtype=float), version=version,
+                                  trace_ids=[r[4] for r in kept], usd=np.asarray([r[5] for r in kept], dtype=float),
+                                  tokens=np.asarray([r[6] for r in kept], dtype=float))
     return streams
+
+
+def thin(config: VigilConfig, streams: dict[str, Stream]) -> tuple[dict[str, Stream], list[BudgetDay]]:
+    """Each budgeted monitor's stream as its budget would have kept it (its own ``budget:``; the deployment's is
+    shared across monitors and not replayed), with the scores kept per day."""
+    out, days = dict(streams), []
+    for monitor in config.monitors:
+        stream = streams.get(monitor.name)
+        if monitor.budget is None or stream is None or stream.trace_ids is None:
+            continue
+        ts = stream.ts.tolist()
+        keep = replay(ts, [sample_point(t) for t in stream.trace_ids], stream.usd.tolist(), stream.tokens.tolist(),
+                      monitor.budget, monitor.sampling_rate)
+        out[monitor.name] = stream.where(keep)
+        per_day: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+        for at, kept in zip(ts, keep, strict=True):
+            day = per_day[datetime.fromtimestamp(at, UTC).strftime("%Y-%m-%d")]
+            day[0], day[1] = day[0] + 1, day[1] + kept
+        days += [BudgetDay(monitor=monitor.name, day=d, scores=n, kept=k) for d, (n, k) in sorted(per_day.items())]
+    return out, days
 
 
 def sequential_rules(config: VigilConfig, rule_name: str | None) -> list[AlertRule]:
@@ -172,11 +230,14 @@ def backtest(config: VigilConfig, streams: dict[str, Stream], *, rule_name: str 
                     found = store_segments(client, monitor, stream.version or "", e.since, e.fired_at)
                 else:
                     found = Blame()
+                sentence = say(e.blamed(found), until=e.fired_at)
+                if client is not None and e.since is not None and \
+                        (cause := anchors.attribute(client, monitor, e.since, e.fired_at)) is not None:
+                    sentence += f"; {cause.sentence()}"
                 alerts.append(BacktestAlert(rule=rule.name, monitor=monitor, fired_at=e.fired_at,
                                             resolved_at=episode.resolved_at, since=e.since, estimate=e.drop,
                                             estimate_low=e.drop_low, estimate_high=e.drop_high,
-                                            segments=found.segments, agents=found.agents,
-                                            sentence=say(e.blamed(found), until=e.fired_at)))
+                                            segments=found.segments, agents=found.agents, sentence=sentence))
     return sorted(alerts, key=lambda a: (a.fired_at, a.rule, a.monitor))
 
 

@@ -98,6 +98,7 @@ def backtest_command(config_path: str | None, scores_path: Path | None, since: s
         read_scores,
         sequential_rules,
         stored_scores,
+        thin,
     )
 
     if config_path is None:
@@ -116,6 +117,7 @@ def backtest_command(config_path: str | None, scores_path: Path | None, since: s
         if all(r.monitor for r in rules):
             monitors = {r.monitor for r in rules if r.monitor}
         streams = stored_scores(client, monitors, parse_since(since, datetime.now(UTC)))
+    streams, days = thin(config, streams)  # what each monitor's budget would have kept
     total = sum(len(s.ts) for s in streams.values()) * len(rules)
     err = Console(stderr=True)
     with Progress(TextColumn("replaying scores"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
@@ -124,8 +126,10 @@ def backtest_command(config_path: str | None, scores_path: Path | None, since: s
         found = backtest(config, streams, rule_name=rule_name, client=client,
                          progress=lambda n: progress.advance(task, n))
     if as_json:
-        click.echo(json.dumps({"alerts": [a.public() for a in found]}))
+        click.echo(json.dumps({"alerts": [a.public() for a in found], "budget": [d.model_dump() for d in days]}))
         return
+    for d in days:
+        click.echo(f"budget of {d.monitor} on {d.day}: {d.kept} of {d.scores} scores kept")
     for a in found:
         resolved = f"resolved {a.resolved_at:%Y-%m-%d %H:%M}" if a.resolved_at else "still firing at the end"
         click.echo(f"fired {a.fired_at:%Y-%m-%d %H:%M} UTC ({a.rule}; {resolved}): {a.sentence}")

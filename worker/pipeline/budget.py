@@ -29,16 +29,17 @@ The ledger lives in the broker's Redis, shared by every worker:
 
 from __future__ import annotations
 
+import bisect
 import datetime as dt
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import redis
 from vigil.schemas import MonitorConfig, Score
 from vigil.schemas.config import Budget, VigilConfig
 
-__all__ = ["BudgetLine", "Pace", "Spend", "both", "count", "current", "forecast", "lines", "pace", "paces", "read_spend", "record", "spend", "take",
+__all__ = ["BudgetLine", "Pace", "Spend", "both", "count", "current", "forecast", "lines", "pace", "paces", "read_spend", "record", "replay", "spend", "take",
            "weighted_mean"]
 
 DAY_S = 86_400
@@ -323,3 +324,29 @@ def current(paced: Mapping[str, Pace], name: str) -> Pace | None:
     if own is None or DEPLOYMENT not in paced:
         return own
     return both(own, paced[DEPLOYMENT])
+
+
+def replay(ts: Sequence[float], points: Sequence[float], usd: Sequence[float], tokens: Sequence[float],
+           limit: Budget, rate: float) -> list[bool]:
+    """Which of a stream's turns a budget would have kept (``vigil alerts backtest``): each turn, in time order,
+    through the same ``pace`` ingest uses, with the ledger kept in memory (the day's spend and done turns, the
+    traffic of the hours the live forecast reads, yesterday's cost per turn). ``points``: the turns' sample points
+    (``sampling.sample_point``); ``rate``: the configured rate they were sampled at; a turn is kept when its point
+    falls under the paced rate, as ingest decides."""
+    keep = [False] * len(ts)
+    day, used_usd, used_tokens, done, prior = None, 0.0, 0.0, 0, (None, None)
+    for i, at in enumerate(ts):
+        if int(at // DAY_S) != day:
+            if done:
+                prior = (used_usd / done, used_tokens / done)
+            day, used_usd, used_tokens, done = int(at // DAY_S), 0.0, 0.0, 0
+        hour_start = (int(at // HOUR_S) - TRAFFIC_HOURS + 1) * HOUR_S
+        due = i - bisect.bisect_left(ts, hour_start, 0, i)  # the turns due in the hours the forecast reads
+        window_s = (TRAFFIC_HOURS - 1) * HOUR_S + (at % HOUR_S) or 1.0
+        spend = Spend(usd=used_usd, tokens=int(used_tokens), admitted=done, done=done, due_per_s=due / window_s,
+                      prior_usd=prior[0], prior_tokens=prior[1])
+        p = pace(limit, spend, seconds_left=seconds_left(at), owner="")
+        if not p.paused and points[i] < rate * p.factor:
+            keep[i] = True
+            used_usd, used_tokens, done = used_usd + usd[i], used_tokens + tokens[i], done + 1
+    return keep

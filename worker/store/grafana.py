@@ -43,6 +43,7 @@ _LAYOUT = [
     ("unscored_reasons", 0, 81, 14, 8), ("dead_letters", 14, 81, 10, 8),
     ("lost_turns", 0, 89, 24, 6),
     ("detector_statistic", 0, 95, 24, 8),
+    ("judge_spend", 0, 103, 24, 7),
 ]
 
 

@@ -355,6 +355,19 @@ ORDER BY time, judge""",
         ("time", "judge", "prompt_tokens", "completion_tokens", "cost_usd"),
     ),
     Query(
+        "judge_spend", "Judge spend per monitor per day (a monitor's budget: vigil judge status)", "table",
+        f"""
+SELECT toDate(called_at) AS day, monitor, sum(cost_usd) AS cost_usd,
+       sum(prompt_tokens + completion_tokens) AS tokens, count() AS calls
+FROM judge_calls FINAL
+WHERE NOT cached AND $__timeFilter(called_at) AND {_vars("project", "monitor")}
+GROUP BY day, monitor
+ORDER BY day DESC, cost_usd DESC""",
+        ("day", "monitor", "cost_usd", "tokens", "calls"),
+        "What each monitor's judge calls cost per UTC day, the day its budget (budget: usd_per_day, "
+        "tokens_per_day) is kept over; today's forecast and the budget itself: vigil judge status.",
+    ),
+    Query(
         "judge_latency", "Judge latency p50 / p95", "timeseries",
         f"""
 SELECT time, judge, q[1] AS p50_ms, q[2] AS p95_ms
