@@ -165,6 +165,7 @@ class Assembly:
     used: set[str] = field(default_factory=set)  # the span ids of every turn's root and members
     no_turn: str = ""  # why a trace with spans made no turn and no step ("" when it made one)
     why: dict[str, str] = field(default_factory=dict)  # a turn's span id -> which rule made its root the run
+    read: dict[str, dict[str, str]] = field(default_factory=dict)  # a turn's span id -> where its parts were read
 
 
 def assemble(spans: Iterable[SpanRecord]) -> list[dict[str, Any]]:
@@ -183,6 +184,7 @@ def assembly(spans: Iterable[SpanRecord]) -> Assembly:
         if turn is not None:
             out.turns.append(turn)
             out.why[turn["span_id"]] = group.why
+            out.read[turn["span_id"]] = trace.read.get(turn["span_id"], {})
     out.turns.sort(key=lambda t: t["started_at"])
     if not out.turns and not out.steps and any(is_genai(s["attributes"], (e["name"] for e in s.get("events") or ()))
                                                for s in trace.by_id.values()):
@@ -272,6 +274,7 @@ class _Trace:
                 found = "agent"  # a framework's chain at the top of the trace is the run
             self.kinds[span_id] = found
         self._io: dict[str, conventions.Io] = {}
+        self.read: dict[str, dict[str, str]] = {}
         self._has_llm: dict[str, bool] | None = None
 
     def kind(self, span: SpanRecord) -> str:
@@ -459,7 +462,8 @@ class _Trace:
             elif failure is None:
                 steps.extend(s["span_id"] for s in llms)  # only steps so far: the answer has not arrived (or never)
                 return None
-        input_messages = root_in or self._conversation(llms, last_answer)
+        conversation, asked_in = self._conversation(llms, last_answer)
+        input_messages = root_in or conversation
         output_messages = root_out or (self.io(last_answer)[1] if last_answer is not None else [])
         system = root_system or (self.io(last_answer)[2] if last_answer is not None else "") or (
             self.io(llms[-1])[2] if llms else "")
@@ -506,7 +510,19 @@ class _Trace:
         if tools:
             turn["tool_calls"] = tools
         turn["metadata"] = metadata
+        self.read[root["span_id"]] = {
+            "question": self._where(root if root_in else asked_in, "inputs"),
+            "answer": self._where(root if root_out else last_answer, "outputs"),
+            "tool calls": "tool spans" if any(self.kind(m) == "tool" for m in members) else "the LLM calls' tool calls",
+            "usage": "summed over the LLM calls, else the root's stated totals"}
         return turn
+
+    def _where(self, span: SpanRecord | None, part: str) -> str:
+        """Which span and which convention module gave a part of a turn, in words."""
+        if span is None or span["span_id"] not in self.by_id:
+            return "nothing"
+        module = conventions.io_sources(span)[1].get(part, "none")
+        return f"span {span['name']!r} ({span['span_id']}), read by {module}"
 
     def answers(self, llm: SpanRecord) -> bool:
         """An LLM call whose output has assistant text: an answer (a step asks only for tools, a failed call says
@@ -560,16 +576,18 @@ class _Trace:
             seen += 1
         return False
 
-    def _conversation(self, llms: list[SpanRecord], last_answer: SpanRecord | None) -> list[conventions.Msg]:
-        """The first call's input; the answering call's when it extends it (so the tool round trip is kept)."""
+    def _conversation(self, llms: list[SpanRecord],
+                      last_answer: SpanRecord | None) -> tuple[list[conventions.Msg], SpanRecord | None]:
+        """The first call's input; the answering call's when it extends it (so the tool round trip is kept); and the
+        call it came from."""
         if not llms:
-            return []
-        first = self.io(llms[0])[0]
-        last = self.io(last_answer if last_answer is not None else llms[-1])[0]
+            return [], None
+        later = last_answer if last_answer is not None else llms[-1]
+        first, last = self.io(llms[0])[0], self.io(later)[0]
         if len(last) >= len(first) and all(a["role"] == b["role"] and a["content"] == b["content"]
                                            for a, b in zip(first, last, strict=False)):
-            return last
-        return first
+            return last, later
+        return first, llms[0]
 
     def _tool_calls(self, members: list[SpanRecord], llms: list[SpanRecord],
                     conversation: list[conventions.Msg]) -> list[dict[str, Any]]:

@@ -32,6 +32,7 @@ COMMANDS: dict[str, str] = {
     "probe": "vigil.worker.cli.probe:probe_command",
     "report": "vigil.worker.cli.report:report",
     "show": "vigil.worker.cli.show:show_command",
+    "explain-trace": "vigil.worker.cli.explain:explain_command",
     "compare": "vigil.worker.cli.compare:compare",
     "review": "vigil.worker.cli.review:review",
     "alerts": "vigil.worker.cli.alerts:alerts",

@@ -1,0 +1,71 @@
+"""``vigil explain-trace``: how a trace's spans became turns, from a file of OTLP or a trace the intake holds in
+Redis, run as the real command (a subprocess), its ``--help`` example included."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import redis
+from vigil.worker.assembly.traces import store_spans
+
+from tests.test_recorded_conventions import recorded
+
+ROOT = Path(__file__).parent.parent
+
+
+def vigil(*args: str, **env: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "vigil.worker", *args], capture_output=True, text=True, timeout=120,
+                          check=False, cwd=ROOT, env={**os.environ, **env})
+
+
+def test_the_help_example_explains_which_span_became_the_run_and_where_each_part_was_read():
+    help_text = vigil("explain-trace", "--help").stdout
+    example = next(line.split("vigil ", 1)[1] for line in help_text.split("Examples:")[1].splitlines()
+                   if line.strip().startswith("vigil explain-trace"))
+
+    run = vigil(*example.split())
+
+    assert run.returncode == 0, run.stderr
+    lines = run.stdout.splitlines()
+    assert "  - 'invoke_agent support-bot' (a568540b0627574b): agent [genai: gen_ai.operation.name]" in lines
+    assert "turn a568540b0627574b: the run is this span: the topmost agent span with an LLM call under it" in lines
+    assert "  question: What is the status of order A-1001?" in lines
+    assert ("    from span 'invoke_agent support-bot' (a568540b0627574b), read by pydantic_ai" in lines)
+    assert any(line.startswith('  tool call lookup_order({"order_id": "A-1001"}) id=call_') for line in lines)
+
+
+def test_a_stored_trace_id_is_read_from_redis_and_a_failed_run_says_its_error(redis_url):
+    [(trace_id, spans)] = recorded("pydantic_ai_crash.json").items()
+    client = redis.Redis.from_url(redis_url)
+    store_spans(client, spans, keep_s=600)
+    client.close()
+
+    run = vigil("explain-trace", trace_id, REDIS_URL=redis_url)
+
+    assert run.returncode == 0, run.stderr
+    assert ("  failed run: ValueError: order database unreachable for A-1001 (recorded, never scored)"
+            in run.stdout.splitlines())
+
+
+def test_a_trace_with_no_llm_call_says_why_it_made_no_turn(tmp_path):
+    request = {"resourceSpans": [{"scopeSpans": [{"spans": [
+        {"traceId": "1dec" * 8, "spanId": "4" * 16, "name": "SentenceSplitter.__call__", "startTimeUnixNano": "1",
+         "endTimeUnixNano": "2", "attributes": [{"key": "openinference.span.kind", "value": {"stringValue": "CHAIN"}}]}]}]}]}
+    path = tmp_path / "index.json"
+    path.write_text(json.dumps(request))
+
+    run = vigil("explain-trace", str(path))
+
+    assert run.stdout.splitlines()[-1] == "no turn: no LLM call (its spans: chain)"
+
+
+def test_a_source_that_is_neither_a_file_nor_a_trace_id_is_one_line_and_a_non_zero_exit():
+    run = vigil("explain-trace", "no-such-file.json")
+
+    assert run.returncode == 1
+    assert run.stderr.strip().splitlines() == ["vigil: error: 'no-such-file.json' is neither a file nor a trace id "
+                                               "(32 hex digits)"]

@@ -1,0 +1,155 @@
+"""``vigil explain-trace SOURCE``: how vigil reads one trace's spans as turns, for when a framework looks wrong.
+
+SOURCE is a file of OTLP (an export request as OTLP/JSON or protobuf, or a file of such requests as
+``tests/fixtures/otlp/record.py`` writes them) or the id of a trace the intake holds in Redis (``REDIS_URL``: spans
+still settling, or what an assembly kept of them). For each trace: every span with the kind its convention gave it
+(which mapper decided, on which attribute, ``fallback`` when none claimed it), then each turn: which span became the
+run and why, where the question, answer and tool calls were read (span and convention module), and what they are;
+or why the trace made no turn. It decodes exactly as ``vigil intake`` does and assembles with the worker's own code.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import click
+
+__all__ = ["explain_command", "explain_lines", "read_source"]
+
+_SHORT = 160
+
+
+def _short(value: Any) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
+    text = text.replace("\n", "\\n")
+    return text if len(text) <= _SHORT else text[:_SHORT] + "…"
+
+
+def read_source(source: str, redis_url: str | None) -> dict[str, list[dict[str, Any]]]:
+    """The span records of each trace in SOURCE (a file of OTLP, or a trace id the intake holds)."""
+    from vigil.worker.intake.otlp import UndecodableBody, decode_logs, decode_traces
+
+    path = Path(source)
+    if not path.is_file():
+        return {source: _stored(source, redis_url)}
+    body = path.read_bytes()
+    requests: list[tuple[str, bytes, bool]] = []
+    try:
+        parsed = json.loads(body)
+    except ValueError:
+        requests.append(("/v1/traces", body, False))  # protobuf
+    else:
+        if isinstance(parsed, dict) and isinstance(parsed.get("requests"), list):
+            requests += [(r.get("path", "/v1/traces"), json.dumps(r.get("body")).encode(), True)
+                         for r in parsed["requests"] if isinstance(r, dict)]
+        else:
+            requests.append(("/v1/logs" if "resourceLogs" in parsed else "/v1/traces", body, True))
+    by_trace: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for where, data, json_body in requests:
+        decode = decode_logs if where.endswith("/v1/logs") else decode_traces
+        try:
+            decoded = decode(data, json_body=json_body)
+        except UndecodableBody as exc:
+            raise click.ClickException(f"{source}: not OTLP ({exc})") from None
+        for record in decoded.spans:
+            by_trace[record["trace_id"]].append(record)
+    if not by_trace:
+        raise click.ClickException(f"{source}: no spans in it")
+    return dict(by_trace)
+
+
+def _stored(trace_id: str, redis_url: str | None) -> list[dict[str, Any]]:
+    import redis
+    from vigil.worker.assembly.traces import trace_spans
+
+    if len(trace_id) != 32 or any(c not in "0123456789abcdef" for c in trace_id.lower()):
+        raise click.ClickException(f"{trace_id!r} is neither a file nor a trace id (32 hex digits)")
+    if not redis_url:
+        raise click.ClickException("REDIS_URL is not set: the intake keeps a trace's spans in the workers' Redis")
+    client = redis.Redis.from_url(redis_url, socket_connect_timeout=5, socket_timeout=10)
+    try:
+        spans = list(trace_spans(client, trace_id.lower()))
+    finally:
+        client.close()
+    if not spans:
+        raise click.ClickException(f"no spans of trace {trace_id} in Redis (they are kept VIGIL_INTAKE_KEEP_S after "
+                                   "the trace's last span)")
+    return spans
+
+
+def explain_lines(trace_id: str, spans: list[dict[str, Any]]) -> list[str]:
+    """What ``vigil explain-trace`` prints for one trace."""
+    from vigil.schemas import conventions
+    from vigil.schemas.spans import assembly
+
+    real = [s for s in spans if not s.get("log")]
+    lines = [f"trace {trace_id}: {len(real)} span(s), {len(spans) - len(real)} log record(s)"]
+    ids = {s["span_id"] for s in real}
+    children: dict[str | None, list[dict[str, Any]]] = defaultdict(list)
+    for span in real:
+        children[span.get("parent_id") if span.get("parent_id") in ids else None].append(span)
+
+    def walk(parent: str | None, depth: int) -> None:
+        for span in sorted(children.get(parent, []), key=lambda s: s["start"]):
+            kind, mapper, key = conventions.explain_kind(span)
+            said = f"{mapper}: {key}" if key else mapper
+            error = conventions.error(span)
+            lines.append(f"{'  ' * (depth + 1)}- {span['name']!r} ({span['span_id']}): {kind} [{said}]"
+                         + (f" error: {_short(error)}" if error else ""))
+            walk(span["span_id"], depth + 1)
+
+    walk(None, 0)
+    result = assembly(spans)
+    for turn in result.turns:
+        lines.append(f"turn {turn['span_id']}: the run is this span: {result.why.get(turn['span_id'], '')}")
+        read = result.read.get(turn["span_id"], {})
+        question = next((m["content"] for m in reversed(turn["input"]) if m["role"] == "user"), "")
+        lines.append(f"  question: {_short(question)}")
+        lines.append(f"    from {read.get('question', 'nothing')}")
+        metadata = turn.get("metadata") or {}
+        if metadata.get("vigil.run") == "failed":
+            lines.append(f"  failed run: {_short(metadata.get('vigil.error', ''))} (recorded, never scored)")
+        else:
+            lines.append(f"  answer: {_short(turn['output'])}")
+            lines.append(f"    from {read.get('answer', 'nothing')}")
+        if metadata.get("vigil.content") == "missing":
+            lines.append(f"  content not captured: set {metadata.get('vigil.content_setting')}")
+        for call in turn.get("tool_calls") or []:
+            outcome = f"error {_short(call['error'])}" if call.get("error") else f"-> {_short(call.get('result'))}"
+            lines.append(f"  tool call {call['name']}({_short(call['arguments'])}) id={call.get('id')} {outcome}")
+        if turn.get("tool_calls"):
+            lines.append(f"    from {read.get('tool calls', '')}")
+        for doc in turn.get("contexts") or []:
+            lines.append(f"  context {doc.get('id') or ''}: {_short(doc['text'])}")
+        said = {k: turn.get(k) for k in ("agent", "session_id", "model", "usage") if turn.get(k)}
+        lines.append(f"  {', '.join(f'{k}={_short(v)}' for k, v in said.items()) or 'no agent, session or model'}")
+    if result.steps:
+        lines.append(f"{len(result.steps)} LLM call(s) only asked for tools and nothing in this trace answered: steps, "
+                     "not turns")
+    if result.no_turn:
+        lines.append(f"no turn: {result.no_turn}")
+    elif not result.turns and not result.steps:
+        lines.append("no turn: no span in this trace carries anything vigil reads")
+    return lines
+
+
+@click.command("explain-trace")
+@click.argument("source")
+def explain_command(source: str) -> None:
+    """How vigil reads a trace as turns: which span became the run, which convention read what, and why.
+
+    SOURCE: a file of OTLP (JSON or protobuf, one export request or a recording of several) or the id of a trace
+    the intake holds in Redis (REDIS_URL).
+
+    \b
+    Examples:
+      vigil explain-trace tests/fixtures/otlp/pydantic_ai_tool.json
+      REDIS_URL=redis://127.0.0.1:6379/0 vigil explain-trace 4bf92f3577b34da6a3ce929d0e0e4736
+    """
+    for trace_id, spans in read_source(source, os.environ.get("REDIS_URL")).items():
+        for line in explain_lines(trace_id, spans):
+            click.echo(line)
