@@ -3,7 +3,9 @@ step of the detector, and the check's row in ``detector_checks``.
 
 A monitor's state is the latest ``detector_checks`` row's, so a restarted beat or writer resumes where it stopped;
 a monitor with no row (its first check, or a store whose rows expired) is rebuilt by replaying its stored history
-(``baseline_minutes`` back) through the same checks. New scores are the ones ClickHouse stored (``inserted_at``)
+(``baseline_minutes`` back) through the same checks. So is a monitor whose latest row is spoiled (a state that does not
+read, times after now): the row is set aside with one log line and the check writes a sound one; rows dated after
+now are never read, and every other monitor and rule is checked as usual. New scores are the ones ClickHouse stored (``inserted_at``)
 after the previous check's; a score for a turn more than an hour older than the newest one the detector has seen
 is a backfill (``vigil replay`` of old turns, a judge's backlog) and is not fed to it, so it cannot page. Only the
 monitor's current scorer version is watched: a new version starts a new baseline.
@@ -15,6 +17,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 import numpy as np
+import structlog
 from clickhouse_connect.driver.client import Client
 from vigil.schemas import AlertRule
 from vigil.worker.alerts.decide import sequential_verdict
@@ -23,18 +26,28 @@ from vigil.worker.alerts.replay import checks, params_for
 from vigil.worker.alerts.segments import SEGMENT_QUERY, Blame, blame_rows
 from vigil.worker.alerts.sequential import STALE_S, Decision, DetectorState, step
 
-__all__ = ["CHECK_COLUMNS", "Watched", "segments", "watch"]
+__all__ = ["CHECK_COLUMNS", "SKEW_S", "Watched", "segments", "watch"]
+
+log = structlog.get_logger("vigil.alerts")
 
 CHECK_COLUMNS = ("checked_at", "rule", "monitor", "scorer_version", "mode", "firing", "statistic", "threshold",
                  "scores", "baseline_mean", "recent_mean", "since", "drop", "drop_low", "drop_high", "reason",
                  "cursor", "state")
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
+# A row dated after now (+ SKEW_S, for clocks a little apart) is never a monitor's state: it would stay the latest.
+SKEW_S = 300
 _STATES = """
 SELECT monitor, argMax(scorer_version, checked_at), argMax(cursor, checked_at), argMax(state, checked_at)
 FROM detector_checks
 WHERE rule = {rule:String} AND checked_at >= {now:DateTime64(3)} - INTERVAL 7 DAY
-GROUP BY monitor"""
+  AND checked_at <= {now:DateTime64(3)} + INTERVAL %d SECOND
+GROUP BY monitor""" % SKEW_S
+
+_FUTURE = """
+SELECT monitor, max(checked_at) FROM detector_checks
+WHERE rule = {rule:String} AND checked_at > {now:DateTime64(3)} + INTERVAL %d SECOND
+GROUP BY monitor""" % SKEW_S
 
 _MONITORS = """
 SELECT DISTINCT monitor FROM scores_1h
@@ -71,10 +84,44 @@ class _Saved:
     state: DetectorState
 
 
+_said: set[tuple[str, str, str]] = set()  # (rule, monitor, why) already logged by this process
+
+
+def _set_aside(rule: AlertRule, monitor: str, why: str, then: str) -> None:
+    if (rule.name, monitor, why) not in _said:
+        _said.add((rule.name, monitor, why))
+        log.warning("detector state set aside", rule=rule.name, monitor=monitor, why=why, then=then)
+
+
+def _sound(row: tuple, now: datetime) -> _Saved | str:
+    """A saved state, or why it cannot be one: a state that does not read, or a time after now."""
+    _, version, cursor, text = row
+    try:
+        state = DetectorState.model_validate_json(text)
+    except ValueError as exc:
+        return f"its state does not read as a detector state: {str(exc).splitlines()[0][:200]}"
+    cursor = cursor.replace(tzinfo=UTC) if cursor.tzinfo is None else cursor
+    latest = now.timestamp() + SKEW_S
+    if (state.last_score_at or 0) > latest or (state.fired_at or 0) > latest:  # the cursor is the store's clock
+        return "its state is dated after now"
+    return _Saved(version=version, cursor=cursor, state=state)
+
+
 def _saved(client: Client, rule: AlertRule, now: datetime) -> dict[str, _Saved]:
-    rows = client.query(_STATES, parameters={"rule": rule.name, "now": now}).result_rows
-    return {m: _Saved(version=v, cursor=c.replace(tzinfo=UTC) if c.tzinfo is None else c,
-                      state=DetectorState.model_validate_json(s)) for m, v, c, s in rows}
+    """Each monitor's latest state; a row that cannot be one is set aside (one log line), so that monitor is rebuilt
+    from its history and the check writes a sound row in its place. Rows dated after now are never read."""
+    parameters = {"rule": rule.name, "now": now}
+    for monitor, at in client.query(_FUTURE, parameters=parameters).result_rows:
+        _set_aside(rule, monitor, f"a check row is dated {at:%Y-%m-%d %H:%M} UTC, after now",
+                   "never read: the latest row before now is the state, or the stored scores rebuild it")
+    saved = {}
+    for row in client.query(_STATES, parameters=parameters).result_rows:
+        sound = _sound(row, now)
+        if isinstance(sound, str):
+            _set_aside(rule, row[0], sound, "rebuilt from the stored scores; this check's row replaces it")
+        else:
+            saved[row[0]] = sound
+    return saved
 
 
 def _rows(client: Client, where: str, **parameters) -> list[tuple]:
