@@ -11,16 +11,25 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 from vigil.schemas.user_scorers import UserScorerSpec
 
 __all__ = [
-    "BUILTIN_SCORERS", "AlertRule", "AlwaysSample", "AnchorSet", "Budget", "JudgeConfig", "MonitorConfig", "MonitorFilter",
-    "ReviewerConfig", "VigilConfig", "interpolate_env", "load_config",
+    "BUILTIN_SCORERS", "DEFAULT_PROJECT", "PROJECT_NAME", "AlertRule", "AlwaysSample", "AnchorSet", "Budget",
+    "IngestKey", "JudgeConfig", "MonitorConfig", "MonitorFilter", "ProjectConfig", "ReviewerConfig", "VigilConfig",
+    "interpolate_env", "load_config",
 ]
 
 BUILTIN_SCORERS = ("answer_relevancy", "context_relevance", "prompt_alignment", "rag_correctness", "multi_turn")
@@ -177,7 +186,34 @@ class ReviewerConfig(_Config):
     projects: list[str] = Field(default_factory=list)
 
 
+DEFAULT_PROJECT = "default"  # the project of VIGIL_INTAKE_TOKEN, and of turns that name none
+PROJECT_NAME = r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,127}$"  # a plain string: how every section names a project
+
+
+class IngestKey(_Config):
+    """One ingest key of a project, kept as its SHA-256 (``vigil keys new`` prints both). A key with ``not_after``
+    stops working at that moment: rotate by adding the new key, moving senders over, then dating the old one."""
+
+    sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
+    not_after: datetime | None = None
+
+    @field_validator("not_after")
+    @classmethod
+    def _aware(cls, value: datetime | None) -> datetime | None:
+        return value.replace(tzinfo=UTC) if value is not None and value.tzinfo is None else value
+
+
+class ProjectConfig(_Config):
+    """A project: whose turns these are. Its keys are what a sender presents to ``vigil intake``
+    (``Authorization: Bearer <key>``); every span and turn sent with one is the project's, whatever the body says,
+    and its trace ids are its own (the same trace id in another project is another trace)."""
+
+    name: str = Field(pattern=PROJECT_NAME)
+    keys: list[IngestKey] = Field(default_factory=list)
+
+
 class VigilConfig(_Config):
+    projects: list[ProjectConfig] = Field(default_factory=list)
     judges: list[JudgeConfig] = Field(default_factory=list)
     scorers: list[UserScorerSpec] = Field(default_factory=list)
     monitors: list[MonitorConfig] = Field(default_factory=list)
@@ -191,13 +227,17 @@ class VigilConfig(_Config):
         monitors = [m.name for m in self.monitors]
         scorers = [s.name for s in self.scorers]
         for kind, names in (("judge", judges), ("scorer", scorers), ("monitor", monitors),
-                            ("alert", [a.name for a in self.alerts]), ("reviewer", [r.name for r in self.reviewers])):
+                            ("alert", [a.name for a in self.alerts]), ("reviewer", [r.name for r in self.reviewers]),
+                            ("project", [p.name for p in self.projects])):
             dupes = sorted({n for n in names if names.count(n) > 1})
             if dupes:
                 raise ValueError(f"{kind} names must be unique: {', '.join(dupes)}")
         hashes = [r.token_sha256 for r in self.reviewers]
         if shared := sorted({r.name for r in self.reviewers if hashes.count(r.token_sha256) > 1}):
             raise ValueError(f"reviewers: {', '.join(shared)} share one token; each person needs their own")
+        keys = [k.sha256 for p in self.projects for k in p.keys]
+        if len(set(keys)) < len(keys):
+            raise ValueError("projects: one key is listed twice (a key belongs to one project)")
         for index, spec in enumerate(self.scorers):
             if spec.name in BUILTIN_SCORERS:
                 raise ValueError(f"scorers[{index}].name: {spec.name!r} is a built-in scorer's name; "

@@ -116,9 +116,11 @@ class Supersession(BaseModel):
     """A turn a later assembly of its trace replaced (its root arrived late): the writer deletes its rows (``traces``,
     ``scores``, its ``pipeline_events`` but this one's ``superseded`` stage), so no query sees the stale turn."""
 
+    project: str = "default"
     trace_id: str
     span_id: str
     by_span_id: str = ""  # the turn that replaced it
+    caused_by: str = ""  # the late span whose arrival made it (an ancestor of the turn's root)
 
 
 class DeadLetter(BaseModel):

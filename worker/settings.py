@@ -30,6 +30,9 @@ class Settings(BaseSettings):
     score_queue_max: int = Field(default=10_000, ge=0, alias="VIGIL_SCORE_QUEUE_MAX")
     # How long a sampled turn's stored text may wait for its scores (worker.pipeline.turn_store): a leak guard.
     turn_ttl_s: int = Field(default=7 * 86400, gt=0, alias="VIGIL_TURN_TTL")
+    # How long a stored turn's id keeps its content digest, so a resend with other content is refused as a conflict
+    # (vigil.worker.pipeline.ownership): one key per turn in Redis, ~165 bytes.
+    turn_owned_s: int = Field(default=86400, gt=0, alias="VIGIL_TURN_OWNED_S")
     # Bytes of rows waiting for the writer (queued and in flight) before ingest and score tasks wait for room, then go
     # back on their queue: while the store is down the write queue stops here; 0: no bound.
     write_queue_max_bytes: int = Field(default=256 * 1024 * 1024, ge=0, alias="VIGIL_WRITE_QUEUE_MAX_BYTES")

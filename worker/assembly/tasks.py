@@ -21,8 +21,6 @@ from vigil.worker.assembly.sessions import (
     session_turn,
     session_turns,
 )
-from vigil.worker.intake.settings import intake_settings
-from vigil.worker.logs import Every
 from vigil.worker.assembly.traces import (
     assembly_of,
     claim_due,
@@ -31,8 +29,12 @@ from vigil.worker.assembly.traces import (
     release,
     schedule_sweep,
     store_spans,
+    trace_id_of,
     trace_spans,
 )
+from vigil.worker.intake.settings import intake_settings
+from vigil.worker.logs import Every
+from vigil.worker.pipeline import ownership
 from vigil.worker.pipeline.app import SCORE_QUEUE, app
 from vigil.worker.pipeline.filters import matches
 from vigil.worker.pipeline.runtime import runtime
@@ -56,22 +58,26 @@ ASSEMBLE_TASK = "vigil.assemble_traces"
 
 
 @app.task(name=SPANS_TASK, bind=True)
-def collect_spans(self, spans: Any) -> dict[str, int]:
-    """Keep each span under its trace and schedule the sweep that assembles the trace once it settles."""
+def collect_spans(self, spans: Any, sender: Any = None) -> dict[str, int]:
+    """Keep each span under its trace (with its sender's address, for a conflict's log line, and its key's project,
+    whose trace it is) and schedule the sweep that assembles the trace once it settles."""
     rt, settings = runtime(), intake_settings()
     spans = spans if isinstance(spans, list) else [spans]
+    sender = sender if isinstance(sender, dict) else {}
+    address, project = str(sender.get("address", ""))[:64], str(sender.get("project", ""))[:128]
     good, dead = [], []
     for span in spans:
         reason = invalid_reason(span)
         if reason is None:
-            good.append(span)
+            good.append(_stamped(span, address, project))
         else:
             dead.append(dead_letter(INGEST_QUEUE, span, f"span: {reason}", "invalid_span"))
     try:
         if dead:
             push(rt.redis, [("dead_letters", dead)])
         traces, _ = store_spans(rt.redis, good, keep_s=settings.keep_s, max_spans=settings.max_trace_spans,
-                                max_bytes=settings.max_trace_bytes) if good else (0, 0)
+                                max_bytes=settings.max_trace_bytes,
+                                max_reassemblies=settings.max_reassemblies) if good else (0, 0)
         if traces:
             schedule_sweep(rt.redis, "vigil.intake.sweep", time.time() + settings.settle_s,
                            lambda countdown: assemble_traces.apply_async(countdown=countdown, queue=INGEST_QUEUE))
@@ -80,11 +86,23 @@ def collect_spans(self, spans: Any) -> dict[str, int]:
     return {"spans": len(good), "traces": traces, "dead": len(dead)}
 
 
+def _stamped(span: dict[str, Any], address: str, project: str) -> dict[str, Any]:
+    """A span with its sender's address and, when the sender presented a key, the key's project as its resource's
+    ``vigil.project`` (whatever the span said: ``vigil.worker.intake.keys``)."""
+    if address:
+        span = {**span, "sender": address}
+    if project:
+        span = {**span, "resource": {**(span.get("resource") or {}), "vigil.project": project}}
+    return span
+
+
 @app.task(name=ASSEMBLE_TASK)
 def assemble_traces() -> dict[str, int]:
-    """Assemble every settled trace: claim, assemble (or wait for a parent that has not arrived: ``late``), publish
-    one ingest batch, record what earlier assemblies' turns it supersedes and the unanswered steps, release."""
+    """Assemble every settled trace: claim, keep each span id's first copy (``late.reconcile``), assemble (or wait
+    for a parent that has not arrived: ``late``), publish one ingest batch of the turns that are new or changed for a
+    scorer, record the stored turns a late root supersedes, the conflicts and the unanswered steps, release."""
     rt, settings = runtime(), intake_settings()
+    metadata_keys = {key for monitor in rt.config.monitors for key in monitor.filters.metadata}
     assembled = turns = 0
     try:
         while True:
@@ -92,29 +110,33 @@ def assemble_traces() -> dict[str, int]:
             if not claimed:
                 break
             batch: list[dict[str, Any]] = []
+            updates: list[str] = []
             rows: dict[str, list] = {"pipeline_events": [], "superseded": []}
             waits = []
-            for trace_id in claimed:
-                spans = trace_spans(rt.redis, trace_id, settings.max_trace_spans)
+            for name in claimed:
+                trace_id = trace_id_of(name)
+                spans, conflicts = late.reconcile(trace_spans(rt.redis, name, settings.max_trace_spans))
                 if waiting_for_parent(spans):
-                    enough, due = late.waited_enough(rt.redis, trace_id, keep_s=settings.keep_s,
+                    enough, due = late.waited_enough(rt.redis, name, keep_s=settings.keep_s,
                                                      wait_s=settings.parent_wait_s)
                     if not enough:
-                        late.defer(rt.redis, trace_id, due, settings.settle_s)
+                        late.defer(rt.redis, name, due, settings.settle_s)
                         waits.append(due)
                         continue
                 result = assembly_of(spans)
-                batch.extend(result.turns)
-                gone, events = late.superseded_by(rt.redis, trace_id, spans, result, keep_s=settings.keep_s,
-                                                  mark_s=get_settings().turn_ttl_s)
-                rows["superseded"] += gone
-                rows["pipeline_events"] += events + _steps(trace_id, spans, result.steps)
+                settled = late.settle(rt.redis, name, spans, result, keep_s=settings.keep_s,
+                                      mark_s=get_settings().turn_ttl_s, metadata_keys=metadata_keys)
+                batch.extend(settled.turns)
+                updates += [ownership.update_id(trace_id, span_id) for span_id in settled.updates]
+                rows["superseded"] += settled.superseded
+                rows["pipeline_events"] += [*settled.events, *late.conflict_events(trace_id, conflicts),
+                                            *_steps(trace_id, spans, result.steps)]
                 if result.no_turn:
                     rows["pipeline_events"] += _no_turn(trace_id, spans, result.no_turn,
                                                         [m.name for m in rt.config.monitors if m.target == "turn"])
-                _warn_missing_content(result.turns)
+                _warn_missing_content(settled.turns)
             if batch:
-                app.send_task(INGEST_TASK, args=[batch], queue=INGEST_QUEUE)
+                app.send_task(INGEST_TASK, args=[batch], kwargs={"updates": updates}, queue=INGEST_QUEUE)
             push(rt.redis, rows.items())
             if waits:
                 schedule_sweep(rt.redis, "vigil.intake.sweep", min(waits),

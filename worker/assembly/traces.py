@@ -1,10 +1,11 @@
 """Spans kept by trace in Redis until the trace settles, then assembled into turns (``vigil.schemas.spans``).
 
-Keys: ``vigil.intake.trace.<trace id>``, a list of the span records (JSON) not yet assembled;
-``vigil.intake.record.<trace id>``, a hash: the trace's budget so far (``spans``, ``bytes``), the bytes in its list
-(``listed``) and, once assembled, what late spans need (``assembled``: the spans the assembly read, compact,
-``vigil.worker.assembly.late``), kept ``VIGIL_INTAKE_KEEP_S`` after the trace's last span;
-``vigil.intake.pending``, a sorted set of trace ids scored by when their last span arrived;
+Keys, by the trace's name (its project and id, ``trace_name``): ``vigil.intake.trace.<name>``, a list of the span
+records (JSON) not yet assembled; ``vigil.intake.record.<name>``, a hash: the trace's budget so far (``spans``,
+``bytes``), the bytes in its list (``listed``), how often it was assembled (``assemblies``) and, once assembled, what
+late spans need (``assembled``: the spans the assembly read, compact; ``turns``: the turns it stored and their
+content digests; ``vigil.worker.assembly.late``), kept ``VIGIL_INTAKE_KEEP_S`` after the trace's last span;
+``vigil.intake.pending``, a sorted set of trace names scored by when their last span arrived;
 ``vigil.intake.pending.bytes``, the bytes of span records in every list (``VIGIL_INTAKE_MAX_PENDING_BYTES``).
 
 - ``vigil.spans(spans)`` (published by ``vigil intake``) appends each span to its trace's list and marks the trace
@@ -17,7 +18,9 @@ Keys: ``vigil.intake.trace.<trace id>``, a list of the span records (JSON) not y
   claimed again after the lease.
 - A span that arrives after its trace was assembled (within the keep time) puts the trace back in the pending set:
   it is assembled again with the compact record of the spans the last assembly read, under the same turn ids (trace
-  id and root span id), so the trace row and every score are replaced, not duplicated. After the keep time the spans are gone, and a late span is assembled alone.
+  id and root span id), so a turn that changed for a scorer has its row and scores replaced, not duplicated
+  (``vigil.worker.assembly.late`` says which turns change, and which never do). After the keep time the spans are
+  gone, and a late span is assembled alone: its turn never replaces a stored one (``vigil.worker.pipeline.ownership``).
 """
 
 from __future__ import annotations
@@ -32,10 +35,12 @@ from typing import Any
 
 import redis
 import structlog
+from vigil.schemas.config import DEFAULT_PROJECT
 from vigil.schemas.spans import Assembly, assembly
 
-__all__ = ["DROPPED", "DROPPED_TOTAL", "PENDING", "PENDING_BYTES", "Spans", "assembly_of", "claim_due", "record_key",
-           "recount_pending", "release", "schedule_sweep", "store_spans", "trace_key", "trace_spans", "turns_of"]
+__all__ = ["DROPPED", "DROPPED_TOTAL", "PENDING", "PENDING_BYTES", "Spans", "assembly_of", "claim_due", "project_of",
+           "record_key", "recount_pending", "release", "schedule_sweep", "store_spans", "trace_id_of", "trace_key",
+           "trace_name", "trace_spans", "turns_of"]
 
 log = structlog.get_logger("vigil.intake")
 
@@ -52,35 +57,41 @@ for _, id in ipairs(ids) do redis.call('ZADD', KEYS[1], ARGV[2], id) end
 return ids
 """
 # Append a trace's spans up to its caps (spans and bytes, kept in its record so they outlast the assembly that empties
-# its list); count the rest (per trace, and in total) and the bytes now waiting. KEYS: the trace's list, DROPPED,
-# DROPPED_TOTAL, the trace's record, PENDING_BYTES; ARGV: max spans, max bytes, keep seconds, trace id, records...
+# its list; none once it was assembled again more than the re-assembly cap allows); count the rest (per trace, and in
+# total) and the bytes now waiting; mark the trace pending only when a span was kept, so spans over a cap never
+# schedule an assembly. KEYS: the trace's list, DROPPED, DROPPED_TOTAL, the trace's record, PENDING_BYTES, PENDING;
+# ARGV: max spans, max bytes, keep seconds, trace id, max re-assemblies, now, records...
 _APPEND = """
 local room = tonumber(ARGV[1]) - tonumber(redis.call('HGET', KEYS[4], 'spans') or '0')
+if tonumber(redis.call('HGET', KEYS[4], 'assemblies') or '0') > tonumber(ARGV[5]) then room = 0 end
 local bytes = tonumber(redis.call('HGET', KEYS[4], 'bytes') or '0')
 local added = 0
 local keep = {}
-for i = 5, #ARGV do
+for i = 7, #ARGV do
   if #keep >= room or bytes + #ARGV[i] > tonumber(ARGV[2]) then break end
   bytes = bytes + #ARGV[i]
   added = added + #ARGV[i]
   keep[#keep + 1] = ARGV[i]
 end
-for i = 1, #keep, 5000 do
-  redis.call('RPUSH', KEYS[1], unpack(keep, i, math.min(i + 4999, #keep)))
+if #keep > 0 then
+  for i = 1, #keep, 5000 do
+    redis.call('RPUSH', KEYS[1], unpack(keep, i, math.min(i + 4999, #keep)))
+  end
+  redis.call('EXPIRE', KEYS[1], tonumber(ARGV[3]))
+  redis.call('HSET', KEYS[4], 'bytes', bytes)
+  redis.call('HINCRBY', KEYS[4], 'spans', #keep)
+  redis.call('HINCRBY', KEYS[4], 'listed', added)
+  redis.call('EXPIRE', KEYS[4], tonumber(ARGV[3]))
+  redis.call('INCRBY', KEYS[5], added)
+  redis.call('ZADD', KEYS[6], ARGV[6], ARGV[4])
 end
-redis.call('EXPIRE', KEYS[1], tonumber(ARGV[3]))
-redis.call('HSET', KEYS[4], 'bytes', bytes)
-redis.call('HINCRBY', KEYS[4], 'spans', #keep)
-redis.call('HINCRBY', KEYS[4], 'listed', added)
-redis.call('EXPIRE', KEYS[4], tonumber(ARGV[3]))
-redis.call('INCRBY', KEYS[5], added)
-local dropped = #ARGV - 4 - #keep
+local dropped = #ARGV - 6 - #keep
 if dropped > 0 then
   redis.call('HINCRBY', KEYS[2], ARGV[4], dropped)
   redis.call('EXPIRE', KEYS[2], tonumber(ARGV[3]))
   redis.call('INCRBY', KEYS[3], dropped)
 end
-return dropped
+return {#keep, dropped}
 """
 # No trace pending, no bytes pending: what lists that expired unassembled had counted is forgotten.
 _SETTLED = """
@@ -96,12 +107,29 @@ return n
 """
 
 
-def trace_key(trace_id: str) -> str:
-    return f"vigil.intake.trace.{trace_id}"
+def trace_name(project: str, trace_id: str) -> str:
+    """A trace's name in Redis, which every key above is made from: trace ids are the project's own, so the same
+    id in two projects is two traces (the default project's traces are named by their id alone)."""
+    return trace_id if project == DEFAULT_PROJECT else f"{project}/{trace_id}"
 
 
-def record_key(trace_id: str) -> str:
-    return f"vigil.intake.record.{trace_id}"
+def trace_id_of(name: str) -> str:
+    """The trace id in a trace's name (``trace_name``)."""
+    return name.rpartition("/")[2]
+
+
+def project_of(span: dict[str, Any]) -> str:
+    """A span's project: its resource's ``vigil.project`` (set by the intake from the sender's key)."""
+    project = (span.get("resource") or {}).get("vigil.project")
+    return str(project) if project else DEFAULT_PROJECT
+
+
+def trace_key(name: str) -> str:
+    return f"vigil.intake.trace.{name}"
+
+
+def record_key(name: str) -> str:
+    return f"vigil.intake.record.{name}"
 
 
 def invalid_reason(span: Any) -> str | None:
@@ -117,28 +145,29 @@ def invalid_reason(span: Any) -> str | None:
 
 
 def store_spans(client: redis.Redis, spans: list[dict[str, Any]], *, keep_s: int, max_spans: int = 2000,
-                max_bytes: int = 4 * 2**20, now: float | None = None) -> tuple[int, int]:
+                max_bytes: int = 4 * 2**20, max_reassemblies: int = 20, now: float | None = None) -> tuple[int, int]:
     """Append spans to their traces (at most ``max_spans`` spans and ``max_bytes`` of records kept per trace, in
-    arrival order: the others are counted in ``DROPPED``) and mark the traces seen; returns how many traces they
-    touched and how many spans were over a cap. With ``VIGIL_INTAKE_MAX_OPEN_TRACES`` this bounds the Redis bytes
-    pending traces can hold."""
+    arrival order, and none for a trace assembled more than ``max_reassemblies`` times after its first: the others
+    are counted in ``DROPPED``) and mark the traces that kept a span pending; returns how many traces kept a span
+    and how many spans were over a cap. With ``VIGIL_INTAKE_MAX_OPEN_TRACES`` this bounds the Redis bytes pending
+    traces can hold, and with the re-assembly cap the judge calls late spans can cause."""
     now = time.time() if now is None else now
     by_trace: dict[str, list[str]] = defaultdict(list)
     for span in spans:
-        by_trace[span["trace_id"]].append(json.dumps(span, ensure_ascii=False))
+        by_trace[trace_name(project_of(span), span["trace_id"])].append(json.dumps(span, ensure_ascii=False))
     append = client.register_script(_APPEND)
     pipe = client.pipeline(transaction=True)
     for trace_id, lines in by_trace.items():
-        append(keys=[trace_key(trace_id), DROPPED, DROPPED_TOTAL, record_key(trace_id), PENDING_BYTES],
-               args=[max_spans, max_bytes, keep_s, trace_id, *lines], client=pipe)
-    if by_trace:
-        pipe.zadd(PENDING, dict.fromkeys(by_trace, now))
-    results = pipe.execute()
-    dropped = sum(int(n) for n in results[: len(by_trace)])
+        append(keys=[trace_key(trace_id), DROPPED, DROPPED_TOTAL, record_key(trace_id), PENDING_BYTES, PENDING],
+               args=[max_spans, max_bytes, keep_s, trace_id, max_reassemblies, now, *lines], client=pipe)
+    results = pipe.execute() if by_trace else []
+    touched = sum(1 for kept, _ in results if int(kept))
+    dropped = sum(int(n) for _, n in results)
     if dropped:
         log.warning("spans over the per-trace caps were not kept; their turns are marked truncated",
-                    dropped=dropped, max_spans=max_spans, max_bytes=max_bytes, traces=len(by_trace))
-    return len(by_trace), dropped
+                    dropped=dropped, max_spans=max_spans, max_bytes=max_bytes, max_reassemblies=max_reassemblies,
+                    traces=len(by_trace))
+    return touched, dropped
 
 
 def schedule_sweep(client: redis.Redis, name: str, due_at: float, publish: Callable[[float], Any]) -> bool:
@@ -187,20 +216,24 @@ class Spans(list):
     earlier: int = 0  # the first ``earlier`` records are the last assembly's compact ones
     listed: int = 0
     listed_bytes: int = 0
+    stored: dict[str, str] | None = None  # the turns an earlier assembly stored: root span id -> content digest
 
 
-def trace_spans(client: redis.Redis, trace_id: str, max_spans: int | None = None) -> Spans:
-    """The kept span records of a trace: never more than ``max_spans`` (the cap they were stored under) are read
-    from its list."""
+def trace_spans(client: redis.Redis, name: str, max_spans: int | None = None) -> Spans:
+    """The kept span records of a trace (by its name, ``trace_name``): never more than ``max_spans`` (the cap they
+    were stored under) are read from its list."""
+    trace_id = trace_id_of(name)
     spans = Spans()
     pipe = client.pipeline(transaction=False)
-    pipe.lrange(trace_key(trace_id), 0, -1 if max_spans is None else max_spans - 1)
-    pipe.hget(DROPPED, trace_id)
-    pipe.hget(record_key(trace_id), "assembled")
-    raws, dropped, assembled = pipe.execute()
+    pipe.lrange(trace_key(name), 0, -1 if max_spans is None else max_spans - 1)
+    pipe.hget(DROPPED, name)
+    pipe.hmget(record_key(name), "assembled", "turns")
+    raws, dropped, (assembled, stored) = pipe.execute()
     if assembled:
         spans.extend({**record, "trace_id": trace_id} for record in json.loads(zlib.decompress(assembled)))
         spans.earlier = len(spans)
+    if stored:
+        spans.stored = json.loads(stored)
     for raw in raws:
         try:
             spans.append(json.loads(raw))

@@ -38,6 +38,7 @@ COMMANDS: dict[str, str] = {
     "alerts": "vigil.worker.cli.alerts:alerts",
     "judge": "vigil.worker.cli.judge:judge",
     "eval": "vigil.worker.cli.eval:eval_command",
+    "keys": "vigil.worker.cli.keys:keys",
 }
 
 

@@ -25,6 +25,7 @@ def intake_command(host: str, port: int, broker_wait: float, log_requests: bool 
     import structlog
     from pydantic import ValidationError
     from vigil.worker.cli.errors import check_kombu
+    from vigil.worker.intake.keys import KeyRing
     from vigil.worker.intake.server import make_app, run
     from vigil.worker.intake.settings import intake_settings
     from vigil.worker.logs import configure_logging
@@ -42,15 +43,17 @@ def intake_command(host: str, port: int, broker_wait: float, log_requests: bool 
     except ValidationError as exc:
         problems = "; ".join(f"VIGIL_INTAKE_{str(e['loc'][0]).upper()}: {e['msg']}" for e in exc.errors())
         raise click.ClickException(problems) from None
-    if intake.token is None and not is_loopback(host):
+    keys = KeyRing.of(intake.token.get_secret_value() if intake.token is not None else None, _config(settings))
+    if not keys.required and not is_loopback(host):
         why = "VIGIL_INTAKE_TOKEN is empty, which means no token" if "VIGIL_INTAKE_TOKEN" in os.environ \
             else "VIGIL_INTAKE_TOKEN is not set"
         structlog.get_logger("vigil.intake").warning(
-            f"listening beyond loopback without a token ({why}): anyone who can reach this port can send spans "
-            "and turns; set VIGIL_INTAKE_TOKEN to require 'Authorization: Bearer <token>'", host=host, port=port)
+            f"listening beyond loopback without a key ({why}, and the config lists no project keys): anyone who "
+            "can reach this port can send spans and turns; set VIGIL_INTAKE_TOKEN or add keys under projects: "
+            "(vigil keys new --project NAME) to require 'Authorization: Bearer <key>'", host=host, port=port)
     redis_url = settings.redis_url or "redis://127.0.0.1:6379/0"
     wait_for_broker(redis_url, broker_wait, say=lambda line: click.echo(f"vigil: {line}", err=True))
-    app = make_app(redis_url, intake)
+    app = make_app(redis_url, intake, keys=keys)
     watch = BrokerWatch(redis_url).start()  # one line per interval while Redis is lost (the 503s say nothing more)
     try:
         run(app, host, port)
@@ -58,3 +61,17 @@ def intake_command(host: str, port: int, broker_wait: float, log_requests: bool 
         raise click.ClickException(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
     finally:
         watch.stop()
+
+
+def _config(settings):
+    """The config's project keys, when ``VIGIL_CONFIG`` names one (a config that cannot be read stops the intake
+    with its one-line reason: keys that did not load would leave their projects locked out, or the door open)."""
+    from vigil.worker.cli.errors import one_line
+    from vigil.worker.settings import monitor_config
+
+    if settings.config_path is None:
+        return None
+    try:
+        return monitor_config()
+    except Exception as exc:  # noqa: BLE001 - a YAML, validation or file error: said in one line
+        raise click.ClickException(f"VIGIL_CONFIG ({settings.config_path}): {one_line(exc)}") from None

@@ -42,8 +42,9 @@ class Publisher:
         self._producers: list[Any] = []
         self._lock = threading.Lock()
 
-    def send(self, task: str, payload: list[Any], what: str) -> None:
-        """Publish ``task(payload)`` on the ingest queue or raise one of ``BROKER_ERRORS`` (``MessageTooLarge``
+    def send(self, task: str, payload: list[Any], what: str, sender: dict[str, str] | None = None) -> None:
+        """Publish ``task(payload, sender=sender)`` on the ingest queue (``sender``: who sent it, for the workers'
+        log lines) or raise one of ``BROKER_ERRORS`` (``MessageTooLarge``
         when the message would be over ``max_message_bytes``)."""
         producer = getattr(self._local, "producer", None)
         if producer is None:
@@ -52,7 +53,8 @@ class Publisher:
             with self._lock:
                 self._producers.append(producer)
         try:
-            self.app.send_task(task, args=[payload], queue=INGEST_QUEUE, producer=producer, retry=False,
+            self.app.send_task(task, args=[payload], kwargs={"sender": sender} if sender else {}, queue=INGEST_QUEUE,
+                               producer=producer, retry=False,
                                ignore_result=True, argsrepr=f"[<{len(payload)} {what}>]", kwargsrepr="{}")
         except BaseException:
             self._local.producer = None

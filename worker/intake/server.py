@@ -14,8 +14,11 @@ Routes:
   as one ``vigil.ingest`` task; the worker validates each turn and dead-letters the bad ones, as on the Redis path.
 - ``GET /healthz``: 200.
 
-With ``VIGIL_INTAKE_TOKEN`` set, the POST routes need ``Authorization: Bearer <token>`` (401 otherwise). The token
-and the declared length are checked from the headers before a byte of the body is read; the body is read and
+With ingest keys configured (the config's ``projects:``, and ``VIGIL_INTAKE_TOKEN``, the ``default`` project's key:
+``vigil.worker.intake.keys``), the POST routes need ``Authorization: Bearer <key>`` (401 otherwise), and everything a
+request carries is its key's project's: each ``/v1/turns`` turn's ``project`` and each span's ``vigil.project`` are
+set to it, whatever the body said. The key and the declared length are checked from the headers before a byte of the
+body is read; the body is read and
 inflated within ``VIGIL_INTAKE_MAX_BYTES`` as it arrives (``worker.serving``), an unauthenticated body is never read
 (its connection is closed; an authenticated one over the budget is drained within a bound so the sender reads the
 413, ``serving.aio.too_large``), and ``/v1/turns`` takes at most ``VIGIL_INTAKE_MAX_TURNS`` turns per request (413 over it:
@@ -33,6 +36,8 @@ import structlog
 from aiohttp import web
 from aiohttp.web_protocol import RequestPayloadError
 from vigil.schemas.broker import INGEST_TASK, SPANS_TASK, MessageTooLarge
+from vigil.schemas.feedback import is_feedback
+from vigil.worker.intake.keys import KeyRing
 from vigil.worker.intake.otlp import (
     UndecodableBody,
     decode_logs,
@@ -45,7 +50,11 @@ from vigil.worker.intake.publish import BROKER_ERRORS, Publisher
 from vigil.worker.intake.settings import IntakeSettings
 from vigil.worker.logs import Every
 from vigil.worker.pipeline.broker_watch import RETRY_INTERVAL_S
-from vigil.worker.serving import BodyTooLarge, UnreadableBody, UnsupportedEncoding, credential_ok
+from vigil.worker.serving import (
+    BodyTooLarge,
+    UnreadableBody,
+    UnsupportedEncoding,
+)
 from vigil.worker.serving.aio import read_body, refusal, too_large
 from vigil.worker.settings import get_settings
 
@@ -63,13 +72,18 @@ _ACCEPTED, _REJECTED, _BYTES = "vigil.accepted", "vigil.rejected", "vigil.bytes"
 _PUBLISHER = web.AppKey("publisher", Publisher)
 _SETTINGS = web.AppKey("settings", IntakeSettings)
 _POOL = web.AppKey("pool", ThreadPoolExecutor)
+_KEYS = web.AppKey("keys", KeyRing)
+_PROJECT = "vigil.project"  # per request: its key's project (None: no keys configured, the body says)
 
 
-def make_app(redis_url: str, settings: IntakeSettings, *, publish_threads: int = 8,
+def make_app(redis_url: str, settings: IntakeSettings, *, keys: KeyRing | None = None, publish_threads: int = 8,
              max_message_bytes: int | None = None) -> web.Application:
+    """The intake's app; ``keys``: the ingest keys by project (default: ``VIGIL_INTAKE_TOKEN`` alone)."""
     middlewares = [_log_request, _errors, _auth] if settings.log_requests else [_errors, _auth]
     app = web.Application(client_max_size=settings.max_bytes, middlewares=middlewares)
     app[_SETTINGS] = settings
+    app[_KEYS] = keys if keys is not None else KeyRing.of(
+        settings.token.get_secret_value() if settings.token is not None else None, None)
     app[_PUBLISHER] = Publisher(redis_url, socket_timeout=settings.publish_timeout_s,
                                 max_message_bytes=max_message_bytes or get_settings().max_message_bytes)
     app[_POOL] = ThreadPoolExecutor(publish_threads, thread_name_prefix="vigil-intake-publish")
@@ -125,21 +139,32 @@ async def _errors(request: web.Request, handler) -> web.StreamResponse:
 
 @web.middleware
 async def _auth(request: web.Request, handler) -> web.StreamResponse:
-    """The bearer token, from the headers alone: a refused request's body is never read (nor inflated), and its
-    connection is closed."""
-    token = request.app[_SETTINGS].token
-    if token is not None and request.method == "POST" and \
-            not credential_ok(request.headers.get("Authorization", ""), f"Bearer {token.get_secret_value()}"):
-        return refusal(_error(401, _UNAUTHENTICATED, "missing or wrong bearer token", request,
-                              **{"WWW-Authenticate": "Bearer"}))
+    """The bearer key, from the headers alone: a refused request's body is never read (nor inflated), and its
+    connection is closed; an accepted one is its key's project's."""
+    keys = request.app[_KEYS]
+    request[_PROJECT] = None
+    if keys.required and request.method == "POST":
+        request[_PROJECT] = keys.project(request.headers.get("Authorization", ""))
+        if request[_PROJECT] is None:
+            return refusal(_error(401, _UNAUTHENTICATED, "missing, unknown or expired bearer key", request,
+                                  **{"WWW-Authenticate": "Bearer"}))
     return await handler(request)
+
+
+def _sender(request: web.Request) -> dict[str, str]:
+    """Who sent a request (its address, and its key's project: what the workers set on its spans)."""
+    sender = {"address": str(request.remote or "unknown")}
+    if request.get(_PROJECT):
+        sender["project"] = request[_PROJECT]
+    return sender
 
 
 async def _publish(request: web.Request, task: str, payload: list, what: str) -> web.Response | None:
     """Hand ``payload`` to Redis; None when it was taken, else the 503 to answer."""
     app = request.app
     try:
-        await asyncio.get_running_loop().run_in_executor(app[_POOL], app[_PUBLISHER].send, task, payload, what)
+        await asyncio.get_running_loop().run_in_executor(app[_POOL], app[_PUBLISHER].send, task, payload, what,
+                                                         _sender(request))
     except MessageTooLarge as exc:  # the workers would dead-letter it unread: the sender must send less at once
         log.warning("request over the message budget; answered 413", path=request.path, items=len(payload),
                     error=str(exc))
@@ -237,6 +262,8 @@ async def turns(request: web.Request) -> web.Response:
         return _error(413, _RESOURCE_EXHAUSTED, f"{len(batch)} turns in one request, over VIGIL_INTAKE_MAX_TURNS "
                       f"({settings.max_turns}); send fewer at once", request)
     request[_ACCEPTED] = len(batch)
+    if request.get(_PROJECT):  # the key's project, never the one a turn claims
+        batch = [item if is_feedback(item) else {**item, "project": request[_PROJECT]} for item in batch]
     if batch:
         refused = await _publish(request, INGEST_TASK, batch, "turns")
         if refused is not None:
@@ -256,4 +283,4 @@ def run(app: web.Application, host: str, port: int) -> None:
     serve(app, host, port, max_connections=settings.max_connections,
           started=lambda url: log.info("intake listening", url=url, max_connections=settings.max_connections,
                                        max_bytes=settings.max_bytes, max_turns=settings.max_turns,
-                                       token=settings.token is not None))
+                                       projects=app[_KEYS].projects or None))

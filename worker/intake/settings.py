@@ -24,6 +24,8 @@ class IntakeSettings(BaseSettings):
                                                                  "and the trace's turns marked truncated")
     max_trace_bytes: int = Field(default=4 * 2**20, gt=0, description="bytes of span records kept per trace; more "
                                                                       "are counted like spans over max_trace_spans")
+    max_reassemblies: int = Field(default=20, ge=0, description="times a trace is assembled again for late spans; "
+                                  "later spans are counted like spans over max_trace_spans, and never reschedule")
     max_open_traces: int = Field(default=100_000, ge=0, description="traces waiting to settle before the intake "
                                                                    "answers 429 with Retry-After (0: no bound)")
     max_pending_bytes: int = Field(default=256 * 2**20, ge=0, description="bytes of span records waiting to settle "

@@ -40,7 +40,7 @@ from vigil.schemas.spans import CONTENT_METADATA, RUN_METADATA, SETTING_METADATA
 from vigil.worker.assembly import late, sessions
 from vigil.worker.judge.base import JudgePaused
 from vigil.worker.logs import Every
-from vigil.worker.pipeline import budget, loop, parked, seen, turn_store
+from vigil.worker.pipeline import budget, loop, ownership, parked, seen, turn_store
 from vigil.worker.pipeline import feedback as feedback_sampling
 from vigil.worker.pipeline.app import SCORE_QUEUE, app
 from vigil.worker.pipeline.backpressure import push_rows, room_for_rows
@@ -229,8 +229,11 @@ def _fan_out(rt: Runtime, rows: dict[str, list[BaseModel]], decisions: list[_Dec
 
 
 @app.task(name=INGEST_TASK, bind=True)
-def ingest(self, batch: Any) -> dict[str, int]:
+def ingest(self, batch: Any, updates: Any = None, sender: Any = None) -> dict[str, int]:
     """Validate each turn, store its row, and fan out one score task per turn naming the monitors that sample it.
+    A turn id already stored is not taken again: the same content is a no-op, other content a conflict, unless
+    assembly sends it in ``updates`` (``vigil.worker.pipeline.ownership``; ``sender``: the intake's word on who
+    sent the batch, for the conflict's log line).
     A turn of vigil's own traffic (origin ``probe`` or ``follow_up``) is stored but never sampled: stage ``probe``.
     A failed run (``metadata["vigil.run"] == "failed"``: it ended in error without an answer) is stored and counted,
     stage ``failed_run``, and never scored: there is no answer to judge, and it is not a 0.
@@ -240,6 +243,14 @@ def ingest(self, batch: Any) -> dict[str, int]:
     rt = runtime()
     _room_for_rows(rt)
     checked = _check_batch(batch)
+    try:
+        screened = ownership.screen(rt.redis, checked.turns, checked.raws,
+                                    updates=set(updates) if isinstance(updates, list) else set(),
+                                    sender=sender if isinstance(sender, dict) else None)
+    except _REDIS_FAILED as exc:
+        raise _requeue_on_redis_failure(exc) from exc
+    checked.turns = [checked.turns[i] for i, _ in screened.keep]
+    checked.raws = [checked.raws[i] for i, _ in screened.keep]
     turn_monitors = [m for m in rt.config.monitors if m.target == "turn"]
     track_sessions = len(turn_monitors) < len(rt.config.monitors)  # session monitors score them when idle
     try:
@@ -250,7 +261,7 @@ def ingest(self, batch: Any) -> dict[str, int]:
     decisions = [_Decision(raw, turn, [_stage(turn, m, forced, paced) for m in turn_monitors])
                  for raw, turn in zip(checked.raws, checked.turns, strict=True)]
     fraction = _admitted(rt, sum(d.wants_scoring() for d in decisions))
-    events: list[BaseModel] = []
+    events: list[BaseModel] = [*screened.conflicts]
     for decision in decisions:
         _shed(decision, fraction)
         events.append(_event(decision.turn, "", "received"))
@@ -267,10 +278,12 @@ def ingest(self, batch: Any) -> dict[str, int]:
     try:
         fanned_out = _fan_out(rt, rows, decisions, [t for t in checked.turns if track_sessions and t.session_id],
                               checked.feedback)
+        ownership.claim(rt.redis, checked.turns, [digest for _, digest in screened.keep],
+                        ttl_s=get_settings().turn_owned_s)
     except _REDIS_FAILED as exc:
         raise _requeue_on_redis_failure(exc) from exc
     return {"turns": len(checked.turns), "feedback": len(checked.feedback), "dead": len(checked.dead),
-            "fanned_out": fanned_out}
+            "fanned_out": fanned_out, "repeats": screened.repeats, "conflicts": len(screened.conflicts)}
 
 
 _shed_warning = Every(10)  # a line per 10 s, not per batch
@@ -393,7 +406,7 @@ def _score_turn(rt: Runtime, turn_json: Any, monitors: Any, enqueued_at: float |
         push(rt.redis, [("dead_letters", [*rows["dead_letters"], checked])])
         return {}
     turn = checked
-    if late.is_superseded(rt.redis, turn.trace_id, turn.span_id):  # a later assembly of its trace replaced it
+    if late.is_superseded(rt.redis, turn.project, turn.trace_id, turn.span_id):  # a late root replaced it
         push(rt.redis, [("dead_letters", rows["dead_letters"])])
         return {}
     wanted = [configured[n] for n in names if isinstance(n, str) and n in configured]

@@ -264,7 +264,7 @@ class Writer:
         (``vigil.worker.store.supersede``)."""
         try:
             with self.lock:
-                delete_superseded(self.store, [(t.trace_id, t.span_id) for t in turns])
+                delete_superseded(self.store, [(t.project, t.trace_id, t.span_id) for t in turns])
         except OperationalError:
             raise  # the store is unreachable: the batch stays in flight and is retried
         except (DatabaseError, ValueError, TypeError) as exc:  # never a batch stuck behind a delete that cannot run
@@ -272,7 +272,10 @@ class Writer:
                       error=str(exc)[:1000])
             return
         self.written["superseded"] += len(turns)
-        log.info("superseded turns deleted", turns=len(turns))
+        for turn in turns:  # every removal of stored rows, with its reason and the span that caused it
+            log.info("superseded turn's rows and scores deleted", reason="late root", project=turn.project,
+                     trace_id=turn.trace_id, span_id=turn.span_id, by_span_id=turn.by_span_id,
+                     caused_by=turn.caused_by)
 
     def _insert(self, table: str, rows: list[BaseModel]) -> None:
         model = TABLES[table]

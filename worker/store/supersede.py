@@ -17,13 +17,14 @@ from vigil.worker.store.migrations import ROLLUPS
 
 __all__ = ["delete_superseded"]
 
-_KEYS = "Array(Tuple(String, String))"
+_KEYS = "Array(Tuple(String, String, String))"
 _BUCKETS = "Array(Tuple(String, String, String, String, String, DateTime('UTC')))"
 _FROM_SCORES = re.compile(r"FROM\s+(?:`?\w+`?\.)?`?scores`?\s+GROUP BY", re.IGNORECASE)
 
 
-def delete_superseded(client: Client, turns: Sequence[tuple[str, str]]) -> None:
-    """Delete the rows of these (trace id, span id) turns and rebuild the rollup buckets their scores were in."""
+def delete_superseded(client: Client, turns: Sequence[tuple[str, str, str]]) -> None:
+    """Delete the rows of these (project, trace id, span id) turns (a trace id is its project's own) and rebuild the
+    rollup buckets their scores were in."""
     keys = {"keys": [tuple(t) for t in turns]}
     views = dict(client.query("SELECT name, as_select FROM system.tables WHERE database = currentDatabase() AND "
                               "name IN {views:Array(String)}",
@@ -32,9 +33,10 @@ def delete_superseded(client: Client, turns: Sequence[tuple[str, str]]) -> None:
     for suffix, bucket in ROLLUPS.items():
         buckets[suffix] = [tuple(row) for row in client.query(
             f"SELECT DISTINCT project, monitor, agent, scorer, scorer_version, {bucket}(trace_time) FROM scores FINAL "
-            f"WHERE (trace_id, span_id) IN {{keys:{_KEYS}}}", parameters=keys).result_rows]
+            f"WHERE (project, trace_id, span_id) IN {{keys:{_KEYS}}}", parameters=keys).result_rows]
     for table, extra in (("traces", ""), ("scores", ""), ("pipeline_events", " AND stage != 'superseded'")):
-        client.command(f"DELETE FROM {table} WHERE (trace_id, span_id) IN {{keys:{_KEYS}}}{extra}", parameters=keys)
+        client.command(f"DELETE FROM {table} WHERE (project, trace_id, span_id) IN {{keys:{_KEYS}}}{extra}",
+                       parameters=keys)
     for suffix, bucket in ROLLUPS.items():
         select = views.get(f"scores_{suffix}_mv")
         if not buckets[suffix] or not select or not _FROM_SCORES.search(select):
