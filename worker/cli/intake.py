@@ -48,7 +48,7 @@ def intake_command(host: str, port: int, broker_wait: float, log_requests: bool 
         why = "VIGIL_INTAKE_TOKEN is empty, which means no token" if "VIGIL_INTAKE_TOKEN" in os.environ \
             else "VIGIL_INTAKE_TOKEN is not set"
         structlog.get_logger("vigil.intake").warning(
-            f"listening beyond loopback without a key ({why}, and the config lists no project keys): anyone who "
+            f"listening beyond loopback without a token ({why}) or project keys in the config: anyone who "
             "can reach this port can send spans and turns; set VIGIL_INTAKE_TOKEN or add keys under projects: "
             "(vigil keys new --project NAME) to require 'Authorization: Bearer <key>'", host=host, port=port)
     redis_url = settings.redis_url or "redis://127.0.0.1:6379/0"
