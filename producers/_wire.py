@@ -3,7 +3,9 @@
 Values are converted to JSON data (datetimes to ISO 8601, bytes decoded with ``surrogateescape`` so that invalid
 UTF-8 reaches the worker and is dead-lettered there with the field named); a value that is not data raises
 ``Unserializable`` naming where it sits. Two shorthands are expanded: ``input`` as a string (one user message) and
-``contexts`` as a list of strings. What agents return is taken as it comes: an ``output`` that is a response object
+``contexts`` as a list of strings. OpenAI's tool-call shapes are taken as they are (``openai_tool_calls``,
+``openai_messages``): chat ``tool_calls`` with ``function.arguments`` as JSON text, the Responses API's
+``function_call`` / ``function_call_output`` items, in ``tool_calls=`` and in ``input=``. What agents return is taken as it comes: an ``output`` that is a response object
 or a dict (an OpenAI chat completion or Responses object, a LangChain/Anthropic message, ``{"content": ...}``,
 ``{"output": ...}``, ``{"text": ...}``) becomes its answer text (``output_text``), and metadata values and tags that
 are not strings become strings (JSON for numbers, booleans and structures). The result is not validated here: the
@@ -24,7 +26,7 @@ from opentelemetry.trace import SpanContext
 from pydantic import BaseModel
 from vigil.schemas.trace import RELEASE_KEY, WIRE_VERSION
 
-__all__ = ["Unserializable", "output_text", "to_wire"]
+__all__ = ["Unserializable", "openai_messages", "openai_tool_calls", "output_text", "to_wire"]
 
 
 class Unserializable(ValueError):
@@ -67,10 +69,88 @@ def to_wire(payload: Any, at: float, span: SpanContext | None, defaults: Mapping
     turn.setdefault("started_at", datetime.fromtimestamp(at, UTC).isoformat())
     if isinstance(turn.get("input"), str):
         turn["input"] = [{"role": "user", "content": turn["input"]}]
+    elif isinstance(turn.get("input"), list):
+        turn["input"] = openai_messages(turn["input"])
+    if isinstance(turn.get("tool_calls"), list):
+        turn["tool_calls"] = openai_tool_calls(turn["tool_calls"])
     contexts = turn.get("contexts")
     if isinstance(contexts, list):
         turn["contexts"] = [{"text": doc} if isinstance(doc, str) else doc for doc in contexts]
     return turn
+
+
+def openai_tool_calls(calls: list[Any]) -> list[Any]:
+    """Tool calls as the turn contract has them, taken from OpenAI's shapes as they are: a chat completion's
+    ``tool_calls`` (``{"id", "type": "function", "function": {"name", "arguments": "<JSON>"}}``), the Responses API's
+    ``function_call`` items (``call_id``, ``name``, ``arguments``) with the ``function_call_output`` items that answer
+    them (``call_id``, ``output``: the call's result); arguments given as JSON text are read. Anything else is left
+    for validation to name."""
+    out: list[Any] = []
+    results = {item.get("call_id"): item.get("output") for item in calls
+               if isinstance(item, dict) and item.get("type") == "function_call_output"}
+    for item in calls:
+        if not isinstance(item, dict) or item.get("type") == "function_call_output":
+            if not isinstance(item, dict):
+                out.append(item)
+            continue
+        function = item.get("function") if isinstance(item.get("function"), dict) else None
+        if function is not None or item.get("type") == "function_call":
+            source = function or item
+            call = {"name": source.get("name"), "arguments": _arguments(source.get("arguments"))}
+            call_id = item.get("call_id") or item.get("id")
+            if call_id:
+                call["id"] = call_id
+            for key in ("result", "error"):
+                if item.get(key) is not None:
+                    call[key] = item[key]
+            if "result" not in call and results.get(call_id) is not None:
+                call["result"] = _text(results[call_id]) if not isinstance(results[call_id], str) else results[call_id]
+            out.append(call)
+        else:
+            out.append({**item, "arguments": _arguments(item["arguments"])} if "arguments" in item else item)
+    return out
+
+
+def openai_messages(messages: list[Any]) -> list[Any]:
+    """Input messages as the turn contract has them, from OpenAI's shapes: an assistant message's chat
+    ``tool_calls``, content given as a list of parts (``text`` / ``input_text`` / ``output_text``), and the
+    Responses API's input items (``{"type": "message", ...}``, ``function_call`` as the assistant asking for a tool,
+    ``function_call_output`` as the tool's message)."""
+    out: list[Any] = []
+    for message in messages:
+        if not isinstance(message, dict):
+            out.append(message)
+            continue
+        kind = message.get("type")
+        if kind == "function_call":
+            out.append({"role": "assistant", "content": "", "tool_calls": openai_tool_calls([message])})
+            continue
+        if kind == "function_call_output":
+            output = message.get("output")
+            out.append({"role": "tool", "content": output if isinstance(output, str) else _text(output),
+                        "tool_call_id": message.get("call_id")})
+            continue
+        message = {k: v for k, v in message.items() if not (k == "type" and v == "message")}
+        if isinstance(message.get("content"), list):
+            message["content"] = "\n".join(
+                str(part.get("text", "")) for part in message["content"]
+                if isinstance(part, dict) and part.get("type", "text") in ("text", "input_text", "output_text"))
+        if message.get("content") is None and "role" in message:
+            message["content"] = ""
+        if isinstance(message.get("tool_calls"), list):
+            message["tool_calls"] = openai_tool_calls(message["tool_calls"])
+        out.append(message)
+    return out
+
+
+def _arguments(value: Any) -> Any:
+    if isinstance(value, str):
+        try:
+            parsed = json.loads(value) if value.strip() else {}
+        except ValueError:
+            return {"arguments": value}  # not JSON: kept whole, under a name
+        return parsed if isinstance(parsed, dict) else {"arguments": parsed}
+    return {} if value is None else value
 
 
 _TEXT_KEYS = ("content", "output", "text", "answer", "output_text", "message")

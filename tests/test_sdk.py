@@ -724,3 +724,41 @@ def test_without_vigil_home_the_spool_lives_in_the_users_cache_directory(monkeyp
 
     assert path.parent == tmp_path / "cache" / "vigil" / "spool"
     assert path.name.startswith("default-bot-")
+
+
+def test_tool_calls_in_openai_chat_shape_are_shipped_with_their_arguments_read(redis_url, make_monitor):
+    """Chat completions' ``tool_calls``: ``function.arguments`` is JSON text, the message's content is None."""
+    monitor = make_monitor(redis_url)
+    call = {"id": "call_1", "type": "function",
+            "function": {"name": "lookup_order", "arguments": '{"order_id": "A-1001"}'}}
+
+    assert monitor.capture(input=[{"role": "user", "content": "Where is A-1001?"},
+                                  {"role": "assistant", "content": None, "tool_calls": [call]},
+                                  {"role": "tool", "tool_call_id": "call_1", "content": "shipped"}],
+                           output="It has shipped.", tool_calls=[call])
+    assert monitor.flush(timeout=10)
+
+    [wire] = turns(redis_url)
+    turn = Turn.model_validate(wire)
+    assert [(c.name, c.arguments, c.id) for c in turn.tool_calls] == [("lookup_order", {"order_id": "A-1001"},
+                                                                       "call_1")]
+    assert turn.question == "Where is A-1001?" and turn.input[1].tool_calls[0].id == "call_1"
+    assert monitor.counters().dropped == {}
+
+
+def test_responses_function_call_items_are_shipped_as_tool_calls_with_their_outputs_as_results(
+        redis_url, make_monitor):
+    monitor = make_monitor(redis_url)
+    items = [{"type": "function_call", "call_id": "c1", "name": "lookup_order", "arguments": '{"order_id":"A-1001"}'},
+             {"type": "function_call_output", "call_id": "c1", "output": "shipped"}]
+
+    assert monitor.capture(input=[{"role": "user", "content": [{"type": "input_text", "text": "Where is A-1001?"}]},
+                                  *items], output="It has shipped.", tool_calls=items)
+    assert monitor.flush(timeout=10)
+
+    [wire] = turns(redis_url)
+    turn = Turn.model_validate(wire)
+    assert [(c.name, c.arguments, c.id, c.result) for c in turn.tool_calls] == [
+        ("lookup_order", {"order_id": "A-1001"}, "c1", "shipped")]
+    assert [(m.role, m.tool_call_id) for m in turn.input] == [("user", None), ("assistant", None), ("tool", "c1")]
+    assert turn.question == "Where is A-1001?"
