@@ -62,7 +62,9 @@ def report(dsn: str | None, hours: float | None, monitors: tuple[str, ...], as_j
             return open_service(client, redis_url, reviewer=reviewer or default_reviewer(), lock=lock,
                                 holds_store=holds_store(dsn))
 
-        _serve(build, port, refresh_s, review)
+        from vigil.worker.report.turn import load_turn
+
+        _serve(build, port, refresh_s, review, lambda trace_id: load_turn(client, trace_id))
         return
     result = build()
     if as_json:
@@ -73,11 +75,11 @@ def report(dsn: str | None, hours: float | None, monitors: tuple[str, ...], as_j
         click.echo(f"HTML report: {write_html(result, html_path)}", err=as_json)
 
 
-def _serve(build, port: int, refresh_s: int, review) -> None:
+def _serve(build, port: int, refresh_s: int, review, turn) -> None:
     from vigil.worker.report.serve import ReportServer
 
     try:
-        server = ReportServer(build, port=port, refresh_s=refresh_s, review=review)
+        server = ReportServer(build, port=port, refresh_s=refresh_s, review=review, turn=turn)
     except OSError as exc:
         raise click.ClickException(f"cannot serve on 127.0.0.1:{port}: {exc.strerror} (try --port 0)") from None
     click.echo(f"serving the report on {server.url} (reloads every {refresh_s} s) and the review page on "

@@ -14,48 +14,19 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 from vigil.worker.cli.options import read_store
+from vigil.worker.report.turn import MIN_PREFIX, TurnNotFound
+from vigil.worker.report.turn import load_turn as turn_data
 from vigil.worker.store.clickhouse import require_tables
-from vigil.worker.store.queries import TURN_QUERIES
 
-__all__ = ["show_command"]
-
-_MIN_PREFIX = 6
-
-
-def _rows(client, name: str, trace_id: str) -> list[dict[str, Any]]:
-    query = TURN_QUERIES[name]
-    result = client.query(query.sql, parameters={"trace_id": trace_id})
-    return [dict(zip(query.columns, row, strict=True)) for row in result.result_rows]
-
-
-def _json(text: str) -> Any:
-    try:
-        return json.loads(text) if text else None
-    except ValueError:
-        return text
+__all__ = ["load_turn", "show_command"]
 
 
 def load_turn(client, trace_id: str) -> dict[str, Any]:
-    """The turn's spans, scores, pipeline stages and dead letters, as plain data (what ``--json`` prints)."""
-    spans = _rows(client, "turn", trace_id)
-    scores = _rows(client, "scores", trace_id)
-    dead = _rows(client, "dead_letters", trace_id)
-    ids = sorted({r["trace_id"] for r in spans + scores})
-    if len(ids) > 1:
-        raise click.ClickException(f"trace id prefix {trace_id!r} matches {len(ids)} traces "
-                                   f"({', '.join(ids[:3])}{', …' if len(ids) > 3 else ''}): give more of it")
-    if not spans and not scores and not dead:
-        raise click.ClickException(f"no turn with trace id {trace_id!r} in the store (`vigil report` lists the "
-                                   "worst turns with their trace ids)")
-    for span in spans:
-        for key in ("input_json", "contexts_json", "tool_calls_json"):
-            span[key.removesuffix("_json")] = _json(span.pop(key))
-    for score in scores:
-        score["steps"] = _json(score.pop("steps_json")) or []
-        score["details"] = _json(score.pop("details_json")) or {}
-    stages = _rows(client, "stages", ids[0] if ids else trace_id)
-    return {"trace_id": ids[0] if ids else trace_id, "spans": spans, "scores": scores, "stages": stages,
-            "dead_letters": dead}
+    """``report.turn.load_turn``, its mistakes as one line."""
+    try:
+        return turn_data(client, trace_id)
+    except TurnNotFound as exc:
+        raise click.ClickException(str(exc)) from None
 
 
 def _score_panel(score: dict[str, Any], verbose: bool) -> Panel:
@@ -95,6 +66,15 @@ def _render(turn: dict[str, Any], verbose: bool) -> Group:
             text = doc.get("text", "") if isinstance(doc, dict) else str(doc)
             doc_id = doc.get("id") if isinstance(doc, dict) else None
             body.append(Text(f"context {number}{f' ({doc_id})' if doc_id else ''}: {text[:300]}", style="dim"))
+        for number, call in enumerate(span.get("tool_calls") or [], 1):
+            call = call if isinstance(call, dict) else {"name": str(call)}
+            line = Text.assemble((f"tool call {number}: ", "bold"), str(call.get("name", "")),
+                                 f"({json.dumps(call.get('arguments'), ensure_ascii=False)[:300]})")
+            if call.get("result") not in (None, ""):
+                line.append(f" → {str(call['result'])[:300]}")
+            if call.get("error"):
+                line.append(f" ✗ {call['error']}", style="red")
+            body.append(line)
         if span["metadata"]:
             body.append(Text(f"metadata: {dict(span['metadata'])}", style="dim"))
         if span["truncated"]:
@@ -107,6 +87,9 @@ def _render(turn: dict[str, Any], verbose: bool) -> Group:
     else:
         parts.append(Text("no scores: " + (", ".join(f"{s['monitor'] or 'ingest'} {s['stage']}"
                                                      for s in turn["stages"]) or "no monitor sampled it")))
+    for f in turn.get("feedback", []):
+        parts.append(Text(f"feedback ({f['source']} {f['author']}): {f['name']} {f['value']:g} / {f['scale']:g}"
+                          + (f": {f['comment']}" if f["comment"] else "")))
     for dead in turn["dead_letters"]:
         parts.append(Text(f"dead letter ({dead['queue']}, {dead['error_type']}): {dead['reason']}", style="red"))
     return Group(*parts)
@@ -127,8 +110,8 @@ def show_command(trace_id: str, dsn: str | None, as_json: bool, prompts: bool) -
       vigil show 4bf92f35 --json | jq '.scores[] | {monitor, score, reason}'
     """
     trace_id = trace_id.strip()
-    if len(trace_id) < _MIN_PREFIX:
-        raise click.BadParameter(f"give at least {_MIN_PREFIX} characters of the trace id", param_hint="TRACE_ID")
+    if len(trace_id) < MIN_PREFIX:
+        raise click.BadParameter(f"give at least {MIN_PREFIX} characters of the trace id", param_hint="TRACE_ID")
     client = read_store(dsn)
     require_tables(client, "traces", "scores", "pipeline_events", "dead_letters")
     turn = load_turn(client, trace_id)

@@ -8,6 +8,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from clickhouse_connect.driver.client import Client
+from vigil.worker.report.compare import latest_changes
 from vigil.worker.report.model import (
     AgreementRow,
     AlertMark,
@@ -190,5 +191,5 @@ def build_report(
     )
     detector = [DetectorMode(**r) for r in run_query(client, REPORT_QUERIES["detector_modes"], **args)]
     said = status(report, detector)
-    return report.model_copy(update={"status": said,
+    return report.model_copy(update={"status": said, "comparisons": latest_changes(client, since=start),
                                      "firing_charts": _firing_charts(client, args, said.firing, charts)})

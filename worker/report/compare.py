@@ -27,7 +27,7 @@ from typing import Any, Literal
 from clickhouse_connect.driver.client import Client
 from pydantic import BaseModel
 
-__all__ = ["ALPHA", "TAU", "Comparison", "Side", "compare", "half_width"]
+__all__ = ["ALPHA", "TAU", "Comparison", "Side", "compare", "half_width", "judge", "latest_changes"]
 
 ALPHA = 0.05
 TAU = 0.1  # the prior scale of a difference on 0..1 scores: a change of about a tenth is what canaries look for
@@ -40,6 +40,7 @@ FROM (
     FROM scores FINAL
     WHERE status = 'scored' AND score IS NOT NULL AND label != 'abstained' AND trace_time >= {{since:DateTime64(3)}}
       AND (monitor = {{monitor:String}} OR {{monitor:String}} = '')
+      AND (agent = {{agent:String}} OR {{agent:String}} = '')
 ) AS s
 LEFT ANY JOIN (
     SELECT trace_id, anyIf(model, model != '') AS model, argMax(metadata, length(mapKeys(metadata))) AS metadata
@@ -64,6 +65,7 @@ class Comparison(BaseModel):
 
     monitor: str
     key: str
+    agent: str = ""  # '' when every agent's turns are compared
     a: Side
     b: Side
     difference: float | None = None
@@ -136,16 +138,40 @@ def _value(key: str) -> str:
 
 
 def compare(client: Client, key: str, a: str, b: str, *, since: datetime, monitor: str | None = None,
-            monitors: Sequence[str] = ()) -> list[Comparison]:
-    """Every monitor's (or ``monitor``'s) comparison of ``key`` = ``b`` against ``key`` = ``a`` since ``since``;
-    ``monitors`` lists monitors to report even with no turns on either side."""
+            agent: str = "", monitors: Sequence[str] = ()) -> list[Comparison]:
+    """Every monitor's (or ``monitor``'s) comparison of ``key`` = ``b`` against ``key`` = ``a`` since ``since`` (on
+    ``agent``'s turns only, when given); ``monitors`` lists monitors to report even with no turns on either side."""
     sql = _QUERY.format(value=_value(key))
-    rows = client.query(sql, parameters={"since": since, "monitor": monitor or "", "a": a, "b": b}).result_rows
+    rows = client.query(sql, parameters={"since": since, "monitor": monitor or "", "agent": agent, "a": a,
+                                         "b": b}).result_rows
     sides: dict[str, dict[str, Side]] = {m: {} for m in monitors if monitor in (None, m)}
     for name, value, n, mean, variance in rows:
         sides.setdefault(name, {})[value] = Side(value=value, n=n, mean=_finite(mean), variance=_finite(variance))
-    return [judge(name, key, got.get(a, Side(value=a)), got.get(b, Side(value=b)))
+    return [judge(name, key, got.get(a, Side(value=a)), got.get(b, Side(value=b))).model_copy(update={"agent": agent})
             for name, got in sorted(sides.items()) if name == monitor or len(got) == 2 or name in monitors]
+
+
+_CHANGES = """
+SELECT agent, {value} AS value, min(started_at) AS first_seen
+FROM traces AS t
+WHERE started_at >= {{since:DateTime64(3)}} AND value != ''
+GROUP BY agent, value
+ORDER BY agent, first_seen"""
+
+
+def latest_changes(client: Client, *, since: datetime) -> list[Comparison]:
+    """Each agent's newest release against the one before it (by first seen), or, where no agent has two
+    releases, its newest model against the one before: what a report shows without being asked."""
+    for key in ("release", "model"):
+        seen: dict[str, list[str]] = {}
+        for agent, value, _ in client.query(_CHANGES.format(value=_value(key)), parameters={"since": since}
+                                            ).result_rows:
+            seen.setdefault(agent, []).append(value)
+        pairs = {agent: values[-2:] for agent, values in seen.items() if len(values) >= 2}
+        if pairs:
+            return [c for agent, (a, b) in sorted(pairs.items())
+                    for c in compare(client, key, a, b, since=since, agent=agent)]
+    return []
 
 
 def _finite(value: Any) -> float | None:

@@ -54,7 +54,7 @@ svg .alert-mark.resolved .alert-span { fill: #9ca3af; fill-opacity: 0.08; }
 section.status { border-width: 2px; } section.status-firing { border-color: #dc2626; background: #fef2f2; }
 section.status-calm { border-color: #16a34a; } h2.headline { margin: 4px 0 8px; }
 ul.firing-list { margin: 4px 0 10px; padding-left: 20px; } li.alert-line { font-size: 15px; margin: 4px 0; }
-li.alert-line a { color: #991b1b; text-decoration: none; } li.alert-line a:hover { text-decoration: underline; }
+li.alert-line a { color: #991b1b; text-decoration: none; } a.worst-turn { font-size: 13px; color: #1d4ed8 !important; } li.alert-line a:hover { text-decoration: underline; }
 ul.waiting { margin: 2px 0; padding-left: 20px; font-size: 13px; }
 .heuristic { font-size: 11px; color: #92400e; background: #fef3c7; border-radius: 4px; padding: 0 4px; }
 .heuristic-note { color: #92400e; }
@@ -116,7 +116,13 @@ def _anchor(monitor: str, agent: str) -> str:
     return f"firing-{monitor}-{agent}"
 
 
-def _status_section(report: Report) -> str:
+def _worst_turn(report: Report, monitor: str, agents: list[str]) -> str | None:
+    """The lowest-scored turn of ``monitor`` on ``agents`` (any agent when empty) among the report's worst turns."""
+    found = [w for w in report.worst_turns if w.monitor == monitor and (not agents or w.agent in agents)]
+    return min(found, key=lambda w: w.score).trace_id if found else None
+
+
+def _status_section(report: Report, links: bool = False) -> str:
     """The strip at the top: the firing alerts (each its sentence, linked to its chart), monitors fine or waiting,
     judge health, coverage, and which monitors a heuristic scored."""
     said = report.status
@@ -124,7 +130,9 @@ def _status_section(report: Report) -> str:
     for alert in said.firing:
         about = alert.about() or [c.agent for c in report.firing_charts if c.monitor == alert.monitor][:1]
         target = f' href="#{escape(_anchor(alert.monitor, about[0]))}"' if about else ""
-        lines.append(f'<li class="alert-line"><a{target}>{escape(alert.message)}</a></li>')
+        worst = _worst_turn(report, alert.monitor, alert.about()) if links else None
+        turn = (f' <a class="worst-turn" href="turn/{escape(worst)}">its worst turn →</a>' if worst else "")
+        lines.append(f'<li class="alert-line"><a{target}>{escape(alert.message)}</a>{turn}</li>')
     alerts = f'<ul class="firing-list">{"".join(lines)}</ul>' if lines else ""
     waiting = "".join(f"<li><b>{escape(m)}</b>: {escape(why)}</li>" for m, why in said.waiting.items())
     fine = f'<div class="muted">fine: {escape(", ".join(said.fine))}</div>' if said.fine else ""
@@ -156,6 +164,29 @@ def _scores_section(report: Report) -> str:
             "chart's bucket width is chosen from how its scores spread.</p>")
     body = body or "<p>no scored turns in this range</p>"
     return f'<section><h2>Scores over time, per monitor</h2>{note}<div class="grid-2">{body}</div></section>'
+
+
+def _compare_section(report: Report) -> str:
+    """Each agent's newest release (or model) against the one before, per monitor: is it worse?"""
+    if not report.comparisons:
+        return ""
+    rows = []
+    for c in report.comparisons:
+        interval = "—" if c.low is None or c.high is None else f"{c.low:+.2f} to {c.high:+.2f}"
+        verdict = (f'<span class="bad">{escape(c.b.value)} is worse</span>' if c.verdict == "worse" else
+                   f"{escape(c.b.value)} is better" if c.verdict == "better" else
+                   escape(c.verdict + (f": about {c.more_turns} more turns" if c.more_turns else "")))
+        rows.append([escape(c.agent), escape(c.monitor), f"{_num(c.a.mean)} ({c.a.n})", f"{_num(c.b.mean)} ({c.b.n})",
+                     "—" if c.difference is None else f"{c.difference:+.2f}", interval, verdict])
+    first = report.comparisons[0]
+    headers = ["agent", "monitor", "before: mean (turns)", "after: mean (turns)", "difference", "95% interval",
+               "sequential test"]
+    note = (f'<p class="muted">Each agent\'s newest {escape(first.key)} against the one before it '
+            f"({escape(first.a.value)} → {escape(first.b.value)} on {escape(first.agent)}…); the sequential test "
+            "holds at every look, so it can be read while a canary runs. <code>vigil compare --by KEY A B</code> "
+            "compares any two.</p>")
+    return (f'<section id="compare"><h2>What changed: newest {escape(first.key)} against the one before</h2>{note}'
+            f"{_table(headers, rows, {'difference'})}</section>")
 
 
 def _funnel_section(report: Report) -> str:
@@ -212,7 +243,13 @@ def _clip(text: str | None, limit: int = 400) -> str:
     return escape(text if len(text) <= limit else text[:limit] + "…")
 
 
-def _worst_section(report: Report) -> str:
+def _turn_link(trace_id: str, text: str, links: bool) -> str:
+    """A trace id as a link to its turn's page where the page is served (``report --serve``), else as code."""
+    code = f"<code>{escape(text)}</code>"
+    return f'<a class="turn-link" href="turn/{escape(trace_id)}">{code}</a>' if links else code
+
+
+def _worst_section(report: Report, links: bool = False) -> str:
     by_monitor: dict[str, list] = defaultdict(list)
     for w in report.worst_turns:
         by_monitor[w.monitor].append(w)
@@ -220,7 +257,7 @@ def _worst_section(report: Report) -> str:
     blocks = []
     for monitor in sorted(by_monitor):
         rows = [[f'<span class="bad">{w.score:.2f}</span>', escape(w.agent), f"{w.trace_time:%Y-%m-%d %H:%M}",
-                 _clip(w.question), _clip(w.answer), _clip(w.reason, 600), f"<code>{escape(w.trace_id)}</code>"]
+                 _clip(w.question), _clip(w.answer), _clip(w.reason, 600), _turn_link(w.trace_id, w.trace_id, links)]
                 for w in by_monitor[monitor]]
         blocks.append(f'<h3 class="worst" data-monitor="{escape(monitor)}">{escape(monitor)}</h3>'
                       f"{_table(headers, rows, {'score'})}")
@@ -297,10 +334,12 @@ def _losses_section(report: Report) -> str:
     return f'<section id="losses"><h2>Dead letters and unscored turns</h2>{body}</section>'
 
 
-def render_html(report: Report) -> str:
-    """The whole page as a string."""
-    sections = [_status_section(report), _firing_section(report), _scores_section(report), _funnel_section(report), _distribution_section(report),
-                _worst_section(report), _monitors_section(report), _agreement_section(report),
+def render_html(report: Report, *, turn_links: bool = False) -> str:
+    """The whole page as a string; ``turn_links``: trace ids link to their turn's page (served pages only)."""
+    sections = [_status_section(report, turn_links), _firing_section(report), _compare_section(report),
+                _scores_section(report),
+                _funnel_section(report), _distribution_section(report),
+                _worst_section(report, turn_links), _monitors_section(report), _agreement_section(report),
                 _judges_section(report), _lag_section(report),
                 _alerts_section(report), _losses_section(report), _evals_section(report)]
     return (

@@ -9,6 +9,7 @@ from typing import Any
 from pydantic import BaseModel, Field, computed_field, field_validator
 from vigil.schemas.alert import Segment
 from vigil.worker.judge.baseline import is_heuristic
+from vigil.worker.report.compare import Comparison
 
 __all__ = [
     "AgreementRow",
@@ -372,6 +373,7 @@ class Report(BaseModel):
     charts: list[MonitorChart] = Field(default_factory=list)
     firing_charts: list[MonitorChart] = Field(default_factory=list)  # the agents' charts of what is firing, zoomed
     status: Status = Field(default_factory=Status)
+    comparisons: list[Comparison] = Field(default_factory=list)  # each agent's newest release (or model) vs the last
     distribution: list[DistributionBin] = Field(default_factory=list)
     queue_lag: list[LagPoint] = Field(default_factory=list)
     worst_turns: list[WorstTurn] = Field(default_factory=list)

@@ -1,6 +1,7 @@
 """``vigil report --serve``: the HTML report live on localhost, built afresh from the store for every request.
 
-``/`` is the page (it reloads itself every ``refresh_s`` seconds), ``/report.json`` the same report as JSON, and
+``/`` is the page (it reloads itself every ``refresh_s`` seconds), ``/report.json`` the same report as JSON,
+``/turn/TRACE_ID`` one turn's page (linked from the worst turns and from each firing alert), and
 ``/review/`` the review page (``vigil.worker.review``) when a ``review`` factory is given (built on first use, so the
 report serves on even when the review page cannot: its paths then answer 503 saying why). It binds
 127.0.0.1 only: the page shows traces' questions and answers, which are not for the network; and it answers only
@@ -12,10 +13,12 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from typing import Any
 from urllib.parse import urlsplit
 
 from vigil.worker.report.html import render_html
 from vigil.worker.report.model import Report
+from vigil.worker.report.turn import MIN_PREFIX, render_turn
 from vigil.worker.review.guard import Guard
 from vigil.worker.review.service import ReviewService
 from vigil.worker.review.web import ReviewApp
@@ -30,8 +33,10 @@ class ReportServer:
     """Serves ``build()``'s report on ``http://127.0.0.1:port`` (port 0: a free one)."""
 
     def __init__(self, build: Callable[[], Report], *, port: int = 8765, refresh_s: int = 30,
-                 review: Callable[[threading.Lock], ReviewService] | None = None) -> None:
+                 review: Callable[[threading.Lock], ReviewService] | None = None,
+                 turn: Callable[[str], dict[str, Any]] | None = None) -> None:
         self.build = build
+        self.turn = turn
         self.refresh_s = refresh_s
         self.lock = threading.Lock()  # one store query at a time on the shared client
         self._review = review
@@ -45,9 +50,17 @@ class ReportServer:
     def page(self) -> bytes:
         with self.lock:
             report = self.build()
-        html = render_html(report)
+        html = render_html(report, turn_links=self.turn is not None)
         tag = f'<meta http-equiv="refresh" content="{self.refresh_s}">'
         return html.replace("<head>", f"<head>{tag}", 1).encode("utf-8")
+
+    def turn_page(self, trace_id: str) -> bytes:
+        """``/turn/TRACE_ID``: one turn's page (``report.turn``); LookupError when there is no such turn."""
+        if self.turn is None or len(trace_id) < MIN_PREFIX or not all(c in "0123456789abcdef" for c in trace_id):
+            raise LookupError(f"no turn {trace_id!r}: give at least {MIN_PREFIX} hex characters of a trace id")
+        with self.lock:
+            turn = self.turn(trace_id)
+        return render_turn(turn).encode("utf-8")
 
     def review_app(self) -> ReviewApp | None:
         """The review page on this server (its service opened on first use, sharing the store lock)."""
@@ -97,11 +110,17 @@ def _handler(server: ReportServer) -> type[GuardedHandler]:
             if self._review():
                 return
             path = urlsplit(self.path).path
-            if path not in ("/", "/index.html", "/report.json"):
-                self.send_error(404, "the report is at / and /report.json")
+            if not path.startswith("/turn/") and path not in ("/", "/index.html", "/report.json"):
+                self.send_error(404, "the report is at /, /report.json and /turn/TRACE_ID")
                 return
             try:
-                body = server.json() if path == "/report.json" else server.page()
+                if path.startswith("/turn/"):
+                    body = server.turn_page(path.removeprefix("/turn/").strip("/").lower())
+                else:
+                    body = server.json() if path == "/report.json" else server.page()
+            except LookupError as exc:
+                self.send_error(404, " ".join(str(exc).split())[:300])
+                return
             except Exception as exc:  # noqa: BLE001 (the store went away: say so on the page, keep serving)
                 self.send_error(503, " ".join(str(exc).split())[:300])
                 return

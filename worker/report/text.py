@@ -161,6 +161,7 @@ def _status_lines(report: Report) -> list[Text]:
     lines += [Text(f"  {said.judges_line()}"), Text(f"  {said.coverage_line()}")]
     if said.heuristic:
         lines.append(Text(f"  {said.heuristic_line()}", style="yellow"))
+    lines += [Text(f"  changed on {c.agent}: {c.sentence()}") for c in report.comparisons if c.verdict == "worse"]
     return lines
 
 

@@ -770,6 +770,12 @@ WHERE startsWith(trace_id, {trace_id:String})
 GROUP BY monitor, stage
 ORDER BY at, monitor""",
               ("monitor", "stage", "at")),
+        Query("feedback", "Feedback and reviewers' labels on the turn", "table", """
+SELECT name, value, scale, comment, source, author, created_at
+FROM feedback FINAL
+WHERE trace_id = {trace_id:String}
+ORDER BY created_at""",
+              ("name", "value", "scale", "comment", "source", "author", "created_at")),
         Query("dead_letters", "Dead letters that carried the trace id", "table", """
 SELECT received_at, queue, error_type, reason
 FROM dead_letters FINAL
