@@ -24,6 +24,7 @@ from pydantic import (
     field_validator,
     model_validator,
 )
+from vigil.schemas import pass_line
 from vigil.schemas.user_scorers import UserScorerSpec
 
 __all__ = [
@@ -87,7 +88,7 @@ class MonitorFilter(_Config):
 
 class AlwaysSample(_Config):
     """Turns a monitor scores whatever its sampling rate. ``feedback: negative``: every turn that received
-    negative human feedback (value / scale under 0.5), also when the feedback arrives after the turn."""
+    negative human feedback (under the middle of its scale, ``Feedback.negative``), also when the feedback arrives after the turn."""
 
     feedback: Literal["negative"] | None = None
 
@@ -129,6 +130,9 @@ class MonitorConfig(_Config):
     judge: str | None = None
     reason: Literal["llm", "template", "none"] = "llm"
     always_sample: AlwaysSample = Field(default_factory=AlwaysSample)
+    # where a verdict passes, on the scorer's own scale (``schemas.pass_line``): a number, or a categorical rubric's
+    # pass set (a list of labels); unset: the middle of 0..1
+    pass_at: float | list[str] | None = None
     # turn: every sampled turn is scored; session: a conversation is scored once, as a whole, when it has had no new
     # turn for VIGIL_SESSION_IDLE_S (sampled on the session id; the filters look at its first turn)
     target: Literal["turn", "session"] = "turn"
@@ -276,6 +280,10 @@ class VigilConfig(_Config):
                              f"(known: {judges})")
         if monitor.judge is not None and monitor.judge not in judges:
             raise ValueError(f"monitors[{index}].judge: unknown judge {monitor.judge!r} (known: {judges})")
+        try:
+            self.pass_line(monitor)
+        except ValueError as exc:
+            raise ValueError(f"monitors[{index}].pass_at: {exc}") from None
 
     def user_scorer(self, name: str) -> UserScorerSpec | None:
         """The ``scorers:`` definition called ``name``, if any."""
@@ -285,6 +293,20 @@ class VigilConfig(_Config):
         """Whether the monitor's scorer asks a judge (every built-in one and ``llm_judge`` rubrics do)."""
         spec = self.user_scorer(monitor.scorer)
         return spec is None or spec.kind not in JUDGELESS_KINDS
+
+    def pass_line(self, monitor: MonitorConfig) -> float:
+        """The monitor's pass line as a share of its scale (``schemas.pass_line.resolve``): ``pass_at`` read on its
+        scorer's scale (a numeric rubric's min..max, a categorical rubric's labels, a built-in's ``scale``)."""
+        spec = self.user_scorer(monitor.scorer)
+        output = getattr(spec, "output", None)
+        if output is not None and output.type == "numeric":
+            return pass_line.resolve(monitor.pass_at, low=output.min, high=output.max)
+        if output is not None and output.type == "categorical":
+            return pass_line.resolve(monitor.pass_at, labels=output.labels)
+        scale = monitor.params.get("scale", 1.0) if spec is None else 1.0
+        if isinstance(scale, bool) or not isinstance(scale, int | float) or scale <= 0:
+            return pass_line.resolve(monitor.pass_at)  # the scorer's own build names a bad scale
+        return pass_line.resolve(monitor.pass_at, high=float(scale))
 
     def judge(self, name: str) -> JudgeConfig:
         return next(j for j in self.judges if j.name == name)

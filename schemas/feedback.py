@@ -6,8 +6,9 @@ user changing their vote) replaces the earlier row instead of adding one: the ta
 id, and the newest ``created_at`` wins.
 
 ``value`` is on ``0..scale`` (thumbs: ``True``/``False`` or 1/0 on the default scale 1; five stars: ``scale=5``).
-Normalised, ``value / scale`` is *positive* at 0.5 and above and *negative* below: the same cut the judge's
-``score / scale`` is read with when vigil measures judge-human agreement.
+Feedback is *negative* below the middle of its scale (``value / scale`` under 0.5, ``schemas.pass_line``): feedback
+on the whole turn is on its own scale. A reviewer's label of one monitor's verdict is on that monitor's scale, and
+agreement cuts it at the monitor's pass line.
 
 A reviewer's label on the review page (``vigil review``) is about one monitor's verdict: ``monitor`` names it,
 and ``queue`` says how the page chose the turn (``REVIEW_QUEUES``), which the agreement estimate weighs. Feedback
@@ -33,13 +34,13 @@ from pydantic import (
     field_validator,
     model_validator,
 )
+from vigil.schemas.pass_line import DEFAULT_LINE, passes
 
-__all__ = ["FEEDBACK_KEY", "MAX_COMMENT_CHARS", "NEGATIVE_BELOW", "REVIEW_QUEUES", "Feedback", "feedback_id",
+__all__ = ["FEEDBACK_KEY", "MAX_COMMENT_CHARS", "REVIEW_QUEUES", "Feedback", "feedback_id",
            "is_feedback", "problems"]
 
 FEEDBACK_KEY = "feedback"  # the one key of a feedback item on the ingest queue
 MAX_COMMENT_CHARS = 4_000
-NEGATIVE_BELOW = 0.5  # value / scale under this is negative feedback; the judge's score / scale is cut the same way
 # How the review page chose a turn: a uniform random draw, the lowest scores, complaints and disagreements, alerts.
 REVIEW_QUEUES = ("random", "lowest", "flagged", "alerts")
 
@@ -122,7 +123,7 @@ class Feedback(BaseModel):
 
     @property
     def negative(self) -> bool:
-        return self.normalised < NEGATIVE_BELOW
+        return not passes(self.value, self.scale, DEFAULT_LINE)
 
     def wire(self) -> dict[str, Any]:
         """The ingest-queue item."""

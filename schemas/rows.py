@@ -13,6 +13,7 @@ from datetime import UTC, datetime
 from pydantic import BaseModel, Field
 from vigil.schemas.config import MonitorConfig
 from vigil.schemas.feedback import Feedback
+from vigil.schemas.pass_line import DEFAULT_LINE
 from vigil.schemas.score import JudgeCall, Score, ScoreResult, TurnColumns, score_id
 from vigil.schemas.trace import Turn
 
@@ -207,8 +208,10 @@ TABLES: dict[str, type[BaseModel]] = {
     "superseded": Supersession,  # not a table: the writer deletes what it names (``vigil.worker.sinks.writer``)
 }
 
-def score_row(turn: Turn, monitor: MonitorConfig, result: ScoreResult, *, inclusion: float | None = None) -> Score:
-    """The ``scores`` row; ``inclusion``: the rate the turn was sampled at (default: the monitor's configured rate)."""
+def score_row(turn: Turn, monitor: MonitorConfig, result: ScoreResult, *, inclusion: float | None = None,
+              pass_line: float = DEFAULT_LINE) -> Score:
+    """The ``scores`` row; ``inclusion``: the rate the turn was sampled at (default: the monitor's configured rate);
+    ``pass_line``: the monitor's pass line (``VigilConfig.pass_line``) it was scored under."""
     usage = result.usage
     value = None if result.score is None else min(max(result.score, 0.0), result.scale)
     return Score(
@@ -220,6 +223,7 @@ def score_row(turn: Turn, monitor: MonitorConfig, result: ScoreResult, *, inclus
         status=result.status,
         score=value,
         scale=result.scale,
+        pass_line=pass_line,
         label=result.label or "",
         reason=result.reason or "",
         steps_json=json.dumps([s.model_dump(mode="json") for s in result.steps], ensure_ascii=False, default=str),

@@ -142,6 +142,7 @@ class Score(TurnColumns):
     status: ScoreStatus
     score: float | None = None
     scale: float = 1.0
+    pass_line: float = 0.5  # the monitor's pass line when it was scored, a share of the scale (schemas.pass_line)
     label: str = ""
     reason: str = ""
     steps_json: str = "[]"

@@ -7,7 +7,7 @@ windows' counts, means and variances, firing only with at least ``min_samples`` 
 then keeps its state rather than flapping.
 
 Agreement (judge vs human feedback) is measured on pairs of a scored turn and a piece of feedback on it, each pair
-1 (judge and human on the same side of 0.5) or 0: the window's mean is the agreement, and its drop against the
+1 (judge and human on the same side of the monitor's pass line, ``schemas.pass_line``) or 0: the window's mean is the agreement, and its drop against the
 baseline goes through the same Welch test, minimum n and effect size as a score regression.
 """
 

@@ -69,14 +69,14 @@ def _setup(monitor_name: str | None, scorer: str | None, params: str | None, bas
     return monitor, judge, None
 
 
-async def _run(dataset, scorer, judge, *, concurrency, params, limit, progress: Progress | None):
+async def _run(dataset, scorer, judge, *, concurrency, params, limit, pass_line, progress: Progress | None):
     from vigil.worker.eval.runner import evaluate
 
     total = len(dataset.items[:limit] if limit is not None else dataset.items)
     task = progress.add_task("eval", total=total) if progress else None
     try:
         return await evaluate(dataset, scorer, judge, concurrency=concurrency, params=params, limit=limit,
-                              on_done=(lambda k: progress.advance(task, k)) if progress else None)
+                              pass_line=pass_line, on_done=(lambda k: progress.advance(task, k)) if progress else None)
     finally:
         if hasattr(judge, "aclose"):
             await judge.aclose()
@@ -135,7 +135,8 @@ def eval_command(dataset_path: Path, dataset_format: str, scorer: str | None, pa
                       TimeElapsedColumn(), console=err, transient=True) as progress:
             concurrency = judge_config.max_concurrency if judge_config else 16  # no judge: the CPU's work alone
             report = asyncio.run(_run(dataset, scorer_obj, judge, concurrency=concurrency,
-                                      params=monitor.params, limit=limit, progress=progress))
+                                      params=monitor.params, limit=limit,
+                                      pass_line=(config or VigilConfig()).pass_line(monitor), progress=progress))
     except JudgePaused as exc:
         raise click.ClickException(str(exc)) from None
 

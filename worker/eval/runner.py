@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, Field
 from vigil.schemas import JudgeUsage, ScoreResult, ScoreStatus, Turn
+from vigil.schemas.pass_line import DEFAULT_LINE
 from vigil.worker.eval.items import Dataset, EvalItem
 from vigil.worker.eval.stats import Agreement, Judged, Pair, agreement, pairs
 from vigil.worker.judge.base import Judge, JudgePaused
@@ -176,9 +177,10 @@ def reference_agreement(items: Sequence[EvalItem]) -> Agreement | None:
 
 async def evaluate(
     dataset: Dataset, scorer: Scorer, judge: Judge, *, concurrency: int, params: dict[str, Any] | None = None,
-    limit: int | None = None, on_done: Callable[[int], None] | None = None,
+    limit: int | None = None, on_done: Callable[[int], None] | None = None, pass_line: float = DEFAULT_LINE,
 ) -> EvalReport:
-    """Score the dataset's items (the first ``limit`` of them) and measure the judge's agreement with the labels."""
+    """Score the dataset's items (the first ``limit`` of them) and measure the judge's agreement with the labels,
+    the judge's verdict read at ``pass_line`` (the monitor's, ``VigilConfig.pass_line``)."""
     items = dataset.items[:limit] if limit is not None else dataset.items
     started = datetime.now(UTC)
     outcomes = await score_items(items, scorer, judge, concurrency=concurrency, on_done=on_done)
@@ -187,6 +189,6 @@ async def evaluate(
         run_id=uuid.uuid4().hex, dataset=dataset.path, format=dataset.format, dataset_sha256=dataset.sha256,
         scorer=scorer.name, scorer_version=scorer.version, params=params or {}, judge=judge.name,
         judge_model=judge.model, started_at=started, ended_at=datetime.now(UTC),
-        agreement=agreement([_judged(r) for r in rows]), cost=cost_of(list(outcomes.values())),
+        agreement=agreement([_judged(r) for r in rows], pass_line), cost=cost_of(list(outcomes.values())),
         reference=reference_agreement(items), items=rows, bad_lines=[str(b) for b in dataset.bad],
     )

@@ -11,7 +11,8 @@ Conventions (the README's "Can I trust the judge?" section states them too):
   standard errors of Fieller, Hartley and Pearson (1957): √(1.06/(n−3)) and √(0.437/(n−4)).
 - ``pearson`` only when the human values take more than two levels (scipy's Fisher-z interval).
 - ``cohen_kappa`` only when the human values take exactly two levels: the higher level is "good", and the judge
-  says "good" when ``score / scale >= 0.5`` (``KAPPA_THRESHOLD``). Over the items that have a score; interval from
+  says "good" when ``score / scale`` reaches the monitor's pass line (``schemas.pass_line``; 0.5 unless the
+  monitor sets ``pass_at``). Over the items that have a score; interval from
   Cohen's (1960) large-sample standard error √(pₒ(1−pₒ) / (n(1−pₑ)²)). ``binary_accuracy`` is the share of those
   items on which judge and people agree (Wilson interval).
 """
@@ -27,10 +28,10 @@ from itertools import combinations
 
 from pydantic import BaseModel
 from scipy import stats
+from vigil.schemas.pass_line import DEFAULT_LINE, passes
 
 __all__ = [
     "CONFIDENCE",
-    "KAPPA_THRESHOLD",
     "Agreement",
     "Estimate",
     "Judged",
@@ -43,7 +44,6 @@ __all__ = [
 ]
 
 CONFIDENCE = 0.95
-KAPPA_THRESHOLD = 0.5  # of score / scale: at or above it the judge calls an item good
 _Z = stats.norm.ppf(0.5 + CONFIDENCE / 2)
 
 
@@ -181,8 +181,9 @@ def cohen_kappa(human_good: Sequence[bool], judge_good: Sequence[bool]) -> Estim
     return Estimate(value=kappa, low=max(-1.0, kappa - spread), high=min(1.0, kappa + spread))
 
 
-def agreement(items: Sequence[Judged]) -> Agreement:
-    """Every agreement figure for ``items`` (see the module docstring for the conventions)."""
+def agreement(items: Sequence[Judged], pass_line: float = DEFAULT_LINE) -> Agreement:
+    """Every agreement figure for ``items`` (see the module docstring for the conventions); ``pass_line``: where on
+    score / scale the judge calls an item good."""
     found = pairs(items)
     correct = sum(p.correct for p in found)
     usable = [i for i in items if i.score is not None]
@@ -206,9 +207,9 @@ def agreement(items: Sequence[Judged]) -> Agreement:
     elif len(levels) == 2 and usable:
         good = levels[1]
         human_good = [h == good for h in human]
-        judge_good = [s >= KAPPA_THRESHOLD for s in score]
+        judge_good = [passes(s, 1.0, pass_line) for s in score]
         result.cohen_kappa = cohen_kappa(human_good, judge_good)
         result.binary_accuracy = wilson(sum(h == j for h, j in zip(human_good, judge_good, strict=True)),
                                         len(usable))
-        result.kappa_threshold = KAPPA_THRESHOLD
+        result.kappa_threshold = pass_line
     return result

@@ -419,7 +419,7 @@ def _score_turn(rt: Runtime, turn_json: Any, monitors: Any, enqueued_at: float |
             continue
         rate = inclusion.get(monitor.name)
         row = score_row(turn, monitor, result, inclusion=rate if isinstance(rate, int | float) and 0 < rate <= 1
-                        else None)
+                        else None, pass_line=rt.config.pass_line(monitor))
         rows["scores"].append(row)
         rows["judge_calls"].extend(JudgeCallRow.of(call, index, score=row) for index, call in enumerate(result.calls))
         rows["pipeline_events"].append(_event(turn, monitor.name, result.outcome))

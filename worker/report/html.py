@@ -273,7 +273,8 @@ def _agreement_section(report: Report) -> str:
     rows = [[escape(a.monitor), escape(a.agent), str(a.pairs), str(a.negative_feedback), _num(a.agreement),
              f"{_num(a.agreement_low)}–{_num(a.agreement_high)}"] for a in report.agreement]
     note = ("<p class=\"sub\">A pair is a scored turn and a piece of human feedback on it; it agrees when the "
-            "judge's score / scale and the feedback's value / scale fall on the same side of 0.5.</p>")
+            "judge's score and the feedback's value fall on the same side of the monitor's pass line (pass_at; "
+            "0.5 of the scale unless set).</p>")
     return f"<section>{title}{note}{_table(headers, rows, {'pairs', 'negative feedback', 'agreement'})}</section>"
 
 

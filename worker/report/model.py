@@ -241,7 +241,8 @@ class PausedJudge(BaseModel):
 
 class AgreementRow(BaseModel):
     """Judge-human agreement of one monitor: pairs of a scored turn and human feedback on it, the share where the
-    judge's score / scale and the feedback's value / scale fall on the same side of 0.5, its 95% Wilson interval."""
+    judge's score and the feedback's value fall on the same side of the monitor's pass line, its 95% Wilson
+    interval."""
 
     project: str
     agent: str

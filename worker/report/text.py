@@ -81,7 +81,8 @@ def _judges_table(report: Report) -> Table:
 def _agreement_table(report: Report) -> Table | None:
     if not report.agreement:
         return None
-    table = Table(title="judge-human agreement (score and feedback on the same side of 0.5; 95% Wilson interval)",
+    table = Table(title="judge-human agreement (score and feedback on the same side of the pass line; 95% Wilson "
+                        "interval)",
                   title_justify="left")
     for header in ("monitor", "agent", "pairs", "negative feedback", "agreement", "interval"):
         table.add_column(header, justify="left" if header in ("monitor", "agent") else "right",

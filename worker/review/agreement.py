@@ -35,7 +35,7 @@ class Label:
 
     trace_id: str
     queue: str
-    agrees: bool  # the reviewer and the judge on the same side of 0.5
+    agrees: bool  # the reviewer and the judge on the same side of the monitor's pass line
 
 
 class WeightedAgreement(BaseModel):

@@ -21,6 +21,7 @@ from clickhouse_connect.driver.client import Client
 from pydantic import BaseModel, Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 from vigil.schemas.feedback import MAX_COMMENT_CHARS, REVIEW_QUEUES, Feedback
+from vigil.schemas.pass_line import passes
 from vigil.worker.review.agreement import (
     Label,
     WeightedAgreement,
@@ -179,7 +180,7 @@ class ReviewService:
         else:
             if latest["status"] != "scored" or latest["score"] is None:
                 raise ValueError(f"action: the judge gave no score on {request.monitor}; give a score instead")
-            judge_positive = latest["score"] / scale >= 0.5
+            judge_positive = passes(latest["score"], scale, latest["pass_line"])
             value = scale if judge_positive == (request.action == "judge-right") else 0.0
         row = Feedback(trace_id=request.trace_id, name=REVIEW_NAME, value=value, scale=scale,
                        comment=request.comment, source="reviewer", author=reviewer, monitor=request.monitor,

@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal
 
+from vigil.schemas.pass_line import sql_human_line, sql_passes
+
 __all__ = [
     "ALERT_QUERIES", "ANNOTATIONS", "DETECTOR_QUERIES", "PANELS", "PAUSING_STATUSES", "REPORT_QUERIES", "TRACE_ROWS", "TURN_QUERIES",
     "VARIABLES", "Query", "bind",
@@ -96,8 +98,8 @@ def _mean_ci(mean: str, variance: str, n: str) -> str:
     return (f"if({n} >= 2 AND isFinite({variance}), greatest({mean} - {half}, 0), NULL) AS ci_low, "
             f"if({n} >= 2 AND isFinite({variance}), least({mean} + {half}, 1), NULL) AS ci_high")
 # Judge-human agreement. A pair is one scored turn and one piece of human feedback on the same trace. The judge's
-# score / scale and the feedback's value / scale are each read as positive at 0.5 and above, negative below; the
-# pair agrees when both fall on the same side. Agreement = agreeing pairs / pairs, with the Wilson score interval
+# score and the feedback's value are each read as positive at their pass line and above, negative below; the pair
+# agrees when both fall on the same side. Agreement = agreeing pairs / pairs, with the Wilson score interval
 # at 95% (z = 1.96): low = (p + z²/2n − z·√(p(1−p)/n + z²/4n²)) / (1 + z²/n), high with +.
 _Z = "1.959963984540054"
 
@@ -109,8 +111,12 @@ def _wilson(k: str, n: str, sign: str) -> str:
 
 
 _FEEDBACK_SIDES = """
-    SELECT trace_id, monitor, value / scale >= 0.5 AS human_positive, value / scale < 0.5 AS human_negative
+    SELECT trace_id, monitor, value, scale
     FROM feedback FINAL"""
+# Each side read at its pass line (``schemas.pass_line``): the judge's score at the row's own line, the person's
+# value at the line of what it judges (a reviewer's label: the monitor's line; feedback on the whole turn: 0.5).
+_JUDGE_POSITIVE = sql_passes("score", "scale", "pass_line")
+_HUMAN_POSITIVE = sql_passes("f.value", "f.scale", sql_human_line("f.monitor", "s.pass_line"))
 # Feedback on the whole turn (monitor '') pairs with every monitor's score; a reviewer's label of one monitor's
 # verdict (``vigil review``) only with that monitor's.
 _FEEDBACK_PAIRS = "f.trace_id = s.trace_id\nWHERE f.monitor IN ('', s.monitor)"
@@ -483,13 +489,13 @@ LIMIT 50""",
         f"""
 SELECT s.project AS project, s.agent AS agent, s.monitor AS monitor,
        count() AS pairs,
-       countIf(s.judge_positive = f.human_positive) AS agreed,
-       countIf(f.human_negative) AS negative_feedback,
+       countIf(s.judge_positive = {_HUMAN_POSITIVE}) AS agreed,
+       countIf(NOT {_HUMAN_POSITIVE}) AS negative_feedback,
        agreed / pairs AS agreement,
        {_wilson("agreed", "pairs", "-")} AS agreement_low,
        {_wilson("agreed", "pairs", "+")} AS agreement_high
 FROM (
-    SELECT trace_id, project, agent, monitor, {_SCORE} >= 0.5 AS judge_positive
+    SELECT trace_id, project, agent, monitor, pass_line, {_JUDGE_POSITIVE} AS judge_positive
     FROM scores FINAL
     WHERE status = 'scored' AND score IS NOT NULL AND $__timeFilter(trace_time)
       AND {_vars("project", "agent", "monitor")}
@@ -500,8 +506,8 @@ GROUP BY project, agent, monitor
 ORDER BY monitor, agent""",
         ("project", "agent", "monitor", "pairs", "agreed", "negative_feedback", "agreement", "agreement_low",
          "agreement_high"),
-        "Turns scored in the range that also got human feedback. A pair agrees when score / scale and feedback "
-        "value / scale fall on the same side of 0.5.",
+        "Turns scored in the range that also got human feedback. A pair agrees when the score and the feedback "
+        "fall on the same side of the monitor's pass line (pass_at; 0.5 of the scale unless set).",
     ),
     Query(
         "recent_alerts", "Alerts", "table",
@@ -646,9 +652,9 @@ SELECT project, agent, monitor, period, count() AS n, avg(agree) AS mean, varSam
 FROM (
     SELECT s.project AS project, s.agent AS agent, s.monitor AS monitor,
            if(s.trace_time >= $__toTime - INTERVAL {{window_minutes}} MINUTE, 'recent', 'baseline') AS period,
-           toFloat64(s.judge_positive = f.human_positive) AS agree
+           toFloat64(s.judge_positive = {_HUMAN_POSITIVE}) AS agree
     FROM (
-        SELECT trace_id, project, agent, monitor, trace_time, {_SCORE} >= 0.5 AS judge_positive
+        SELECT trace_id, project, agent, monitor, trace_time, pass_line, {_JUDGE_POSITIVE} AS judge_positive
         FROM scores FINAL
         WHERE status = 'scored' AND score IS NOT NULL AND trace_time < $__toTime
           AND trace_time >= $__toTime - INTERVAL ({{window_minutes}} + {{baseline_minutes}}) MINUTE
@@ -719,7 +725,7 @@ SELECT project, agent, monitor, mean AS value
 FROM ({_AGREEMENT_WINDOWS})
 WHERE period = 'recent' AND n >= {{min_samples}}""",
             ("project", "agent", "monitor", "value"),
-            "Share of score-feedback pairs in the window where judge and human fall on the same side of 0.5.",
+            "Share of score-feedback pairs in the window where judge and human fall on the same side of the pass line.",
         ),
         Query(
             "judge_paused", "A judge is paused", "alert",
@@ -754,13 +760,14 @@ LIMIT 20""",
                "system", "input_json", "question", "output", "contexts_json", "reference", "tool_calls_json",
                "model", "prompt_tokens", "completion_tokens", "tags", "metadata", "truncated")),
         Query("scores", "Every score of the turn", "table", """
-SELECT trace_id, span_id, monitor, scorer, scorer_version, status, score, scale, label, reason, steps_json,
+SELECT trace_id, span_id, monitor, scorer, scorer_version, status, score, scale, pass_line, label, reason, steps_json,
        details_json, error_type, judge, judge_model, judge_calls, prompt_tokens, completion_tokens, cost_usd,
        latency_ms, scored_at
 FROM scores FINAL
 WHERE startsWith(trace_id, {trace_id:String})
 ORDER BY monitor, span_id""",
-              ("trace_id", "span_id", "monitor", "scorer", "scorer_version", "status", "score", "scale", "label",
+              ("trace_id", "span_id", "monitor", "scorer", "scorer_version", "status", "score", "scale", "pass_line",
+               "label",
                "reason", "steps_json", "details_json", "error_type", "judge", "judge_model", "judge_calls",
                "prompt_tokens", "completion_tokens", "cost_usd", "latency_ms", "scored_at")),
         Query("stages", "The turn's way through the pipeline", "table", """

@@ -6,12 +6,14 @@ id is ever spliced into SQL. ``projects`` is the reviewer's (empty: every projec
 progress read only their turns.
 
 A monitor's *population* is its scored turns (a score, not an abstention), one per trace: the judge's side of a
-turn is its latest score / scale, read positive at 0.5 and above. A *review label* is a ``feedback`` row with
+turn is its latest score / scale (``judged``), positive at the row's pass line (``schemas.pass_line``) and above; a
+person's side is cut at the line of what it judges (a reviewer's label: the monitor's; a user's: 0.5). A *review label* is a ``feedback`` row with
 ``source = 'reviewer'`` and the monitor it is about; ``queue`` says how the page chose the item.
 """
 
 from __future__ import annotations
 
+from vigil.schemas.pass_line import sql_human_line, sql_passes
 from vigil.worker.store.queries import Query
 
 __all__ = ["REVIEW_QUERIES"]
@@ -21,6 +23,7 @@ _IN_PROJECTS = "(empty({projects:Array(String)}) OR has({projects:Array(String)}
 
 _POPULATION = """
     SELECT trace_id, argMax(score / if(scale > 0, scale, 1), scored_at) AS judged,
+           argMax(pass_line, scored_at) AS line,
            any(project) AS project, any(agent) AS agent, max(trace_time) AS last_time
     FROM scores FINAL
     WHERE monitor = {monitor:String} AND status = 'scored' AND score IS NOT NULL AND label != 'abstained'
@@ -34,9 +37,11 @@ _MINE = _REVIEWED + " AND author = {reviewer:String}"
 
 # Feedback that is about this monitor: a reviewer's label of it, or a user's feedback on the whole turn.
 _ABOUT = """
-    SELECT trace_id, source, author, value / if(scale > 0, scale, 1) < 0.5 AS negative, created_at
+    SELECT trace_id, source, author, monitor, value, scale, created_at
     FROM feedback FINAL
     WHERE monitor IN ('', {monitor:String})"""
+_JUDGE_POSITIVE = sql_passes("p.judged", "1", "p.line")
+_HUMAN_POSITIVE = sql_passes("f.value", "f.scale", sql_human_line("f.monitor", "p.line"))
 
 MAX_OPINIONS = 2  # a flagged turn goes to at most this many reviewers
 
@@ -55,7 +60,7 @@ LIMIT {{limit:UInt32}}""", ("trace_id",)),
 SELECT f.trace_id AS trace_id
 FROM ({_ABOUT}) AS f
 INNER JOIN ({_POPULATION}) AS p ON p.trace_id = f.trace_id
-WHERE ((f.source = 'user' AND f.negative) OR f.negative = (p.judged >= 0.5))
+WHERE ((f.source = 'user' AND NOT {_HUMAN_POSITIVE}) OR {_HUMAN_POSITIVE} != {_JUDGE_POSITIVE})
   AND f.trace_id NOT IN ({_MINE})
   AND f.trace_id NOT IN (SELECT trace_id FROM ({_REVIEWED}) GROUP BY trace_id HAVING count() >= {MAX_OPINIONS})
 GROUP BY f.trace_id
@@ -94,9 +99,9 @@ SELECT
     (SELECT count() FROM ({_POPULATION}) WHERE trace_id NOT IN ({_REVIEWED})) AS unreviewed""",
           ("population", "reviewed", "unreviewed")),
     Query("labels", "The monitor's review labels with the judge's side of each turn", "lookup", f"""
-SELECT f.trace_id AS trace_id, f.queue AS queue, f.author AS author, f.value / if(f.scale > 0, f.scale, 1) >= 0.5
-       AS human_positive, p.judged >= 0.5 AS judge_positive, f.created_at AS created_at
-FROM (SELECT trace_id, queue, author, value, scale, created_at FROM feedback FINAL
+SELECT f.trace_id AS trace_id, f.queue AS queue, f.author AS author, {_HUMAN_POSITIVE} AS human_positive,
+       {_JUDGE_POSITIVE} AS judge_positive, f.created_at AS created_at
+FROM (SELECT trace_id, queue, author, monitor, value, scale, created_at FROM feedback FINAL
       WHERE source = 'reviewer' AND monitor = {{monitor:String}}) AS f
 INNER JOIN ({_POPULATION}) AS p ON p.trace_id = f.trace_id
 ORDER BY f.trace_id, f.created_at""",
