@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, Field
 from vigil.schemas import JudgeUsage, ScoreResult, ScoreStatus, Turn
-from vigil.schemas.pass_line import DEFAULT_LINE
+from vigil.schemas.pass_line import DEFAULT_LINE, passes
 from vigil.worker.eval.items import Dataset, EvalItem
 from vigil.worker.eval.stats import Agreement, Judged, Pair, agreement, pairs
 from vigil.worker.judge.base import Judge, JudgePaused
@@ -88,7 +88,7 @@ class EvalReport(BaseModel):
             return []
         good = max(row.human for row in self.items)
         found = [(row, judged) for row, judged in zip(self.items, self.judged(), strict=True)
-                 if judged.score is not None and (judged.score >= line) != (row.human == good)]
+                 if judged.score is not None and passes(judged.score, 1.0, line) != (row.human == good)]
         return [row for row, judged in sorted(found, key=lambda f: (-abs(f[1].score - line), f[0].id))]
 
 
