@@ -52,8 +52,8 @@ def _insert(store, table: str, models: list) -> None:
     store.insert(table, [[getattr(m, c) for c in columns] for m in models], column_names=columns)
 
 
-def judged_three_reviewed_bad(store, n: int = 1, *, at: datetime = NOW, reviewer: str = "bob") -> list[str]:
-    """``n`` turns the rubric rated 3 of 5 (0.5 of the scale), each labelled bad (0) by ``reviewer``."""
+def judged_three_reviewed_bad(store, n: int = 1, *, at: datetime = NOW, reviewer: str | None = "bob") -> list[str]:
+    """``n`` turns the rubric rated 3 of 5 (0.5 of the scale), each labelled bad (0) by ``reviewer`` (if any)."""
     traces, scores, labels = [], [], []
     for i in range(n):
         turn = Turn.model_validate({"trace_id": uuid.uuid4().hex, "project": "shop", "agent": "bot",
@@ -67,7 +67,8 @@ def judged_three_reviewed_bad(store, n: int = 1, *, at: datetime = NOW, reviewer
                                monitor="m", queue="random", created_at=at))
     _insert(store, "traces", traces)
     _insert(store, "scores", scores)
-    _insert(store, "feedback", labels)
+    if reviewer is not None:
+        _insert(store, "feedback", labels)
     return [t.trace_id for t in traces]
 
 
@@ -151,9 +152,10 @@ def test_the_review_page_counts_the_label_as_agreeing_and_does_not_flag_the_turn
 
 
 def test_the_review_page_records_judge_right_on_a_failing_verdict_as_a_bad_turn(store):
-    (trace,) = judged_three_reviewed_bad(store)
+    (trace,) = judged_three_reviewed_bad(store, reviewer=None)
     sent = Sent()
     service = ReviewService(store, LocalLeases(), sent, reviewer="ana")
+    assert service.next_item("m", "random", "ana")["trace_id"] == trace  # the page leases the turn it shows
 
     label = service.label(LabelRequest(trace_id=trace, monitor="m", action="judge-right", queue="random"))
 
