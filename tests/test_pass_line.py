@@ -63,8 +63,8 @@ def judged_three_reviewed_bad(store, n: int = 1, *, at: datetime = NOW, reviewer
                              label="3", reason="middling")
         traces.append(trace_row(turn))
         scores.append(score_row(turn, MONITOR, result, pass_line=LINE))
-        labels.append(Feedback(trace_id=turn.trace_id, name="review", value=0.0, source="reviewer", author=reviewer,
-                               monitor="m", queue="random", created_at=at))
+        labels.append(Feedback(trace_id=turn.trace_id, name="review", value=0.0, source="reviewer",
+                               author=reviewer or "", monitor="m", queue="random", created_at=at))
     _insert(store, "traces", traces)
     _insert(store, "scores", scores)
     if reviewer is not None:

@@ -64,7 +64,7 @@ def test_every_variable_is_listed_in_the_readme_table_with_the_same_names():
 
 @pytest.mark.parametrize("name", list(EXPECTED))
 async def test_a_check_sees_each_variable_as_the_rule_renders_it(name):
-    exact = await check(name, FULL, r"\A" + re.escape(EXPECTED[name]) + r"\Z")
+    exact = await check(name, FULL, r"\A" + re.escape(EXPECTED[name]) + r"\z")
 
     assert (exact.status, exact.label) == (ScoreStatus.SCORED, "pass"), exact.reason
 
@@ -95,7 +95,7 @@ async def test_what_the_agent_did_is_always_there_for_a_check_and_a_rubric_alike
     spec = config({"name": "r", "kind": "llm_judge", "prompt": f"Judge {{{{ {name} }}}} of {{{{ question }}}}",
                    "output": {"type": "boolean"}}).scorers[0]
 
-    checked = await check(name, BARE, r"\A" + re.escape(rendered) + r"\Z")
+    checked = await check(name, BARE, r"\A" + re.escape(rendered) + r"\z")
     rubric = await build_user_scorer(spec).score(BARE, llm_judge)
 
     assert (checked.status, checked.label) == (ScoreStatus.SCORED, "pass")
