@@ -24,8 +24,9 @@ FOLLOW_UP = "Does UNION eliminate duplicates or not?"
 class Dialogue:
     """Scripts the three judge agents by their prompts: the verdicts T3/T7 give, the queries T4/T5 write."""
 
-    def __init__(self, server: ScriptedJudge, *, verdicts: list[int], queries: list[str]) -> None:
-        self.verdicts, self.queries = deque(verdicts), deque(queries)
+    def __init__(self, server: ScriptedJudge, *, verdicts: list[int], queries: list[str],
+                 revised: str = "revised answer") -> None:
+        self.verdicts, self.queries, self.revised = deque(verdicts), deque(queries), revised
         self.steps: list[str] = []
         server.script = self
 
@@ -39,7 +40,7 @@ class Dialogue:
             return Reply.json({"query": self.queries.popleft(), "explanation": "scripted"})
         if "Revise the tentative answer" in prompt:
             self.steps.append("revise")
-            return Reply.json({"answer": "revised answer", "explanation": "scripted"})
+            return Reply.json({"answer": self.revised, "explanation": "scripted"})
         self.steps.append("compose")
         return Reply.json({"answer": f"composed answer {self.steps.count('compose')}", "explanation": "scripted"})
 
@@ -70,6 +71,15 @@ async def test_the_papers_example_ends_at_turn_two_with_wscore_3(judge_server, l
     assert result.details["history"] == [{"question": QUESTION, "answer": WRONG},
                                          {"question": FOLLOW_UP, "answer": CONFIRM}]
     assert result.details["final_answer"] == "composed answer 2"
+
+
+async def test_the_reason_names_the_final_answer_without_pasting_all_of_it(judge_server, llm_judge):
+    """A reason is read in lists of turns: it carries the start of the final answer; the details keep it whole."""
+    Dialogue(judge_server, verdicts=[3, 4], queries=[""], revised="word " * 200)
+    result = await MultiTurn(turns=5).evaluate(question=QUESTION, reference=REFERENCE, agent=ScriptedAgent(WRONG),
+                                               judge=llm_judge)
+    assert len(result.details["final_answer"]) > 900
+    assert len(result.reason) < 300 and result.reason.endswith("…") and "Final answer: word word" in result.reason
 
 
 async def test_the_agent_sees_the_whole_session_each_turn(judge_server, llm_judge):

@@ -55,6 +55,18 @@ def test_the_worst_turns_come_lowest_first_with_reasons_questions_and_trace_ids(
     assert all(w.reason and w.trace_id and w.question for w in worst)
 
 
+def test_the_worst_turns_list_only_turns_below_the_top_of_the_scale(store):
+    """A monitor whose turns all pass (a tool policy: 1.00 "all rules hold") has no worst turns to show."""
+    insert_scores(store, [score_row(at=NOW - timedelta(minutes=i), score=1.0, monitor="policy", seq=i,
+                                    reason="all 4 rules hold") for i in range(5)]
+                  + [score_row(at=NOW - timedelta(minutes=i), score=score, seq=100 + i)
+                     for i, score in enumerate((0.2, 1.0, 0.7))])
+
+    worst = build_report(store, now=NOW).worst_turns
+
+    assert [(w.monitor, w.score) for w in worst] == [("relevancy", 0.2), ("relevancy", 0.7)]
+
+
 def test_the_funnel_and_the_paused_judge_and_the_alerts_are_in_the_report(seeded):
     report = build_report(seeded, now=NOW)
 

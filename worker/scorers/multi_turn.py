@@ -56,6 +56,8 @@ __all__ = ["Agent", "AgentEndpoint", "MultiTurn", "OpenAIAgent", "conversation_p
 Messages = list[dict[str, str]]
 Agent = Callable[[Messages], str | Awaitable[str]]
 
+_ANSWER_CHARS = 120  # of the final answer in the reason (the details keep all of it)
+
 
 class OpenAIAgent:
     """The agent under test behind an OpenAI-compatible chat endpoint; each call sends the whole session, tagged
@@ -271,11 +273,13 @@ class MultiTurn(Scorer):
         w, length, best = wscore(sigma, self.turns), lscore(sigma), mscore(sigma)
         run.details.set(wscore=w, lscore=length, mscore=best, final_answer=final)
         summary = f"σ = {sigma} over at most {self.turns} turns"
+        # The reason names the final answer, the details keep it whole: a reason is read in lists of turns.
+        named = final if len(final) <= _ANSWER_CHARS else final[:_ANSWER_CHARS].rstrip() + "…"
         if not any(sigma):
             return run.abstained(f"{summary}: every verdict was 0, the agent said it is not sure. "
-                                 f"Final answer: {final}")
+                                 f"Final answer: {named}")
         reason = (f"{summary}: wscore {w:.3g}, lscore {length}, mscore {best} (of {MAX_RESULT}). "
-                  f"Final answer: {final}")
+                  f"Final answer: {named}")
         return run.scored(w / MAX_RESULT * self.scale, reason)
 
 
