@@ -26,7 +26,7 @@ from typing import Any
 import pytest
 import redis
 from vigil.schemas import load_config
-from vigil.worker.assembly.traces import PENDING, record_key
+from vigil.worker.assembly.traces import PENDING, record_key, split_name, trace_name
 from vigil.worker.intake.keys import KeyRing, hash_key
 from vigil.worker.store import connect
 
@@ -276,3 +276,13 @@ def test_vigil_keys_new_refuses_a_project_name_that_is_not_plain_in_one_line():
                           check=False, capture_output=True, text=True, timeout=60)
     assert made.returncode == 2 and made.stdout == ""
     assert len(made.stderr.strip().splitlines()) == 1 and "--project" in made.stderr
+
+
+@pytest.mark.parametrize(("project", "trace_id"), [
+    ("default", "0af7651916cd43dd8448eb211c80319c"), ("rival", "0af7651916cd43dd8448eb211c80319c"),
+    ("default", "a/b"), ("a/b", "c"), ("a%2Fb", "c/d")], ids=["default", "another", "slash in the id",
+                                                            "slash in an open intake's project", "escape-like project"])
+def test_a_traces_name_in_redis_gives_back_its_project_and_id_and_no_two_collide(project, trace_id):
+    """Every assembly key is made from the name: two (project, trace id) pairs never share one."""
+    assert split_name(trace_name(project, trace_id)) == (project, trace_id)
+    assert trace_name(project, trace_id) != trace_name("other", trace_id)

@@ -39,8 +39,8 @@ from vigil.schemas.config import DEFAULT_PROJECT
 from vigil.schemas.spans import Assembly, assembly
 
 __all__ = ["DROPPED", "DROPPED_TOTAL", "PENDING", "PENDING_BYTES", "Spans", "assembly_of", "claim_due", "project_of",
-           "record_key", "recount_pending", "release", "schedule_sweep", "store_spans", "trace_id_of", "trace_key",
-           "trace_name", "trace_spans", "turns_of"]
+           "record_key", "recount_pending", "release", "schedule_sweep", "split_name", "store_spans", "trace_id_of",
+           "trace_key", "trace_name", "trace_spans", "turns_of"]
 
 log = structlog.get_logger("vigil.intake")
 
@@ -108,14 +108,24 @@ return n
 
 
 def trace_name(project: str, trace_id: str) -> str:
-    """A trace's name in Redis, which every key above is made from: trace ids are the project's own, so the same
-    id in two projects is two traces (the default project's traces are named by their id alone)."""
-    return trace_id if project == DEFAULT_PROJECT else f"{project}/{trace_id}"
+    """A trace's name in Redis, which every key above is made from: trace ids are the project's own, so the same id
+    in two projects is two traces. ``<project>/<trace id>``, a '/' in the project escaped (a configured project
+    name has none; an open intake takes what a span says); the default project's traces by their id alone, unless
+    it has a '/'."""
+    if project == DEFAULT_PROJECT and "/" not in trace_id:
+        return trace_id
+    return f"{project.replace('%', '%25').replace('/', '%2F')}/{trace_id}"
+
+
+def split_name(name: str) -> tuple[str, str]:
+    """(project, trace id) of a trace's name (``trace_name``)."""
+    project, slash, trace_id = name.partition("/")
+    return (project.replace("%2F", "/").replace("%25", "%"), trace_id) if slash else (DEFAULT_PROJECT, name)
 
 
 def trace_id_of(name: str) -> str:
     """The trace id in a trace's name (``trace_name``)."""
-    return name.rpartition("/")[2]
+    return split_name(name)[1]
 
 
 def project_of(span: dict[str, Any]) -> str:
