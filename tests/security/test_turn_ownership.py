@@ -15,6 +15,7 @@ rows read back.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -26,7 +27,13 @@ from typing import Any
 import pytest
 import redis
 from vigil.schemas import load_config
-from vigil.worker.assembly.traces import PENDING, record_key, split_name, trace_name
+from vigil.worker.assembly.traces import (
+    PENDING,
+    record_key,
+    split_name,
+    store_spans,
+    trace_name,
+)
 from vigil.worker.intake.keys import KeyRing, hash_key
 from vigil.worker.store import connect
 
@@ -286,3 +293,22 @@ def test_a_traces_name_in_redis_gives_back_its_project_and_id_and_no_two_collide
     """Every assembly key is made from the name: two (project, trace id) pairs never share one."""
     assert split_name(trace_name(project, trace_id)) == (project, trace_id)
     assert trace_name(project, trace_id) != trace_name("other", trace_id)
+
+
+def test_explain_trace_reads_a_stored_trace_of_the_project_named_and_no_other(redis_url):
+    trace_id = uuid.uuid4().hex
+    span = {"trace_id": trace_id, "span_id": uuid.uuid4().hex[:16], "parent_id": None, "name": "chat",
+            "start": time.time_ns(), "end": time.time_ns() + 1000, "attributes": {"gen_ai.operation.name": "chat"},
+            "resource": {"service.name": "parcel-bot", "vigil.project": "rival"}}
+    client = redis.Redis.from_url(redis_url)
+    store_spans(client, [span], keep_s=600)
+    client.close()
+
+    def explain(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "vigil.worker", "explain-trace", trace_id, *args],
+                              capture_output=True, text=True, timeout=120, check=False,
+                              env={**os.environ, "REDIS_URL": redis_url})
+
+    assert explain("--project", "rival").returncode == 0
+    other = explain()
+    assert other.returncode != 0 and "no spans of trace" in other.stderr

@@ -29,13 +29,13 @@ def _short(value: Any) -> str:
     return text if len(text) <= _SHORT else text[:_SHORT] + "…"
 
 
-def read_source(source: str, redis_url: str | None) -> dict[str, list[dict[str, Any]]]:
-    """The span records of each trace in SOURCE (a file of OTLP, or a trace id the intake holds)."""
+def read_source(source: str, redis_url: str | None, project: str = "default") -> dict[str, list[dict[str, Any]]]:
+    """The span records of each trace in SOURCE (a file of OTLP, or a trace id the intake holds for ``project``)."""
     from vigil.worker.intake.otlp import UndecodableBody, decode_logs, decode_traces
 
     path = Path(source)
     if not path.is_file():
-        return {source: _stored(source, redis_url)}
+        return {source: _stored(source, redis_url, project)}
     body = path.read_bytes()
     requests: list[tuple[str, bytes, bool]] = []
     try:
@@ -62,9 +62,9 @@ def read_source(source: str, redis_url: str | None) -> dict[str, list[dict[str, 
     return dict(by_trace)
 
 
-def _stored(trace_id: str, redis_url: str | None) -> list[dict[str, Any]]:
+def _stored(trace_id: str, redis_url: str | None, project: str) -> list[dict[str, Any]]:
     import redis
-    from vigil.worker.assembly.traces import trace_spans
+    from vigil.worker.assembly.traces import trace_name, trace_spans
 
     if len(trace_id) != 32 or any(c not in "0123456789abcdef" for c in trace_id.lower()):
         raise click.ClickException(f"{trace_id!r} is neither a file nor a trace id (32 hex digits)")
@@ -72,7 +72,7 @@ def _stored(trace_id: str, redis_url: str | None) -> list[dict[str, Any]]:
         raise click.ClickException("REDIS_URL is not set: the intake keeps a trace's spans in the workers' Redis")
     client = redis.Redis.from_url(redis_url, socket_connect_timeout=5, socket_timeout=10)
     try:
-        spans = list(trace_spans(client, trace_id.lower()))
+        spans = list(trace_spans(client, trace_name(project, trace_id.lower())))  # trace ids are a project's own
     finally:
         client.close()
     if not spans:
@@ -139,7 +139,9 @@ def explain_lines(trace_id: str, spans: list[dict[str, Any]]) -> list[str]:
 
 @click.command("explain-trace")
 @click.argument("source")
-def explain_command(source: str) -> None:
+@click.option("--project", default="default", show_default=True,
+              help="With a trace id: the project whose trace it is (the same id in two projects is two traces).")
+def explain_command(source: str, project: str) -> None:
     """How vigil reads a trace as turns: which span became the run, which convention read what, and why.
 
     SOURCE: a file of OTLP (JSON or protobuf, one export request or a recording of several) or the id of a trace
@@ -150,6 +152,6 @@ def explain_command(source: str) -> None:
       vigil explain-trace tests/fixtures/otlp/pydantic_ai_tool.json
       REDIS_URL=redis://127.0.0.1:6379/0 vigil explain-trace 4bf92f3577b34da6a3ce929d0e0e4736
     """
-    for trace_id, spans in read_source(source, os.environ.get("REDIS_URL")).items():
+    for trace_id, spans in read_source(source, os.environ.get("REDIS_URL"), project).items():
         for line in explain_lines(trace_id, spans):
             click.echo(line)
