@@ -33,6 +33,7 @@ def test_the_demo_scores_every_sampled_turn_reports_from_clickhouse_raises_the_r
     html = (home / "report.html").read_text(encoding="utf-8")
     assert said.search(html), "the HTML says the same sentence"
     assert "vigil report" in out.split("next")[-1] and "vigil show TRACE_ID" in out, "the demo says what to try next"
+    assert "vigil compare --by model llama-3.1-8b-instruct llama-3.2-3b-instruct" in flat  # test_compare runs it
 
     # Afterwards, `vigil report` in the same VIGIL_HOME finds the demo's store: its scores and its alerts.
     after = subprocess.run([sys.executable, "-m", "vigil.worker", "report", "--json"], env=env, capture_output=True,

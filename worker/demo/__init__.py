@@ -315,6 +315,8 @@ def _next_steps(home: Path, config_path: Path, dsn: str) -> None:
     for command, what in (
         (f"{env}{store}vigil report", "this report again (--json, --html FILE, --serve for a live page)"),
         (f"{env}{store}vigil show TRACE_ID", "one turn with all its scores, steps and reasons (ids above)"),
+        (f"{env}{store}vigil compare --by model llama-3.1-8b-instruct llama-3.2-3b-instruct",
+         "is the support bot's new model worse? per monitor, with the interval, the turns and a sequential verdict"),
         (f"{env}{store}VIGIL_CONFIG={config_path} vigil alerts check --explain",
          "run the alert rules again: every rule's verdict on every monitor, and why"),
         ("vigil config check my.yaml", "write a config for your own agent (start from " + str(config_path) + ")"),
