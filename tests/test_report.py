@@ -67,6 +67,26 @@ def test_the_worst_turns_list_only_turns_below_the_top_of_the_scale(store):
     assert [(w.monitor, w.score) for w in worst] == [("relevancy", 0.2), ("relevancy", 0.7)]
 
 
+def test_a_monitor_scored_by_the_baseline_heuristic_says_so_next_to_its_numbers(store):
+    from vigil.worker.judge.baseline import MODEL
+    from vigil.worker.report.html import render_html
+
+    from tests.quality_seed import SCORE_COLUMNS
+
+    at = SCORE_COLUMNS.index("judge_model")
+    rows = [score_row(at=NOW - timedelta(minutes=i), score=0.3, seq=i) for i in range(10)]
+    insert_scores(store, [r[:at] + [MODEL] + r[at + 1:] for r in rows]
+                  + [score_row(at=NOW - timedelta(minutes=i), score=0.3, monitor="llm", seq=50 + i) for i in range(10)])
+
+    report = build_report(store, now=NOW)
+
+    assert {m.monitor: m.heuristic for m in report.monitors} == {"relevancy": True, "llm": False}
+    assert report.status.heuristic == ["relevancy"]
+    assert "monitor relevancy (answer_relevancy v1) scored by the baseline heuristic" in _text(report)
+    assert 'relevancy</b> on support-bot <span class="heuristic"' in render_html(report)
+    assert 'llm</b> on support-bot <span class="heuristic"' not in render_html(report)
+
+
 def test_the_funnel_and_the_paused_judge_and_the_alerts_are_in_the_report(seeded):
     report = build_report(seeded, now=NOW)
 

@@ -24,7 +24,9 @@ def _monitor_table(report: Report, monitor: str) -> Table:
     summaries = [m for m in report.monitors if m.monitor == monitor]
     funnel = {(f.project, f.agent): f for f in report.funnel if f.monitor == monitor}
     scorers = ", ".join(sorted({f"{m.scorer} v{m.scorer_versions}" for m in summaries})) or "no scores yet"
-    table = Table(title=f"monitor [bold]{monitor}[/] ({scorers})", title_justify="left", expand=False)
+    heuristic = " [yellow]scored by the baseline heuristic (word overlap, no LLM)[/]" if any(
+        m.heuristic for m in summaries) else ""
+    table = Table(title=f"monitor [bold]{monitor}[/] ({scorers}){heuristic}", title_justify="left", expand=False)
     keys = sorted({(m.project, m.agent) for m in summaries} | set(funnel))
     agents = [agent for _, agent in keys]
     for header in ("agent", "sampled", "shed", "budget", "scored", "abstained", "unscored", "failed", "lost", "coverage",
