@@ -12,8 +12,10 @@ from vigil.schemas.config import (
     load_config,
 )
 from vigil.schemas.score import (
+    NOT_APPLICABLE,
     JudgeCall,
     JudgeUsage,
+    NotApplicable,
     Score,
     ScoreResult,
     ScoreStatus,
@@ -31,6 +33,7 @@ from vigil.schemas.trace import (
 )
 
 __all__ = [
+    "NOT_APPLICABLE",
     "ORIGIN_HEADER",
     "AlertRule",
     "ContextDoc",
@@ -40,6 +43,7 @@ __all__ = [
     "Message",
     "MonitorConfig",
     "MonitorFilter",
+    "NotApplicable",
     "Origin",
     "Score",
     "ScoreResult",

@@ -108,7 +108,7 @@ class PipelineEvent(BaseModel):
     project: str
     agent: str
     monitor: str = ""
-    stage: str  # received | filtered | skipped | probe | sampled | scored | abstained | unscored | failed
+    stage: str  # received | filtered | skipped | probe | sampled | scored | abstained | unscored | not_applicable | failed
     trace_id: str
     span_id: str = ""
 

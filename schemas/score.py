@@ -6,11 +6,17 @@ Three statuses: *scored* (a verdict), *unscored* (no verdict: an unreadable judg
 *scored*, with the label ``abstained`` and no score: it counts as an abstention of its own (the funnel stage and the
 report's ``abstained`` column) and never enters a mean. An empty answer is not an abstention: it scores the bottom
 of the scale.
+
+A scorer that does not apply to a turn (a rubric about order ids on a question with no order) says so: the result
+is *unscored* with the label ``not_applicable`` and its reason. It is its own funnel stage, never in a mean, and it
+does not lower coverage (``sampled - not_applicable`` is what a verdict was due for). A user's Python scorer returns
+``NotApplicable("reason")`` for it.
 """
 
 from __future__ import annotations
 
 import hashlib
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
@@ -18,11 +24,28 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 __all__ = [
-    "ABSTAINED", "JudgeCall", "JudgeUsage", "Score", "ScoreResult", "ScoreStatus", "StepResult", "TurnColumns",
+    "ABSTAINED",
+    "NOT_APPLICABLE",
+    "JudgeCall",
+    "JudgeUsage",
+    "NotApplicable",
+    "Score",
+    "ScoreResult",
+    "ScoreStatus",
+    "StepResult",
+    "TurnColumns",
     "score_id",
 ]
 
 ABSTAINED = "abstained"  # the label of a scored result whose agent said it is not sure (score None)
+NOT_APPLICABLE = "not_applicable"  # the label of an unscored result whose scorer does not apply to the turn
+
+
+@dataclass(frozen=True)
+class NotApplicable:
+    """What a Python scorer returns when it does not apply to the turn: ``NotApplicable("no order in this turn")``."""
+
+    reason: str
 
 
 class ScoreStatus(StrEnum):
@@ -104,8 +127,13 @@ class ScoreResult(BaseModel):
 
     @property
     def outcome(self) -> str:
-        """The funnel stage: the status, or ``abstained`` for a scored abstention."""
-        return ABSTAINED if self.label == ABSTAINED else str(self.status)
+        """The funnel stage: the status, ``abstained`` for a scored abstention, ``not_applicable`` for a scorer that
+        does not apply."""
+        if self.label == ABSTAINED:
+            return ABSTAINED
+        if self.label == NOT_APPLICABLE and self.status is ScoreStatus.UNSCORED:
+            return NOT_APPLICABLE
+        return str(self.status)
 
 
 def score_id(trace_id: str, span_id: str | None, monitor: str, scorer_version: str) -> str:

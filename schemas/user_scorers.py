@@ -4,7 +4,8 @@ Each has a unique ``name`` and a ``kind``; a monitor names it in ``scorer:`` as 
 
 - ``llm_judge``: ``prompt`` (a template whose ``{{ places }}`` are the turn's variables: ``question``, ``answer``,
   ``system``, ``contexts``, ``messages``, ``tool_calls``, ``reference``, ``agent``, ``metadata.KEY``) and a typed
-  ``output``: ``{type: boolean}``, ``{type: numeric, min, max}`` or ``{type: categorical, labels: {LABEL: SCORE}}``;
+  ``output``: ``{type: boolean}``, ``{type: numeric, min, max}`` or ``{type: categorical, labels: {LABEL: SCORE}}``
+  (a label scored ``null`` means "does not apply"), and optionally ``applies_when`` (the turns it applies to);
 - ``regex`` (``pattern``, ``match: must | must_not``), ``contains`` (``any`` / ``all`` / ``none`` of some phrases),
   ``length`` (``min`` / ``max`` characters or words), ``json_schema`` (``schema``): checks of one ``field``, a
   variable as a rubric names it (the answer unless said; ``tool_calls`` is the calls as a JSON array), no judge call;
@@ -65,15 +66,20 @@ class NumericOutput(BaseModel):
 
 
 class CategoricalOutput(BaseModel):
+    """Labels and their scores on 0..1; a label whose score is ``null`` (``n/a: null``) says the rubric does not
+    apply to the turn: the result is *unscored*, labelled ``not_applicable``."""
+
     model_config = ConfigDict(extra="forbid", frozen=True)
     type: Literal["categorical"]
-    labels: dict[str, Annotated[float, Field(ge=0.0, le=1.0)]] = Field(min_length=2)
+    labels: dict[str, Annotated[float, Field(ge=0.0, le=1.0)] | None] = Field(min_length=2)
 
     @model_validator(mode="after")
     def _labels(self) -> CategoricalOutput:
         for label in self.labels:
-            if not re.fullmatch(r"[\w .\-]{1,64}", label):
-                raise ValueError(f"label {label!r}: use up to 64 letters, digits, spaces, '.', '_' or '-'")
+            if not re.fullmatch(r"[\w .\-/]{1,64}", label):
+                raise ValueError(f"label {label!r}: use up to 64 letters, digits, spaces, '.', '_', '-' or '/'")
+        if sum(score is not None for score in self.labels.values()) < 2:
+            raise ValueError("give at least two labels with a score (a label scored null means 'does not apply')")
         return self
 
 
@@ -86,6 +92,9 @@ class LlmJudgeSpec(_Spec):
     kind: Literal["llm_judge"]
     prompt: str = Field(min_length=1)
     output: Output
+    # the rubric applies only to turns where this holds ("the question is about a specific order"): the judge
+    # decides in the same call, and a turn it does not apply to is unscored, labelled not_applicable
+    applies_when: str | None = Field(default=None, min_length=1, max_length=1000)
 
 
 # -- deterministic checks -----------------------------------------------------------------------------------------

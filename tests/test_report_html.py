@@ -101,8 +101,8 @@ def test_the_charts_are_laid_out_with_their_lines_and_bars_in_the_rendered_dom(p
             "distribution-alignment", "distribution-relevancy", "queue-lag"} <= set(charts)
     assert all(int(width) > 0 for width in charts.values())
     funnel = dom[dom.index('data-chart="funnel-relevancy"'):]
-    assert [label for label in re.findall(r'<rect class="bar" data-label="(\w+)"', funnel)[:6]] == [
-        "received", "sampled", "scored", "abstained", "unscored", "failed"]
+    assert [label for label in re.findall(r'<rect class="bar" data-label="(\w+)"', funnel)[:7]] == [
+        "received", "sampled", "scored", "abstained", "unscored", "not_applicable", "failed"]
     assert "Worst turns" in dom and "answer was off-topic" in dom
 
 

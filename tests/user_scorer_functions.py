@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 
-from vigil.schemas import Turn
+from vigil.schemas import NotApplicable, Turn
 
 
 def cites_a_document(turn: Turn, *, marker: str = "[") -> tuple[float, str]:
@@ -50,3 +50,11 @@ def eats_memory(turn: Turn) -> float:
     while "EAT" in turn.output:
         hoard.append(bytearray(2**20))
     return 1.0
+
+
+def cites_the_order(turn: Turn) -> NotApplicable | tuple[float, str]:
+    """Whether the answer names the turn's order id; not applicable to a turn about no order."""
+    order = turn.metadata.get("order_id")
+    if order is None:
+        return NotApplicable("the turn is about no order (no metadata.order_id)")
+    return (1.0, f"names order {order}") if order in turn.output else (0.0, f"does not name order {order}")

@@ -92,7 +92,7 @@ def _verdicts(reader: _Reader, rule: AlertRule, paused_judges: PausedJudges | No
         return _agreement_verdicts(reader, rule)
     if rule.kind == "coverage":
         return [coverage_verdict(rule, Subject(project=r["project"], agent=r["agent"], monitor=r["monitor"]),
-                                 scored=r["scored"], sampled=r["sampled"])
+                                 scored=r["scored"], sampled=r["sampled"], not_applicable=r["not_applicable"])
                 for r in reader.rows("coverage", rule) if rule.monitor is None or r["monitor"] == rule.monitor]
     verdicts = []
     for subject, versions in sorted(_score_windows(reader, rule).items(), key=lambda kv: kv[0].model_dump_json()):

@@ -149,18 +149,22 @@ def failure_rate_verdict(rule: AlertRule, subject: Subject, *, failed: int, tota
                    message=f"{where} is {'above' if breach else 'within'} {_p(limit)} ({failed} of {total} failed)")
 
 
-def coverage_verdict(rule: AlertRule, subject: Subject, *, scored: int, sampled: int) -> Verdict:
+def coverage_verdict(rule: AlertRule, subject: Subject, *, scored: int, sampled: int,
+                     not_applicable: int = 0) -> Verdict:
+    """Scored over the sampled turns a verdict was due for: a turn the scorer does not apply to is not missing."""
     limit = _limit(rule)
-    coverage = scored / sampled if sampled else None
+    due = sampled - not_applicable
+    coverage = scored / due if due > 0 else None
     where = f"{subject.describe()}: coverage {_p(coverage)} over the last {rule.window_minutes} min"
-    if sampled < rule.min_samples or coverage is None:
-        return Verdict(subject=subject, breach=None, value=coverage, recent_n=sampled,
-                       message=f"{where}: too few sampled turns (n={sampled}, need {rule.min_samples}: "
-                               f"{_more(sampled, rule)} more)")
+    if due < rule.min_samples or coverage is None:
+        return Verdict(subject=subject, breach=None, value=coverage, recent_n=due,
+                       message=f"{where}: too few sampled turns (n={due}, need {rule.min_samples}: "
+                               f"{_more(due, rule)} more)")
     breach = coverage < limit
-    return Verdict(subject=subject, breach=breach, value=coverage, recent_n=sampled,
+    of = f"{sampled} sampled" if not not_applicable else f"{due} sampled it applies to ({not_applicable} not)"
+    return Verdict(subject=subject, breach=breach, value=coverage, recent_n=due,
                    message=(f"{where} is {'below' if breach else 'at or above'} {_p(limit)} "
-                            f"({scored} scored of {sampled} sampled)"))
+                            f"({scored} scored of {of})"))
 
 
 def judge_paused_verdict(subject: Subject, *, paused: bool | None, reason: str = "") -> Verdict:

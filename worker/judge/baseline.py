@@ -316,7 +316,10 @@ def _user_rubric(inputs: Mapping[str, Any]) -> dict[str, Any]:
     elif spec["type"] == "numeric":
         reply["score"] = round(spec["min"] + support * (spec["max"] - spec["min"]), 2)
     else:
-        reply["label"] = min(spec["labels"], key=lambda label: abs(spec["labels"][label] - support))
+        scored = {label: score for label, score in spec["labels"].items() if score is not None}
+        reply["label"] = min(scored, key=lambda label: abs(scored[label] - support))
+    if inputs.get("applies_when"):
+        reply["applies"] = True  # word overlap cannot tell: every turn is taken to be one the rubric applies to
     return reply
 
 

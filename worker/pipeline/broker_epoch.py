@@ -4,7 +4,7 @@ Redis restarted without persistence (or flushed) keeps nothing: the queued score
 are gone, while their turns' ``sampled`` stage is already in ClickHouse. vigil keeps one key in the broker,
 ``vigil.broker.epoch``, set once with ``SET NX``; the writer looks for it at start and every few seconds. Finding it
 missing, the writer starts a new epoch and records it in ``broker_epochs`` with the one it replaces: from then on a
-turn sampled before the reset that never got an outcome (scored, abstained, unscored, failed) is **lost** in the
+turn sampled before the reset that never got an outcome (scored, abstained, unscored, not_applicable, failed) is **lost** in the
 coverage funnel, the report and the dashboard. The reset time is the broker's start when its run id changed (a
 restart: work queued after it is in the new broker), else the moment the key was found missing (a flush). Lost is
 counted when read: a task that was running during the reset and writes its outcome afterwards is not lost.

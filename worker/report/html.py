@@ -70,7 +70,7 @@ document.querySelectorAll('svg.chart').forEach(function (svg) {
 """
 
 _FUNNEL_COLORS = {"received": "#6b7280", "sampled": "#2563eb", "scored": "#16a34a", "abstained": "#7c3aed",
-                  "unscored": "#ca8a04", "failed": "#dc2626", "shed": "#ea580c", "lost": "#7f1d1d"}
+                  "unscored": "#ca8a04", "not_applicable": "#94a3b8", "failed": "#dc2626", "shed": "#ea580c", "lost": "#7f1d1d"}
 
 
 def _num(value: float | None, digits: int = 2) -> str:
@@ -228,13 +228,13 @@ def _lag_section(report: Report) -> str:
 
 def _monitors_section(report: Report) -> str:
     coverage = {(f.project, f.agent, f.monitor): f.coverage for f in report.funnel}
-    headers = ["monitor", "agent", "scorer", "turns", "scored", "abstained", "unscored", "failed", "coverage", "mean",
-               "p50"]
+    headers = ["monitor", "agent", "scorer", "turns", "scored", "abstained", "unscored", "n/a", "failed", "coverage",
+               "mean", "p50"]
     rows = [[escape(m.monitor), escape(m.agent), escape(f"{m.scorer} v{m.scorer_versions}"), str(m.turns),
-             str(m.scored), str(m.abstained), str(m.unscored), f'<span class="{"bad" if m.failed else ""}">{m.failed}</span>',
+             str(m.scored), str(m.abstained), str(m.unscored), str(m.not_applicable), f'<span class="{"bad" if m.failed else ""}">{m.failed}</span>',
              _num(coverage.get((m.project, m.agent, m.monitor))), _num(m.mean_score), _num(m.p50_score)]
             for m in report.monitors]
-    numeric = {"turns", "scored", "abstained", "unscored", "failed", "coverage", "mean", "p50"}
+    numeric = {"turns", "scored", "abstained", "unscored", "n/a", "failed", "coverage", "mean", "p50"}
     return f"<section><h2>Monitors</h2>{_table(headers, rows, numeric)}</section>"
 
 

@@ -49,6 +49,7 @@ class MonitorSummary(BaseModel):
     scored: int
     abstained: int = 0  # the agent said it is not sure: a verdict, with no score
     unscored: int
+    not_applicable: int = 0  # the scorer does not apply to the turn: no verdict due
     failed: int
     abstention_rate: float | None = None  # abstained / (scored + abstained)
     mean_score: float | None = None  # score / scale, 0..1, of scored turns (abstentions excluded)
@@ -100,8 +101,9 @@ class FunnelRow(BaseModel):
     scored: int = 0
     abstained: int = 0
     unscored: int = 0
+    not_applicable: int = 0  # the scorer does not apply to the turn: no verdict due
     failed: int = 0
-    coverage: float | None = None  # (scored + abstained) / sampled
+    coverage: float | None = None  # (scored + abstained) / (sampled - not_applicable)
     lost: int = 0  # sampled, never an outcome: the broker lost the work (vigil.worker.pipeline.broker_epoch)
     dead_lettered: int = 0  # this agent's turns vigil could not take (never received): see Report.dead_letters
 

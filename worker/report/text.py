@@ -29,8 +29,8 @@ def _monitor_table(report: Report, monitor: str) -> Table:
     table = Table(title=f"monitor [bold]{monitor}[/] ({scorers}){heuristic}", title_justify="left", expand=False)
     keys = sorted({(m.project, m.agent) for m in summaries} | set(funnel))
     agents = [agent for _, agent in keys]
-    for header in ("agent", "sampled", "shed", "budget", "scored", "abstained", "unscored", "failed", "lost", "coverage",
-                   "mean"):
+    for header in ("agent", "sampled", "shed", "budget", "scored", "abstained", "unscored", "n/a", "failed", "lost",
+                   "coverage", "mean"):
         table.add_column(header, justify="left" if header == "agent" else "right",
                          overflow="fold" if header == "agent" else "ellipsis")
     by_key = {(m.project, m.agent): m for m in summaries}
@@ -44,7 +44,7 @@ def _monitor_table(report: Report, monitor: str) -> Table:
             str(f.shed) if f else "—",
             str(f.budget) if f else "—",
             str(m.scored if m else 0), str(m.abstained if m else 0), str(m.unscored if m else 0),
-            str(m.failed if m else 0),
+            str(m.not_applicable if m else 0), str(m.failed if m else 0),
             str(f.lost) if f else "—",
             _pct(f.coverage) if f else "—",
             _num(m.mean_score if m else None),

@@ -6,6 +6,8 @@ caller brings one), opens a ``ScoreRun`` and turns the scorer's early exits into
 writes ``_score``, its steps straight-line, and raises to leave early:
 
 - ``Unscorable`` (nothing to score, or a verdict the judge could not give) becomes *unscored* with the reason;
+- ``DoesNotApply`` (the scorer does not apply to this turn) becomes *unscored*, labelled ``not_applicable``, with
+  the reason;
 - ``InvalidInput`` (the trace lacks what the scorer needs) and ``AgentFailed`` (the agent under test raised)
   become *failed* with their error type, and so does ``JudgeFailed``;
 - ``JudgePaused`` is never caught: the work waits for the judge.
@@ -31,7 +33,7 @@ from typing import Any, ClassVar, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 from vigil.schemas import ScoreResult, ScoreStatus, StepResult, Turn
-from vigil.schemas.score import ABSTAINED
+from vigil.schemas.score import ABSTAINED, NOT_APPLICABLE
 from vigil.worker.judge.base import (
     CallContext,
     Judge,
@@ -45,6 +47,7 @@ from vigil.worker.scorers.prompts.common import Reason
 __all__ = [
     "AgentFailed",
     "Details",
+    "DoesNotApply",
     "InvalidInput",
     "ReasonMode",
     "ReasonedScorer",
@@ -61,6 +64,11 @@ ReasonMode = Literal["llm", "template", "none"]
 
 class Unscorable(Exception):
     """Nothing to score, or no usable verdict: the result is *unscored* with this reason."""
+
+
+class DoesNotApply(Exception):
+    """The scorer does not apply to this turn: the result is *unscored*, labelled ``not_applicable``, with this
+    reason (out of means and coverage, its own funnel stage)."""
 
 
 class _Failure(Exception):
@@ -139,6 +147,8 @@ class ScoreRun:
             return await body()
         except Unscorable as exc:
             return self._result(ScoreStatus.UNSCORED, reason=str(exc))
+        except DoesNotApply as exc:
+            return self._result(ScoreStatus.UNSCORED, reason=str(exc), label=NOT_APPLICABLE)
         except _Failure as exc:
             return self._result(ScoreStatus.FAILED, reason=f"{exc.prefix}{exc}", error_type=exc.error_type)
         except JudgeFailed as exc:

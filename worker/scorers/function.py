@@ -3,9 +3,10 @@
 The callable comes from ``function: "package.module:callable"`` or from ``entry_point: NAME`` in the entry-point
 group ``vigil.scorers`` (a team ships its scorers as a package: ``[project.entry-points."vigil.scorers"]``). It is
 imported when the scorer is built (``vigil config check`` builds it: an import error names the scorer). It is called
-as ``fn(turn, **params)`` with the validated ``Turn`` and returns a float in [0, 1], a bool, ``(score, reason)``, or
-a ``ScoreResult``. An ``async def`` is awaited on the worker's loop (it must not block); any other callable runs on a
-small thread pool of the scorer's own, so it never blocks the judge calls around it.
+as ``fn(turn, **params)`` with the validated ``Turn`` and returns a float in [0, 1], a bool, ``(score, reason)``,
+``NotApplicable("reason")`` (``vigil.schemas``: the scorer does not apply to this turn; *unscored*, labelled
+``not_applicable``), or a ``ScoreResult``. An ``async def`` is awaited on the worker's loop (it must not block);
+any other callable runs on a small thread pool of the scorer's own, so it never blocks the judge calls around it.
 
 Whatever the function does, only its own score pays: an exception is *failed* ``function_error`` with the exception's
 message as the reason; no answer within ``timeout_s`` of starting is *failed* ``timeout``; a value outside [0, 1]
@@ -29,10 +30,10 @@ import math
 from typing import Any
 
 from pydantic import PrivateAttr
-from vigil.schemas import ScoreResult, ScoreStatus, Turn
+from vigil.schemas import NotApplicable, ScoreResult, ScoreStatus, Turn
 from vigil.schemas.user_scorers import PythonSpec
 from vigil.worker.redact import redact
-from vigil.worker.scorers.base import ScorerFailed, ScoreRun
+from vigil.worker.scorers.base import DoesNotApply, ScorerFailed, ScoreRun
 from vigil.worker.scorers.isolation import (
     Busy,
     CallFailed,
@@ -101,6 +102,9 @@ class FunctionScorer(UserScorer):
 
     def _result(self, run: ScoreRun, value: Any) -> ScoreResult:
         """What the function returned, as this scorer's result."""
+        if isinstance(value, NotApplicable):
+            run.note("function", {"not_applicable": value.reason})
+            raise DoesNotApply(str(value.reason))
         if isinstance(value, ScoreResult):
             if value.status is ScoreStatus.SCORED and value.score is not None:
                 _unit(value.score, self._source)
@@ -125,4 +129,4 @@ def _unit(value: Any, source: str) -> float:
     if isinstance(value, int | float):
         raise ScorerFailed("invalid_score", f"{source} returned {shown}, outside [0, 1]")
     raise ScorerFailed("invalid_score", f"{source} returned {shown}: expected a float in [0, 1], a bool, "
-                                        "(score, reason) or a ScoreResult")
+                                        "(score, reason), NotApplicable(reason) or a ScoreResult")

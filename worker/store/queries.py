@@ -46,7 +46,7 @@ class Query:
 
 # Sampled turns whose score work the broker lost: sampled before a broker reset (``broker_epochs`` with a previous
 # epoch: Redis came back empty, see vigil.worker.pipeline.broker_epoch) and no outcome since. Per monitor.
-_OUTCOMES = "('scored', 'abstained', 'unscored', 'failed')"
+_OUTCOMES = "('scored', 'abstained', 'unscored', 'not_applicable', 'failed')"
 _LOST = f"""
     SELECT project, agent, monitor, count() AS lost
     FROM (
@@ -130,7 +130,8 @@ SELECT project, agent, monitor, scorer,
        count() AS turns,
        countIf(status = 'scored' AND label != 'abstained') AS scored,
        countIf(status = 'scored' AND label = 'abstained') AS abstained,
-       countIf(status = 'unscored') AS unscored,
+       countIf(status = 'unscored' AND label != 'not_applicable') AS unscored,
+       countIf(status = 'unscored' AND label = 'not_applicable') AS not_applicable,
        countIf(status = 'failed') AS failed,
        if(scored + abstained > 0, abstained / (scored + abstained), NULL) AS abstention_rate,
        avgIf({_SCORE}, status = 'scored') AS mean_score,
@@ -143,10 +144,11 @@ WHERE $__timeFilter(trace_time) AND {_vars("project", "agent", "monitor")}
 GROUP BY project, agent, monitor, scorer
 ORDER BY monitor, agent""",
         ("project", "agent", "monitor", "scorer", "scorer_versions", "turns", "scored", "abstained", "unscored",
-         "failed", "abstention_rate", "mean_score", "ci_low", "ci_high", "p50_score", "last_scored_at",
-         "judge_models"),
+         "not_applicable", "failed", "abstention_rate", "mean_score", "ci_low", "ci_high", "p50_score",
+         "last_scored_at", "judge_models"),
         "Exact counts from scores FINAL: unscored (no verdict) and failed (an error) are told apart from low scores; "
-        "abstained (the agent said it is not sure) is counted on its own and is not in the mean. "
+        "abstained (the agent said it is not sure) is counted on its own and is not in the mean; not_applicable: "
+        "turns the scorer said it does not apply to (unscored, with the reason), out of the mean. "
         "ci_low..ci_high: the 95% interval of the mean (the scores are a sample of the turns).",
     ),
     Query(
@@ -237,8 +239,9 @@ SELECT e.project AS project, e.agent AS agent, e.monitor AS monitor,
        uniqExactIf(e.trace_id, e.span_id, e.stage = 'scored') AS scored,
        uniqExactIf(e.trace_id, e.span_id, e.stage = 'abstained') AS abstained,
        uniqExactIf(e.trace_id, e.span_id, e.stage = 'unscored') AS unscored,
+       uniqExactIf(e.trace_id, e.span_id, e.stage = 'not_applicable') AS not_applicable,
        uniqExactIf(e.trace_id, e.span_id, e.stage = 'failed') AS failed,
-       if(sampled > 0, (scored + abstained) / sampled, NULL) AS coverage,
+       if(sampled > not_applicable, (scored + abstained) / (sampled - not_applicable), NULL) AS coverage,
        any(l.lost) AS lost,
        any(d.dead_lettered) AS dead_lettered
 FROM pipeline_events AS e
@@ -265,8 +268,8 @@ WHERE e.monitor != '' AND $__timeFilter(e.event_time) AND {_vars("project", "age
 GROUP BY project, agent, monitor
 ORDER BY monitor, agent""",
         ("project", "agent", "monitor", "received", "steps", "superseded", "failed_runs", "no_turn", "conflicts",
-         "filtered", "skipped", "probe", "shed", "budget", "sampled", "scored", "abstained", "unscored", "failed",
-         "coverage", "lost", "dead_lettered"),
+         "filtered", "skipped", "probe", "shed", "budget", "sampled", "scored", "abstained", "unscored",
+         "not_applicable", "failed", "coverage", "lost", "dead_lettered"),
         "Distinct turns (trace, span) per stage, exact under redelivery. steps: LLM calls that only asked for a "
         "tool and that no call of their trace answered (each call its own trace), never scored. superseded: turns a "
         "later assembly of their trace replaced (a late root), removed with their scores. failed_runs: agent runs that "
@@ -275,7 +278,8 @@ ORDER BY monitor, agent""",
         "sent again under a stored id with other content, refused (the stored turn kept). probe: vigil's own traffic (probe "
         "follow-ups), never sampled. shed: sampled turns not scored because the score queue was over its bound "
         "(VIGIL_SCORE_QUEUE_MAX). budget: turns the monitor's rate chose but its judge budget did not (paced "
-        "down to keep the day's spend under it, or paused at it). coverage = (scored + abstained) / sampled: turns that got a verdict. "
+        "down to keep the day's spend under it, or paused at it). not_applicable: turns the scorer does not apply to. "
+        "coverage = (scored + abstained) / (sampled - not_applicable): turns that got a verdict of those due one. "
         f"{_LOST_MEANS} "
         "dead_lettered: the agent's turns vigil could not take (never received), from dead_letters.",
     ),
@@ -633,7 +637,8 @@ _COVERAGE = """
 SELECT project, agent, monitor,
        uniqExactIf(trace_id, span_id, stage = 'sampled') AS sampled,
        uniqExactIf(trace_id, span_id, stage = 'scored') AS scored,
-       if(sampled > 0, scored / sampled, 1) AS coverage
+       uniqExactIf(trace_id, span_id, stage = 'not_applicable') AS not_applicable,
+       if(sampled > not_applicable, scored / (sampled - not_applicable), 1) AS coverage
 FROM pipeline_events
 WHERE monitor != '' AND event_time >= $__toTime - INTERVAL {window_minutes} MINUTE AND event_time < $__toTime
 GROUP BY project, agent, monitor"""
@@ -673,7 +678,7 @@ DETECTOR_QUERIES: dict[str, Query] = {
         Query("agreement_windows", "Judge-human agreement, recent and baseline windows", "alert",
               _AGREEMENT_WINDOWS, ("project", "agent", "monitor", "period", "n", "mean", "variance")),
         Query("coverage", "Scored / sampled per monitor", "alert", _COVERAGE,
-              ("project", "agent", "monitor", "sampled", "scored", "coverage")),
+              ("project", "agent", "monitor", "sampled", "scored", "not_applicable", "coverage")),
         Query("judge_status", "Each judge's latest call status", "alert", _JUDGE_STATUS,
               ("judge", "last_status", "last_call", "calls", "paused")),
         Query("alert_states", "The latest row of each (rule, subject)", "alert", """
@@ -715,7 +720,7 @@ HAVING sum(turns) >= {{min_samples}}""",
             f"""
 SELECT project, agent, monitor, coverage AS value
 FROM ({_COVERAGE})
-WHERE sampled >= {{min_samples}}""",
+WHERE sampled - not_applicable >= {{min_samples}}""",
             ("project", "agent", "monitor", "value"), "Scored / sampled in the window.",
         ),
         Query(

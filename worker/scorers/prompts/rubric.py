@@ -27,29 +27,39 @@ _ANSWER = {
     "categorical": "Answer with exactly one of these labels: {labels}.",
 }
 _REASON = " First give your reason in one or two sentences, then the answer."
+_APPLIES = """The rubric applies only to turns where this holds: {clause}
+Answer applies true when it holds for this turn; when it does not, answer applies false (the rest of your answer \
+is then ignored)."""
+_NOT_APPLICABLE = " Answer {labels} when the rubric does not apply to this turn."
 
 
-def instructions(output: Output, *, with_reason: bool) -> str:
-    """The system message of a rubric with this output spec."""
-    answer = _ANSWER[output.type].format(
-        min=getattr(output, "min", 0), max=getattr(output, "max", 0),
-        labels=", ".join(getattr(output, "labels", {})))
-    return f"{_TASK}\n\n{answer}{_REASON if with_reason else ''}"
+def instructions(output: Output, *, with_reason: bool, applies_when: str | None = None) -> str:
+    """The system message of a rubric with this output spec (and applicability clause, when it has one)."""
+    labels = getattr(output, "labels", {})
+    answer = _ANSWER[output.type].format(min=getattr(output, "min", 0), max=getattr(output, "max", 0),
+                                         labels=", ".join(labels))
+    if none := [label for label, score in labels.items() if score is None]:
+        answer += _NOT_APPLICABLE.format(labels=" or ".join(none))
+    applies = f"{_APPLIES.format(clause=applies_when)}\n\n" if applies_when else ""
+    return f"{_TASK}\n\n{applies}{answer}{_REASON if with_reason else ''}"
 
 
 _MODELS: dict[tuple[str, bool], type[BaseModel]] = {}
 
 
-def reply_model(output: Output, *, with_reason: bool) -> type[BaseModel]:
-    """The pydantic model of the judge's reply, one per output spec (the judge client caches its schema)."""
-    key = (output.model_dump_json(), with_reason)
+def reply_model(output: Output, *, with_reason: bool, applies: bool = False) -> type[BaseModel]:
+    """The pydantic model of the judge's reply, one per output spec (the judge client caches its schema);
+    ``applies``: the rubric has an applicability clause, answered first."""
+    key = (output.model_dump_json(), with_reason, applies)
     if key not in _MODELS:
-        _MODELS[key] = _reply_model(output, with_reason)
+        _MODELS[key] = _reply_model(output, with_reason, applies)
     return _MODELS[key]
 
 
-def _reply_model(output: Output, with_reason: bool) -> type[BaseModel]:
+def _reply_model(output: Output, with_reason: bool, applies: bool) -> type[BaseModel]:
     fields: dict = {}
+    if applies:
+        fields["applies"] = (bool, ...)
     if with_reason:
         fields["reason"] = (str, Field(description="One or two sentences."))
     if isinstance(output, BooleanOutput):
@@ -61,9 +71,9 @@ def _reply_model(output: Output, with_reason: bool) -> type[BaseModel]:
     return create_model(f"Rubric{output.type.capitalize()}Reply", **fields)
 
 
-def normalise(output: Output, reply: BaseModel) -> tuple[float, str, object]:
+def normalise(output: Output, reply: BaseModel) -> tuple[float | None, str, object]:
     """(score in [0, 1], label, the judge's raw answer): true 1 / false 0; (v - min) / (max - min); the label's
-    score."""
+    score, None for a label that says the rubric does not apply."""
     if isinstance(output, BooleanOutput):
         verdict = bool(reply.verdict)  # type: ignore[attr-defined]
         return (1.0 if verdict else 0.0), ("yes" if verdict else "no"), verdict
