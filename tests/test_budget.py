@@ -185,7 +185,9 @@ def test_a_worker_under_a_token_budget_stops_judging_at_it_and_the_rest_is_count
         worker = WorkerProcess(redis_url, tmp_path / "vigil", path, VIGIL_TEST_JUDGE_KEY="k").start()
         try:
             wait_drained(redis_url, worker)
-            env = {**os.environ, "REDIS_URL": redis_url, "VIGIL_CONFIG": str(path)}
+            env = {**os.environ, "REDIS_URL": redis_url, "VIGIL_CONFIG": str(path), "VIGIL_TEST_JUDGE_KEY": "k"}
+            check = subprocess.run([sys.executable, "-m", "vigil.worker", "config", "check", str(path)], env=env,
+                                   capture_output=True, text=True, check=False)
             status = subprocess.run([sys.executable, "-m", "vigil.worker", "judge", "status", "--dsn",
                                      f"chdb://{tmp_path}/none"], env=env, capture_output=True, text=True,
                                     check=False)
@@ -200,6 +202,19 @@ def test_a_worker_under_a_token_budget_stops_judging_at_it_and_the_rest_is_count
     assert 0 < scored < 30 and stages.get("budget", 0) == 30 - scored
     assert {r[0] for r in store.query("SELECT inclusion FROM scores FINAL").result_rows} == {1.0}
     assert "relevancy" in status.stdout and "paused" in status.stdout, status.stdout + status.stderr
+    assert "relevancy" in check.stdout and "paused" in check.stdout and "2,000 tokens" in check.stdout, check.stdout
+
+
+def test_an_anchor_set_that_is_not_a_file_is_a_config_error_naming_the_field(tmp_path):
+    path = tmp_path / "vigil.yaml"
+    path.write_text(yaml.safe_dump({
+        "judges": [{"name": "j", "kind": "baseline"}],
+        "monitors": [{"name": "relevancy", "scorer": "answer_relevancy", "judge": "j",
+                      "anchors": {"dataset": str(tmp_path / "missing.jsonl")}}]}))
+    result = subprocess.run([sys.executable, "-m", "vigil.worker", "config", "check", str(path)],
+                            capture_output=True, text=True, check=False)
+    assert result.returncode != 0 and "Traceback" not in result.stderr
+    assert "monitors.0.anchors.dataset" in result.stderr + result.stdout
 
 
 def test_a_backtest_replays_a_budget_and_says_how_many_scores_each_day_kept(tmp_path):

@@ -11,6 +11,7 @@ one line.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -116,6 +117,9 @@ def check_config(path: str | Path) -> CheckedConfig:
         if monitor.scorer in broken:
             continue
         where = f"monitors.{index}.params"
+        if monitor.anchors is not None and not Path(monitor.anchors.dataset).is_file():
+            problems.append(f"monitors.{index}.anchors.dataset: {monitor.anchors.dataset!r} is not a file "
+                            f"(relative paths are read from {Path.cwd()})")
         missing = _files(monitor.params, where)
         problems += missing
         if missing:
@@ -148,7 +152,8 @@ def config() -> None:
 @click.argument("path", type=click.Path(dir_okay=False))
 def config_check(path: str) -> None:
     """Validate a monitor config YAML: the schema, every judge and scorer built from its params, the files they
-    name. Errors name the field; warnings say which monitors will leave turns unscored.
+    name. Errors name the field; warnings say which monitors will leave turns unscored. With REDIS_URL set and a
+    budget configured, also each monitor's judge spend today, the day's forecast and its budget.
 
     \b
     Examples:
@@ -161,3 +166,7 @@ def config_check(path: str) -> None:
         click.echo(f"warning: {warning}", err=True)
     click.echo(f"{path}: ok ({len(cfg.judges)} judges, {len(cfg.scorers)} scorers, {len(cfg.monitors)} monitors, "
                f"{len(cfg.alerts)} alert rules)")
+    if os.environ.get("REDIS_URL") and (cfg.budget or any(m.budget for m in cfg.monitors)):
+        from vigil.worker.cli.judge import print_budgets
+
+        print_budgets(cfg)  # with the workers' Redis: what the budgets look like today

@@ -15,6 +15,7 @@ import click
 from redis.asyncio import Redis
 from rich.console import Console
 from rich.table import Table
+from vigil.schemas import VigilConfig
 from vigil.schemas.broker import broker
 from vigil.worker.cli.options import read_store
 from vigil.worker.cli.suggest import SuggestingGroup
@@ -22,7 +23,7 @@ from vigil.worker.judge.last_error import LastError, last_errors
 from vigil.worker.judge.limiter import RateLimits, clear_hold, limiter_key
 from vigil.worker.judge.pause import paused_judges, resume
 
-__all__ = ["judge"]
+__all__ = ["judge", "print_budgets"]
 
 _EPOCH = dt.datetime(2000, 1, 1, tzinfo=dt.UTC)
 
@@ -62,22 +63,23 @@ async def _resume(name: str) -> tuple[bool, list[str]]:
         await redis.aclose()
 
 
-def _budgets() -> list:
-    """Spend today, the day's forecast and the budget per monitor (``vigil.worker.pipeline.budget``); none without
-    ``VIGIL_CONFIG``."""
+def print_budgets(config: VigilConfig) -> None:
+    """Each monitor's judge spend today, the day's forecast at the last hours' traffic and its budget
+    (``vigil.worker.pipeline.budget``), from the workers' Redis (``REDIS_URL``)."""
     import time
 
-    from vigil.schemas import load_config
     from vigil.worker.pipeline.budget import lines
 
-    path = os.environ.get("VIGIL_CONFIG")
-    if not path:
-        return []
     client = broker(os.environ["REDIS_URL"]).redis(socket_connect_timeout=5, socket_timeout=10)
     try:
-        return lines(client, load_config(path), time.time())
+        spend = lines(client, config, time.time())
     finally:
         client.close()
+    if spend:
+        table = Table("monitor", "spent today", "forecast for the day", "budget", "state")
+        for line in spend:
+            table.add_row(line.owner, line.spent, line.forecast, line.budget, line.state)
+        Console(width=200).print(table)
 
 
 def _configured() -> dict[str, str]:
@@ -149,11 +151,10 @@ def judge_status(dsn: str | None) -> None:
         if error := errors.get(name):
             at = dt.datetime.fromtimestamp(error.at, dt.UTC).strftime("%Y-%m-%d %H:%M:%S")
             click.echo(f"{name}: last error {at} UTC, {error.status}: {error.message}")
-    if spend := _budgets():
-        table = Table("monitor", "spent today", "forecast for the day", "budget", "state")
-        for line in spend:
-            table.add_row(line.owner, line.spent, line.forecast, line.budget, line.state)
-        Console(width=200).print(table)
+    if os.environ.get("VIGIL_CONFIG"):
+        from vigil.schemas import load_config
+
+        print_budgets(load_config(os.environ["VIGIL_CONFIG"]))
     if unread:
         click.echo(f"calls: not read ({unread})", err=True)
 
