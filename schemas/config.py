@@ -13,7 +13,7 @@ import re
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import (
@@ -180,16 +180,6 @@ class AlertRule(_Config):
         return self
 
 
-class ReviewerConfig(_Config):
-    """A person who may label turns on the review page (``vigil review``). Their token is kept as its sha256 (hex:
-    ``printf %s "$TOKEN" | sha256sum``), never itself; a request that carries it acts as ``name``, whatever its body
-    says, on the turns of ``projects`` (none: every project)."""
-
-    name: str = Field(min_length=1, max_length=256, pattern=r"^[^\x00-\x1f\x7f]+$")
-    token_sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
-    projects: list[str] = Field(default_factory=list)
-
-
 DEFAULT_PROJECT = "default"  # the project of VIGIL_INTAKE_TOKEN, and of turns that name none
 PROJECT_NAME = r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,127}$"  # a plain string: how every section names a project
 
@@ -214,6 +204,16 @@ class ProjectConfig(_Config):
 
     name: str = Field(pattern=PROJECT_NAME)
     keys: list[IngestKey] = Field(default_factory=list)
+
+
+class ReviewerConfig(_Config):
+    """A person who may label turns on the review page (``vigil review``). Their token is kept as its sha256 (hex:
+    ``printf %s "$TOKEN" | sha256sum``), never itself; a request that carries it acts as ``name``, whatever its body
+    says, on the turns of ``projects`` (none: every project)."""
+
+    name: str = Field(min_length=1, max_length=256, pattern=r"^[^\x00-\x1f\x7f]+$")
+    token_sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
+    projects: list[Annotated[str, Field(pattern=PROJECT_NAME)]] = Field(default_factory=list)
 
 
 class VigilConfig(_Config):
@@ -242,6 +242,11 @@ class VigilConfig(_Config):
         keys = [k.sha256 for p in self.projects for k in p.keys]
         if len(set(keys)) < len(keys):
             raise ValueError("projects: one key is listed twice (a key belongs to one project)")
+        known = [DEFAULT_PROJECT, *(p.name for p in self.projects)]
+        for index, reviewer in enumerate(self.reviewers):
+            if self.projects and (unknown := [p for p in reviewer.projects if p not in known]):
+                raise ValueError(f"reviewers[{index}].projects: unknown project {unknown[0]!r} (known: "
+                                 f"{', '.join(known)})")
         for index, spec in enumerate(self.scorers):
             if spec.name in BUILTIN_SCORERS:
                 raise ValueError(f"scorers[{index}].name: {spec.name!r} is a built-in scorer's name; "

@@ -176,7 +176,7 @@ def test_two_reviewers_never_hold_the_same_item_at_once(store, either_service):
 
 def test_a_lapsed_lease_returns_the_item_to_the_queue(store, redis_url):
     client = redis_py.Redis.from_url(redis_url)
-    leases = Leases(client, lease_s=1)
+    leases = Leases(client)  # the lease lapses when the test says (pexpire below), never by a slow query
     service = ReviewService(store, leases, Sent(), reviewer="ana")
     (only,) = seed(store, [0.5])
 
@@ -638,3 +638,37 @@ def test_reviewers_in_the_config_each_have_a_token_of_their_own():
                                                   {"name": "bob", "token_sha256": digest}]})
     with pytest.raises(ValidationError, match="reviewers.0.token_sha256"):
         VigilConfig.model_validate({"reviewers": [{"name": "ana", "token_sha256": "s3cret"}]})
+
+
+def test_a_reviewer_of_one_project_sees_nothing_another_project_stored_under_the_same_trace_id(store, service):
+    """Trace ids are no secret and each project's are its own: a turn another project sent under a shop turn's trace
+    id (and session) is neither shown to shop's reviewer nor what their label is measured against."""
+    (trace,) = seed(store, [0.2], session_id="s-1")
+    intruder = Turn.model_validate({"trace_id": trace, "project": "bank", "agent": "support-bot", "session_id": "s-1",
+                                    "started_at": NOW - timedelta(minutes=5), "span_id": "b" * 16,
+                                    "input": [{"role": "user", "content": "bank secret question"}],
+                                    "output": "bank secret answer"})
+    _insert(store, "traces", [trace_row(intruder)])
+    _insert(store, "scores", [score_row(intruder, MONITOR, ScoreResult(
+        run_id="b", scorer="answer_relevancy", scorer_version="1", status="scored", score=0.9,
+        reason="bank's reason"))])
+
+    item = service.next_item("relevancy", "lowest", "ana", projects=["shop"])
+    row = service.label(LabelRequest(trace_id=trace, monitor="relevancy", action="judge-right", reviewer="ana"),
+                        projects=["shop"])
+
+    assert item["trace_id"] == trace
+    assert [s["project"] for s in item["spans"]] == ["shop"] and [s["reason"] for s in item["scores"]] == [
+        "reason 0"]
+    assert "bank secret" not in json.dumps(item, default=str)  # its session neither
+    assert row.value == 0.0  # "judge right" on shop's 0.2, not on bank's 0.9
+
+
+def test_a_reviewers_projects_are_projects_of_the_config():
+    from pydantic import ValidationError
+    from vigil.schemas.config import VigilConfig
+
+    reviewer = {"name": "ana", "token_sha256": "a" * 64, "projects": ["shop", "bank"]}
+    with pytest.raises(ValidationError, match="reviewers\\[0\\].projects: unknown project 'bank'"):
+        VigilConfig.model_validate({"projects": [{"name": "shop"}], "reviewers": [reviewer]})
+    assert VigilConfig.model_validate({"reviewers": [reviewer]}).reviewers[0].projects == ["shop", "bank"]

@@ -125,8 +125,8 @@ class ReviewService:
         for name in order:
             if (trace_id := self._lease_from(name, monitor, reviewer, list(projects))) is not None:
                 self._served[reviewer] = self._served.get(reviewer, 0) + 1
-                return self.item(trace_id) | {"queue": name, "queue_title": QUEUE_TITLES[name],
-                                              "monitor": monitor, "reviewer": reviewer}
+                return self.item(trace_id, projects) | {"queue": name, "queue_title": QUEUE_TITLES[name],
+                                                        "monitor": monitor, "reviewer": reviewer}
         return None
 
     def _lease_from(self, queue: str, monitor: str, reviewer: str, projects: list[str]) -> str | None:
@@ -140,8 +140,9 @@ class ReviewService:
                 return None  # the whole queue was read
         return None
 
-    def item(self, trace_id: str) -> dict[str, Any]:
-        """One turn whole: its spans, every monitor's score with steps and reason, its feedback, its session."""
+    def item(self, trace_id: str, projects: Sequence[str] = ()) -> dict[str, Any]:
+        """One turn whole: its spans, every monitor's score with steps and reason, its feedback, its session. A trace
+        id is a project's own: with ``projects``, what another project stored under the same id is left out."""
         from vigil.worker.cli.show import load_turn
 
         with self.lock:
@@ -149,15 +150,16 @@ class ReviewService:
                 turn = load_turn(self.client, trace_id)
             except click.ClickException as exc:
                 raise LookupError(exc.format_message()) from None
-        spans = turn["spans"]
+        spans = [s for s in turn["spans"] if not projects or s["project"] in projects]
+        scores = [s for s in turn["scores"] if not projects or s["project"] in projects]
         session: list[dict[str, Any]] = []
         if spans and spans[0]["session_id"]:
-            session = self.rows("session_before", session_id=spans[0]["session_id"],
+            session = self.rows("session_before", session_id=spans[0]["session_id"], project=spans[0]["project"],
                                 started_at=spans[0]["started_at"])[::-1]
-        return {"trace_id": turn["trace_id"], "spans": spans, "scores": turn["scores"],
+        return {"trace_id": turn["trace_id"], "spans": spans, "scores": scores,
                 "labels": self.rows("item_labels", trace_id=trace_id), "session": session}
 
-    def label(self, request: LabelRequest) -> Feedback:
+    def label(self, request: LabelRequest, projects: Sequence[str] = ()) -> Feedback:
         """Record one label: a ``feedback`` row on the ingest queue. ``NotLeased`` when the turn is not leased to
         the reviewer, ``TooManyLabels`` over the rate; else raises what the broker raises."""
         reviewer = request.reviewer or self.reviewer
@@ -168,7 +170,8 @@ class ReviewService:
         per_minute = self.settings.labels_per_minute
         if (wait := self.leases.wait_to_label(reviewer, per_minute)) is not None:
             raise TooManyLabels(reviewer, per_minute, wait)
-        scores = [s for s in self.item_scores(request.trace_id) if s["monitor"] == request.monitor]
+        scores = [s for s in self.item_scores(request.trace_id) if s["monitor"] == request.monitor
+                  and (not projects or s["project"] in projects)]
         if not scores:
             raise LookupError(f"monitor: {request.monitor!r} has no score on turn {request.trace_id}")
         latest = max(scores, key=lambda s: s["scored_at"])

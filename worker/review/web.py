@@ -173,7 +173,7 @@ class ReviewApp:
         if path == PREFIX + "/api/label":
             label = LabelRequest.model_validate(data)
             label.reviewer = self._reviewer(who, label.reviewer)
-            row = self.service.label(label)
+            row = self.service.label(label, who.projects)
             if not label.keep_lease:
                 self.service.done(label.trace_id, label.reviewer)
             self._send(request, 200, {"feedback_id": row.feedback_id, "value": row.value, "scale": row.scale,

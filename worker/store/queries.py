@@ -767,14 +767,14 @@ LIMIT 20""",
         Query("scores", "Every score of the turn", "table", """
 SELECT trace_id, span_id, monitor, scorer, scorer_version, status, score, scale, pass_line, label, reason, steps_json,
        details_json, error_type, judge, judge_model, judge_calls, prompt_tokens, completion_tokens, cost_usd,
-       latency_ms, scored_at
+       latency_ms, scored_at, project
 FROM scores FINAL
 WHERE startsWith(trace_id, {trace_id:String})
 ORDER BY monitor, span_id""",
               ("trace_id", "span_id", "monitor", "scorer", "scorer_version", "status", "score", "scale", "pass_line",
                "label",
                "reason", "steps_json", "details_json", "error_type", "judge", "judge_model", "judge_calls",
-               "prompt_tokens", "completion_tokens", "cost_usd", "latency_ms", "scored_at")),
+               "prompt_tokens", "completion_tokens", "cost_usd", "latency_ms", "scored_at", "project")),
         Query("stages", "The turn's way through the pipeline", "table", """
 SELECT monitor, stage, min(event_time) AS at
 FROM pipeline_events

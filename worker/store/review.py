@@ -115,7 +115,8 @@ ORDER BY created_at""",
     Query("session_before", "The turns of the same session before this one (the latest ten)", "lookup", """
 SELECT trace_id, started_at, question, output
 FROM traces FINAL
-WHERE session_id != '' AND session_id = {session_id:String} AND started_at < {started_at:DateTime64(3, 'UTC')}
+WHERE session_id != '' AND session_id = {session_id:String} AND project = {project:String}
+  AND started_at < {started_at:DateTime64(3, 'UTC')}
 ORDER BY started_at DESC
 LIMIT 10""", ("trace_id", "started_at", "question", "output")),
     Query("export", "The monitor's review labels, one row per label, with the turn's trace id", "lookup", """
