@@ -204,6 +204,7 @@ class ProjectConfig(_Config):
 
     name: str = Field(pattern=PROJECT_NAME)
     keys: list[IngestKey] = Field(default_factory=list)
+    read_keys: list[IngestKey] = Field(default_factory=list)  # the read endpoint's: this project's rows only
 
 
 class ReviewerConfig(_Config):
@@ -239,7 +240,7 @@ class VigilConfig(_Config):
         hashes = [r.token_sha256 for r in self.reviewers]
         if shared := sorted({r.name for r in self.reviewers if hashes.count(r.token_sha256) > 1}):
             raise ValueError(f"reviewers: {', '.join(shared)} share one token; each person needs their own")
-        keys = [k.sha256 for p in self.projects for k in p.keys]
+        keys = [k.sha256 for p in self.projects for k in [*p.keys, *p.read_keys]]
         if len(set(keys)) < len(keys):
             raise ValueError("projects: one key is listed twice (a key belongs to one project)")
         known = [DEFAULT_PROJECT, *(p.name for p in self.projects)]

@@ -24,8 +24,10 @@ import urllib.request
 import uuid
 from typing import Any
 
+import clickhouse_connect
 import pytest
 import redis
+from clickhouse_connect.driver.exceptions import DatabaseError
 from vigil.schemas import load_config
 from vigil.worker.assembly.traces import (
     PENDING,
@@ -34,20 +36,25 @@ from vigil.worker.assembly.traces import (
     store_spans,
     trace_name,
 )
-from vigil.worker.intake.keys import KeyRing, hash_key
+from vigil.worker.serving.keys import KeyRing, hash_key
 from vigil.worker.store import connect
+from vigil.worker.store.clickhouse import chdb_dir
+from vigil.worker.store.read_server import read_endpoint
 
 from tests.judge_server import Reply, ScriptedJudge
 from tests.pipeline import IntakeProcess, WorkerProcess, wait_drained, wait_while_alive
 
 DEFAULT_KEY = "default-project-key-0123456789"
 RIVAL_KEY, EXPIRED_KEY = "rival-project-key-0123456789", "expired-rival-key-0123456789"
+RIVAL_READ_KEY = "rival-read-key-0123456789"
 CONFIG = f"""
 projects:
   - name: rival
     keys:
       - {{sha256: {hash_key(RIVAL_KEY)}}}
       - {{sha256: {hash_key(EXPIRED_KEY)}, not_after: 2020-01-01T00:00:00Z}}
+    read_keys:
+      - {{sha256: {hash_key(RIVAL_READ_KEY)}}}
 judges:
   - {{name: llm, kind: openai, base_url: BASE_URL, model: judge-model, api_key_env: VIGIL_TEST_JUDGE_KEY}}
 monitors:
@@ -153,6 +160,8 @@ def scenario(redis_server, tmp_path_factory):
             settled(redis_server.url, worker)
             after = {trace: calls(judge, answer) for trace, answer in ANSWERS.items()}
             assemblies = {trace: int(client.hget(record_key(trace), "assemblies") or 0) for trace in ANSWERS}
+            reads = {who: read(worker, key) for who, key in (("rival", RIVAL_READ_KEY), ("everyone", None),
+                                                             ("unknown", "no-such-read-key"))}
             assert worker.stop() == 0
         finally:
             intake.stop()
@@ -160,9 +169,28 @@ def scenario(redis_server, tmp_path_factory):
         evil_calls = calls(judge, EVIL)
     store = connect(worker.dsn)
     yield {"ids": ids, "before": before, "after": after, "assemblies": assemblies, "store": store,
-           "evil_calls": evil_calls, "log": worker.output(), "rival_run": rival_run, "refused": refused}
+           "evil_calls": evil_calls, "log": worker.output(), "rival_run": rival_run, "refused": refused,
+           "reads": reads}
     store.close()
     client.close()
+
+
+def read(worker: WorkerProcess, key: str | None) -> Any:
+    """What the worker's read endpoint answers a key (None: the endpoint's own password): the projects of the
+    trace and judge-call rows it sees, and whether it sees any row of a table with no project column (the migrations'
+    ledger), or "refused"."""
+    endpoint = read_endpoint(chdb_dir(worker.dsn))
+    try:
+        client = clickhouse_connect.get_client(host=endpoint.host, port=endpoint.port, username="default",
+                                               password=endpoint.password if key is None else key, compress=False)
+    except DatabaseError as exc:
+        return "refused" if "516" in str(exc) else str(exc)
+    try:
+        return (sorted(r[0] for r in client.query("SELECT DISTINCT project FROM traces").result_rows),
+                sorted(r[0] for r in client.query("SELECT DISTINCT project FROM judge_calls").result_rows),
+                client.query("SELECT count() FROM schema_migrations").result_rows[0][0] > 0)
+    finally:
+        client.close()
 
 
 def status(intake: IntakeProcess, key: str) -> int:
@@ -258,6 +286,12 @@ def test_a_second_project_keeps_its_own_rows_under_the_same_trace_ids_and_touche
         assert stages(scenario, trace, "superseded", "rival") == stages(scenario, trace, "superseded") == 0
     assert {"span_id": ids[BARE], "output": ANSWERS[BARE]} in stored(scenario, BARE)  # the first project's own
     assert stored(scenario, RESENT) == [{"span_id": ids[RESENT], "output": ANSWERS[RESENT]}]
+
+
+def test_a_projects_read_key_reads_its_own_rows_only_from_the_read_endpoint(scenario):
+    assert scenario["reads"]["everyone"] == (["default", "rival"], ["default", "rival"], True)
+    assert scenario["reads"]["rival"] == (["rival"], ["rival"], False)  # a table with no project: no rows
+    assert scenario["reads"]["unknown"] == "refused"
 
 
 def test_an_expired_or_unknown_key_is_refused(scenario):

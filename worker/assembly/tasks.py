@@ -88,7 +88,7 @@ def collect_spans(self, spans: Any, sender: Any = None) -> dict[str, int]:
 
 def _stamped(span: dict[str, Any], address: str, project: str) -> dict[str, Any]:
     """A span with its sender's address and, when the sender presented a key, the key's project as its resource's
-    ``vigil.project`` (whatever the span said: ``vigil.worker.intake.keys``)."""
+    ``vigil.project`` (whatever the span said: ``vigil.worker.serving.keys``)."""
     if address:
         span = {**span, "sender": address}
     if project:

@@ -25,7 +25,7 @@ def intake_command(host: str, port: int, broker_wait: float, log_requests: bool 
     import structlog
     from pydantic import ValidationError
     from vigil.worker.cli.errors import check_kombu
-    from vigil.worker.intake.keys import KeyRing
+    from vigil.worker.serving.keys import KeyRing
     from vigil.worker.intake.server import make_app, run
     from vigil.worker.intake.settings import intake_settings
     from vigil.worker.logs import configure_logging

@@ -1,4 +1,4 @@
-"""``vigil keys``: ingest keys for the config's ``projects:`` (``vigil.worker.intake.keys``)."""
+"""``vigil keys``: ingest and read keys for the config's ``projects:`` (``vigil.worker.serving.keys``)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ __all__ = ["keys"]
 
 @click.group("keys")
 def keys() -> None:
-    """Ingest keys: each project's senders present one to `vigil intake` (Authorization: Bearer KEY)."""
+    """Project keys: each project's senders present an ingest key to `vigil intake` (Authorization: Bearer KEY); a
+    read key reads the project's rows only from the embedded store's read endpoint."""
 
 
 @keys.command("new")
@@ -19,20 +20,26 @@ def keys() -> None:
                                                 "'.', '_', '-').")
 @click.option("--not-after", type=click.DateTime(["%Y-%m-%d", "%Y-%m-%dT%H:%M:%S"]), default=None,
               help="The key stops working after this UTC date or time (for a key being rotated out).")
-def new_command(project: str, not_after: datetime | None) -> None:
-    """Make a key: prints it once (give it to the project's senders) and the config lines that accept it (the
-    config keeps only its SHA-256). Restart `vigil intake` to load them."""
+@click.option("--read", is_flag=True, help="A read key (the read endpoint, this project's rows only) instead of an "
+                                           "ingest key.")
+def new_command(project: str, not_after: datetime | None, read: bool) -> None:
+    """Make a key: prints it once (give it to the project's senders, or readers) and the config lines that accept
+    it (the config keeps only its SHA-256). Restart `vigil intake` (ingest keys) or `vigil worker` (read keys) to
+    load them."""
     import re
 
     from vigil.schemas.config import PROJECT_NAME
-    from vigil.worker.intake.keys import new_key
+    from vigil.worker.serving.keys import new_key
 
     if not re.match(PROJECT_NAME, project):
         raise click.BadParameter("a project name is letters, digits, '.', '_' or '-' (at most 128), starting with "
                                  "a letter or digit", param_hint="--project")
     key, digest = new_key()
     entry = f"sha256: {digest}" + (f", not_after: {not_after:%Y-%m-%dT%H:%M:%S}Z" if not_after else "")
-    click.echo(f"key for project {project} (shown once; senders send 'Authorization: Bearer <key>'):\n\n  {key}\n")
+    use = "readers use it as the read endpoint's password" if read else \
+        "senders send 'Authorization: Bearer <key>'"
+    section = "read_keys" if read else "keys"
+    click.echo(f"{'read' if read else 'ingest'} key for project {project} (shown once; {use}):\n\n  {key}\n")
     click.echo("add to your config (VIGIL_CONFIG), under projects:\n")
-    click.echo(f"  - name: {project}\n    keys:\n      - {{{entry}}}\n")
-    click.echo("(a project already listed: add the keys line to its keys)")
+    click.echo(f"  - name: {project}\n    {section}:\n      - {{{entry}}}\n")
+    click.echo(f"(a project already listed: add the line to its {section})")

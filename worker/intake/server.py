@@ -15,7 +15,7 @@ Routes:
 - ``GET /healthz``: 200.
 
 With ingest keys configured (the config's ``projects:``, and ``VIGIL_INTAKE_TOKEN``, the ``default`` project's key:
-``vigil.worker.intake.keys``), the POST routes need ``Authorization: Bearer <key>`` (401 otherwise), and everything a
+``vigil.worker.serving.keys``), the POST routes need ``Authorization: Bearer <key>`` (401 otherwise), and everything a
 request carries is its key's project's: each ``/v1/turns`` turn's ``project`` and each span's ``vigil.project`` are
 set to it, whatever the body said. The key and the declared length are checked from the headers before a byte of the
 body is read; the body is read and
@@ -37,7 +37,7 @@ from aiohttp import web
 from aiohttp.web_protocol import RequestPayloadError
 from vigil.schemas.broker import INGEST_TASK, SPANS_TASK, MessageTooLarge
 from vigil.schemas.feedback import is_feedback
-from vigil.worker.intake.keys import KeyRing
+from vigil.worker.serving.keys import KeyRing
 from vigil.worker.intake.otlp import (
     UndecodableBody,
     decode_logs,

@@ -416,6 +416,7 @@ def current_writer() -> Writer | None:
 def open_writer(redis_url: str, dsn: str, writer_id: str) -> Writer:
     """This process's writer: open and migrate the store now, so a worker whose store is unreachable fails at start,
     not silently. On chDB it also serves reads of the store to other local processes (``vigil report``)."""
+    from vigil.worker.serving.keys import KeyRing
     from vigil.worker.settings import get_settings
     from vigil.worker.store import connect, migrate
     from vigil.worker.store.clickhouse import chdb_dir
@@ -428,6 +429,16 @@ def open_writer(redis_url: str, dsn: str, writer_id: str) -> Writer:
     _current = Writer(broker(redis_url).redis(), store, writer_id=writer_id,
                       batch_rows=settings.write_batch_rows, batch_age_s=settings.write_batch_age_s)
     if (directory := chdb_dir(dsn)) is not None:
-        _current.reads = ReadServer(connect(dsn), directory, writer_client=store,
-                                    writer_lock=_current.lock).start()
+        _current.reads = ReadServer(connect(dsn), directory, writer_client=store, writer_lock=_current.lock,
+                                    read_keys=KeyRing.reading(_config()), connect=lambda: connect(dsn)).start()
     return _current
+
+
+def _config():
+    """The config whose projects' read keys the read endpoint takes; None without one."""
+    from vigil.worker.settings import ConfigNotSet, monitor_config
+
+    try:
+        return monitor_config()
+    except ConfigNotSet:
+        return None

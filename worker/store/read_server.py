@@ -11,7 +11,11 @@ client under its lock.
 
 What a caller can make the holder (the process that also runs the writer) spend is bounded:
 
-- the password is checked from the headers before a body is read; a body is capped by its declared length and as it
+- the password is checked from the headers before a body is read; a project's read key (the config's
+  ``projects: [{read_keys: ...}]``, ``vigil keys new --read``) is taken instead of it and reads that project's rows
+  only: its statements run on a handle of their own whose every table is filtered before ``readonly = 1``
+  (``additional_table_filters``: ``project = '<name>'``, or no rows for a table without a project column), and it
+  never inserts; a body is capped by its declared length and as it
   streams (``VIGIL_READ_MAX_BYTES``); at most ``VIGIL_READ_MAX_CONNECTIONS`` connections are open; the Host header
   must be a loopback name (``worker.serving``);
 - a query reads tables, never the host: the read handle runs with ``readonly = 1`` (no writes, no settings changed
@@ -30,6 +34,7 @@ import os
 import re
 import secrets
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from urllib.parse import parse_qsl, urlsplit
 
@@ -37,7 +42,6 @@ import structlog
 from clickhouse_connect.driver.client import Client
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
-
 from vigil.worker.serving import (
     BodyTooLarge,
     GuardedHandler,
@@ -46,6 +50,7 @@ from vigil.worker.serving import (
     UnsupportedEncoding,
     credential_ok,
 )
+from vigil.worker.serving.keys import KeyRing
 
 __all__ = ["Endpoint", "ReadServer", "ReadSettings", "endpoint_path", "read_endpoint", "statement_problem"]
 
@@ -132,7 +137,9 @@ class ReadServer:
     """Serves read-only queries on the store this process holds, on 127.0.0.1 (a free port)."""
 
     def __init__(self, client: Client, data_dir: str | Path, *, writer_client: Client | None = None,
-                 writer_lock: threading.Lock | None = None, settings: ReadSettings | None = None) -> None:
+                 writer_lock: threading.Lock | None = None, settings: ReadSettings | None = None,
+                 read_keys: KeyRing | None = None, connect: Callable[[], Client] | None = None) -> None:
+        """``read_keys``: projects' read keys; ``connect``: a new handle on the same store, one per such project."""
         self.settings = settings or ReadSettings()
         self.client = client
         self.lock = threading.Lock()  # one statement at a time on the read handle
@@ -140,15 +147,38 @@ class ReadServer:
         self.writer_lock = writer_lock or threading.Lock()
         self.path = endpoint_path(data_dir)
         self.password = secrets.token_urlsafe(24)
-        # Limits first: under readonly = 1 no query may change a setting again.
-        self.client.command(f"SET max_memory_usage = {int(self.settings.max_memory)}")
-        self.client.command(f"SET max_execution_time = {float(self.settings.max_seconds)}")
-        self.client.command("SET readonly = 1")
+        self.read_keys = read_keys if read_keys is not None and connect is not None else KeyRing([])
+        self._connect = connect
+        self._scoped: dict[str, Client] = {}
+        self._limit(self.client)
         table_functions = self.client.query("SELECT name FROM system.table_functions").result_rows
         names = {str(row[0]).lower() for row in table_functions}
         self.denied = frozenset(names - SAFE_TABLE_FUNCTIONS) | HOST_FUNCTIONS
         self._server = GuardedServer(("127.0.0.1", 0), _handler(self), max_connections=self.settings.max_connections)
         self._thread: threading.Thread | None = None
+
+    def _limit(self, client: Client, filters: str = "") -> None:
+        """Limits (and a project's table filters) first: under readonly = 1 no query may change a setting again."""
+        client.command(f"SET max_memory_usage = {int(self.settings.max_memory)}")
+        client.command(f"SET max_execution_time = {float(self.settings.max_seconds)}")
+        if filters:
+            client.command(f"SET additional_table_filters = {filters}")
+        client.command("SET readonly = 1")
+
+    def _handle(self, project: str | None) -> Client:
+        """The read handle for a full reader (None), or the one that sees ``project``'s rows only (made on its first
+        request: every table of the store filtered on its project column, or to no rows without one)."""
+        if project is None:
+            return self.client
+        if project not in self._scoped:
+            assert self._connect is not None
+            client = self._connect()
+            tables = client.query("SELECT name, countIf(c.name = 'project') > 0 FROM system.tables AS t LEFT JOIN "
+                                  "system.columns AS c ON c.database = t.database AND c.table = t.name "
+                                  "WHERE t.database = currentDatabase() GROUP BY name").result_rows
+            self._limit(client, _table_filters(tables, project))
+            self._scoped[project] = client
+        return self._scoped[project]
 
     @property
     def port(self) -> int:
@@ -176,8 +206,9 @@ class ReadServer:
         self._server.shutdown()
         self._server.server_close()
 
-    def execute(self, sql: str, params: dict[str, str]) -> tuple[bytes, str]:
-        """Run one read-only statement; its result in the format its FORMAT clause names (else TabSeparated)."""
+    def execute(self, sql: str, params: dict[str, str], project: str | None = None) -> tuple[bytes, str]:
+        """Run one read-only statement (a ``project``'s read key: on that project's rows only); its result in the
+        format its FORMAT clause names (else TabSeparated)."""
         if not _READ_ONLY.match(sql):
             raise PermissionError("only read-only statements (SELECT, WITH, SHOW, DESCRIBE, EXISTS, EXPLAIN) are "
                                   "served here; writes go through the vigil worker's write queue")
@@ -188,7 +219,7 @@ class ReadServer:
             raise Busy(f"the read handle stayed busy for {self.settings.max_seconds:g} s")
         try:
             self._check(body, params)
-            return self._run(body, params, fmt), fmt
+            return self._run(body, params, fmt, self._handle(project)), fmt
         finally:
             self.lock.release()
 
@@ -207,11 +238,11 @@ class ReadServer:
         if problem := statement_problem(formatted, ast, self.denied):
             raise PermissionError(f"{problem}; the read endpoint reads tables only")
 
-    def _run(self, sql: str, params: dict[str, str], fmt: str) -> bytes:
+    def _run(self, sql: str, params: dict[str, str], fmt: str, client: Client | None = None) -> bytes:
         """``sql`` with ``params`` as they came over HTTP (the escaped text form ClickHouse's HTTP interface takes,
         which chDB takes too). clickhouse-connect's chDB client would escape each value once more (1.12), and an
         ``Array(String)`` parameter would then arrive as ``[\\'a\\']``."""
-        return self.client._backend._run(sql, fmt, params=params).bytes()  # noqa: SLF001
+        return (client or self.client)._backend._run(sql, fmt, params=params).bytes()
 
     def insert(self, statement: str, data: bytes) -> None:
         """Run an INSERT into one of ``INSERTABLE`` on the holder's own client (its writer)."""
@@ -232,6 +263,17 @@ def _password(headers) -> str:
         except ValueError:
             return ""
     return password
+
+
+def _literal(text: str) -> str:
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def _table_filters(tables: list[tuple[str, bool]], project: str) -> str:
+    """``additional_table_filters`` for a project's read handle: each (table, has a project column) filtered to the
+    project's rows, or to none."""
+    condition = f"project = {_literal(project)}"
+    return "{" + ", ".join(f"{_literal(name)}: {_literal(condition if has else '0')}" for name, has in tables) + "}"
 
 
 def _handler(server: ReadServer) -> type[GuardedHandler]:
@@ -259,9 +301,12 @@ def _handler(server: ReadServer) -> type[GuardedHandler]:
                                              self.headers.get("Transfer-Encoding"))
                 self._reply(200, b"Ok.\n", {})
                 return
-            if not credential_ok(_password(self.headers), server.password):
-                self._refuse(401, 516, "AUTHENTICATION_FAILED", "wrong password")
-                return
+            password, project = _password(self.headers), None
+            if not credential_ok(password, server.password):
+                project = server.read_keys.project_of_key(password) if password else None
+                if project is None:
+                    self._refuse(401, 516, "AUTHENTICATION_FAILED", "wrong password")
+                    return
             try:
                 raw = self.read_body(server.settings.max_bytes)
             except BodyTooLarge as exc:
@@ -277,11 +322,13 @@ def _handler(server: ReadServer) -> type[GuardedHandler]:
             bound = {k[6:]: v for k, v in params.items() if k.startswith("param_")}
             try:
                 if _INSERT.match(statement):
+                    if project is not None:
+                        raise PermissionError("a project's read key reads; it never inserts")
                     server.insert(statement, raw)
                     self._reply(200, b"", {"X-ClickHouse-Summary": _SUMMARY})
                     return
                 sql = "\n".join(part for part in (statement, raw.decode("utf-8", "replace")) if part)
-                data, fmt = server.execute(sql, bound)
+                data, fmt = server.execute(sql, bound, project)
             except PermissionError as exc:
                 self._reply(403, f"Code: 164. DB::Exception: {exc}. (READONLY)\n".encode(),
                             {"X-ClickHouse-Exception-Code": "164"})
