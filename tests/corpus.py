@@ -3,7 +3,9 @@ stored turn must hold to match a manifest entry. One comparison for both test le
 points at the rule) and the row in ``traces`` (the real pipeline).
 
 A manifest entry is the turn one agent run must make, stated by the client that ran it (never read back from vigil):
-- the question matches exactly (each recording's questions are distinct: the match is by question);
+- the question matches exactly (each recording's questions are distinct: the match is by question); a run whose
+  question the framework never exports (``"question": null``, e.g. a run that failed before its model call could
+  be recorded) is matched to a turn left over, and checked for the rest;
 - ``ok``: the stored answer is the answer the framework handed back (JSON compared as JSON: a structured answer);
   ``failed``: a failed run (``metadata["vigil.run"] == "failed"``) with its error text;
 - the tool calls are the ones the tool functions received, by name and arguments (compared as a multiset: parallel
@@ -108,14 +110,19 @@ def differences(expected: dict[str, Any], seen: list[Seen]) -> list[str]:
     for s in seen:
         by_question[(s.question or "").strip()].append(s)
     for want in turns:
+        if want["question"] is None:
+            continue
         q = want["question"].strip()
         got = by_question.pop(q, [])
         if len(got) != 1:
             out.append(f"{q[:50]!r}: {len(got)} turns with this question")
             continue
         out += [f"{q[:40]!r}: {d}" for d in _turn_differences(want, got[0])]
-    out += [f"a turn whose question is {q[:70]!r} is no run of the manifest"
-            for q, extra in by_question.items() for _ in extra]
+    left = [s for group in by_question.values() for s in group]
+    unstated = [t for t in turns if t["question"] is None]
+    for want, got in zip(unstated, left, strict=False):
+        out += [f"a run whose question is not exported: {d}" for d in _turn_differences(want, got)]
+    out += [f"a turn whose question is {s.question[:70]!r} is no run of the manifest" for s in left[len(unstated):]]
     return out + _conversation_differences(turns, seen)
 
 
@@ -123,7 +130,7 @@ def _conversation_differences(turns: list[dict[str, Any]], seen: list[Seen]) -> 
     sessions = defaultdict(set)
     by_question = {s.question.strip(): s for s in seen}
     for want in turns:
-        got = by_question.get(want["question"].strip())
+        got = by_question.get((want["question"] or "").strip())
         if want.get("conversation") and got is not None:
             sessions[want["conversation"]].add(got.session)
     out = [f"conversation {c}: sessions {sorted(map(str, ids))}, want one" for c, ids in sessions.items()

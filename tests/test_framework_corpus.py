@@ -38,23 +38,20 @@ README = Path(__file__).parent.parent / "README.md"
 # Emptied as the assembly rules are fixed; a recording that passes while listed fails until it is taken off.
 NOT_YET: dict[str, str] = {
     "autogen/error": "2: 'What is the status of order A-1001?': lookup_order has no error, want one like 'order database unreachable for A-1001'",
-    "crewai/error": "4: a turn whose question is 'Current Task: What is the status of order A-1001?\\n\\nThis is the expecte' is no run of the manifest",
-    "crewai/fail": "4: a turn whose question is 'Current Task: What is the status of order A-1001?\\n\\nThis is the expecte' is no run of the manifest",
-    "crewai/tool": "6: a turn whose question is 'Current Task: What is the status of order A-1001?\\n\\nThis is the expecte' is no run of the manifest",
+    "crewai/error": "4: a turn whose question is '\\nCurrent Task: What is the status of order A-1001?\\n\\nThis is the expect' is no run of the manifest",
+    "crewai/fail": "4: a turn whose question is '\\nCurrent Task: What is the status of order A-1001?\\n\\nThis is the expect' is no run of the manifest",
+    "crewai/tool": "6: a turn whose question is '\\nCurrent Task: What is the status of order A-1001?\\n\\nThis is the expect' is no run of the manifest",
     "dspy/error": "4: a turn whose question is '[[ ## question ## ]]\\nWhat is the status of order A-1001?\\n\\n[[ ## trajec' is no run of the manifest",
     "dspy/fail": "4: a turn whose question is '[[ ## question ## ]]\\nWhat is the status of order A-1001?\\n\\n[[ ## trajec' is no run of the manifest",
-    "dspy/rag": "2: 'What is the status of order A-1001?': contexts [], want ['Damaged items are refunded in ', 'Every return needs the order n']",
     "dspy/tool": "6: a turn whose question is '[[ ## question ## ]]\\nWhat is the status of order A-1001?\\n\\n[[ ## trajec' is no run of the manifest",
-    "google_adk/error": "4: a turn whose question is '' is no run of the manifest",
-    "google_adk/fail": "4: a turn whose question is '' is no run of the manifest",
-    "google_adk/multi": "8: a turn whose question is '' is no run of the manifest",
-    "google_adk/span_content": "2: 'What is the status of order A-1001?': lookup_order result '{\"result\": \"{\\\\\"order_id\\\\\": \\\\\"A-1001\\\\\", \\\\\"status\\\\\": \\\\\"shi...",
-    "google_adk/tool": "6: a turn whose question is '' is no run of the manifest",
+    "google_adk/multi": "4: 'What is the status of order A-1001?': lookup_order result '{\"result\": \"{\\\\\"order_id\\\\\": \\\\\"A-1001\\\\\", \\\\\"status\\\\\": \\\\\"shi...",
+    "google_adk/parallel": "2: 'What is the status of order A-1001?': tool calls ['[\"(merged tools)\", {}]', '[\"lookup_order\", {\"order_id\": \"A-1001\"}]', '[\"lookup_order\"...",
+    "google_adk/tool": "3: 'What is the status of order A-1001?': lookup_order result '{\"result\": \"{\\\\\"order_id\\\\\": \\\\\"A-1001\\\\\", \\\\\"status\\\\\": \\\\\"shi...",
     "mastra/error": "4: a turn whose question is '' is no run of the manifest",
     "mastra/fail": "4: a turn whose question is '' is no run of the manifest",
     "mastra/multi": "8: a turn whose question is '' is no run of the manifest",
+    "mastra/stream": "4: a turn whose question is '' is no run of the manifest",
     "mastra/tool": "6: a turn whose question is '' is no run of the manifest",
-    "openai_agents/fail": "4: a turn whose question is '' is no run of the manifest",
     "smolagents/fail": "4: a turn whose question is 'New task:\\nWhat is the status of order A-1001?' is no run of the manifest",
 }
 
@@ -85,7 +82,8 @@ def test_the_corpus_holds_twelve_frameworks_each_recording_with_its_manifest_and
 
     assert len(frameworks) >= 12
     assert all(r.manifest["turns"] or r.manifest["non_runs"] for r in RECORDINGS)
-    assert all(len({t["question"] for t in r.manifest["turns"]}) == len(r.manifest["turns"]) for r in RECORDINGS)
+    stated = [[t["question"] for t in r.manifest["turns"] if t["question"] is not None] for r in RECORDINGS]
+    assert all(len(set(questions)) == len(questions) for questions in stated)
     assert set(re.findall(r"^\| `(\w+)/` \|", corpus_readme, re.MULTILINE)) == frameworks
     assert set(re.findall(r"\| `frameworks/(\w+)` \|$", README.read_text(), re.MULTILINE)) == frameworks
     assert set(NOT_YET) <= {r.name for r in RECORDINGS}
