@@ -176,3 +176,14 @@ def test_a_coverage_alert_does_not_count_them_as_missing_verdicts(scenario):
 
     assert check_alerts(scenario["store"], config, now=datetime.now(UTC) + timedelta(minutes=1),
                         notifier=lambda event: None) == []
+
+
+def test_the_report_names_the_reason_of_turns_a_scorer_does_not_apply_to_apart_from_unscored_ones(scenario):
+    window = {"start": datetime.now(UTC) - timedelta(hours=1), "end": datetime.now(UTC) + timedelta(minutes=1)}
+
+    reasons = {(r["monitor"], r["status"]): r for r in run_query(scenario["store"], PANELS["unscored_reasons"], **window)}
+
+    assert set(reasons) == {("cites_order", "not_applicable"), ("order_fn", "not_applicable")}
+    assert (reasons["order_fn", "not_applicable"]["turns"], reasons["order_fn", "not_applicable"]["reason"]) == (
+        3, "the turn is about no order (no metadata.order_id)")
+

@@ -121,10 +121,10 @@ class DeadLetterGroup(BaseModel):
 
 
 class UnscoredReason(BaseModel):
-    """One of a monitor's most common reasons for leaving turns unscored or failed."""
+    """One of a monitor's most common reasons for leaving turns unscored (or not applicable) or failed."""
 
     monitor: str
-    status: str  # unscored | failed
+    status: str  # unscored | not_applicable | failed
     error_type: str = ""
     reason: str = ""
     turns: int

@@ -310,17 +310,20 @@ LIMIT 50""",
         "the reason is the latest one's.",
     ),
     Query(
-        "unscored_reasons", "Why turns went unscored or failed, per monitor (top 3 reasons)", "table",
+        "unscored_reasons", "Why turns went unscored, did not apply or failed, per monitor (top 3 reasons)", "table",
         f"""
-SELECT monitor, status, error_type, reason, count() AS turns, max(trace_time) AS last_seen
-FROM scores FINAL
-WHERE status IN ('unscored', 'failed') AND $__timeFilter(trace_time) AND {_vars("project", "agent", "monitor")}
-GROUP BY monitor, status, error_type, reason
-ORDER BY monitor, status, turns DESC, last_seen DESC
-LIMIT 3 BY monitor, status""",
+SELECT monitor, outcome AS status, error_type, reason, count() AS turns, max(trace_time) AS last_seen
+FROM (
+    SELECT monitor, if(label = 'not_applicable', 'not_applicable', status) AS outcome, error_type, reason, trace_time
+    FROM scores FINAL
+    WHERE status IN ('unscored', 'failed') AND $__timeFilter(trace_time) AND {_vars("project", "agent", "monitor")}
+)
+GROUP BY monitor, outcome, error_type, reason
+ORDER BY monitor, outcome, turns DESC, last_seen DESC
+LIMIT 3 BY monitor, outcome""",
         ("monitor", "status", "error_type", "reason", "turns", "last_seen"),
         "The most common reasons a monitor gave no score: unscored (no verdict: nothing to score, an unreadable "
-        "reply) or failed (an error).",
+        "reply), not_applicable (the scorer does not apply to the turn) or failed (an error).",
     ),
     Query(
         "queue_lag", "Queue lag (received → scored) p50 / p95", "timeseries",
