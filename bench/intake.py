@@ -15,10 +15,12 @@ least of five rounds of CPU time, so other load on the machine inflates it less 
 ``--tool-loop``: instead, how fast the worker turns tool-loop traces into turns, before and after in one run: the
 traces recorded from opentelemetry-instrumentation-openai-v2 (``tests/fixtures/otlp/openai_v2_span_only.json``: an
 agent with retrieval, a tool step and the answer; the same tool round trip with no parent; and under an HTTP span)
-decoded from OTLP/JSON and assembled, by the code at ``--before`` (a git revision, its ``schemas/spans.py`` and
-``worker/intake/otlp.py`` loaded from git) and by this checkout's; spans/s, the least CPU of five rounds each.
+decoded from OTLP/JSON and assembled, by the code at ``--before`` (a git revision: its ``schemas``, ``worker`` and
+``producers`` extracted from git and imported as vigil by a process of its own) and by this checkout's (another
+process); spans/s, the least CPU of five rounds each. ``--corpus``: over every recording instead (the older
+libraries' and the framework corpus, ``tests/fixtures/otlp/frameworks``).
 
-    .venv/bin/python bench/intake.py --tool-loop [--before 2de149b] [--copies 300] [--json]
+    .venv/bin/python bench/intake.py --tool-loop [--corpus] [--before 2de149b] [--copies 300] [--json]
 """
 
 from __future__ import annotations
@@ -195,32 +197,35 @@ def breakdown(body: bytes, spans: int, redis_url: str, rounds: int = 5, requests
     return {"decode_cpu_us_per_span": min(decode), "publish_cpu_us_per_span": min(publish)}
 
 
-def _module_at(revision: str, path: str, name: str):
-    """The module at ``path`` as it was at git ``revision``, loaded under ``name``."""
-    import importlib.util
-
-    source = subprocess.run(["git", "show", f"{revision}:{path}"], cwd=Path(__file__).resolve().parent.parent,
-                            check=True, capture_output=True, text=True).stdout
-    spec = importlib.util.spec_from_loader(name, loader=None)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # dataclasses look their module up
-    exec(compile(source, f"{revision}:{path}", "exec"), module.__dict__)  # noqa: S102 - our own history
-    return module
-
-
-def tool_loop_requests(copies: int) -> list[tuple[str, bytes]]:
-    """The recorded tool-loop requests, ``copies`` times over, each copy under fresh trace ids."""
-    fixture = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "otlp" / "openai_v2_span_only.json"
-    recorded = json.loads(fixture.read_text())["requests"]
+def tool_loop_requests(copies: int, corpus: bool = False) -> list[tuple[str, bytes]]:
+    """The recorded requests, ``copies`` times over, each copy under fresh trace ids: the openai-v2 tool loop, or
+    (``corpus``) every recording of ``tests/fixtures/otlp`` and its framework corpus."""
+    root = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "otlp"
+    fixtures = ([p for p in sorted(root.glob("*.json")) + sorted(root.glob("frameworks/*/*.json"))
+                 if not p.name.endswith(".expected.json")] if corpus else [root / "openai_v2_span_only.json"])
+    recorded = [r for fixture in fixtures for r in json.loads(fixture.read_text()).get("requests", [])
+                if r["path"].endswith("/v1/traces")]
     out = []
     for copy in range(copies):
         for request in recorded:
             text = json.dumps(request["body"])
-            for trace_id in {s["traceId"] for r in request["body"]["resourceSpans"] for sc in r["scopeSpans"]
-                             for s in sc["spans"]}:
+            for trace_id in {s["traceId"] for r in request["body"].get("resourceSpans", [])
+                             for sc in r.get("scopeSpans", []) for s in sc.get("spans", [])}:
                 text = text.replace(trace_id, f"{copy:08x}{trace_id[8:]}")
             out.append((request["path"], text.encode()))
     return out
+
+
+def _tree_at(revision: str, into: Path) -> Path:
+    """The ``schemas``, ``worker`` and ``producers`` folders as they were at git ``revision``, laid out as the
+    ``vigil`` package under ``into`` (what a process with ``into`` first on its path imports as vigil)."""
+    package = into / "vigil"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    archive = subprocess.run(["git", "archive", revision, "schemas", "worker", "producers"],
+                             cwd=Path(__file__).resolve().parent.parent, check=True, capture_output=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(package)], input=archive, check=True)
+    return into
 
 
 def assembly_rate(decode, assemble, requests: list[tuple[str, bytes]], rounds: int = 5) -> tuple[float, int, int]:
@@ -238,33 +243,50 @@ def assembly_rate(decode, assemble, requests: list[tuple[str, bytes]], rounds: i
     return spans / best, spans, turns
 
 
-def tool_loop(args) -> None:
+def measure(args) -> None:
+    """One side of ``--tool-loop``, in a process of its own: the vigil this process imports, as JSON."""
+    import vigil
     from vigil.schemas.spans import assemble
     from vigil.worker.intake.otlp import decode_traces
 
-    requests = tool_loop_requests(args.copies)
-    old_spans = _module_at(args.before, "schemas/spans.py", "bench_old_spans")
-    old_otlp = _module_at(args.before, "worker/intake/otlp.py", "bench_old_otlp")
-    before = assembly_rate(old_otlp.decode_traces, old_spans.assemble, requests)
-    after = assembly_rate(decode_traces, assemble, requests)
-    runs = {"copies": args.copies, "runs": 3 * args.copies,
-            "before": {"revision": args.before, "spans_per_s": before[0], "spans": before[1], "turns": before[2]},
-            "after": {"revision": "this checkout", "spans_per_s": after[0], "spans": after[1], "turns": after[2]},
-            "ratio": after[0] / before[0], "machine": f"{platform.machine()}, {os.cpu_count()} cores"}
+    rate, spans, turns = assembly_rate(decode_traces, assemble, tool_loop_requests(args.copies, args.corpus))
+    print(json.dumps({"spans_per_s": rate, "spans": spans, "turns": turns, "vigil": list(vigil.__path__)[0]}))
+
+
+def tool_loop(args) -> None:
+    import tempfile
+
+    here = Path(__file__).resolve()
+    command = [sys.executable, str(here), "--measure", "--copies", str(args.copies), *(["--corpus"] * args.corpus)]
+    with tempfile.TemporaryDirectory() as tmp:
+        old = _tree_at(args.before, Path(tmp))
+        sides = {}
+        for label, path in (("before", str(old)), ("after", str(here.parent.parent))):
+            env = {**os.environ, "PYTHONPATH": path if label == "before" else os.environ.get("PYTHONPATH", "")}
+            done = subprocess.run(command, env=env, check=True, capture_output=True, text=True)
+            sides[label] = json.loads(done.stdout.strip().splitlines()[-1])
+        assert sides["before"]["vigil"].startswith(tmp), sides["before"]["vigil"]  # the old tree, not this one
+    before, after = sides["before"], sides["after"]
+    workload = "every recording (tests/fixtures/otlp, frameworks/)" if args.corpus else "3 openai-v2 agent runs"
+    runs = {"copies": args.copies, "workload": workload,
+            "before": {"revision": args.before, **{k: before[k] for k in ("spans_per_s", "spans", "turns")}},
+            "after": {"revision": "this checkout", **{k: after[k] for k in ("spans_per_s", "spans", "turns")}},
+            "ratio": after["spans_per_s"] / before["spans_per_s"],
+            "machine": f"{platform.machine()}, {os.cpu_count()} cores"}
     if args.json:
         print(json.dumps(runs, indent=2))
         return
-    table = Table(title=f"tool-loop traces to turns (decode OTLP/JSON + assemble): {args.copies} copies of 3 agent "
-                        f"runs, least CPU of 5 rounds")
+    table = Table(title=f"traces to turns (decode OTLP/JSON + assemble): {args.copies} copies of {workload}, least "
+                        "CPU of 5 rounds, each side in a process of its own")
     for column in ("code", "spans", "turns", "spans/s"):
         table.add_column(column, justify="left" if column == "code" else "right")
-    for label, row in (("before", runs["before"]), ("after", runs["after"])):
+    for label in ("before", "after"):
+        row = runs[label]
         table.add_row(f"{label} ({row['revision']})", str(row["spans"]), str(row["turns"]),
                       f"{row['spans_per_s']:,.0f}")
     console = Console()
     console.print(table)
-    console.print(f"after / before: {runs['ratio']:.2f}x spans/s; turns per agent run: before "
-                  f"{before[2] / runs['runs']:.2f}, after {after[2] / runs['runs']:.2f}")
+    console.print(f"after / before: {runs['ratio']:.2f}x spans/s")
 
 
 def main() -> None:
@@ -272,11 +294,16 @@ def main() -> None:
     parser.add_argument("--tool-loop", action="store_true", help="assembly of tool-loop traces, before and after")
     parser.add_argument("--before", default="2de149b", help="the git revision --tool-loop compares with")
     parser.add_argument("--copies", type=int, default=300)
+    parser.add_argument("--corpus", action="store_true", help="--tool-loop over every recorded fixture")
+    parser.add_argument("--measure", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--concurrency", type=int, default=16)
     parser.add_argument("--traces-per-request", type=int, default=20)
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
+    if args.measure:
+        measure(args)
+        return
     if args.tool_loop:
         tool_loop(args)
         return

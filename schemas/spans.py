@@ -273,18 +273,30 @@ class _Trace:
             if found == "chain" and span.get("parent_id") not in self.by_id:
                 found = "agent"  # a framework's chain at the top of the trace is the run
             self.kinds[span_id] = found
-        self._io: dict[str, conventions.Io] = {}
+        self._io: dict[str, tuple[conventions.Io, dict[str, str]]] = {}
         self.read: dict[str, dict[str, str]] = {}
+        self._identity: dict[str, dict[str, Any]] = {}
         self._has_llm: dict[str, bool] | None = None
 
     def kind(self, span: SpanRecord) -> str:
         return self.kinds.get(span["span_id"], "virtual")
 
     def io(self, span: SpanRecord) -> conventions.Io:
+        return self.io_sources(span)[0]
+
+    def identity(self, span: SpanRecord) -> dict[str, Any]:
+        """The agent, session and metadata a span states (once per span)."""
+        found = self._identity.get(span["span_id"])
+        if found is None:
+            found = self._identity[span["span_id"]] = conventions.identity(span["attributes"])
+        return found
+
+    def io_sources(self, span: SpanRecord) -> tuple[conventions.Io, dict[str, str]]:
+        """A span's messages and which module read each part (once per span)."""
         if span["span_id"] not in self.by_id:
-            return [], [], ""
+            return ([], [], ""), {}
         if span["span_id"] not in self._io:
-            self._io[span["span_id"]] = conventions.io(span)
+            self._io[span["span_id"]] = conventions.io_sources(span)
         return self._io[span["span_id"]]
 
     def descendants(self, span: SpanRecord) -> list[SpanRecord]:
@@ -521,7 +533,7 @@ class _Trace:
         """Which span and which convention module gave a part of a turn, in words."""
         if span is None or span["span_id"] not in self.by_id:
             return "nothing"
-        module = conventions.io_sources(span)[1].get(part, "none")
+        module = self.io_sources(span)[1].get(part, "none")
         return f"span {span['name']!r} ({span['span_id']}), read by {module}"
 
     def answers(self, llm: SpanRecord) -> bool:
@@ -624,7 +636,7 @@ class _Trace:
         resource = next((s["resource"] for s in everyone if s.get("resource")), {})  # a bare root keeps none
         found: dict[str, Any] = {"agent": None, "session_id": None}
         for span in everyone:
-            said = conventions.identity(span["attributes"])
+            said = self.identity(span)
             for key, value in found.items():
                 if value is None and said[key]:
                     found[key] = said[key]
@@ -644,7 +656,7 @@ class _Trace:
     def _metadata(self, root: SpanRecord, everyone: list[SpanRecord], llms: list[SpanRecord]) -> dict[str, str]:
         metadata: dict[str, str] = {}
         for span in reversed(everyone):  # the root's say wins
-            metadata.update(conventions.identity(span["attributes"])["metadata"])
+            metadata.update(self.identity(span)["metadata"])
         resource = next((s["resource"] for s in everyone if s.get("resource")), {})
         if resource.get(RELEASE_RESOURCE) not in (None, "") and RELEASE_KEY not in metadata:
             metadata[RELEASE_KEY] = str(resource[RELEASE_RESOURCE])

@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from . import genai, openinference, openlit, openllmetry, pydantic_ai, vercel
-from ._parse import Io, Msg, hand_in, is_final_tool, result_text, text
+from ._parse import Io, Msg, call_arguments, hand_in, is_final_tool, json_value, result_text, text
 
 __all__ = ["MAPPERS", "Io", "Msg", "content_setting", "documents", "error", "explain_kind", "identity", "io",
            "io_sources", "is_final_tool", "kind", "result_text", "stated_usage", "tool", "usage"]
@@ -44,8 +44,12 @@ _USAGE_KEYS = (("gen_ai.usage.input_tokens", "gen_ai.usage.output_tokens"),
 
 
 def kind(span: Mapping[str, Any]) -> str:
-    """``agent``, ``chain``, ``step``, ``server``, ``llm``, ``tool``, ``retriever`` or ``other``."""
-    return explain_kind(span)[0]
+    """``agent``, ``chain``, ``step``, ``server``, ``llm``, ``tool``, ``retriever`` or ``other`` (``explain_kind``'s
+    answer, without the explanation)."""
+    attrs = span["attributes"]
+    found = (openllmetry.kind(attrs) or openinference.kind(attrs) or vercel.kind(attrs) or pydantic_ai.kind(attrs)
+             or genai.kind(attrs, (e["name"] for e in span.get("events") or ())))
+    return found or explain_kind(span)[0]
 
 
 def explain_kind(span: Mapping[str, Any]) -> tuple[str, str, str]:
@@ -118,9 +122,15 @@ def documents(attrs: Mapping[str, Any]) -> list[dict[str, Any]]:
 
 
 def tool(span: Mapping[str, Any]) -> dict[str, Any]:
-    """The tool call a tool span made, with its error when the span says it failed."""
+    """The tool call a tool span made, with its error when the span says it failed. Arguments no convention names
+    are the span's own ``input`` (and its ``output`` the result)."""
     call = (openllmetry.tool(span) or openinference.tool(span) or vercel.tool(span) or pydantic_ai.tool(span)
             or genai.tool(span) or {"name": span["name"], "arguments": {}})
+    attrs = span["attributes"]
+    if not call["arguments"] and isinstance(given := call_arguments(json_value(attrs.get("input"))), dict):
+        call["arguments"] = given  # no convention named them: the span's own input is the call's
+    if call.get("result") is None and attrs.get("output") is not None:
+        call["result"] = result_text(attrs["output"])
     found = error(span)
     if found:
         call["error"] = found

@@ -78,7 +78,7 @@ def message(raw: Any, default_role: str) -> Msg:
     raw = _unpacked(raw)
     texts, calls, results = [], [], []
     call_id = raw.get("tool_call_id") or raw.get("toolCallId")
-    content = raw.get("content")
+    content = raw.get("content", raw.get("text"))  # a result object may hold its text as ``text``
     if isinstance(content, str):
         texts.append(content)
     for part in raw.get("parts") or (content if isinstance(content, list) else []):
@@ -87,7 +87,9 @@ def message(raw: Any, default_role: str) -> Msg:
                 texts.append(part)
             continue
         kind = part.get("type")
-        if kind in _CALL_PARTS or isinstance(part.get("function_call"), dict):
+        if kind == "text":  # the common case first
+            texts.append(text(part.get("content", part.get("text"))))
+        elif kind in _CALL_PARTS or isinstance(part.get("function_call"), dict):
             body = part.get("function_call") if isinstance(part.get("function_call"), dict) else part
             calls.append(tool_call(body.get("name") or body.get("toolName"),
                                    _first(body, "arguments", "input", "args"),
@@ -128,13 +130,17 @@ def _unpacked(raw: dict[str, Any]) -> dict[str, Any]:
 
 
 def result_text(value: Any) -> str:
-    """A tool's result as text: a serialized tool message is its content, content blocks their text; a Python literal of a list or object
+    """A tool's result as text: a serialized tool message is its content, content blocks their text, a one-key
+    envelope (``{"result": "..."}``) what it holds; a Python literal of a list or object
     (how some instrumentations print what a tool returned) is written as JSON."""
     parsed = json_value(value)
     if isinstance(parsed, dict):
         unpacked = _unpacked(parsed)
         if unpacked is not parsed and "content" in unpacked:
             return text(unpacked["content"])
+        if len(parsed) == 1 and isinstance(only := next(iter(parsed.values())), str) and set(parsed) <= {
+                "result", "output", "content"}:
+            return only  # a framework's envelope around what the tool returned (Google ADK's {"result": ...})
         blocks = parsed.get("blocks")  # a result made of content blocks (LlamaIndex's ToolOutput)
         if isinstance(blocks, list) and blocks and all(isinstance(b, dict) and "text" in b for b in blocks):
             return "\n".join(text(b["text"]) for b in blocks)

@@ -3,7 +3,7 @@
 
 | what | read from |
 | --- | --- |
-| span kind | ``gen_ai.operation.name``: ``invoke_agent`` / ``create_agent`` agent, ``execute_tool`` tool, ``retrieval`` retriever, ``chat`` / ``text_completion`` / ``generate_content`` / ``completion`` LLM; else message attributes or events make an LLM span |
+| span kind | ``gen_ai.operation.name``: ``invoke_agent`` / ``create_agent`` agent, ``execute_tool`` tool, ``retrieval`` retriever, ``chat`` / ``text_completion`` / ``generate_content`` / ``completion`` LLM; an operation the spec does not list is read by its words (``agent.run`` an agent, ``tool.execute`` a tool, ``...generation`` an LLM call, anything else other); no operation: message attributes or events make an LLM span |
 | messages, current | ``gen_ai.input.messages``, ``gen_ai.output.messages``, ``gen_ai.system_instructions`` (JSON messages of typed parts: ``text``, ``tool_call`` with its id, ``tool_call_response``) |
 | messages, as events | span events or log records ``gen_ai.system.message``, ``gen_ai.user.message``, ``gen_ai.assistant.message`` (``tool_calls``), ``gen_ai.tool.message`` (``id``), ``gen_ai.choice``; ``gen_ai.content.prompt`` / ``gen_ai.content.completion``; ``gen_ai.client.inference.operation.details`` (attached by ``schemas.spans.attach_logs``) |
 | messages, oldest | ``gen_ai.prompt`` / ``gen_ai.completion`` (JSON messages, or indexed ``.N.role`` / ``.N.content`` / ``.N.tool_calls.K.*``) |
@@ -15,10 +15,11 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from ._parse import Io, Msg, indexed, json_value, message, msg, role, text, tool_call
+from ._parse import Io, Msg, indexed, json_value, message, msg, result_text, role, text, tool_call
 
 __all__ = ["INPUT_EVENTS", "LLM_OPERATIONS", "SETTING", "documents", "identity", "io", "kind", "tool"]
 
@@ -33,20 +34,30 @@ _MESSAGE_KEYS = ("gen_ai.input.messages", "gen_ai.output.messages", "gen_ai.prom
 
 def kind(attrs: Mapping[str, Any], event_names: Iterable[str]) -> str | None:
     operation = str(attrs.get("gen_ai.operation.name", "")).lower()
-    if operation in ("invoke_agent", "create_agent"):
-        return "agent"
-    if operation == "execute_tool":
-        return "tool"
-    if operation == "retrieval":
-        return "retriever"
-    if operation in LLM_OPERATIONS:
-        return "llm"
     if operation:
-        return "other"
+        return _KNOWN.get(operation) or _by_words(operation)
     if any(key.startswith(_MESSAGE_KEYS) for key in attrs) or any(
             name in INPUT_EVENTS or name in OUTPUT_EVENTS for name in event_names):
         return "llm"
     return None
+
+
+_KNOWN = {"invoke_agent": "agent", "create_agent": "agent", "execute_tool": "tool", "retrieval": "retriever",
+          **dict.fromkeys(LLM_OPERATIONS, "llm")}
+
+
+def _by_words(operation: str) -> str:
+    """An operation the spec does not list, read by its words (``agent.run``, ``tool.execute``, ``generation``)."""
+    words = set(re.split(r"[^a-z]+", operation))
+    if "agent" in words:
+        return "agent"
+    if "tool" in words:
+        return "tool"
+    if words & {"retrieval", "retrieve"}:
+        return "retriever"
+    if words & {"chat", "completion", "generate", "generation"}:
+        return "llm"
+    return "other"
 
 
 def io(span: Mapping[str, Any]) -> Io:
@@ -77,7 +88,7 @@ def tool(span: Mapping[str, Any]) -> dict[str, Any] | None:
         return None
     call = tool_call(name or span["name"], attrs.get("gen_ai.tool.call.arguments"), attrs.get("gen_ai.tool.call.id"))
     if attrs.get("gen_ai.tool.call.result") is not None:
-        call["result"] = text(attrs["gen_ai.tool.call.result"])
+        call["result"] = result_text(attrs["gen_ai.tool.call.result"])
     return call
 
 
@@ -90,6 +101,8 @@ def _json_messages(attrs: Mapping[str, Any], key: str, default_role: str) -> lis
     if raw in (None, ""):
         return []
     parsed = json_value(raw)
+    if isinstance(parsed, dict) and isinstance(parsed.get("messages"), list):
+        parsed = parsed["messages"]  # a request's body: the messages it holds
     if isinstance(parsed, dict):
         parsed = [parsed]
     if not isinstance(parsed, list):

@@ -74,6 +74,8 @@ def tool(span: Mapping[str, Any]) -> dict[str, Any] | None:
 
 
 def identity(attrs: Mapping[str, Any]) -> dict[str, Any]:
+    if KIND_KEY not in attrs:  # every span the SDK writes names its operation
+        return {"agent": None, "session_id": None, "metadata": {}}
     metadata = {k[len(_METADATA):]: v for k, v in attrs.items() if k.startswith(_METADATA)}
     session = next((metadata.pop(k) for k in _SESSION_KEYS if metadata.get(k) not in (None, "")), None)
     return {"agent": attrs.get("ai.telemetry.functionId"), "session_id": session,
