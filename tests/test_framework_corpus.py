@@ -97,7 +97,8 @@ def test_each_recording_assembles_into_the_turns_of_its_manifest(recording):
 @pytest.fixture(scope="module")
 def stored(redis_server, tmp_path_factory):
     """The whole corpus sent to a real intake as the frameworks sent it (OTLP/JSON, request by request), drained
-    through a real worker; the rows of ``traces`` FINAL and the funnel's received turns, by trace id."""
+    through a real worker; the rows of ``traces`` FINAL and the funnel's stages (received, failed_run, step,
+    no_turn), by trace id."""
     home = tmp_path_factory.mktemp("corpus")
     with intake_and_worker(redis_server.url, home, CONFIG, VIGIL_INTAKE_SETTLE_S="1",
                            VIGIL_INTAKE_PARENT_WAIT_S="2",  # a parent missing from a whole recording never comes
@@ -117,8 +118,9 @@ def stored(redis_server, tmp_path_factory):
             record = dict(zip(result.column_names, row, strict=True))
             rows[record["trace_id"]].append(record)
         funnel = defaultdict(set)  # (trace, stage) -> the turns (span ids) counted at that stage
-        for trace_id, stage, span_id in store.query("SELECT trace_id, stage, span_id FROM pipeline_events "
-                                                    "WHERE stage IN ('received', 'failed_run')").result_rows:
+        for trace_id, stage, span_id in store.query(
+                "SELECT trace_id, stage, span_id FROM pipeline_events "
+                "WHERE stage IN ('received', 'failed_run', 'step', 'no_turn')").result_rows:
             funnel[trace_id, stage].add(span_id)
         yield rows, funnel
     finally:
@@ -135,3 +137,6 @@ def test_the_pipeline_stores_the_turns_of_each_manifest_and_the_funnel_counts_th
     assert differences(recording.manifest, seen) == []
     assert sum(len(funnel[t, "received"]) for t in traces) == len(turns)
     assert sum(len(funnel[t, "failed_run"]) for t in traces) == sum(t["status"] == "failed" for t in turns)
+    # nothing silent: every trace is a turn, a step or a counted no-turn, and only the manifest's non-runs make none
+    assert [t for t in traces if not any(funnel[t, stage] for stage in ("received", "step", "no_turn"))] == []
+    assert any(funnel[t, "no_turn"] for t in traces) == bool(recording.manifest["non_runs"])
