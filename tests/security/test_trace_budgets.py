@@ -15,8 +15,12 @@ from vigil.worker.intake.publish import REFUSED
 from vigil.worker.assembly.traces import (
     DROPPED,
     DROPPED_TOTAL,
+    KEPT_BYTES,
+    KEPT_OVERHEAD,
+    OVER_OPEN,
     PENDING,
     PENDING_BYTES,
+    keep_record,
     record_key,
     store_spans,
     trace_key,
@@ -168,3 +172,54 @@ def test_a_sender_past_the_pending_bytes_cap_is_answered_429_with_retry_after_an
     assert b"VIGIL_INTAKE_MAX_PENDING_BYTES (60000)" in answers[0][2]
     assert int(client.hget(REFUSED, "pending_bytes")) == 5
     assert client.zcard(PENDING) == 3
+
+
+@pytest.mark.parametrize("pipeline", [{"VIGIL_INTAKE_SETTLE_S": "3600"}], indirect=True)
+def test_the_open_trace_cap_holds_where_the_spans_are_stored(pipeline, redis_url):
+    """One request of 100 one-span traces while none is open: the intake lets it through (it checks before the spans
+    are stored), and the worker keeps 40, the cap, counting the other 60 spans instead of opening their traces."""
+    intake, _ = pipeline
+    client = redis.Redis.from_url(redis_url)
+
+    assert export(intake, [span(uuid.uuid4().hex, uuid.uuid4().hex[:16]) for _ in range(100)]) == 200
+    wait_until(lambda: client.zcard(PENDING) + int(client.get(OVER_OPEN) or 0) >= 100, timeout=120,
+               what="the worker to store the spans")
+
+    assert client.zcard(PENDING) == 40
+    assert int(client.get(OVER_OPEN)) == 60
+
+
+@pytest.mark.parametrize("pipeline", [{"VIGIL_INTAKE_MAX_KEPT_BYTES": "20000", "VIGIL_INTAKE_MAX_OPEN_TRACES": "0"}],
+                         indirect=True)
+def test_what_assembled_traces_keep_stays_within_its_byte_budget_oldest_first_out(pipeline, redis_url):
+    """200 one-span traces, assembled: what they keep for late spans stops at VIGIL_INTAKE_MAX_KEPT_BYTES (their
+    records' Redis bytes), the oldest dropped first; every trace's turn is still recorded."""
+    intake, worker = pipeline
+    client = redis.Redis.from_url(redis_url)
+    traces = [uuid.uuid4().hex for _ in range(200)]
+    for start in range(0, 200, 20):
+        assert export(intake, [root(trace_id, uuid.uuid4().hex[:16]) for trace_id in traces[start:start + 20]]) == 200
+    wait_until(lambda: client.zcard(PENDING) == 0 and client.llen("vigil.ingest") == 0, timeout=120,
+               what="the traces to be assembled")
+    wait_drained(redis_url, worker)
+
+    kept = [trace_id for trace_id in traces if client.exists(record_key(trace_id))]
+    assert 0 < len(kept) < 200
+    assert sum(client.memory_usage(record_key(trace_id), samples=0) for trace_id in kept) <= 20_000
+    assert int(client.get(KEPT_BYTES)) <= 20_000
+    assert worker.stop() == 0
+    rows = connect(worker.dsn).query("SELECT trace_id FROM traces FINAL").result_rows
+    assert {trace_id for (trace_id,) in rows} == set(traces), "every trace's turn recorded"
+
+
+def test_kept_records_leave_oldest_first_and_expired_ones_are_forgotten(redis_url):
+    client = redis.Redis.from_url(redis_url)
+    names = [uuid.uuid4().hex for _ in range(6)]
+    for i, name in enumerate(names):
+        client.hset(record_key(name), "assembled", "x" * 100)
+        keep_record(client, name, 100, budget=3 * (100 + KEPT_OVERHEAD), keep_s=3600, now=1000 + i)
+
+    assert [name for name in names if client.exists(record_key(name))] == names[-3:]
+    assert int(client.get(KEPT_BYTES)) == 3 * (100 + KEPT_OVERHEAD)
+    keep_record(client, "later", 100, budget=3 * (100 + KEPT_OVERHEAD), keep_s=3600, now=1005 + 3600)
+    assert int(client.get(KEPT_BYTES)) == 100 + KEPT_OVERHEAD, "records past the keep time no longer count"

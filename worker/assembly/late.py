@@ -43,6 +43,7 @@ from vigil.worker.assembly.traces import (
     PENDING_BYTES,
     Spans,
     assembly_of,
+    keep_record,
     record_key,
     trace_id_of,
     trace_key,
@@ -174,7 +175,7 @@ def _ancestor_turn(span_id: str, parents: dict[str, str | None], roots: Collecti
 
 
 def settle(client: redis.Redis, name: str, spans: Spans, result: Assembly, *, keep_s: int, mark_s: int,
-           metadata_keys: Collection[str] = ()) -> Settled:
+           metadata_keys: Collection[str] = (), kept_bytes: int = 0) -> Settled:
     """Record what a late span needs (the compact spans, taking the spans read out of the trace's list, and the
     stored turns' digests) and decide what the assembly changes: its turns that are new or changed for a scorer,
     and the stored turns a late root replaced (marked superseded), each removal logged with the span that caused
@@ -209,12 +210,12 @@ def settle(client: redis.Redis, name: str, spans: Spans, result: Assembly, *, ke
                                         span_id=span_id))
     turns = {**kept, **{span_id: digest for span_id, (_, digest) in made.items()}}
     used = set(result.used) | {s["span_id"] for s in spans[: spans.earlier] if "digest" not in s}
+    kept = {"assembled": zlib.compress(json.dumps(compact(spans, used), ensure_ascii=False,
+                                              separators=(",", ":")).encode(), 9),
+            "turns": json.dumps(turns, separators=(",", ":"))}
     pipe = client.pipeline(transaction=True)
     pipe.ltrim(trace_key(name), spans.listed, -1)
-    pipe.hset(record, mapping={
-        "assembled": zlib.compress(json.dumps(compact(spans, used), ensure_ascii=False,
-                                              separators=(",", ":")).encode(), 9),
-        "turns": json.dumps(turns, separators=(",", ":"))})
+    pipe.hset(record, mapping=kept)
     pipe.hincrby(record, "listed", -spans.listed_bytes)
     pipe.hincrby(record, "assemblies", 1)  # the re-assembly cap (``traces.store_spans``) reads it
     pipe.decrby(PENDING_BYTES, spans.listed_bytes)
@@ -222,6 +223,7 @@ def settle(client: redis.Redis, name: str, spans: Spans, result: Assembly, *, ke
     for gone in out.superseded:
         pipe.set(f"{_SUPERSEDED}{name}.{gone.span_id}", 1, ex=mark_s)
     pipe.execute()
+    keep_record(client, name, sum(map(len, kept.values())), budget=kept_bytes, keep_s=keep_s)  # oldest first out
     return out
 
 

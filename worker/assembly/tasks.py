@@ -77,7 +77,8 @@ def collect_spans(self, spans: Any, sender: Any = None) -> dict[str, int]:
             push(rt.redis, [("dead_letters", dead)])
         traces, _ = store_spans(rt.redis, good, keep_s=settings.keep_s, max_spans=settings.max_trace_spans,
                                 max_bytes=settings.max_trace_bytes,
-                                max_reassemblies=settings.max_reassemblies) if good else (0, 0)
+                                max_reassemblies=settings.max_reassemblies,
+                                max_open=settings.max_open_traces) if good else (0, 0)
         if traces:
             schedule_sweep(rt.redis, "vigil.intake.sweep", time.time() + settings.settle_s,
                            lambda countdown: assemble_traces.apply_async(countdown=countdown, queue=INGEST_QUEUE))
@@ -125,7 +126,8 @@ def assemble_traces() -> dict[str, int]:
                         continue
                 result = assembly_of(spans)
                 settled = late.settle(rt.redis, name, spans, result, keep_s=settings.keep_s,
-                                      mark_s=get_settings().turn_ttl_s, metadata_keys=metadata_keys)
+                                      mark_s=get_settings().turn_ttl_s, metadata_keys=metadata_keys,
+                                      kept_bytes=settings.max_kept_bytes)
                 batch.extend(settled.turns)
                 updates += [ownership.update_id(trace_id, span_id) for span_id in settled.updates]
                 rows["superseded"] += settled.superseded

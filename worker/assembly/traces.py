@@ -6,7 +6,9 @@ records (JSON) not yet assembled; ``vigil.intake.record.<name>``, a hash: the tr
 late spans need (``assembled``: the spans the assembly read, compact; ``turns``: the turns it stored and their
 content digests; ``vigil.worker.assembly.late``), kept ``VIGIL_INTAKE_KEEP_S`` after the trace's last span;
 ``vigil.intake.pending``, a sorted set of trace names scored by when their last span arrived;
-``vigil.intake.pending.bytes``, the bytes of span records in every list (``VIGIL_INTAKE_MAX_PENDING_BYTES``).
+``vigil.intake.pending.bytes``, the bytes of span records in every list (``VIGIL_INTAKE_MAX_PENDING_BYTES``);
+``vigil.intake.kept*``, the assembled traces' records by age and size, within ``VIGIL_INTAKE_MAX_KEPT_BYTES`` (oldest
+first out), so a flood of one-span traces leaves at most that much behind once assembled.
 
 - ``vigil.spans(spans)`` (published by ``vigil intake``) appends each span to its trace's list and marks the trace
   seen now, in one transaction, then schedules a sweep ``VIGIL_INTAKE_SETTLE_S`` later (a Celery countdown; at most
@@ -37,10 +39,12 @@ import redis
 import structlog
 from vigil.schemas.config import DEFAULT_PROJECT
 from vigil.schemas.spans import Assembly, assembly
+from vigil.worker.logs import Every
 
-__all__ = ["DROPPED", "DROPPED_TOTAL", "PENDING", "PENDING_BYTES", "Spans", "assembly_of", "claim_due", "project_of",
-           "record_key", "recount_pending", "release", "schedule_sweep", "split_name", "store_spans", "trace_id_of",
-           "trace_key", "trace_name", "trace_spans", "turns_of"]
+__all__ = ["DROPPED", "DROPPED_TOTAL", "KEPT", "KEPT_BYTES", "OVER_OPEN", "PENDING", "PENDING_BYTES", "Spans",
+           "assembly_of", "claim_due", "keep_record", "project_of", "record_key", "recount_pending", "release",
+           "schedule_sweep", "split_name", "store_spans", "trace_id_of", "trace_key", "trace_name", "trace_spans",
+           "turns_of"]
 
 log = structlog.get_logger("vigil.intake")
 
@@ -48,6 +52,11 @@ PENDING = "vigil.intake.pending"
 PENDING_BYTES = "vigil.intake.pending.bytes"  # bytes of span records waiting in the traces' lists, all traces
 DROPPED = "vigil.intake.dropped"  # a hash: trace id -> spans over VIGIL_INTAKE_MAX_TRACE_SPANS not kept
 DROPPED_TOTAL = "vigil.intake.dropped.total"  # every span over the cap ever, for the funnel and a dashboard
+OVER_OPEN = "vigil.intake.over_open"  # spans of new traces not kept: VIGIL_INTAKE_MAX_OPEN_TRACES were pending
+KEPT = "vigil.intake.kept"  # assembled traces' records, by when they were written (oldest first out)
+KEPT_SIZES = "vigil.intake.kept.sizes"  # trace id -> the bytes its record is counted for
+KEPT_BYTES = "vigil.intake.kept.bytes"  # their total (VIGIL_INTAKE_MAX_KEPT_BYTES)
+KEPT_EVICTED = "vigil.intake.kept.evicted"  # records dropped for the budget, ever
 _REQUIRED = {"trace_id": str, "span_id": str, "name": str, "start": int, "end": int, "attributes": dict}
 
 # Due traces -> a lease in the future, atomically: returns the claimed ids.
@@ -59,15 +68,22 @@ return ids
 # Append a trace's spans up to its caps (spans and bytes, kept in its record so they outlast the assembly that empties
 # its list; none once it was assembled again more than the re-assembly cap allows); count the rest (per trace, and in
 # total) and the bytes now waiting; mark the trace pending only when a span was kept, so spans over a cap never
-# schedule an assembly. KEYS: the trace's list, DROPPED, DROPPED_TOTAL, the trace's record, PENDING_BYTES, PENDING;
-# ARGV: max spans, max bytes, keep seconds, trace id, max re-assemblies, now, records...
+# schedule an assembly. KEYS: the trace's list, DROPPED, DROPPED_TOTAL, the trace's record, PENDING_BYTES, PENDING, OVER_OPEN;
+# ARGV: max spans, max bytes, keep seconds, trace id, max re-assemblies, now, max open, records... A trace neither
+# pending nor kept is refused whole while ``max open`` traces are pending (OVER_OPEN counts its spans; {-1, n}).
 _APPEND = """
+local max_open = tonumber(ARGV[7])
+if max_open > 0 and not redis.call('ZSCORE', KEYS[6], ARGV[4]) and redis.call('EXISTS', KEYS[4]) == 0
+   and redis.call('ZCARD', KEYS[6]) >= max_open then
+  redis.call('INCRBY', KEYS[7], #ARGV - 7)
+  return {-1, #ARGV - 7}
+end
 local room = tonumber(ARGV[1]) - tonumber(redis.call('HGET', KEYS[4], 'spans') or '0')
 if tonumber(redis.call('HGET', KEYS[4], 'assemblies') or '0') > tonumber(ARGV[5]) then room = 0 end
 local bytes = tonumber(redis.call('HGET', KEYS[4], 'bytes') or '0')
 local added = 0
 local keep = {}
-for i = 7, #ARGV do
+for i = 8, #ARGV do
   if #keep >= room or bytes + #ARGV[i] > tonumber(ARGV[2]) then break end
   bytes = bytes + #ARGV[i]
   added = added + #ARGV[i]
@@ -85,7 +101,7 @@ if #keep > 0 then
   redis.call('INCRBY', KEYS[5], added)
   redis.call('ZADD', KEYS[6], ARGV[6], ARGV[4])
 end
-local dropped = #ARGV - 6 - #keep
+local dropped = #ARGV - 7 - #keep
 if dropped > 0 then
   redis.call('HINCRBY', KEYS[2], ARGV[4], dropped)
   redis.call('EXPIRE', KEYS[2], tonumber(ARGV[3]))
@@ -154,13 +170,19 @@ def invalid_reason(span: Any) -> str | None:
     return None
 
 
+_over_open_line = Every(10)
+
+
 def store_spans(client: redis.Redis, spans: list[dict[str, Any]], *, keep_s: int, max_spans: int = 2000,
-                max_bytes: int = 4 * 2**20, max_reassemblies: int = 20, now: float | None = None) -> tuple[int, int]:
+                max_bytes: int = 4 * 2**20, max_reassemblies: int = 20, max_open: int = 0,
+                now: float | None = None) -> tuple[int, int]:
     """Append spans to their traces (at most ``max_spans`` spans and ``max_bytes`` of records kept per trace, in
     arrival order, and none for a trace assembled more than ``max_reassemblies`` times after its first: the others
     are counted in ``DROPPED``) and mark the traces that kept a span pending; returns how many traces kept a span
     and how many spans were over a cap. With ``VIGIL_INTAKE_MAX_OPEN_TRACES`` this bounds the Redis bytes pending
-    traces can hold, and with the re-assembly cap the judge calls late spans can cause."""
+    traces can hold, and with the re-assembly cap the judge calls late spans can cause. A new trace while
+    ``max_open`` traces are pending is not kept at all (its spans counted in ``OVER_OPEN``): the open-trace cap holds
+    here, where spans are stored, however many requests the intakes let through before they saw it."""
     now = time.time() if now is None else now
     by_trace: dict[str, list[str]] = defaultdict(list)
     for span in spans:
@@ -168,16 +190,75 @@ def store_spans(client: redis.Redis, spans: list[dict[str, Any]], *, keep_s: int
     append = client.register_script(_APPEND)
     pipe = client.pipeline(transaction=True)
     for trace_id, lines in by_trace.items():
-        append(keys=[trace_key(trace_id), DROPPED, DROPPED_TOTAL, record_key(trace_id), PENDING_BYTES, PENDING],
-               args=[max_spans, max_bytes, keep_s, trace_id, max_reassemblies, now, *lines], client=pipe)
-    results = pipe.execute() if by_trace else []
-    touched = sum(1 for kept, _ in results if int(kept))
-    dropped = sum(int(n) for _, n in results)
+        append(keys=[trace_key(trace_id), DROPPED, DROPPED_TOTAL, record_key(trace_id), PENDING_BYTES, PENDING,
+                     OVER_OPEN], args=[max_spans, max_bytes, keep_s, trace_id, max_reassemblies, now, max_open, *lines],
+               client=pipe)
+    results = [(int(kept), int(n)) for kept, n in (pipe.execute() if by_trace else [])]
+    touched = sum(1 for kept, _ in results if kept > 0)
+    dropped = sum(n for kept, n in results if kept >= 0)
+    refused = sum(n for kept, n in results if kept < 0)
     if dropped:
         log.warning("spans over the per-trace caps were not kept; their turns are marked truncated",
                     dropped=dropped, max_spans=max_spans, max_bytes=max_bytes, max_reassemblies=max_reassemblies,
                     traces=len(by_trace))
-    return touched, dropped
+    if refused and _over_open_line():
+        log.warning("spans of new traces not kept: VIGIL_INTAKE_MAX_OPEN_TRACES traces are waiting to settle",
+                    spans=refused, max_open=max_open)
+    return touched, dropped + refused
+
+
+# Keep an assembled trace's record within the byte budget of every kept record: register its size, forget records
+# that expired on their own, then drop the oldest until the total fits (a trace with spans waiting in its list keeps
+# its budget fields and loses only what it kept for late spans). KEYS: KEPT, KEPT_SIZES, KEPT_BYTES; ARGV: trace name,
+# size, now, keep seconds, budget, record key prefix. Returns how many records were dropped for the budget.
+_KEEP = """
+local old = tonumber(redis.call('HGET', KEYS[2], ARGV[1]) or '0')
+redis.call('ZADD', KEYS[1], ARGV[3], ARGV[1])
+redis.call('HSET', KEYS[2], ARGV[1], ARGV[2])
+local total = tonumber(redis.call('GET', KEYS[3]) or '0') + tonumber(ARGV[2]) - old
+local expired = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', tonumber(ARGV[3]) - tonumber(ARGV[4]), 'LIMIT', 0, 1000)
+for _, id in ipairs(expired) do
+  total = total - tonumber(redis.call('HGET', KEYS[2], id) or '0')
+  redis.call('HDEL', KEYS[2], id)
+  redis.call('ZREM', KEYS[1], id)
+end
+local evicted = 0
+while total > tonumber(ARGV[5]) do
+  local oldest = redis.call('ZPOPMIN', KEYS[1])
+  if #oldest == 0 then break end
+  local id = oldest[1]
+  total = total - tonumber(redis.call('HGET', KEYS[2], id) or '0')
+  redis.call('HDEL', KEYS[2], id)
+  if tonumber(redis.call('HGET', ARGV[6] .. id, 'listed') or '0') > 0 then
+    redis.call('HDEL', ARGV[6] .. id, 'assembled', 'turns')
+  else
+    redis.call('DEL', ARGV[6] .. id)
+  end
+  evicted = evicted + 1
+end
+redis.call('SET', KEYS[3], math.max(total, 0))
+return evicted
+"""
+KEPT_OVERHEAD = 900  # Redis bytes a kept record costs beyond what it keeps: its key and fields (~720), bookkeeping
+_evicted_line = Every(60)
+
+
+def keep_record(client: redis.Redis, name: str, size: int, *, budget: int, keep_s: int,
+                now: float | None = None) -> int:
+    """Count an assembled trace's record (by its name; ``size`` bytes of what it keeps) in the budget of every kept
+    record (``VIGIL_INTAKE_MAX_KEPT_BYTES``, 0: none), dropping the oldest records over it; returns how many it dropped.
+    A late span for a dropped trace is assembled alone, as after the keep time."""
+    if budget <= 0:
+        return 0
+    now = time.time() if now is None else now
+    evicted = int(client.register_script(_KEEP)(keys=[KEPT, KEPT_SIZES, KEPT_BYTES], args=[
+        name, size + KEPT_OVERHEAD, now, keep_s, budget, record_key("")]))
+    if evicted:
+        client.incrby(KEPT_EVICTED, evicted)
+        if _evicted_line():
+            log.warning("assembled traces' records over VIGIL_INTAKE_MAX_KEPT_BYTES: the oldest dropped (a late span "
+                        "for one is assembled alone)", dropped=evicted, budget=budget)
+    return evicted
 
 
 def schedule_sweep(client: redis.Redis, name: str, due_at: float, publish: Callable[[float], Any]) -> bool:

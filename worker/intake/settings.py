@@ -30,6 +30,8 @@ class IntakeSettings(BaseSettings):
                                                                    "answers 429 with Retry-After (0: no bound)")
     max_pending_bytes: int = Field(default=256 * 2**20, ge=0, description="bytes of span records waiting to settle "
                                    "(all traces) before the intake answers 429 with Retry-After (0: no bound)")
+    max_kept_bytes: int = Field(default=16 * 2**20, ge=0, description="bytes of what assembled traces keep for late "
+                                "spans (all traces); over it the oldest are dropped (0: no bound)")
     retry_after_s: int = Field(default=5, ge=1, description="Retry-After of a 503 while Redis refuses writes")
     publish_timeout_s: float = Field(default=5.0, gt=0, description="per Redis command when publishing")
     settle_s: float = Field(default=10.0, ge=0, description="a trace is assembled this long after its last span")
