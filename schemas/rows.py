@@ -52,6 +52,7 @@ class TraceRow(TurnColumns):
     tags: list[str] = Field(default_factory=list)
     metadata: dict[str, str] = Field(default_factory=dict)
     truncated: list[str] = Field(default_factory=list)
+    spans_json: str = "[]"
     received_at: datetime = Field(default_factory=_now)
 
 
@@ -73,6 +74,7 @@ def trace_row(turn: Turn) -> TraceRow:
         tags=turn.tags,
         metadata=turn.metadata,
         truncated=turn.truncated,
+        spans_json=json.dumps([span.model_dump(exclude_none=True) for span in turn.spans], ensure_ascii=False),
     )
 
 

@@ -84,7 +84,13 @@ from typing import Any, NotRequired, TypedDict
 
 from vigil.schemas import conventions
 from vigil.schemas.conventions.genai import INPUT_EVENTS
-from vigil.schemas.trace import ORIGIN_ATTRIBUTE, ORIGINS, RELEASE_KEY, RELEASE_RESOURCE
+from vigil.schemas.trace import (
+    MAX_SPANS,
+    ORIGIN_ATTRIBUTE,
+    ORIGINS,
+    RELEASE_KEY,
+    RELEASE_RESOURCE,
+)
 
 __all__ = ["BOOKKEEPING_METADATA", "CONTENT_EVENTS", "CONTENT_METADATA", "DETAILS_EVENT", "ERROR_METADATA",
            "RESOURCE_KEYS", "RUN_METADATA", "SETTING_METADATA", "Assembly", "SpanEvent", "SpanRecord", "assemble",
@@ -522,12 +528,30 @@ class _Trace:
         if tools:
             turn["tool_calls"] = tools
         turn["metadata"] = metadata
+        turn["spans"] = self._skeleton(everyone)
         self.read[root["span_id"]] = {
             "question": self._where(root if root_in else asked_in, "inputs"),
             "answer": self._where(root if root_out else last_answer, "outputs"),
             "tool calls": "tool spans" if any(self.kind(m) == "tool" for m in members) else "the LLM calls' tool calls",
             "usage": "summed over the LLM calls, else the root's stated totals"}
         return turn
+
+    def _skeleton(self, everyone: list[SpanRecord]) -> list[dict[str, Any]]:
+        """The turn's spans for its page (``schemas.trace.SpanSummary``), earliest first, at most ``MAX_SPANS``."""
+        ordered = sorted(everyone, key=lambda s: (s["start"], s["span_id"]))[:MAX_SPANS]
+        first = ordered[0]["start"] if ordered else 0
+        out = []
+        for span in ordered:
+            summary: dict[str, Any] = {
+                "span_id": span["span_id"], "name": str(span["name"] or "")[:256], "kind": self.kind(span),
+                "start_ms": max(span["start"] - first, 0) / 1e6,
+                "duration_ms": max((span["end"] or span["start"]) - span["start"], 0) / 1e6}
+            if span.get("parent_id"):
+                summary["parent_id"] = span["parent_id"]
+            if error := conventions.error(span):
+                summary["error"] = str(error)[:1000]
+            out.append(summary)
+        return out
 
     def _where(self, span: SpanRecord | None, part: str) -> str:
         """Which span and which convention module gave a part of a turn, in words."""

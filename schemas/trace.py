@@ -22,12 +22,14 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 MAX_FIELD_CHARS = 32_000
 MAX_PAYLOAD_BYTES = 2_000_000
-WIRE_VERSION = 4  # the turn contract this code speaks (2: origin, 3: a tool call's error, 4: tool call ids and the
-# assistant's tool calls in the input messages); a newer one has its unknown fields ignored
+WIRE_VERSION = 5  # the turn contract this code speaks (2: origin, 3: a tool call's error, 4: tool call ids and the
+# assistant's tool calls in the input messages, 5: the spans' skeleton); a newer one has its unknown fields ignored
+MAX_SPANS = 500  # spans a turn's skeleton keeps (the earliest; the intake's per-trace cap is lower by default)
 
 __all__ = [
     "MAX_FIELD_CHARS",
     "MAX_PAYLOAD_BYTES",
+    "MAX_SPANS",
     "ORIGINS",
     "ORIGIN_ATTRIBUTE",
     "ORIGIN_HEADER",
@@ -38,6 +40,7 @@ __all__ = [
     "ContextDoc",
     "Message",
     "Origin",
+    "SpanSummary",
     "TokenUsage",
     "ToolCall",
     "Turn",
@@ -106,6 +109,20 @@ def _utcnow() -> datetime:
     return datetime.now(UTC)
 
 
+class SpanSummary(_Strict):
+    """One span of the run a turn was made of, as its page draws it: where it sits in the tree, what kind of work it
+    was (``schemas.conventions.kind``: agent, chain, step, server, llm, tool, retriever, other), when it started
+    after the run's first span and how long it took, and its error if it failed."""
+
+    span_id: str = Field(max_length=64)
+    parent_id: str | None = Field(default=None, max_length=64)
+    name: str = Field(default="", max_length=256)
+    kind: str = Field(default="other", max_length=32)
+    start_ms: float = Field(ge=0)
+    duration_ms: float = Field(default=0.0, ge=0)
+    error: str | None = Field(default=None, max_length=1000)
+
+
 class Turn(_Strict):
     """One finished agent turn: what was asked, what was answered, and what it was answered from."""
 
@@ -130,6 +147,7 @@ class Turn(_Strict):
     metadata: dict[str, str] = Field(default_factory=dict)
     truncated: list[str] = Field(default_factory=list)
     origin: Origin = "live"  # optional on the wire: older senders omit it
+    spans: list[SpanSummary] = Field(default_factory=list, max_length=MAX_SPANS)  # from OTLP assembly only
 
     @model_validator(mode="before")
     @classmethod

@@ -39,6 +39,25 @@ def test_without_an_agent_root_each_top_level_llm_span_is_its_own_turn():
     assert [(t["span_id"][:2], t["output"]) for t in result] == [("b1", "one"), ("c1", "two")]
 
 
+def test_a_turn_keeps_the_skeleton_of_its_spans_for_its_page():
+    """Every span of the run: its parent, its kind, when it started after the first and how long it took, its error."""
+    failed = span("t1", "a1", 20, **{"gen_ai.tool.name": "lookup_order", "gen_ai.operation.name": "execute_tool"})
+    failed["status"] = {"code": 2, "message": "order not found"}
+    spans = [span("a1", None, 0, **{"gen_ai.operation.name": "invoke_agent"}),
+             chat("c1", "a1", 1_000_000, "Where is my order?", "let me look"), failed,
+             chat("c2", "a1", 5_000_000, "tool said: not found", "I could not find it.")]
+
+    [turn] = assemble(spans)
+
+    skeleton = {s["span_id"][:2]: s for s in turn["spans"]}
+    assert [s["span_id"][:2] for s in turn["spans"]] == ["a1", "t1", "c1", "c2"]
+    assert skeleton["a1"]["kind"] == "agent" and "parent_id" not in skeleton["a1"]
+    assert (skeleton["c1"]["kind"], skeleton["c1"]["parent_id"][:2]) == ("llm", "a1")
+    assert skeleton["t1"]["kind"] == "tool" and skeleton["t1"]["error"]
+    assert skeleton["c2"]["start_ms"] == 5.0 and skeleton["c2"]["duration_ms"] == 10 / 1e6
+    assert Turn.model_validate({**turn, "agent": "shop"}).spans[1].span_id == turn["spans"][1]["span_id"]
+
+
 def test_nested_agents_make_one_turn_for_the_outermost():
     spans = [span("a1", None, 0, **{"gen_ai.operation.name": "invoke_agent", "gen_ai.prompt": "q", "gen_ai.completion": "a"}),
              span("a2", "a1", 1, **{"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "sub"}),

@@ -1,6 +1,7 @@
 """The on-call page as a person meets it (issue 29, item 7): a real headless Chromium (Debian's chromium through
 chromium-driver and selenium) opens ``vigil report --serve``'s server over the store `vigil demo` left, reads the
-first screen, follows a firing alert to its worst turn, and looks at what changed.
+first screen, follows a firing alert to its worst turn (its conversation, tool calls, scores and span tree), and looks at what
+changed.
 
 Where chromium, chromium-driver or selenium are missing these tests skip and say so (``make system-deps``).
 VIGIL_UPDATE_SCREENSHOT=1 also copies the screenshots to docs/ (report-status.png, turn.png, compare.png).
@@ -78,6 +79,10 @@ def test_the_first_screen_shows_each_firing_alert_in_one_sentence_and_a_click_re
     scores = browser.find_elements(By.CSS_SELECTOR, "#scores .score")
     assert "answer_relevancy" in {s.get_attribute("data-monitor") for s in scores}
     assert "support-bot" in page
+    spans = browser.find_elements(By.CSS_SELECTOR, "table.waterfall tr.span")
+    kinds = {row.get_attribute("class").split()[1] for row in spans}
+    assert {"agent", "llm", "retriever"} <= kinds, "the span tree: the agent, its LLM calls and its retrieval"
+    assert all(row.find_element(By.CSS_SELECTOR, ".bar").size["width"] > 0 for row in spans), "each span has a bar"
     _keep(browser, tmp_path, "turn.png")
 
 

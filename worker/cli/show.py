@@ -14,7 +14,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 from vigil.worker.cli.options import read_store
-from vigil.worker.report.turn import MIN_PREFIX, TurnNotFound
+from vigil.worker.report.turn import MIN_PREFIX, TurnNotFound, tree
 from vigil.worker.report.turn import load_turn as turn_data
 from vigil.worker.store.clickhouse import require_tables
 
@@ -74,6 +74,14 @@ def _render(turn: dict[str, Any], verbose: bool) -> Group:
                 line.append(f" → {str(call['result'])[:300]}")
             if call.get("error"):
                 line.append(f" ✗ {call['error']}", style="red")
+            body.append(line)
+        if span.get("span_tree"):
+            body.append(Text("spans:", style="bold"))
+        for depth, node in tree(span.get("span_tree") or []):
+            line = Text(f"{'  ' * (depth + 1)}{node.get('name', '')} ({node.get('kind', '')}) "
+                        f"+{node['start_ms']:.0f} ms, took {node.get('duration_ms', 0):.0f} ms")
+            if node.get("error"):
+                line.append(f" ✗ {node['error']}", style="red")
             body.append(line)
         if span["metadata"]:
             body.append(Text(f"metadata: {dict(span['metadata'])}", style="dim"))

@@ -4,9 +4,9 @@ tool calls with their arguments, results and errors, the retrieved documents, ev
 steps and judge cost, the feedback and reviewers' labels, and the turn's way through the pipeline (sampled,
 scored, superseded, dead letters).
 
-What the store keeps of a trace is the assembled turn (one ``traces`` row per turn-making span: its messages, tool
-calls, contexts, model and tokens), not the spans themselves: the page says so rather than draw a span tree it does
-not have. Everything from a trace or a judge is escaped: it is data, never markup.
+A turn assembled from OpenTelemetry spans keeps their skeleton (``traces.spans_json``: id, parent, name, kind, start
+offset, duration, error), drawn as a waterfall; a turn from the SDK hook has none. Everything from a trace or a
+judge is escaped: it is data, never markup.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from typing import Any
 from clickhouse_connect.driver.client import Client
 from vigil.worker.store.queries import TURN_QUERIES
 
-__all__ = ["MIN_PREFIX", "TurnNotFound", "load_turn", "render_turn"]
+__all__ = ["MIN_PREFIX", "TurnNotFound", "load_turn", "render_turn", "tree"]
 
 MIN_PREFIX = 6
 
@@ -55,6 +55,7 @@ def load_turn(client: Client, trace_id: str) -> dict[str, Any]:
     for span in spans:
         for key in ("input_json", "contexts_json", "tool_calls_json"):
             span[key.removesuffix("_json")] = _json(span.pop(key))
+        span["span_tree"] = _json(span.pop("spans_json")) or []
     for score in scores:
         score["steps"] = _json(score.pop("steps_json")) or []
         score["details"] = _json(score.pop("details_json")) or {}
@@ -93,6 +94,46 @@ def _tool_calls(calls: list[Any]) -> str:
             f"<tbody>{''.join(rows)}</tbody></table>")
 
 
+def tree(spans: list[dict[str, Any]]) -> list[tuple[int, dict[str, Any]]]:
+    """(depth, span) in tree order: each span after its parent, siblings by start; a span whose parent is not
+    among them is a root."""
+    ids = {s["span_id"] for s in spans}
+    children: dict[str | None, list[dict[str, Any]]] = {}
+    for span in spans:
+        parent = span.get("parent_id") if span.get("parent_id") in ids else None
+        children.setdefault(parent, []).append(span)
+    out: list[tuple[int, dict[str, Any]]] = []
+    stack = [(0, s) for s in sorted(children.get(None, []), key=lambda s: s["start_ms"], reverse=True)]
+    while stack:
+        depth, span = stack.pop()
+        out.append((depth, span))
+        stack += [(depth + 1, c) for c in sorted(children.get(span["span_id"], []), key=lambda s: s["start_ms"],
+                                                  reverse=True)]
+    return out
+
+
+def _waterfall(spans: list[dict[str, Any]]) -> str:
+    """The span tree as a waterfall: each span a row, indented under its parent, its bar placed by its start and
+    length within the run, its kind, duration and error."""
+    if not spans:
+        return ('<p class="muted">no spans: this turn came through the SDK hook (one call per turn), not '
+                "OpenTelemetry</p>")
+    total = max((s["start_ms"] + s.get("duration_ms", 0) for s in spans), default=0) or 1
+    rows = []
+    for depth, span in tree(spans):
+        left = 100 * span["start_ms"] / total
+        width = max(100 * span.get("duration_ms", 0) / total, 0.4)
+        error = span.get("error")
+        rows.append(f'<tr class="span {escape(span.get("kind", ""))}{" error" if error else ""}">'
+                    f'<td style="padding-left:{8 + 16 * depth}px">{escape(span.get("name", ""))} '
+                    f'<span class="kind">{escape(span.get("kind", ""))}</span></td>'
+                    f'<td class="bar-cell"><div class="bar" style="margin-left:{left:.2f}%;width:{width:.2f}%">'
+                    f'</div></td><td class="num">{span.get("duration_ms", 0):.0f} ms</td>'
+                    f'<td class="bad">{_text(error) if error else ""}</td></tr>')
+    return ('<table class="waterfall"><thead><tr><th>span</th><th>time</th><th>took</th><th>error</th></tr></thead>'
+            f"<tbody>{''.join(rows)}</tbody></table>")
+
+
 def _score(score: dict[str, Any]) -> str:
     value = "—" if score["score"] is None else f"{score['score']:.3g} / {score['scale']:g}"
     steps = "".join(f"<li><b>{_text(s.get('name', ''))}</b>: {_text(s.get('result'), 600)}</li>"
@@ -118,7 +159,10 @@ border-bottom: 1px solid #f3f4f6; vertical-align: top; } code { font-size: 12px;
 .msg { margin: 4px 0; padding: 6px 8px; border-radius: 6px; background: #f3f4f6; white-space: pre-wrap; }
 .msg.user { background: #eff6ff; } .msg.assistant { background: #f0fdf4; } .msg.tool { background: #fefce8; }
 .role { font-weight: 600; color: #374151; } .call { color: #92400e; font-family: monospace; font-size: 12px; }
-.score .value { font-weight: 700; } .score { border-top: 1px solid #f3f4f6; padding-top: 4px; }
+table.waterfall td.bar-cell { width: 45%; } .bar { height: 10px; border-radius: 2px; background: #6b7280; }
+tr.llm .bar { background: #2563eb; } tr.tool .bar { background: #ca8a04; } tr.retriever .bar { background: #16a34a; }
+tr.agent .bar, tr.chain .bar { background: #7c3aed; } tr.error .bar { background: #dc2626; }
+.kind { font-size: 11px; color: #6b7280; } .score .value { font-weight: 700; } .score { border-top: 1px solid #f3f4f6; padding-top: 4px; }
 """
 
 
@@ -145,8 +189,7 @@ def render_turn(turn: dict[str, Any]) -> str:
             f'{"<h3>Retrieved documents</h3><ol>" + contexts + "</ol>" if contexts else ""}'
             f'{"<h3>Reference</h3><p>" + _text(span["reference"]) + "</p>" if span["reference"] else ""}'
             f'<p class="muted">metadata: {metadata or "—"}</p>'
-            '<p class="muted">Spans: vigil keeps the assembled turn, not the spans it was made of, so no span '
-            "tree is drawn.</p></section>")
+            f'<h3>Spans</h3>{_waterfall(span.get("span_tree") or [])}</section>')
     if not turn["spans"]:
         parts.append("<section><p>not in the traces table (scored or dead-lettered only)</p></section>")
     scores = "".join(_score(s) for s in turn["scores"]) or '<p class="muted">no monitor scored it</p>'

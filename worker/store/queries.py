@@ -759,14 +759,14 @@ TURN_QUERIES: dict[str, Query] = {
         Query("turn", "The turn's spans", "table", """
 SELECT trace_id, span_id, session_id, project, agent, environment, started_at, ended_at, system, input_json,
        question, output, contexts_json, reference, tool_calls_json, model, prompt_tokens, completion_tokens, tags,
-       metadata, truncated
+       metadata, truncated, spans_json
 FROM traces FINAL
 WHERE startsWith(trace_id, {trace_id:String})
 ORDER BY started_at, span_id
 LIMIT 20""",
               ("trace_id", "span_id", "session_id", "project", "agent", "environment", "started_at", "ended_at",
                "system", "input_json", "question", "output", "contexts_json", "reference", "tool_calls_json",
-               "model", "prompt_tokens", "completion_tokens", "tags", "metadata", "truncated")),
+               "model", "prompt_tokens", "completion_tokens", "tags", "metadata", "truncated", "spans_json")),
         Query("scores", "Every score of the turn", "table", """
 SELECT trace_id, span_id, monitor, scorer, scorer_version, status, score, scale, pass_line, label, reason, steps_json,
        details_json, error_type, judge, judge_model, judge_calls, prompt_tokens, completion_tokens, cost_usd,
