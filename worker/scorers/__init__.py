@@ -26,6 +26,7 @@ SCORERS: dict[str, str | type[Scorer]] = {
     "prompt_alignment": "vigil.worker.scorers.prompt_alignment:PromptAlignment",
     "rag_correctness": "vigil.worker.scorers.rag_correctness:RagCorrectness",
     "multi_turn": "vigil.worker.scorers.multi_turn:MultiTurn",
+    "trajectory": "vigil.worker.scorers.trajectory:Trajectory",
 }
 
 
