@@ -224,7 +224,8 @@ class Monitor:
         counted as dropped (``bad_argument``) and logged with the field they concern.
         """
         try:
-            item = Feedback(trace_id=trace_id, name=name, value=value, comment=comment, source=source,
+            item = Feedback(project=self._defaults["project"], trace_id=trace_id, name=name, value=value,
+                            comment=comment, source=source,
                             author=author, scale=scale, created_at=created_at or datetime.now(UTC))
         except ValidationError as exc:
             self._drop_now(DropReason.BAD_ARGUMENT, f"feedback() {problems(exc)}")

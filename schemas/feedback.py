@@ -45,10 +45,11 @@ MAX_COMMENT_CHARS = 4_000
 REVIEW_QUEUES = ("random", "lowest", "flagged", "alerts")
 
 
-def feedback_id(trace_id: str, name: str, source: str, author: str, monitor: str = "") -> str:
-    """Deterministic: the same person's feedback of the same name on the same trace (and monitor) replaces, never
-    adds. Feedback without a monitor keeps the id it always had."""
-    key = "\x1f".join(["feedback", trace_id, name, source, author, *([monitor] if monitor else [])])
+def feedback_id(trace_id: str, name: str, source: str, author: str, monitor: str = "", project: str = "") -> str:
+    """Deterministic: the same person's feedback of the same name on the same trace (and monitor, and project)
+    replaces, never adds. Feedback without a monitor or a project keeps the id it always had."""
+    key = "\x1f".join(["feedback", trace_id, name, source, author, *([monitor] if monitor else []),
+                       *([f"project={project}"] if project else [])])
     return hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()[:32]
 
 
@@ -68,6 +69,9 @@ class Feedback(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     feedback_id: str = ""
+    # the trace's project (a trace id is its project's own): pairs only with that project's scores; "" (not said:
+    # older senders, the review page) pairs by the trace id alone
+    project: str = Field(default="", max_length=128)
     trace_id: str = Field(min_length=1, max_length=128)
     name: str = Field(min_length=1, max_length=128)  # what was asked: "thumbs", "rating", "correct", ...
     scale: float = Field(default=1.0, gt=0)  # before value, so value's check can read it
@@ -108,12 +112,13 @@ class Feedback(BaseModel):
 
     @model_validator(mode="after")
     def _checked(self) -> Feedback:
-        for field in ("trace_id", "name", "comment", "author", "monitor"):
+        for field in ("project", "trace_id", "name", "comment", "author", "monitor"):
             try:
                 getattr(self, field).encode("utf-8")
             except UnicodeEncodeError:
                 raise ValueError(f"{field}: invalid UTF-8") from None
-        self.feedback_id = feedback_id(self.trace_id, self.name, self.source, self.author, self.monitor)
+        self.feedback_id = feedback_id(self.trace_id, self.name, self.source, self.author, self.monitor,
+                                       self.project)
         return self
 
     @property

@@ -8,7 +8,7 @@ LLM call's trace; a victim's span again with another answer (and once as it was)
 victim's ids with another answer (and once as it was). An honest late span that changes nothing a scorer reads comes
 into an agent's trace, and a span over the per-trace span cap into a full trace. A second project (its own key in
 the config's ``projects:``) sends the same trace ids and span ids with its own answers, and a ``/v1/turns`` item
-claiming the default project: its rows are its own and touch nothing of the first's. The worker is stopped and the
+and a feedback item claiming the default project: its rows are its own and touch nothing of the first's. The worker is stopped and the
 rows read back.
 """
 
@@ -155,7 +155,9 @@ def scenario(redis_server, tmp_path_factory):
             export(intake, _span(BARE, rival_run, name="invoke_agent", **_chat("When?", RIVAL_RUN, "invoke_agent")),
                    _span(RESENT, ids[RESENT], name="chat", **_chat("How long do refunds take?", RIVAL)),
                    key=RIVAL_KEY)
-            _post(f"{intake.url}/v1/turns", [{**turn, "project": "default", "output": RIVAL}], key=RIVAL_KEY)
+            _post(f"{intake.url}/v1/turns", [{**turn, "project": "default", "output": RIVAL},
+                                              {"feedback": {"project": "default", "trace_id": TURNS_TRACE,
+                                                            "name": "thumbs", "value": 0}}], key=RIVAL_KEY)
             refused = [status(intake, key) for key in (EXPIRED_KEY, "no-such-key")]
             settled(redis_server.url, worker)
             after = {trace: calls(judge, answer) for trace, answer in ANSWERS.items()}
@@ -281,6 +283,8 @@ def test_a_second_project_keeps_its_own_rows_under_the_same_trace_ids_and_touche
     assert stored(scenario, TURNS_TRACE, "rival") == [{"span_id": ids[TURNS_TRACE], "output": RIVAL}]  # not "default"
     assert stored(scenario, BARE, "rival") == [{"span_id": scenario["rival_run"], "output": RIVAL_RUN}]
     assert scores(scenario, RESENT, "rival") == [ids[RESENT]]
+    assert rows(scenario["store"], "SELECT project FROM feedback FINAL WHERE trace_id = {t:String}",
+                t=TURNS_TRACE) == [{"project": "rival"}]  # its feedback is its own too, whatever it claimed
     for trace in (BARE, RESENT, TURNS_TRACE):
         assert stages(scenario, trace, "conflict", "rival") == 0
         assert stages(scenario, trace, "superseded", "rival") == stages(scenario, trace, "superseded") == 0

@@ -37,7 +37,6 @@ from aiohttp import web
 from aiohttp.web_protocol import RequestPayloadError
 from vigil.schemas.broker import INGEST_TASK, SPANS_TASK, MessageTooLarge
 from vigil.schemas.feedback import is_feedback
-from vigil.worker.serving.keys import KeyRing
 from vigil.worker.intake.otlp import (
     UndecodableBody,
     decode_logs,
@@ -56,6 +55,7 @@ from vigil.worker.serving import (
     UnsupportedEncoding,
 )
 from vigil.worker.serving.aio import read_body, refusal, too_large
+from vigil.worker.serving.keys import KeyRing
 from vigil.worker.settings import get_settings
 
 __all__ = ["make_app", "run"]
@@ -263,12 +263,19 @@ async def turns(request: web.Request) -> web.Response:
                       f"({settings.max_turns}); send fewer at once", request)
     request[_ACCEPTED] = len(batch)
     if request.get(_PROJECT):  # the key's project, never the one a turn claims
-        batch = [item if is_feedback(item) else {**item, "project": request[_PROJECT]} for item in batch]
+        batch = [_owned(item, request[_PROJECT]) for item in batch]
     if batch:
         refused = await _publish(request, INGEST_TASK, batch, "turns")
         if refused is not None:
             return refused
     return web.json_response({"accepted": len(batch)})
+
+
+def _owned(item: dict, project: str) -> dict:
+    """A ``/v1/turns`` item as its key's project's: a turn's ``project``, or a feedback item's."""
+    if not is_feedback(item):
+        return {**item, "project": project}
+    return {"feedback": {**item["feedback"], "project": project}} if isinstance(item["feedback"], dict) else item
 
 
 async def healthz(request: web.Request) -> web.Response:

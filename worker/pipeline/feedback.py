@@ -212,7 +212,8 @@ def _stored_turns(trace_id: str) -> list[Turn] | None:
     if writer is None:
         return None
     with writer.lock:
-        result = writer.store.query(TRACE_ROWS.sql, parameters={"trace_id": trace_id})
+        result = writer.store.query(TRACE_ROWS.sql, parameters={"trace_id": trace_id})  # every project's: the
+    # rescore is asked by trace id (a project's feedback may cost another's turn of that id a rescore, never a row)
     return [turn_from_row(dict(zip(TRACE_ROWS.columns, row, strict=True))) for row in result.result_rows]
 
 

@@ -111,7 +111,7 @@ def _wilson(k: str, n: str, sign: str) -> str:
 
 
 _FEEDBACK_SIDES = """
-    SELECT trace_id, monitor, value, scale
+    SELECT project, trace_id, monitor, value, scale
     FROM feedback FINAL"""
 # Each side read at its pass line (``schemas.pass_line``): the judge's score at the row's own line, the person's
 # value at the line of what it judges (a reviewer's label: the monitor's line; feedback on the whole turn: 0.5).
@@ -119,7 +119,8 @@ _JUDGE_POSITIVE = sql_passes("score", "scale", "pass_line")
 _HUMAN_POSITIVE = sql_passes("f.value", "f.scale", sql_human_line("f.monitor", "s.pass_line"))
 # Feedback on the whole turn (monitor '') pairs with every monitor's score; a reviewer's label of one monitor's
 # verdict (``vigil review``) only with that monitor's.
-_FEEDBACK_PAIRS = "f.trace_id = s.trace_id\nWHERE f.monitor IN ('', s.monitor)"
+# Feedback that names its project pairs only with that project's scores (trace ids are a project's own).
+_FEEDBACK_PAIRS = "f.trace_id = s.trace_id\nWHERE f.monitor IN ('', s.monitor) AND f.project IN ('', s.project)"
 
 _PANEL_LIST = [
     Query(
