@@ -44,14 +44,8 @@ NOT_YET: dict[str, str] = {
     "dspy/error": "4: a turn whose question is '[[ ## question ## ]]\\nWhat is the status of order A-1001?\\n\\n[[ ## trajec' is no run of the manifest",
     "dspy/fail": "4: a turn whose question is '[[ ## question ## ]]\\nWhat is the status of order A-1001?\\n\\n[[ ## trajec' is no run of the manifest",
     "dspy/tool": "6: a turn whose question is '[[ ## question ## ]]\\nWhat is the status of order A-1001?\\n\\n[[ ## trajec' is no run of the manifest",
-    "google_adk/multi": "4: 'What is the status of order A-1001?': lookup_order result '{\"result\": \"{\\\\\"order_id\\\\\": \\\\\"A-1001\\\\\", \\\\\"status\\\\\": \\\\\"shi...",
     "google_adk/parallel": "2: 'What is the status of order A-1001?': tool calls ['[\"(merged tools)\", {}]', '[\"lookup_order\", {\"order_id\": \"A-1001\"}]', '[\"lookup_order\"...",
-    "google_adk/tool": "3: 'What is the status of order A-1001?': lookup_order result '{\"result\": \"{\\\\\"order_id\\\\\": \\\\\"A-1001\\\\\", \\\\\"status\\\\\": \\\\\"shi...",
-    "mastra/error": "4: a turn whose question is '' is no run of the manifest",
-    "mastra/fail": "4: a turn whose question is '' is no run of the manifest",
-    "mastra/multi": "8: a turn whose question is '' is no run of the manifest",
-    "mastra/stream": "4: a turn whose question is '' is no run of the manifest",
-    "mastra/tool": "6: a turn whose question is '' is no run of the manifest",
+    "mastra/fail": "3: 0 turns, the manifest has 2: seen questions []",
     "smolagents/fail": "4: a turn whose question is 'New task:\\nWhat is the status of order A-1001?' is no run of the manifest",
 }
 
