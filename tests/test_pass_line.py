@@ -169,3 +169,21 @@ def test_kappa_reads_the_judges_verdict_at_the_monitors_line():
     at_line = agreement(items, pass_line=LINE)
 
     assert (at_line.cohen_kappa.value, at_line.binary_accuracy.value, at_line.kappa_threshold) == (1.0, 1.0, 0.75)
+
+
+def test_config_check_says_a_bad_pass_at_in_one_line_naming_the_monitor(tmp_path):
+    from click.testing import CliRunner
+    from vigil.worker.cli import main
+
+    path = tmp_path / "vigil.yaml"
+    path.write_text("judges: [{name: j, kind: baseline}]\nscorers:\n"
+                    "  - {name: helpful, kind: llm_judge, prompt: 'Rate {{ answer }}', "
+                    "output: {type: numeric, min: 1, max: 5}}\n"
+                    "monitors: [{name: m, scorer: helpful, judge: j, pass_at: 6}]\n")
+
+    result = CliRunner().invoke(main, ["config", "check", str(path)])
+
+    assert result.exit_code == 1 and "Traceback" not in result.output
+    assert result.output.strip().splitlines() == [
+        f"vigil: error: {path}: monitors[0].pass_at: 6 is off the scale: give a number above 1 (everything would "
+        "pass) and at most 5"]

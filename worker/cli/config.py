@@ -43,9 +43,11 @@ _KIND_TAGS = ("llm_judge", "regex", "contains", "length", "json_schema", "python
 
 
 def _validation(prefix: str, exc: ValidationError, data: dict | None = None) -> list[str]:
+    """One line per error, each naming its field; a check across the whole config names its field itself
+    (``monitors[0].pass_at: ...``), so it is said as it is."""
     return [_scorer_error(error, data) if error["loc"][:1] == ("scorers",) and len(error["loc"]) > 1 else
-            f"{prefix}{'.' if prefix and error['loc'] else ''}{_where(error['loc']) if error['loc'] else ''}: "
-            f"{error['msg']}" for error in exc.errors()]
+            f"{prefix}{'.' if prefix and error['loc'] else ''}{_where(error['loc'])}: {error['msg']}"
+            if error["loc"] or prefix else error["msg"].removeprefix("Value error, ") for error in exc.errors()]
 
 
 def _scorer_error(error: dict, data: dict | None) -> str:
