@@ -1,4 +1,4 @@
--- vigil 0033: feedback names its trace's project (a trace id is its project's own: the same id in two projects is two
+-- vigil 0034: feedback names its trace's project (a trace id is its project's own: the same id in two projects is two
 -- traces), so agreement pairs a score with feedback of its own project. '' (earlier rows, senders that do not say)
 -- pairs by the trace id alone, as before.
 
