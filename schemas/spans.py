@@ -179,10 +179,12 @@ def assemble(spans: Iterable[SpanRecord]) -> list[dict[str, Any]]:
     return assembly(spans).turns
 
 
-def assembly(spans: Iterable[SpanRecord]) -> Assembly:
+def assembly(spans: Iterable[SpanRecord], *, explain: bool = False) -> Assembly:
     """The turns and the unanswered steps in one trace's spans (a span id seen twice counts once: the last copy
-    wins). Log records (``log_record``) are attached to their spans first (``attach_logs``)."""
+    wins). Log records (``log_record``) are attached to their spans first (``attach_logs``). ``explain``: also say
+    where each turn's parts were read (``Assembly.read``, for ``vigil explain-trace``)."""
     trace = _Trace(spans)
+    trace.explain = explain
     out = Assembly()
     for group in trace.groups(out.steps):
         out.used.update([group.root["span_id"], *(m["span_id"] for m in group.members)])
@@ -281,6 +283,7 @@ class _Trace:
             self.kinds[span_id] = found
         self._io: dict[str, tuple[conventions.Io, dict[str, str]]] = {}
         self.read: dict[str, dict[str, str]] = {}
+        self.explain = False
         self._identity: dict[str, dict[str, Any]] = {}
         self._has_llm: dict[str, bool] | None = None
 
@@ -529,11 +532,13 @@ class _Trace:
             turn["tool_calls"] = tools
         turn["metadata"] = metadata
         turn["spans"] = self._skeleton(everyone)
-        self.read[root["span_id"]] = {
-            "question": self._where(root if root_in else asked_in, "inputs"),
-            "answer": self._where(root if root_out else last_answer, "outputs"),
-            "tool calls": "tool spans" if any(self.kind(m) == "tool" for m in members) else "the LLM calls' tool calls",
-            "usage": "summed over the LLM calls, else the root's stated totals"}
+        if self.explain:
+            self.read[root["span_id"]] = {
+                "question": self._where(root if root_in else asked_in, "inputs"),
+                "answer": self._where(root if root_out else last_answer, "outputs"),
+                "tool calls": ("tool spans" if any(self.kind(m) == "tool" for m in members)
+                               else "the LLM calls' tool calls"),
+                "usage": "summed over the LLM calls, else the root's stated totals"}
         return turn
 
     def _skeleton(self, everyone: list[SpanRecord]) -> list[dict[str, Any]]:
@@ -630,6 +635,12 @@ class _Trace:
         """The tool spans' calls in start order (no tool above them, no final-answer tool), their ids paired with
         the LLM's tool calls; else the calls the LLM calls asked for (and the conversation holds since its last user
         message), with the results the tool messages give them."""
+        tool_ids = {s["span_id"] for s in members if self.kind(s) == "tool"}
+        spans = [conventions.tool(s) for s in members
+                 if s["span_id"] in tool_ids and not self._has_ancestor_in(s, tool_ids)]
+        spans = [call for call in spans if not conventions.is_final_tool(call["name"])]
+        if spans and all(call.get("id") for call in spans):
+            return spans
         asked: list[dict[str, Any]] = []
         last_user = max((i for i, m in enumerate(conversation) if m["role"] == "user"), default=-1)
         for message in conversation[last_user + 1:]:
@@ -637,10 +648,6 @@ class _Trace:
         for llm in llms:
             for message in self.io(llm)[1]:
                 asked.extend(dict(call) for call in message["tool_calls"])
-        tool_ids = {s["span_id"] for s in members if self.kind(s) == "tool"}
-        spans = [conventions.tool(s) for s in members
-                 if s["span_id"] in tool_ids and not self._has_ancestor_in(s, tool_ids)]
-        spans = [call for call in spans if not conventions.is_final_tool(call["name"])]
         if spans:
             return _paired(spans, asked)
         results = {m["tool_call_id"]: conventions.result_text(m["content"]) for llm in llms for m in self.io(llm)[0]

@@ -101,11 +101,10 @@ def io_sources(span: Mapping[str, Any]) -> tuple[Io, dict[str, str]]:
 
 def usage(attrs: Mapping[str, Any]) -> tuple[Any, Any]:
     """(input tokens, output tokens) one LLM call states, whichever convention wrote them (``None`` when silent)."""
-    for prompt, completion in (*_USAGE_KEYS, vercel.usage(attrs)):
-        found = (attrs.get(prompt), attrs.get(completion)) if isinstance(prompt, str) else (prompt, completion)
-        if found != (None, None):
-            return found
-    return None, None
+    for prompt, completion in _USAGE_KEYS:
+        if prompt in attrs or completion in attrs:
+            return attrs.get(prompt), attrs.get(completion)
+    return vercel.usage(attrs)
 
 
 def stated_usage(attrs: Mapping[str, Any]) -> tuple[Any, Any]:

@@ -129,10 +129,16 @@ def _unpacked(raw: dict[str, Any]) -> dict[str, Any]:
     return raw
 
 
+_PACKAGING = ('"data"', '"kwargs"', '"blocks"', '"result"', '"output"', '"content"')
+
+
 def result_text(value: Any) -> str:
     """A tool's result as text: a serialized tool message is its content, content blocks their text, a one-key
     envelope (``{"result": "..."}``) what it holds; a Python literal of a list or object
     (how some instrumentations print what a tool returned) is written as JSON."""
+    if isinstance(value, str) and not (value[:2] in ("[{", "{'", "['") or (
+            value[:1] == "{" and any(mark in value[:300] for mark in _PACKAGING))):
+        return value  # plain text, or JSON that is the result itself
     parsed = json_value(value)
     if isinstance(parsed, dict):
         unpacked = _unpacked(parsed)

@@ -103,7 +103,7 @@ def explain_lines(trace_id: str, spans: list[dict[str, Any]]) -> list[str]:
             walk(span["span_id"], depth + 1)
 
     walk(None, 0)
-    result = assembly(spans)
+    result = assembly(spans, explain=True)
     for turn in result.turns:
         lines.append(f"turn {turn['span_id']}: the run is this span: {result.why.get(turn['span_id'], '')}")
         read = result.read.get(turn["span_id"], {})
