@@ -62,7 +62,7 @@ def test_the_worker_alone_runs_the_regression_check_and_fires_the_alert_to_the_w
         _wait_for_webhook(worker, bodies)
     finally:
         assert worker.stop() == 0
-    assert "FIRING regression `relevancy-drop`" in bodies[0]["text"]
+    assert bodies[0]["text"].startswith(":rotating_light: [vigil] FIRING: relevancy")
 
 
 def test_one_check_claims_each_interval_whoever_asks(redis_url):

@@ -493,10 +493,9 @@ from vigil.worker.review.service import LabelRequest, _direct
 from vigil.worker.store import connect
 client = connect(sys.argv[1])
 service = _direct(client, "ana", None)
-rows = client.query("SELECT DISTINCT trace_id FROM scores FINAL WHERE monitor = 'answer_relevancy' "
-                    "AND status = 'scored' ORDER BY trace_id LIMIT 4").result_rows
-for n, (trace_id,) in enumerate(rows):
-    service.label(LabelRequest(trace_id=trace_id, monitor="answer_relevancy",
+for n in range(4):  # as the page does: lease the next turn, then label it
+    item = service.next_item("answer_relevancy", "random", "ana")
+    service.label(LabelRequest(trace_id=item["trace_id"], monitor="answer_relevancy", reviewer="ana",
                                action="judge-right" if n % 2 else "judge-wrong"))
 client.close()
 """
@@ -517,8 +516,9 @@ def _before(command: str, stack: Stack) -> None:
         _recorded_spans_in_redis(stack)
     if command.startswith("vigil review export"):
         home = stack.env["VIGIL_HOME"]
-        subprocess.run([sys.executable, "-c", _LABEL, f"chdb://{home}/chdb"], check=True, env=stack.env,
-                       capture_output=True, timeout=120)
+        run = subprocess.run([sys.executable, "-c", _LABEL, f"chdb://{home}/chdb"], env=stack.env,
+                             capture_output=True, text=True, timeout=120, check=False)
+        assert run.returncode == 0, run.stderr[-3000:]
 
 
 def _recorded_spans_in_redis(stack: Stack) -> None:
