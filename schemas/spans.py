@@ -330,9 +330,10 @@ class _Trace:
                     self._has_llm[c["span_id"]] for c in self.children.get(node["span_id"], []))
         return self._has_llm.get(span["span_id"], False)
 
-    def topmost(self, wanted) -> list[SpanRecord]:
-        """The spans ``wanted(span)`` holds for with no such span above them (walked from the trace's top)."""
-        found, stack = [], list(self.children.get(None, []))
+    def topmost(self, wanted, under: str | None = None) -> list[SpanRecord]:
+        """The spans ``wanted(span)`` holds for with no such span above them, walked from the trace's top (or from
+        below the span ``under``)."""
+        found, stack = [], list(self.children.get(under, []))
         while stack:
             span = stack.pop()
             if wanted(span):
@@ -383,7 +384,8 @@ class _Trace:
     def _runs(self, root: SpanRecord, container: SpanRecord | None = None) -> list[_Group]:
         """``root`` as one run, or, when it is a container (several runs under it answering different words and no
         LLM call of its own), each of its runs."""
-        inner = self.topmost_under(root, lambda s: self.kind(s) == "agent" and self.has_llm(s))
+        inner = sorted(self.topmost(lambda s: self.kind(s) == "agent" and self.has_llm(s), under=root["span_id"]),
+                       key=lambda s: (s["start"], s["end"]))
         if len(inner) >= 2 and not self._calls_llm_itself(root, inner):
             questions = [self.question_of(run) for run in inner]
             if len(set(questions)) == len(inner):
@@ -407,16 +409,6 @@ class _Trace:
                 return users[-1]
         return run["span_id"]  # no words to compare: a run of its own
 
-    def topmost_under(self, span: SpanRecord, wanted) -> list[SpanRecord]:
-        """The spans strictly below ``span`` that ``wanted`` holds for, with no such span between."""
-        found, stack = [], list(self.children.get(span["span_id"], []))
-        while stack:
-            node = stack.pop()
-            if wanted(node):
-                found.append(node)
-                continue
-            stack.extend(self.children.get(node["span_id"], []))
-        return sorted(found, key=lambda s: (s["start"], s["end"]))
 
     def why_no_turn(self) -> str:
         """Why this trace's spans made no turn, in words for a log line."""
