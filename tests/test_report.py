@@ -55,8 +55,9 @@ def test_the_worst_turns_come_lowest_first_with_reasons_questions_and_trace_ids(
     assert all(w.reason and w.trace_id and w.question for w in worst)
 
 
-def test_the_worst_turns_list_only_turns_below_the_top_of_the_scale(store):
-    """A monitor whose turns all pass (a tool policy: 1.00 "all rules hold") has no worst turns to show."""
+def test_the_worst_turns_list_only_turns_that_fail_their_pass_line(store):
+    """A monitor whose turns all pass (a tool policy: 1.00 "all rules hold") has no worst turns to show; a turn at
+    0.7 passes the default line (0.5) and is not among them either."""
     insert_scores(store, [score_row(at=NOW - timedelta(minutes=i), score=1.0, monitor="policy", seq=i,
                                     reason="all 4 rules hold") for i in range(5)]
                   + [score_row(at=NOW - timedelta(minutes=i), score=score, seq=100 + i)
@@ -64,7 +65,7 @@ def test_the_worst_turns_list_only_turns_below_the_top_of_the_scale(store):
 
     worst = build_report(store, now=NOW).worst_turns
 
-    assert [(w.monitor, w.score) for w in worst] == [("relevancy", 0.2), ("relevancy", 0.7)]
+    assert [(w.monitor, w.score) for w in worst] == [("relevancy", 0.2)]
 
 
 def test_a_monitor_scored_by_the_baseline_heuristic_says_so_next_to_its_numbers(store):

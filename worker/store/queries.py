@@ -449,12 +449,12 @@ ORDER BY judge""",
         "A judge whose latest call was refused (401/402/403/404), or a firing judge_paused alert.",
     ),
     Query(
-        "worst_turns", "Worst recent turns per monitor (below the top of the scale): question, answer, reason", "table",
+        "worst_turns", "Worst recent turns per monitor (failing its pass line): question, answer, reason", "table",
         f"""
 WITH worst AS (
     SELECT trace_time, project, agent, monitor, scorer_version, {_SCORE} AS score_norm, label, reason, trace_id
     FROM scores FINAL
-    WHERE status = 'scored' AND score IS NOT NULL AND {_SCORE} < 1 AND $__timeFilter(trace_time)
+    WHERE status = 'scored' AND score IS NOT NULL AND NOT {_JUDGE_POSITIVE} AND $__timeFilter(trace_time)
       AND {_vars("project", "agent", "monitor")}
     ORDER BY score_norm ASC, trace_time DESC
     LIMIT 5 BY monitor
