@@ -54,7 +54,9 @@ says why a trace made none, for the funnel and the log line.
 
 **A failed run is a turn.** A run that ends in error without an answer (its root failed, or a span in it did and no
 call answered) is a turn with no output, ``metadata["vigil.run"] = "failed"`` and the error's text in
-``metadata["vigil.error"]``: the worker records it, counts it per agent and never scores it.
+``metadata["vigil.error"]`` (the root's error, followed by the last error under it when that says more): the worker
+records it, counts it per agent and never scores it. A failed root's own output when no LLM call answered is no
+answer (Agno ends a run whose model failed with the error's text as its output).
 
 A turn whose LLM calls carry no text at all (content capture off) is still a turn, marked
 ``metadata["vigil.content"] = "missing"`` with the setting that turns it on (``vigil.content_setting``): the worker
@@ -465,6 +467,8 @@ class _Trace:
         root_in, root_out, root_system = self.io(root) if self.kind(root) != "llm" else ([], [], "")
         if not self._words_of(root_in, llms):
             root_in = []  # not evidence of the user's words: the LLM calls say what was asked
+        if last_answer is None and llms and root_out and conventions.error(root) is not None:
+            root_out = []  # a failed root's output when no LLM call answered is its error's text, not an answer
         failure = None
         if last_answer is None and not root_out:
             failure = self._failure(root, members)
@@ -575,10 +579,10 @@ class _Trace:
         """Why a run with no answer failed: its root's error, else the last error among its spans; ``None`` when
         nothing failed (its answer has not arrived)."""
         said = conventions.error(root)
-        if said is not None:
-            return said
         errors = [e for e in map(conventions.error, reversed(members)) if e is not None]
-        return errors[0] if errors else None
+        if said is not None and errors and errors[0] not in said:
+            return f"{said}: {errors[0]}"  # the root says the run failed, the span under it why (Agno)
+        return said if said is not None else (errors[0] if errors else None)
 
     def _usage(self, root: SpanRecord, llms: list[SpanRecord]) -> dict[str, int]:
         """The run's tokens: summed over its LLM calls (those with no LLM call above them), else the root's stated

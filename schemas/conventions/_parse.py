@@ -79,6 +79,7 @@ def message(raw: Any, default_role: str) -> Msg:
     texts, calls, results = [], [], []
     call_id = raw.get("tool_call_id") or raw.get("toolCallId")
     content = raw.get("content", raw.get("text"))  # a result object may hold its text as ``text``
+    content = _blocks(content)
     if isinstance(content, str):
         texts.append(content)
     for part in raw.get("parts") or (content if isinstance(content, list) else []):
@@ -87,17 +88,20 @@ def message(raw: Any, default_role: str) -> Msg:
                 texts.append(part)
             continue
         kind = part.get("type")
+        if len(part) == 1 and isinstance(part.get("toolUse", part.get("toolResult")), dict):  # a keyed block
+            kind, part = ("tool_use" if "toolUse" in part else "tool_result"), next(iter(part.values()))
         if kind == "text":  # the common case first
             texts.append(text(part.get("content", part.get("text"))))
         elif kind in _CALL_PARTS or isinstance(part.get("function_call"), dict):
             body = part.get("function_call") if isinstance(part.get("function_call"), dict) else part
             calls.append(tool_call(body.get("name") or body.get("toolName"),
                                    _first(body, "arguments", "input", "args"),
-                                   body.get("id") or body.get("toolCallId")))
+                                   body.get("id") or body.get("toolCallId") or body.get("toolUseId")))
         elif kind in _RESULT_PARTS or isinstance(part.get("function_response"), dict):
             body = part.get("function_response") if isinstance(part.get("function_response"), dict) else part
-            results.append(text(_unwrap(_first(body, "response", "result", "output", "content"))))
-            call_id = call_id or body.get("id") or body.get("toolCallId") or body.get("tool_use_id")
+            results.append(text(_unwrap(_block_text(_first(body, "response", "result", "output", "content")))))
+            call_id = (call_id or body.get("id") or body.get("toolCallId") or body.get("tool_use_id")
+                       or body.get("toolUseId"))
         elif "content" in part or "text" in part:
             texts.append(text(part.get("content", part.get("text"))))
     openai_calls = json_value(raw.get("tool_calls"))
@@ -158,6 +162,24 @@ def result_text(value: Any) -> str:
         if isinstance(literal, (list, dict)):
             return json.dumps(literal, ensure_ascii=False, default=str)
     return text(value if isinstance(value, str) else parsed)
+
+
+def _blocks(content: Any) -> Any:
+    """Content sent as JSON text of a list of content blocks (Strands' span events: ``[{"text": ...}]``, Bedrock's
+    ``{"toolUse": ...}`` / ``{"toolResult": ...}``) is that list: **a message's content is read as parts whether it
+    travels as a list or as the JSON text of one**; any other text stays the text it is."""
+    if isinstance(content, str) and content[:2] == "[{":
+        parsed = json_value(content)
+        if isinstance(parsed, list) and parsed and all(isinstance(p, dict) for p in parsed):
+            return parsed
+    return content
+
+
+def _block_text(value: Any) -> Any:
+    """A tool result given as a list of text blocks is their text."""
+    if isinstance(value, list) and value and all(isinstance(p, dict) and set(p) == {"text"} for p in value):
+        return "\n".join(text(p["text"]) for p in value)
+    return value
 
 
 def _unwrap(value: Any) -> Any:

@@ -8,7 +8,8 @@
 | messages, as events | span events or log records ``gen_ai.system.message``, ``gen_ai.user.message``, ``gen_ai.assistant.message`` (``tool_calls``), ``gen_ai.tool.message`` (``id``), ``gen_ai.choice``; ``gen_ai.content.prompt`` / ``gen_ai.content.completion``; ``gen_ai.client.inference.operation.details`` (attached by ``schemas.spans.attach_logs``) |
 | messages, oldest | ``gen_ai.prompt`` / ``gen_ai.completion`` (JSON messages, or indexed ``.N.role`` / ``.N.content`` / ``.N.tool_calls.K.*``) |
 | contexts | ``gen_ai.retrieval.documents`` (JSON: ``content`` / ``text``, ``id``, ``score``) |
-| a tool span | ``gen_ai.tool.name``, ``gen_ai.tool.call.id``, ``gen_ai.tool.call.arguments``, ``gen_ai.tool.call.result``; its error from the span status and ``error.type`` |
+| a tool span | ``gen_ai.tool.name``, ``gen_ai.tool.call.id``, ``gen_ai.tool.call.arguments``, ``gen_ai.tool.call.result``, or as the older events on the span: ``gen_ai.tool.message`` (``content`` = the arguments) and ``gen_ai.choice`` (``message`` = the result); its error from the span status and ``error.type`` |
+| content blocks | a message's ``content`` (or a choice's ``message``) as the JSON text of a list of blocks (``[{"text": ...}]``, ``{"toolUse": ...}``, ``{"toolResult": ...}``) is read as those parts; a choice's ``message`` as plain text is the message's text (Strands Agents' default spans) |
 | who | agent ``gen_ai.agent.name``; session ``gen_ai.conversation.id`` |
 | content off | ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT`` unset (the default) |
 """
@@ -86,9 +87,16 @@ def tool(span: Mapping[str, Any]) -> dict[str, Any] | None:
     name = attrs.get("gen_ai.tool.name")
     if name is None and "gen_ai.tool.call.arguments" not in attrs and "gen_ai.tool.call.result" not in attrs:
         return None
-    call = tool_call(name or span["name"], attrs.get("gen_ai.tool.call.arguments"), attrs.get("gen_ai.tool.call.id"))
-    if attrs.get("gen_ai.tool.call.result") is not None:
-        call["result"] = result_text(attrs["gen_ai.tool.call.result"])
+    arguments, result = attrs.get("gen_ai.tool.call.arguments"), attrs.get("gen_ai.tool.call.result")
+    for event in span.get("events") or ():  # the call as the older events on its span (Strands)
+        event_attrs = event.get("attributes") or {}
+        if event["name"] == "gen_ai.tool.message" and arguments is None:
+            arguments = event_attrs.get("content")
+        elif event["name"] == "gen_ai.choice" and result is None and event_attrs.get("message") is not None:
+            result = message({"content": json_value(event_attrs["message"])}, "tool")["content"]
+    call = tool_call(name or span["name"], arguments, attrs.get("gen_ai.tool.call.id"))
+    if result is not None:
+        call["result"] = result_text(result)
     return call
 
 
@@ -136,6 +144,8 @@ def _event_messages(events: Iterable[Mapping[str, Any]]) -> tuple[list[Msg], lis
             inputs.append(message(raw, INPUT_EVENTS[name]))
         elif name == "gen_ai.choice":
             raw = json_value(attrs.get("message", body.get("message")))
+            if isinstance(raw, (list, str)) and raw != "":  # its content blocks, or its plain text (Strands)
+                raw = {"content": raw}
             if not isinstance(raw, dict):
                 raw = {"content": attrs.get("content", body.get("content", ""))}
             if not raw.get("tool_calls") and attrs.get("tool_calls", body.get("tool_calls")):
