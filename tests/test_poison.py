@@ -37,7 +37,7 @@ POISON_BODIES = {
     "a string": (b'"abcd"', "body must be [args, kwargs, embed], got str"),
     "args not a list": (b'[5, {}, {}]', "body: args must be a list, got int"),
     "kwargs not an object": (b'[[], [], {}]', "body: kwargs must be an object, got list"),
-    "too many arguments": (b'[[[], [], []], {}, {}]', "arguments: too many positional arguments"),
+    "too many arguments": (b'[[[], [], [], []], {}, {}]', "arguments: too many positional arguments"),
     "no arguments": (b'[[], {}, {}]', "arguments: missing a required argument: 'batch'"),
     "an unknown keyword": (b'[[[]], {"evil": 1}, {}]', "arguments: got an unexpected keyword argument 'evil'"),
     "not JSON": (b"{not json", "body does not decode: Expecting property name"),
@@ -118,7 +118,7 @@ def test_items_that_are_not_kombu_envelopes_are_dead_lettered_on_every_queue_the
 
 def test_a_score_message_with_the_wrong_arguments_is_dead_lettered_naming_them(redis_url, worker):
     client = redis.Redis.from_url(redis_url)
-    client.lpush(SCORE_QUEUE, celery_envelope(b'[[1, 2, 3, 4, 5], {}, {}]', task="vigil.score", queue=SCORE_QUEUE))
+    client.lpush(SCORE_QUEUE, celery_envelope(b'[[1, 2, 3, 4, 5, 6], {}, {}]', task="vigil.score", queue=SCORE_QUEUE))
     worker.start()
     wait_drained(redis_url, worker)
     assert worker.stop() == 0
