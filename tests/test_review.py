@@ -672,3 +672,36 @@ def test_a_reviewers_projects_are_projects_of_the_config():
     with pytest.raises(ValidationError, match="reviewers\\[0\\].projects: unknown project 'bank'"):
         VigilConfig.model_validate({"projects": [{"name": "shop"}], "reviewers": [reviewer]})
     assert VigilConfig.model_validate({"reviewers": [reviewer]}).reviewers[0].projects == ["shop", "bank"]
+
+
+def test_report_serve_asks_the_configs_reviewers_for_their_tokens_on_loopback_too(store, leases):
+    """With `reviewers:` configured, `vigil report --serve`'s /review/ is guarded as `vigil review` guards it: no
+    request without a reviewer's token, and a label is the token's reviewer's."""
+    import hashlib
+    import threading
+
+    from vigil.schemas.config import ReviewerConfig
+    from vigil.worker.report.build import build_report
+    from vigil.worker.report.serve import ReportServer
+
+    (trace,) = seed(store, [0.4])
+    sent = Sent()
+    ana = ReviewerConfig(name="ana", token_sha256=hashlib.sha256(b"ana-token-0123456789").hexdigest())
+    report = ReportServer(lambda: build_report(store, start=None, now=datetime.now(UTC)), port=0,
+                          review=lambda lock: ReviewService(store, leases, sent, reviewer="os-user", lock=lock),
+                          reviewers=(ana,))
+    threading.Thread(target=report.serve_forever, daemon=True).start()
+    port = report.server.server_address[1]
+    signed = {"Authorization": "Bearer ana-token-0123456789"}
+    try:
+        anonymous = request(port, "GET", "/review/api/next?monitor=relevancy&queue=random&reviewer=mallory")
+        item = request(port, "GET", "/review/api/next?monitor=relevancy&queue=random", headers=signed)
+        label = request(port, "POST", "/review/api/label",
+                        headers={**signed, "X-Vigil-CSRF": report.review_app().guard.csrf},
+                        body={"trace_id": trace, "monitor": "relevancy", "action": "judge-wrong", "queue": "random"})
+    finally:
+        report.shutdown()
+
+    assert anonymous[0] == 401
+    assert item[0] == 200 and item[1]["item"]["reviewer"] == "ana"
+    assert label[0] == 200 and [f.author for f in sent] == ["ana"]

@@ -30,10 +30,13 @@ __all__ = ["report"]
               help="Seconds between the served page's reloads.")
 @click.option("--reviewer", default=None, show_default="the OS user",
               help="With --serve: the name on labels given on its review page (/review/).")
+@click.option("--config", "config_path", type=click.Path(exists=True, dir_okay=False), envvar="VIGIL_CONFIG",
+              default=None, help="With --serve: the monitor config whose `reviewers:` each sign in to /review/ with a "
+                                 "token of their own, as on `vigil review` (default: VIGIL_CONFIG).")
 @redis_url_option
 def report(dsn: str | None, hours: float | None, monitors: tuple[str, ...], as_json: bool,
            html_path: str | None, serve: bool, port: int, refresh_s: int, reviewer: str | None,
-           redis_url: str) -> None:
+           config_path: str | None, redis_url: str) -> None:
     """Scores per monitor: counts per status, mean score, coverage, the worst turns with reasons.
 
     Reads the store in $VIGIL_HOME (default .vigil), also while `vigil worker` runs, or CLICKHOUSE_DSN.
@@ -62,9 +65,11 @@ def report(dsn: str | None, hours: float | None, monitors: tuple[str, ...], as_j
             return open_service(client, redis_url, reviewer=reviewer or default_reviewer(), lock=lock,
                                 holds_store=holds_store(dsn))
 
+        from vigil.schemas import load_config
         from vigil.worker.report.turn import load_turn
 
-        _serve(build, port, refresh_s, review, lambda trace_id: load_turn(client, trace_id))
+        reviewers = tuple(load_config(config_path).reviewers) if config_path else ()
+        _serve(build, port, refresh_s, review, lambda trace_id: load_turn(client, trace_id), reviewers)
         return
     result = build()
     if as_json:
@@ -75,11 +80,12 @@ def report(dsn: str | None, hours: float | None, monitors: tuple[str, ...], as_j
         click.echo(f"HTML report: {write_html(result, html_path)}", err=as_json)
 
 
-def _serve(build, port: int, refresh_s: int, review, turn) -> None:
+def _serve(build, port: int, refresh_s: int, review, turn, reviewers) -> None:
     from vigil.worker.report.serve import ReportServer
 
     try:
-        server = ReportServer(build, port=port, refresh_s=refresh_s, review=review, turn=turn)
+        server = ReportServer(build, port=port, refresh_s=refresh_s, review=review, turn=turn,
+                              reviewers=reviewers)
     except OSError as exc:
         raise click.ClickException(f"cannot serve on 127.0.0.1:{port}: {exc.strerror} (try --port 0)") from None
     click.echo(f"serving the report on {server.url} (reloads every {refresh_s} s) and the review page on "

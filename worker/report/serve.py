@@ -3,7 +3,8 @@
 ``/`` is the page (it reloads itself every ``refresh_s`` seconds), ``/report.json`` the same report as JSON,
 ``/turn/TRACE_ID`` one turn's page (linked from the worst turns and from each firing alert), and
 ``/review/`` the review page (``vigil.worker.review``) when a ``review`` factory is given (built on first use, so the
-report serves on even when the review page cannot: its paths then answer 503 saying why). It binds
+report serves on even when the review page cannot: its paths then answer 503 saying why), guarded as `vigil review`
+guards it: with ``reviewers`` (the config's) each signs in with their own token, also on loopback. It binds
 127.0.0.1 only: the page shows traces' questions and answers, which are not for the network; and it answers only
 requests whose Host header is a loopback name (``worker.serving``), so a web page cannot read it through a DNS name
 that resolves to 127.0.0.1 (DNS rebinding). At most ``MAX_CONNECTIONS`` connections are open at once.
@@ -19,6 +20,7 @@ from urllib.parse import urlsplit
 from vigil.worker.report.html import render_html
 from vigil.worker.report.model import Report
 from vigil.worker.report.turn import MIN_PREFIX, render_turn
+from vigil.schemas.config import ReviewerConfig
 from vigil.worker.review.guard import Guard
 from vigil.worker.review.service import ReviewService
 from vigil.worker.review.web import ReviewApp
@@ -34,8 +36,10 @@ class ReportServer:
 
     def __init__(self, build: Callable[[], Report], *, port: int = 8765, refresh_s: int = 30,
                  review: Callable[[threading.Lock], ReviewService] | None = None,
-                 turn: Callable[[str], dict[str, Any]] | None = None) -> None:
+                 turn: Callable[[str], dict[str, Any]] | None = None,
+                 reviewers: tuple[ReviewerConfig, ...] = ()) -> None:
         self.build = build
+        self.reviewers = reviewers  # the config's ``reviewers:``: their tokens, as ``vigil review`` asks them
         self.turn = turn
         self.refresh_s = refresh_s
         self.lock = threading.Lock()  # one store query at a time on the shared client
@@ -68,7 +72,9 @@ class ReportServer:
             return None
         with self.lock:
             if self._review_app is None:
-                self._review_app = ReviewApp(self._review(self.lock), Guard())
+                service = self._review(self.lock)
+                self._review_app = ReviewApp(service, Guard.for_binding("127.0.0.1", reviewer=service.reviewer,
+                                                                        reviewers=self.reviewers))
         return self._review_app
 
     def json(self) -> bytes:
