@@ -143,3 +143,18 @@ def test_vigil_report_prints_json_for_machines_and_writes_the_page(chdb_dsn, tmp
     report = Report.model_validate(json.loads(result.stdout))
     assert {m.monitor for m in report.monitors} == {"alignment", "relevancy"}
     assert (tmp_path / "r.html").read_text().startswith("<!doctype html>")
+
+
+def test_the_status_says_what_each_monitor_spent_on_its_judge(seeded):
+    """The seed's 400 judge calls at $0.002 each belong to the relevancy and alignment monitors; the status line
+    names each one's spend beside the total, costliest first (a budget is kept per monitor)."""
+    report = build_report(seeded, now=NOW)
+    spent = seeded.query("SELECT monitor, sum(cost_usd) FROM judge_calls FINAL WHERE NOT cached "
+                         "GROUP BY monitor HAVING sum(cost_usd) > 0").result_rows
+
+    assert report.status.spend_by_monitor == pytest.approx(dict(spent))
+    assert list(report.status.spend_by_monitor.values()) == sorted(report.status.spend_by_monitor.values(),
+                                                                   reverse=True)
+    line = report.status.judges_line()
+    assert all(f"{m} ${usd:.4f}" in line for m, usd in spent)
+    assert "judges: " in _text(report) and line in _text(report)

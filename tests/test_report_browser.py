@@ -106,3 +106,28 @@ def test_a_turn_that_is_not_there_is_a_404_saying_so(served):
     connection.request("GET", "/turn/ffffffffffffffff")
     answer = connection.getresponse()
     assert answer.status == 404 and b"no turn" in answer.read()
+
+
+def test_the_dashboards_worst_turns_link_opens_the_turns_page(served, vigil_demo):
+    """The Grafana worst-turns panel links each trace id to ``${report_url}/turn/<id>``: filled as Grafana fills it,
+    the link answers with that turn's page."""
+    import http.client
+    import json as _json
+
+    from vigil.worker.store.grafana import REPORT_URL, TURN_LINK
+
+    board = _json.loads((Path(__file__).parent.parent / "deploy/grafana/dashboards/vigil.json").read_text())
+    [panel] = [p for p in board["panels"] if p["title"].startswith("Worst recent turns")]
+    [link] = panel["fieldConfig"]["overrides"][0]["properties"][0]["value"]
+    assert link["url"] == TURN_LINK and REPORT_URL in board["templating"]["list"]
+    port = served.server.server_address[1]
+    client = connect(f"chdb://{vigil_demo.home / 'chdb'}")
+    try:
+        trace_id = build_report(client).worst_turns[0].trace_id
+    finally:
+        client.close()
+    url = link["url"].replace("${report_url}", f"http://127.0.0.1:{port}").replace("${__value.raw}", trace_id)
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    connection.request("GET", url.split(f":{port}", 1)[1])
+    answer = connection.getresponse()
+    assert answer.status == 200 and trace_id.encode() in answer.read()

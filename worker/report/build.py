@@ -28,6 +28,7 @@ from vigil.worker.report.model import (
     Point,
     Report,
     ScoreSeries,
+    SpendRow,
     UnscoredReason,
     WorstTurn,
 )
@@ -182,6 +183,7 @@ def build_report(
         queue_lag=[LagPoint(**r) for r in rows("queue_lag")],
         worst_turns=[WorstTurn(**r) for r in rows("worst_turns")],
         judges=[JudgeSummary(**r) for r in rows("judge_summary")],
+        spend=[SpendRow(**r) for r in rows("judge_spend")],
         paused_judges=[PausedJudge(**r) for r in rows("paused_judges")],
         alerts=alerts,
         judge_evals=[JudgeEval(**r) for r in rows("judge_evals")],

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from datetime import datetime
+from datetime import date, datetime
 from typing import Any
 
 from pydantic import BaseModel, Field, computed_field, field_validator
@@ -322,6 +322,16 @@ class DetectorMode(BaseModel):
     reason: str = ""
 
 
+class SpendRow(BaseModel):
+    """A monitor's judge spend on one UTC day (the ``judge_spend`` panel)."""
+
+    day: date
+    monitor: str
+    cost_usd: float = 0.0
+    tokens: int = 0
+    calls: int = 0
+
+
 class Status(BaseModel):
     """The report's first lines (``report.status.status``): firing alerts, monitors fine or waiting, judges,
     coverage, and the monitors whose scores are a heuristic's."""
@@ -333,6 +343,7 @@ class Status(BaseModel):
     judge_calls: int = 0
     judge_error_rate: float | None = None
     spend_usd: float = 0.0
+    spend_by_monitor: dict[str, float] = Field(default_factory=dict)  # USD over the range, costliest first
     sampled: int = 0
     verdicts: int = 0  # scored + abstained
     coverage: float | None = None
@@ -351,7 +362,10 @@ class Status(BaseModel):
     def judges_line(self) -> str:
         paused = f"paused: {', '.join(self.paused_judges)}" if self.paused_judges else "none paused"
         rate = "—" if self.judge_error_rate is None else f"{self.judge_error_rate:.1%}"
-        return f"judges: {paused}; {self.judge_calls} calls, {rate} errors, ${self.spend_usd:.4f} spent"
+        spent = f"${self.spend_usd:.4f} spent"
+        if self.spend_by_monitor:
+            spent += " (" + ", ".join(f"{m} ${usd:.4f}" for m, usd in self.spend_by_monitor.items()) + ")"
+        return f"judges: {paused}; {self.judge_calls} calls, {rate} errors, {spent}"
 
     def coverage_line(self) -> str:
         share = "—" if self.coverage is None else f"{self.coverage:.0%}"
@@ -381,6 +395,7 @@ class Report(BaseModel):
     queue_lag: list[LagPoint] = Field(default_factory=list)
     worst_turns: list[WorstTurn] = Field(default_factory=list)
     judges: list[JudgeSummary] = Field(default_factory=list)
+    spend: list[SpendRow] = Field(default_factory=list)
     paused_judges: list[PausedJudge] = Field(default_factory=list)
     alerts: list[AlertRow] = Field(default_factory=list)
     judge_evals: list[JudgeEval] = Field(default_factory=list)

@@ -6,7 +6,8 @@ The rules:
 - An alert is firing when the latest row of its (rule, subject) says so; newest change first.
 - A monitor is *fine* when it has verdicts in the range and no firing alert; *waiting* when it has none yet, or when
   the regression detector is still learning its baseline (with the detector's own words: how much more it needs).
-- Judge health: the paused judges, the error rate over all judge calls, the spend.
+- Judge health: the paused judges, the error rate over all judge calls, the spend, and each monitor's (a budget is
+  kept per monitor: ``vigil judge status`` has today's against it).
 - Coverage: turns with a verdict (scored or abstained) over turns sampled, every monitor together.
 - A monitor whose scores came from the offline baseline heuristic is named, so its numbers are read as a
   heuristic's, not an LLM judge's.
@@ -29,6 +30,14 @@ def latest_alerts(alerts: Sequence[AlertRow]) -> list[AlertRow]:
     return list(latest.values())
 
 
+def _spend_by_monitor(report: Report) -> dict[str, float]:
+    """Each monitor's judge spend over the range, costliest first; monitors that spent nothing left out."""
+    by: dict[str, float] = {}
+    for row in report.spend:
+        by[row.monitor] = by.get(row.monitor, 0.0) + row.cost_usd
+    return {m: usd for m, usd in sorted(by.items(), key=lambda kv: -kv[1]) if usd > 0}
+
+
 def status(report: Report, detector: Sequence[DetectorMode]) -> Status:
     firing = sorted((a for a in latest_alerts(report.alerts) if a.state == "firing"),
                     key=lambda a: a.since or a.fired_at, reverse=True)
@@ -47,7 +56,8 @@ def status(report: Report, detector: Sequence[DetectorMode]) -> Status:
         firing=firing, fine=sorted(judged - alarmed - set(waiting)), waiting=dict(sorted(waiting.items())),
         paused_judges=sorted({p.judge for p in report.paused_judges}), judge_calls=calls,
         judge_error_rate=sum(j.errors for j in report.judges) / calls if calls else None,
-        spend_usd=sum(j.cost_usd for j in report.judges), sampled=sampled, verdicts=verdicts,
+        spend_usd=sum(j.cost_usd for j in report.judges), spend_by_monitor=_spend_by_monitor(report),
+        sampled=sampled, verdicts=verdicts,
         coverage=verdicts / sampled if sampled else None,
         heuristic=sorted({m.monitor for m in report.monitors if m.heuristic}),
     )

@@ -23,7 +23,7 @@ from vigil.worker.store.queries import (
     bind,
 )
 
-__all__ = ["ALERT_RULES", "DATASOURCE", "alert_rules", "dashboard", "write_provisioning"]
+__all__ = ["ALERT_RULES", "DATASOURCE", "REPORT_URL", "TURN_LINK", "alert_rules", "dashboard", "write_provisioning"]
 
 DATASOURCE = {"type": "grafana-clickhouse-datasource", "uid": "vigil-clickhouse"}
 DASHBOARD_UID = "vigil-quality"
@@ -126,8 +126,11 @@ def _panel(index: int, query: Query, x: int, y: int, w: int, h: int) -> dict[str
         panel["fieldConfig"]["defaults"] |= {"min": 0, "max": 1}
     if query.name == "coverage_funnel":
         panel["fieldConfig"]["defaults"]["custom"] = {"cellOptions": {"type": "gauge", "mode": "basic"}}
-    if query.name == "worst_turns":
+    if query.name == "worst_turns":  # each trace id opens the turn's page on the report server
         panel["fieldConfig"]["defaults"]["custom"] = {"cellOptions": {"type": "auto"}, "inspect": True}
+        panel["fieldConfig"]["overrides"] = [{"matcher": {"id": "byName", "options": "trace_id"}, "properties": [
+            {"id": "links", "value": [{"title": "Open the turn (span tree, tools, scores)", "url": TURN_LINK,
+                                       "targetBlank": True}]}]}]
     return panel
 
 
@@ -144,13 +147,20 @@ def _variable(query: Query) -> dict[str, Any]:
             "current": {"text": "All", "value": "$__all"}, "sort": 1}
 
 
+# Where `vigil report --serve` answers, for the data links to a turn's page (a dashboard text box to set once).
+REPORT_URL = {"name": "report_url", "label": "vigil report --serve URL", "type": "textbox", "hide": 0,
+              "query": "http://127.0.0.1:8765", "current": {"text": "http://127.0.0.1:8765",
+                                                           "value": "http://127.0.0.1:8765"}}
+TURN_LINK = "${report_url}/turn/${__value.raw}"
+
+
 def dashboard() -> dict[str, Any]:
     """The vigil dashboard: every panel's SQL straight from ``PANELS``."""
     return {
         "uid": DASHBOARD_UID, "title": "vigil: agent quality", "tags": ["vigil", "llm", "quality"],
         "timezone": "utc", "schemaVersion": 39, "version": 1, "editable": True, "refresh": "1m",
         "time": {"from": "now-24h", "to": "now"},
-        "templating": {"list": [_variable(q) for q in VARIABLES.values()]},
+        "templating": {"list": [*(_variable(q) for q in VARIABLES.values()), REPORT_URL]},
         "annotations": {"list": [_annotation(q) for q in ANNOTATIONS.values()]},
         "panels": [_panel(i, PANELS[name], x, y, w, h) for i, (name, x, y, w, h) in enumerate(_LAYOUT)],
     }
