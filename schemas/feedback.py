@@ -70,7 +70,7 @@ class Feedback(BaseModel):
 
     feedback_id: str = ""
     # the trace's project (a trace id is its project's own): pairs only with that project's scores; "" (not said:
-    # older senders, the review page) pairs by the trace id alone
+    # older senders, older review labels) pairs by the trace id alone
     project: str = Field(default="", max_length=128)
     trace_id: str = Field(min_length=1, max_length=128)
     name: str = Field(min_length=1, max_length=128)  # what was asked: "thumbs", "rating", "correct", ...

@@ -224,7 +224,7 @@ def test_a_verdict_on_the_judge_becomes_the_reviewers_value_of_the_turn(store, s
     assert service.publish == [row]
     assert (row.value, row.scale, row.source, row.author, row.monitor, row.queue, row.comment) == (
         value, 1.0, "reviewer", "bob", "relevancy", "lowest", "refund window is 30 days")
-    assert row.feedback_id == feedback_id(trace, "review", "reviewer", "bob", "relevancy")
+    assert row.feedback_id == feedback_id(trace, "review", "reviewer", "bob", "relevancy", "shop")
 
 
 def test_a_score_label_must_be_on_the_monitors_scale(store, service):
@@ -662,6 +662,30 @@ def test_a_reviewer_of_one_project_sees_nothing_another_project_stored_under_the
         "reason 0"]
     assert "bank secret" not in json.dumps(item, default=str)  # its session neither
     assert row.value == 0.0  # "judge right" on shop's 0.2, not on bank's 0.9
+
+
+def test_a_label_carries_its_turns_project_and_pairs_only_with_that_projects_score(store, service):
+    """A review label is a row of the labelled turn's project: the agreement panel and the page's own agreement pair
+    it with that project's score only, never with another project's turn of the same trace id."""
+    from vigil.worker.report.build import run_query
+    from vigil.worker.store.queries import PANELS
+
+    (trace,) = seed(store, [0.2])
+    intruder = Turn.model_validate({"trace_id": trace, "project": "bank", "agent": "support-bot", "started_at": NOW,
+                                    "input": [{"role": "user", "content": "q"}], "output": "a"})
+    _insert(store, "scores", [score_row(intruder, MONITOR, ScoreResult(
+        run_id="b", scorer="answer_relevancy", scorer_version="1", status="scored", score=0.9))])
+
+    service.next_item("relevancy", "lowest", "ana", projects=["shop"])
+    row = service.label(LabelRequest(trace_id=trace, monitor="relevancy", action="judge-right", reviewer="ana"),
+                        projects=["shop"])
+    add_feedback(store, [row])
+    panel = run_query(store, PANELS["judge_agreement"], start=NOW - timedelta(days=1), end=NOW + timedelta(hours=1))
+    page = service.rows("labels", monitor="relevancy", projects=[])
+
+    assert row.project == "shop"
+    assert [(r["project"], r["pairs"], r["agreed"]) for r in panel] == [("shop", 1, 1)]
+    assert [(r["trace_id"], r["human_positive"], r["judge_positive"]) for r in page] == [(trace, False, False)]
 
 
 def test_a_reviewers_projects_are_projects_of_the_config():

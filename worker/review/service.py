@@ -160,7 +160,8 @@ class ReviewService:
                 "labels": self.rows("item_labels", trace_id=trace_id), "session": session}
 
     def label(self, request: LabelRequest, projects: Sequence[str] = ()) -> Feedback:
-        """Record one label: a ``feedback`` row on the ingest queue. ``NotLeased`` when the turn is not leased to
+        """Record one label: a ``feedback`` row on the ingest queue, of the labelled score's project (it pairs only
+        with that project's scores). ``NotLeased`` when the turn is not leased to
         the reviewer, ``TooManyLabels`` over the rate; else raises what the broker raises."""
         reviewer = request.reviewer or self.reviewer
         if (holder := self.leases.holder(request.trace_id)) != reviewer:
@@ -185,7 +186,7 @@ class ReviewService:
                 raise ValueError(f"action: the judge gave no score on {request.monitor}; give a score instead")
             judge_positive = passes(latest["score"], scale, latest["pass_line"])
             value = scale if judge_positive == (request.action == "judge-right") else 0.0
-        row = Feedback(trace_id=request.trace_id, name=REVIEW_NAME, value=value, scale=scale,
+        row = Feedback(project=latest["project"], trace_id=request.trace_id, name=REVIEW_NAME, value=value, scale=scale,
                        comment=request.comment, source="reviewer", author=reviewer, monitor=request.monitor,
                        queue=request.queue)
         self.publish([row.wire()])

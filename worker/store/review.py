@@ -5,7 +5,7 @@ Every query is bound server-side (``{monitor:String}``, ``{reviewer:String}``, `
 id is ever spliced into SQL. ``projects`` is the reviewer's (empty: every project): the queues, the monitors and the
 progress read only their turns.
 
-A monitor's *population* is its scored turns (a score, not an abstention), one per trace: the judge's side of a
+A monitor's *population* is its scored turns (a score, not an abstention), one per project's trace: the judge's side of a
 turn is its latest score / scale (``judged``), positive at the row's pass line (``schemas.pass_line``) and above; a
 person's side is cut at the line of what it judges (a reviewer's label: the monitor's; a user's: 0.5). A *review label* is a ``feedback`` row with
 ``source = 'reviewer'`` and the monitor it is about; ``queue`` says how the page chose the item.
@@ -18,17 +18,17 @@ from vigil.worker.store.queries import Query
 
 __all__ = ["REVIEW_QUERIES"]
 
-# ``scores.project``: the column (the population names its own ``any(project)`` so)
+# ``scores.project``: the column (the population's own is named ``project`` too)
 _IN_PROJECTS = "(empty({projects:Array(String)}) OR has({projects:Array(String)}, scores.project))"
 
 _POPULATION = """
     SELECT trace_id, argMax(score / if(scale > 0, scale, 1), scored_at) AS judged,
            argMax(pass_line, scored_at) AS line,
-           any(project) AS project, any(agent) AS agent, max(trace_time) AS last_time
+           project, any(agent) AS agent, max(trace_time) AS last_time
     FROM scores FINAL
     WHERE monitor = {monitor:String} AND status = 'scored' AND score IS NOT NULL AND label != 'abstained'
       AND """ + _IN_PROJECTS + """
-    GROUP BY trace_id"""
+    GROUP BY project, trace_id"""
 
 _REVIEWED = """
     SELECT trace_id FROM feedback FINAL WHERE source = 'reviewer' AND monitor = {monitor:String}"""
@@ -37,9 +37,12 @@ _MINE = _REVIEWED + " AND author = {reviewer:String}"
 
 # Feedback that is about this monitor: a reviewer's label of it, or a user's feedback on the whole turn.
 _ABOUT = """
-    SELECT trace_id, source, author, monitor, value, scale, created_at
+    SELECT project, trace_id, source, author, monitor, value, scale, created_at
     FROM feedback FINAL
     WHERE monitor IN ('', {monitor:String})"""
+# Feedback that names its project pairs only with that project's turn (trace ids are a project's own); older rows
+# with no project pair by the trace id alone.
+_SAME_PROJECT = "f.project IN ('', p.project)"
 _JUDGE_POSITIVE = sql_passes("p.judged", "1", "p.line")
 _HUMAN_POSITIVE = sql_passes("f.value", "f.scale", sql_human_line("f.monitor", "p.line"))
 
@@ -60,7 +63,7 @@ LIMIT {{limit:UInt32}}""", ("trace_id",)),
 SELECT f.trace_id AS trace_id
 FROM ({_ABOUT}) AS f
 INNER JOIN ({_POPULATION}) AS p ON p.trace_id = f.trace_id
-WHERE ((f.source = 'user' AND NOT {_HUMAN_POSITIVE}) OR {_HUMAN_POSITIVE} != {_JUDGE_POSITIVE})
+WHERE {_SAME_PROJECT} AND ((f.source = 'user' AND NOT {_HUMAN_POSITIVE}) OR {_HUMAN_POSITIVE} != {_JUDGE_POSITIVE})
   AND f.trace_id NOT IN ({_MINE})
   AND f.trace_id NOT IN (SELECT trace_id FROM ({_REVIEWED}) GROUP BY trace_id HAVING count() >= {MAX_OPINIONS})
 GROUP BY f.trace_id
@@ -101,9 +104,10 @@ SELECT
     Query("labels", "The monitor's review labels with the judge's side of each turn", "lookup", f"""
 SELECT f.trace_id AS trace_id, f.queue AS queue, f.author AS author, {_HUMAN_POSITIVE} AS human_positive,
        {_JUDGE_POSITIVE} AS judge_positive, f.created_at AS created_at
-FROM (SELECT trace_id, queue, author, monitor, value, scale, created_at FROM feedback FINAL
+FROM (SELECT project, trace_id, queue, author, monitor, value, scale, created_at FROM feedback FINAL
       WHERE source = 'reviewer' AND monitor = {{monitor:String}}) AS f
 INNER JOIN ({_POPULATION}) AS p ON p.trace_id = f.trace_id
+WHERE {_SAME_PROJECT}
 ORDER BY f.trace_id, f.created_at""",
           ("trace_id", "queue", "author", "human_positive", "judge_positive", "created_at")),
     Query("item_labels", "Every piece of feedback on a turn", "lookup", """
