@@ -208,6 +208,37 @@ def test_negative_feedback_after_ingest_scores_the_turn_exactly_once(redis_url, 
     assert scores_per_trace(store, "complaints-half") == dict.fromkeys(scored, 1)
 
 
+def test_another_projects_negative_feedback_on_the_same_trace_id_costs_the_turn_no_rescore(
+        redis_url, worker, monitor, judge, tmp_path):
+    """Trace ids are a project's own: a complaint sent under project bank about acme's turn's trace id leaves acme's
+    turn unscored by the feedback monitors (before and after the turn arrives); acme's own complaint scores it."""
+    _, (after, before) = _turns_by_half_sampling(2)
+    other = Monitor(redis_url, project="bank", agent="support-bot", spool_path=tmp_path / "bank.jsonl",
+                    flush_interval=0.05)
+    try:
+        worker.start()
+        other.feedback(before["trace_id"], "thumbs", False)  # before acme's turn arrives
+        assert other.flush(timeout=30)
+        wait_drained(redis_url, worker)
+        capture(monitor, after)
+        capture(monitor, before)
+        assert monitor.flush(timeout=30)
+        wait_drained(redis_url, worker)
+        other.feedback(after["trace_id"], "thumbs", False)  # after it is stored
+        assert other.flush(timeout=30)
+        wait_drained(redis_url, worker)
+        foreign = scorings(judge, [after, before])
+        monitor.feedback(after["trace_id"], "thumbs", False)
+        assert monitor.flush(timeout=30)
+        wait_drained(redis_url, worker)
+        assert worker.stop() == 0
+    finally:
+        other.shutdown(timeout=10)
+
+    assert foreign == {after["trace_id"]: 0, before["trace_id"]: 0}
+    assert scorings(judge, [after, before]) == {after["trace_id"]: 2, before["trace_id"]: 0}  # each monitor once
+
+
 def test_negative_feedback_before_its_turn_arrives_scores_the_turn_exactly_once(redis_url, worker, monitor, judge):
     _, (early, late_praised) = _turns_by_half_sampling(2)
     worker.start()
@@ -216,7 +247,7 @@ def test_negative_feedback_before_its_turn_arrives_scores_the_turn_exactly_once(
     assert monitor.flush(timeout=30)
     client = redis.Redis.from_url(redis_url)
     deadline = time.monotonic() + 60
-    while not client.exists(negative_key(early["trace_id"])):  # the worker has taken the feedback in
+    while not client.exists(negative_key("acme", early["trace_id"])):  # the worker has taken the feedback in
         assert time.monotonic() < deadline, worker.output()[-3000:]
         time.sleep(0.05)
 

@@ -10,7 +10,7 @@ import uuid
 import pytest
 import redis
 from vigil.producers import Monitor
-from vigil.worker.pipeline.feedback import MARKS, RESCORING, SKIPPED
+from vigil.worker.pipeline.feedback import MARKS, RESCORING, SKIPPED, rescore_key
 from vigil.worker.store import connect
 
 from tests.abuse import wait_until
@@ -74,7 +74,7 @@ def test_only_a_trace_that_was_ingested_gets_a_rescore_task_the_others_are_count
     wait_until(lambda: int(client.get(SKIPPED) or 0) >= 10 and client.llen("vigil.ingest") == 0, timeout=60,
                what="the feedback to be ingested")
 
-    assert client.exists(f"vigil.feedback.rescore.{real['trace_id']}")
-    assert not any(client.exists(f"vigil.feedback.rescore.{g}") for g in ghosts)
+    assert client.exists(rescore_key("acme", real["trace_id"]))
+    assert not any(client.exists(rescore_key("acme", g)) for g in ghosts)
     assert int(client.get(SKIPPED)) == 10
     assert worker.stop() == 0

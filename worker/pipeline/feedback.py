@@ -3,10 +3,16 @@
 A monitor with that option scores every turn that got negative feedback, whatever its sampling rate, once. The
 feedback may come before the turn, with it, or long after it:
 
+Every key below names a turn by its project and trace id (``turn_ref``: a trace id is its project's own), so one
+project's feedback never marks, claims or re-scores another project's turn of the same trace id. A turn's project
+is the one it was ingested under; feedback's is its own (``""``, an older sender's: the default project's, as a turn
+that names none).
+
 - **before** (or while the turn is still on its way): negative feedback leaves a marker in Redis,
-  ``vigil.feedback.negative.<trace>`` (kept ``NEGATIVE_MARK_TTL_S``). When the ingest task meets a turn its
+  ``vigil.feedback.negative.<turn>`` (kept ``NEGATIVE_MARK_TTL_S``). When the ingest task meets a turn its
   monitor would skip, it looks for the marker (one round trip per batch, only when some monitor asks);
-- **after**: the ingest task that receives negative feedback also sends ``vigil.feedback_rescore(trace_id)`` to
+- **after**: the ingest task that receives negative feedback also sends ``vigil.feedback_rescore(trace_id,
+  project)`` to
   the queue only writer processes consume. The writer is the process that can read the ``traces`` table (on chDB
   the only one), so it reads the stored turn back and fans out the score task. A turn not stored yet (still in
   the write queue) is looked for again with a growing countdown for about a minute; a turn that has not been
@@ -14,14 +20,14 @@ feedback may come before the turn, with it, or long after it:
 
 What one sender can make this cost is bounded (``FeedbackSettings``): at most ``VIGIL_FEEDBACK_MAX_MARKS`` markers
 are kept (the oldest go first; ``vigil.feedback.marks`` orders them), a trace gets one rescore task however much
-negative feedback it gets (``vigil.feedback.rescore.<trace>``, ``SET NX`` for ``CLAIM_TTL_S``), at most
+negative feedback it gets (``vigil.feedback.rescore.<turn>``, ``SET NX`` for ``CLAIM_TTL_S``), at most
 ``VIGIL_FEEDBACK_MAX_RESCORES`` rescore tasks wait at once (``vigil.feedback.rescoring``; over it only the marker is
 left, for the ingest path, and the skip is counted in ``vigil.feedback.skipped``), only for traces ingest has taken
 in (looked up in ``vigil.worker.pipeline.seen``; the others are counted as skipped and left to the marker), and they
 wait on a queue of their own (``vigil.feedback``), never in front of the alert checks.
 
 Both paths may see the same turn, and more negative feedback may follow, so each task claims
-``vigil.feedback.claim.<trace>.<span>.<monitor>`` first (``SET NX``, value: the path and the task's id). Only the
+``vigil.feedback.claim.<turn>.<span>.<monitor>`` first (``SET NX``, value: the path and the task's id). Only the
 task that holds the claim sends the score task; a redelivery or retry of that same task (same id) sends it again,
 which cannot add a row because the score id is deterministic. A turn the monitor samples anyway is never claimed:
 its ordinary score is the one.
@@ -50,7 +56,7 @@ from vigil.worker.pipeline.sampling import sampled
 __all__ = [
     "CLAIM_TTL_S", "MARKS", "NEGATIVE_MARK_TTL_S", "RESCORE_TASK", "RESCORING", "SKIPPED", "FeedbackSettings",
     "always_monitors", "claim_key", "forced",
-    "negative_key", "on_feedback", "rescore_on_feedback", "turn_from_row",
+    "negative_key", "on_feedback", "rescore_on_feedback", "turn_from_row", "turn_ref",
 ]
 
 log = structlog.get_logger("vigil.feedback")
@@ -59,8 +65,8 @@ NEGATIVE_MARK_TTL_S = 7 * 86400  # how long negative feedback waits for a turn t
 CLAIM_TTL_S = 30 * 86400  # how long a turn scored for its feedback stays "scored once"
 RESCORE_TASK = "vigil.feedback_rescore"
 RESCORE_MAX_TRIES = 6  # countdowns 1, 2, 4 ... 32 s: a minute for a turn already ingested to reach the store
-MARKS = "vigil.feedback.marks"  # sorted set: trace id -> when its marker was set (oldest trimmed first)
-RESCORING = "vigil.feedback.rescoring"  # sorted set: trace id -> when its rescore task was sent, until it ends
+MARKS = "vigil.feedback.marks"  # sorted set: turn_ref -> when its marker was set (oldest trimmed first)
+RESCORING = "vigil.feedback.rescoring"  # sorted set: turn_ref -> when its rescore task was sent, until it ends
 SKIPPED = "vigil.feedback.skipped"  # rescores not sent because RESCORING was full (the marker still stands)
 
 
@@ -73,16 +79,25 @@ class FeedbackSettings(BaseSettings):
                         "feedback to look it up before asking for a rescore (vigil.worker.pipeline.seen)")
 
 
-def rescore_key(trace_id: str) -> str:
-    return f"vigil.feedback.rescore.{trace_id}"
+DEFAULT_PROJECT = Turn.model_fields["project"].default  # the project of feedback that names none
 
 
-def negative_key(trace_id: str) -> str:
-    return f"vigil.feedback.negative.{trace_id}"
+def turn_ref(project: str, trace_id: str) -> str:
+    """A turn's name in these keys: its project and trace id (the project's length first, so no two pairs meet)."""
+    project = project or DEFAULT_PROJECT
+    return f"{len(project)}.{project}.{trace_id}"
 
 
-def claim_key(trace_id: str, span_id: str | None, monitor: str) -> str:
-    return f"vigil.feedback.claim.{trace_id}.{span_id or ''}.{monitor}"
+def rescore_key(project: str, trace_id: str) -> str:
+    return f"vigil.feedback.rescore.{turn_ref(project, trace_id)}"
+
+
+def negative_key(project: str, trace_id: str) -> str:
+    return f"vigil.feedback.negative.{turn_ref(project, trace_id)}"
+
+
+def claim_key(project: str, trace_id: str, span_id: str | None, monitor: str) -> str:
+    return f"vigil.feedback.claim.{turn_ref(project, trace_id)}.{span_id or ''}.{monitor}"
 
 
 def always_monitors(config: VigilConfig) -> list[MonitorConfig]:
@@ -104,7 +119,7 @@ def _claim(client: redis.Redis, pairs: list[tuple[Turn, MonitorConfig]], by: str
         return []
     pipe = client.pipeline(transaction=True)
     for turn, monitor in pairs:
-        key = claim_key(turn.trace_id, turn.span_id, monitor.name)
+        key = claim_key(turn.project, turn.trace_id, turn.span_id, monitor.name)
         pipe.set(key, by, nx=True, ex=CLAIM_TTL_S)
         pipe.get(key)
     holders = pipe.execute()[1::2]
@@ -119,16 +134,16 @@ def forced(client: redis.Redis, config: VigilConfig, turns: list[Turn], *, claim
     candidates = _candidates(config, turns)
     if not candidates:
         return set()
-    traces = sorted({turn.trace_id for turn, _ in candidates})
+    turns_of = sorted({(turn.project, turn.trace_id) for turn, _ in candidates})
     pipe = client.pipeline(transaction=False)
-    for trace_id in traces:
-        pipe.exists(negative_key(trace_id))
-    flagged = {trace_id for trace_id, found in zip(traces, pipe.execute(), strict=True) if found}
-    held = _claim(client, [(t, m) for t, m in candidates if t.trace_id in flagged], claimant)
+    for project, trace_id in turns_of:
+        pipe.exists(negative_key(project, trace_id))
+    flagged = {turn for turn, found in zip(turns_of, pipe.execute(), strict=True) if found}
+    held = _claim(client, [(t, m) for t, m in candidates if (t.project, t.trace_id) in flagged], claimant)
     return {(turn.trace_id, turn.span_id or "", monitor.name) for turn, monitor in held}
 
 
-# Mark traces and trim the oldest marks over the cap. KEYS: MARKS; ARGV: max marks, ttl, now, trace ids...
+# Mark turns and trim the oldest marks over the cap. KEYS: MARKS; ARGV: max marks, ttl, now, turn_refs...
 _MARK = """
 for i = 4, #ARGV do
   redis.call('SET', 'vigil.feedback.negative.' .. ARGV[i], 1, 'EX', tonumber(ARGV[2]))
@@ -142,8 +157,8 @@ if over > 0 then
 end
 return over
 """
-# Which traces get a rescore task: not sent before (SET NX), and room among those waiting. KEYS: RESCORING, SKIPPED;
-# ARGV: max waiting, claim ttl, now, trace ids... Returns the trace ids to send.
+# Which turns get a rescore task: not sent before (SET NX), and room among those waiting. KEYS: RESCORING, SKIPPED;
+# ARGV: max waiting, claim ttl, now, turn_refs... Returns the turn_refs to send.
 _ADMIT = """
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', tonumber(ARGV[3]) - 3600)  -- a task lost long ago frees its place
 local room = tonumber(ARGV[1]) - redis.call('ZCARD', KEYS[1])
@@ -169,7 +184,9 @@ def on_feedback(client: redis.Redis, config: VigilConfig, items: list[Feedback],
     waiting at once, on ``FEEDBACK_QUEUE``); returns the rescores sent."""
     if not always_monitors(config):
         return 0
-    traces = sorted({item.trace_id for item in items if item.negative})
+    by_ref = {turn_ref(item.project, item.trace_id): (item.project or DEFAULT_PROJECT, item.trace_id)
+              for item in items if item.negative}
+    traces = sorted(by_ref)
     if not traces:
         return 0
     settings, now = FeedbackSettings(), time.time()
@@ -181,8 +198,9 @@ def on_feedback(client: redis.Redis, config: VigilConfig, items: list[Feedback],
     admitted = client.register_script(_ADMIT)(keys=[RESCORING, SKIPPED],
                                               args=[settings.max_rescores, CLAIM_TTL_S, now, *traces]) if traces else []
     sent = [t.decode() if isinstance(t, bytes) else t for t in admitted]
-    for trace_id in sent:
-        rescore_on_feedback.apply_async((trace_id,), queue=FEEDBACK_QUEUE, producer=producer)
+    for ref in sent:
+        project, trace_id = by_ref[ref]
+        rescore_on_feedback.apply_async((trace_id, project), queue=FEEDBACK_QUEUE, producer=producer)
     if len(sent) < len(traces):
         log.info("negative feedback marked; some traces already had a rescore or too many wait",
                  traces=len(traces), rescores=len(sent), max_rescores=settings.max_rescores)
@@ -203,8 +221,9 @@ def turn_from_row(row: dict[str, Any]) -> Turn:
     })
 
 
-def _stored_turns(trace_id: str) -> list[Turn] | None:
-    """The stored turns of a trace, read by this writer process; None when this process has no writer."""
+def _stored_turns(trace_id: str, project: str | None) -> list[Turn] | None:
+    """The stored turns of ``project``'s trace (None: a task sent before projects, every project's), read by this
+    writer process; None when this process has no writer."""
     from vigil.worker.sinks.writer import current_writer
     from vigil.worker.store.queries import TRACE_ROWS
 
@@ -212,15 +231,15 @@ def _stored_turns(trace_id: str) -> list[Turn] | None:
     if writer is None:
         return None
     with writer.lock:
-        result = writer.store.query(TRACE_ROWS.sql, parameters={"trace_id": trace_id})  # every project's: the
-    # rescore is asked by trace id (a project's feedback may cost another's turn of that id a rescore, never a row)
-    return [turn_from_row(dict(zip(TRACE_ROWS.columns, row, strict=True))) for row in result.result_rows]
+        result = writer.store.query(TRACE_ROWS.sql, parameters={"trace_id": trace_id})
+    turns = [turn_from_row(dict(zip(TRACE_ROWS.columns, row, strict=True))) for row in result.result_rows]
+    return [t for t in turns if project is None or t.project == project]
 
 
 @app.task(name=RESCORE_TASK, bind=True, max_retries=None)
-def rescore_on_feedback(self, trace_id: Any) -> int:
-    """In a writer process: score the stored turn of ``trace_id`` for every feedback-sampling monitor that skipped
-    it, once. Returns the score tasks sent."""
+def rescore_on_feedback(self, trace_id: Any, project: Any = None) -> int:
+    """In a writer process: score the stored turn of ``project``'s ``trace_id`` for every feedback-sampling monitor
+    that skipped it, once. Returns the score tasks sent."""
     from vigil.worker.pipeline.runtime import runtime
     from vigil.worker.pipeline.tasks import _event, score
     from vigil.worker.sinks.write_queue import push
@@ -228,20 +247,22 @@ def rescore_on_feedback(self, trace_id: Any) -> int:
     if not isinstance(trace_id, str) or not trace_id:
         log.warning("feedback rescore without a trace id; ignored", trace_id=repr(trace_id)[:200])
         return 0
+    project = project if isinstance(project, str) and project else None
+    ref = trace_id if project is None else turn_ref(project, trace_id)  # its place among the rescores waiting
     rt = runtime()
     try:
-        sent = _rescore(self, rt, trace_id, _event, score, push)
+        sent = _rescore(self, rt, trace_id, project, _event, score, push)
     except Retry:
         raise  # looked for again later: it keeps its place among the rescores waiting
     except BaseException:
-        rt.redis.zrem(RESCORING, trace_id)
+        rt.redis.zrem(RESCORING, ref)
         raise
-    rt.redis.zrem(RESCORING, trace_id)
+    rt.redis.zrem(RESCORING, ref)
     return sent
 
 
-def _rescore(self, rt: Any, trace_id: str, _event, score, push) -> int:
-    turns = _stored_turns(trace_id)
+def _rescore(self, rt: Any, trace_id: str, project: str | None, _event, score, push) -> int:
+    turns = _stored_turns(trace_id, project)
     if turns is None:
         log.warning("feedback rescore received by a process without a writer; skipped", trace_id=trace_id)
         return 0

@@ -2,7 +2,8 @@
 rescore (``vigil.worker.pipeline.feedback``): a Bloom filter in Redis, so the lookup costs a fixed 2 MiB whatever
 the traffic and never reaches the store (on chDB only the writer process can read it).
 
-Each ingest batch sets its traces' bits (``HASHES`` per trace) in the bitmap of the current period
+Each ingest batch sets its traces' bits (``HASHES`` per trace, a trace named by its project and id:
+``feedback.turn_ref``, so another project's trace of the same id is not known) in the bitmap of the current period
 (``vigil.seen.<period>``, 2**23 bits = 1 MiB, periods of half ``VIGIL_FEEDBACK_SEEN_S``); a trace is known when all
 its bits are set in the current or the previous period's bitmap. So a trace ingested within the last half window
 (and at most a whole one) is never missed; a trace never ingested is taken for known about once in 200 at 500,000

@@ -211,7 +211,7 @@ def _fan_out(rt: Runtime, rows: dict[str, list[BaseModel]], decisions: list[_Dec
     refs, pipe = [], rt.redis.pipeline(transaction=False)  # each turn stored once; its task carries a reference
     for turn_json, _, _ in fan_out:
         refs.append(turn_store.store(pipe, turn_json, ttl_s=settings.turn_ttl_s))
-    traces = [row.trace_id for row in rows.get("traces", [])]
+    traces = [feedback_sampling.turn_ref(row.project, row.trace_id) for row in rows.get("traces", [])]
     seen.mark(pipe, traces, window_s=feedback_sampling.FeedbackSettings().seen_s)  # before feedback looks them up
     budgeted = [m for m in rt.config.monitors if m.budget is not None or rt.config.budget is not None]
     due = {m.name: sum(s.due for d in decisions for s in d.stages if s.monitor is m) for m in budgeted}

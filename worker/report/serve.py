@@ -17,10 +17,10 @@ from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlsplit
 
+from vigil.schemas.config import ReviewerConfig
 from vigil.worker.report.html import render_html
 from vigil.worker.report.model import Report
 from vigil.worker.report.turn import MIN_PREFIX, render_turn
-from vigil.schemas.config import ReviewerConfig
 from vigil.worker.review.guard import Guard
 from vigil.worker.review.service import ReviewService
 from vigil.worker.review.web import ReviewApp
