@@ -154,12 +154,14 @@ class AlertRule(_Config):
     ``baseline_minutes / 2``), or compares the recent window with a baseline window by Welch's test
     (``method: window``: ``window_minutes``, ``baseline_minutes``, ``p_value``, ``min_effect_size``);
     ``threshold`` fires when the recent mean is below ``threshold``; ``failure_rate`` when failed/(all) is above it;
-    ``coverage`` when scored/sampled is below it; ``judge_paused`` when a judge is paused; ``agreement`` when the
+    ``failed_runs`` per agent when its failed runs/received runs (runs that ended in error without an answer) is
+    above it; ``coverage`` when scored/sampled is below it; ``judge_paused`` when a judge is paused; ``agreement`` when the
     judge's agreement with human feedback is below ``threshold`` (if set) or significantly below its own baseline
     (the regression statistics, on the agree/disagree outcome of each score-feedback pair)."""
 
     name: str = Field(min_length=1)
-    kind: Literal["regression", "threshold", "failure_rate", "coverage", "judge_paused", "agreement"] = "regression"
+    kind: Literal["regression", "threshold", "failure_rate", "failed_runs", "coverage", "judge_paused",
+                  "agreement"] = "regression"
     monitor: str | None = None  # None: every monitor
     method: Literal["sequential", "window"] = "sequential"  # regression only
     false_alarms_per_month: float = Field(default=1.0, gt=0)  # sequential: per monitor
@@ -177,6 +179,8 @@ class AlertRule(_Config):
     def _threshold(self) -> AlertRule:
         if self.kind == "threshold" and self.threshold is None:
             raise ValueError(f"alert {self.name!r}: kind 'threshold' needs a threshold")
+        if self.kind == "failed_runs" and self.monitor is not None:
+            raise ValueError(f"alert {self.name!r}: kind 'failed_runs' is per agent: remove its monitor")
         return self
 
 

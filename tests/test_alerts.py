@@ -227,6 +227,41 @@ def test_coverage_below_its_limit_fires_and_recovers(store):
     assert resolved.action == "resolved"
 
 
+def _runs(store, *, agent: str, at: datetime, received: int, failed: int, first: int = 0,
+          project: str = "default") -> None:
+    """``received`` runs of ``agent`` (turns received, monitor ''), the first ``failed`` of them failed runs."""
+    ids = [f"{agent}-{i}" for i in range(first, first + received)]
+    _events(store, [[at, project, agent, "", "received", t] for t in ids]
+            + [[at, project, agent, "", "failed_run", t] for t in ids[:failed]])
+
+
+def test_failed_runs_above_the_limit_fire_per_agent_in_plain_words_and_resolve_when_the_share_drops(store):
+    at = NOW - timedelta(minutes=10)
+    _runs(store, agent="support-bot", at=at, received=75, failed=9)  # 12%: above
+    _runs(store, agent="billing-bot", at=at, received=50, failed=2)  # 4%: under
+    _runs(store, agent="new-bot", at=at, received=10, failed=5)  # 50%, but 10 runs: too few to tell
+    config = VigilConfig(alerts=[AlertRule(name="failed-runs", kind="failed_runs", threshold=0.05, min_samples=20)])
+
+    (fired,) = check_alerts(store, config, now=NOW, notifier=Recorder())
+    _runs(store, agent="support-bot", at=NOW + timedelta(minutes=5), received=200, failed=0, first=75)
+    (resolved,) = check_alerts(store, config, now=NOW + timedelta(minutes=10), notifier=Recorder())
+
+    assert (fired.kind, fired.action, fired.agent, fired.monitor) == ("failed_runs", "fired", "support-bot", "")
+    assert fired.message == "support-bot: 12% of its runs failed in the last 60 min (9 of 75), above 5%"
+    assert (fired.recent_mean, fired.recent_n) == (pytest.approx(0.12), 75)
+    assert (resolved.agent, resolved.action) == ("support-bot", "resolved")
+    assert resolved.message == "support-bot: 3% of its runs failed in the last 60 min (9 of 275), at or under 5%"
+
+
+def test_failed_runs_of_another_project_name_the_project(store):
+    _runs(store, agent="bot", project="shop", at=NOW - timedelta(minutes=5), received=20, failed=10)
+    config = VigilConfig(alerts=[AlertRule(name="failed-runs", kind="failed_runs", min_samples=20)])
+
+    (fired,) = check_alerts(store, config, now=NOW, notifier=Recorder())
+
+    assert fired.message == "shop/bot: 50% of its runs failed in the last 60 min (10 of 20), above 5%"
+
+
 def _call(store, *, judge: str, status: str, at: datetime) -> None:
     store.insert("judge_calls", [[f"{judge}-{status}-{at.isoformat()}", judge, status, at]],
                  column_names=["call_id", "judge", "status", "called_at"])

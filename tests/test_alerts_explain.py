@@ -61,3 +61,18 @@ def test_the_command_prints_the_explanation_for_a_store_without_scores(tmp_path)
     assert "  cannot tell: relevancy: no scores yet: nothing to measure" in run.stdout.splitlines()
     assert "  cannot tell: silent: no scores in the last 60 min: nothing to measure" in run.stdout.splitlines()
     assert run.stdout.splitlines()[-1] == "0 alert event(s)"
+
+
+def test_a_failed_runs_rule_explains_per_agent_not_per_monitor(store):
+    store.insert("pipeline_events", [[NOW - timedelta(minutes=5), "default", "support-bot", "", "received", f"t{i}"]
+                                     for i in range(10)],
+                 column_names=["event_time", "project", "agent", "monitor", "stage", "trace_id"])
+    config = VigilConfig.model_validate(CONFIG | {"alerts": [{"name": "runs", "kind": "failed_runs"}]})
+
+    lines = explain(evaluate(store, config, now=NOW), config)
+    quiet = explain(evaluate(store, config, now=NOW + timedelta(hours=2)), config)
+
+    assert lines == ["runs (failed_runs: above 0.05 over 60 min; every agent)",
+                     "  cannot tell: support-bot: 10 runs in the last 60 min: too few to tell (need 30: 20 more)"]
+    assert quiet == ["runs (failed_runs: above 0.05 over 60 min; every agent)",
+                     "  cannot tell: no runs received in the last 60 min"]

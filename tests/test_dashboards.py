@@ -140,9 +140,9 @@ def test_the_datasource_is_the_clickhouse_plugin_with_the_uid_every_panel_and_ru
         assert rule["condition"] == rule["data"][-1]["refId"]
 
 
-def test_the_alert_rules_cover_regression_failure_rate_coverage_agreement_and_paused_judges():
-    assert {r["uid"] for r in _rules()} == {"vigil-regression", "vigil-failure-rate", "vigil-coverage-drop",
-                                            "vigil-judge-agreement", "vigil-judge-paused"}
+def test_the_alert_rules_cover_regression_failure_rate_failed_runs_coverage_agreement_and_paused_judges():
+    assert {r["uid"] for r in _rules()} == {"vigil-regression", "vigil-failure-rate", "vigil-failed-runs",
+                                            "vigil-coverage-drop", "vigil-judge-agreement", "vigil-judge-paused"}
 
 
 def test_panels_do_not_overlap_on_the_grid():

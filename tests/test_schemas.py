@@ -65,6 +65,11 @@ def test_a_monitor_naming_an_unknown_judge_is_a_config_error_that_says_which():
                                     "monitors": [{"name": "m", "scorer": "answer_relevancy", "judge": "gpt"}]})
 
 
+def test_a_failed_runs_alert_is_per_agent_and_refuses_a_monitor():
+    with pytest.raises(ValidationError, match=r"kind 'failed_runs' is per agent: remove its monitor"):
+        VigilConfig.model_validate({"alerts": [{"name": "runs", "kind": "failed_runs", "monitor": "relevancy"}]})
+
+
 def test_config_check_prints_each_error_with_its_field_and_exits_1(tmp_path):
     path = tmp_path / "vigil.yaml"
     path.write_text("judges: [{name: j, kind: openai}]\n"

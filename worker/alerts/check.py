@@ -20,6 +20,7 @@ from vigil.worker.alerts.decide import (
     agreement_verdict,
     coverage_verdict,
     decide,
+    failed_runs_verdict,
     failure_rate_verdict,
     judge_paused_verdict,
     regression_verdict,
@@ -94,6 +95,10 @@ def _verdicts(reader: _Reader, rule: AlertRule, paused_judges: PausedJudges | No
         return [coverage_verdict(rule, Subject(project=r["project"], agent=r["agent"], monitor=r["monitor"]),
                                  scored=r["scored"], sampled=r["sampled"], not_applicable=r["not_applicable"])
                 for r in reader.rows("coverage", rule) if rule.monitor is None or r["monitor"] == rule.monitor]
+    if rule.kind == "failed_runs":
+        return [failed_runs_verdict(rule, Subject(project=r["project"], agent=r["agent"]), failed=r["failed_runs"],
+                                    received=r["received"])
+                for r in reader.rows("failed_runs", rule)]
     verdicts = []
     for subject, versions in sorted(_score_windows(reader, rule).items(), key=lambda kv: kv[0].model_dump_json()):
         recent = {version: periods["recent"] for version, periods in versions.items() if "recent" in periods}

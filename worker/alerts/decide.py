@@ -31,12 +31,12 @@ from vigil.worker.alerts.sequential import Decision
 from vigil.worker.eval.stats import wilson
 
 __all__ = [
-    "DEFAULT_LIMITS", "agreement_verdict", "coverage_verdict", "decide", "failure_rate_verdict",
+    "DEFAULT_LIMITS", "agreement_verdict", "coverage_verdict", "decide", "failed_runs_verdict", "failure_rate_verdict",
     "judge_paused_verdict", "regression_verdict", "sequential_verdict", "threshold_verdict",
 ]
 
 # Limits for rules that leave ``threshold`` unset.
-DEFAULT_LIMITS = {"failure_rate": 0.2, "coverage": 0.9}
+DEFAULT_LIMITS = {"failure_rate": 0.2, "failed_runs": 0.05, "coverage": 0.9}
 
 
 def _limit(rule: AlertRule) -> float:
@@ -147,6 +147,21 @@ def failure_rate_verdict(rule: AlertRule, subject: Subject, *, failed: int, tota
     breach = rate > limit
     return Verdict(subject=subject, breach=breach, value=rate, recent_n=total,
                    message=f"{where} is {'above' if breach else 'within'} {_p(limit)} ({failed} of {total} failed)")
+
+
+def failed_runs_verdict(rule: AlertRule, subject: Subject, *, failed: int, received: int) -> Verdict:
+    """An agent's runs that ended in error without an answer over all its runs received in the window: a breach
+    above ``threshold``; fewer than ``min_samples`` runs cannot tell."""
+    limit = _limit(rule)
+    rate = failed / received if received else None
+    if received < rule.min_samples or rate is None:
+        return Verdict(subject=subject, breach=None, value=rate, recent_n=received,
+                       message=f"{subject.describe()}: {received} runs in the last {rule.window_minutes} min: too few "
+                               f"to tell (need {rule.min_samples}: {_more(received, rule)} more)")
+    breach = rate > limit
+    return Verdict(subject=subject, breach=breach, value=rate, recent_n=received,
+                   message=(f"{subject.describe()}: {_p(rate)} of its runs failed in the last {rule.window_minutes} "
+                            f"min ({failed} of {received}), {'above' if breach else 'at or under'} {_p(limit)}"))
 
 
 def coverage_verdict(rule: AlertRule, subject: Subject, *, scored: int, sampled: int,

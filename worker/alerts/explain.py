@@ -22,6 +22,8 @@ _STATE = {True: "BREACH", False: "ok", None: "cannot tell"}
 def rule_summary(rule: AlertRule) -> str:
     """What the rule watches, in one phrase."""
     scope = f"monitor {rule.monitor}" if rule.monitor else "every monitor"
+    if rule.kind == "failed_runs":
+        scope = "every agent"
     if rule.kind == "regression" and rule.method == "sequential":
         what = (f"a drop against each monitor's own baseline, at most {rule.false_alarms_per_month:g} false alarm(s) "
                 f"a month, after {rule.warmup_minutes / 60:g} h of history")
@@ -34,7 +36,8 @@ def rule_summary(rule: AlertRule) -> str:
         what = f"judge-human agreement significantly below its own baseline over {rule.window_minutes} min"
     else:
         limit = rule.threshold if rule.threshold is not None else DEFAULT_LIMITS[rule.kind]
-        what = f"{'above' if rule.kind == 'failure_rate' else 'below'} {limit:g} over {rule.window_minutes} min"
+        what = (f"{'above' if rule.kind in ('failure_rate', 'failed_runs') else 'below'} {limit:g} over "
+                f"{rule.window_minutes} min")
     return f"{rule.kind}: {what}; {scope}"
 
 
@@ -51,6 +54,10 @@ def explain(outcomes: Sequence[Outcome], config: VigilConfig) -> list[str]:
             judged = {o.verdict.subject.judge for o in mine}
             lines += [f"  cannot tell: judge {j.name}: no calls in the window and no pause known"
                       for j in config.judges if j.kind == "openai" and j.name not in judged]
+            continue
+        if rule.kind == "failed_runs":  # per agent: no monitor to list
+            if not mine:
+                lines.append(f"  cannot tell: no runs received{_span(rule)}")
             continue
         measured = {o.verdict.subject.monitor for o in mine}
         watched = [m.name for m in config.monitors if rule.monitor in (None, m.name)]

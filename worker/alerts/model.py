@@ -8,6 +8,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 from vigil.schemas.alert import Segment
+from vigil.schemas.config import DEFAULT_PROJECT
 from vigil.worker.alerts.segments import Blame
 from vigil.worker.alerts.sentence import say
 
@@ -33,6 +34,8 @@ class Subject(BaseModel):
             return f"judge {self.judge}"
         if not self.project and not self.agent:
             return self.monitor
+        if not self.monitor:  # an agent's own measure (its failed runs): the agent, its project when not the default
+            return self.agent if self.project in ("", DEFAULT_PROJECT) else f"{self.project}/{self.agent}"
         return f"{self.monitor} on {self.project}/{self.agent}"
 
 

@@ -16,7 +16,7 @@ The rules it follows:
 - The segment is the first ranked one that is not an agent already named; a value the baseline never saw is "new".
   A share of 100% or more (other values of the same key improved) is "all of the drop".
 - Detector words (CUSUM, thresholds, recovery test, sd) are never here: ``--explain`` prints the detector's reason.
-- Every other alert (failure rate, coverage, a paused judge, agreement, a windowed regression) is its rule's own plain
+- Every other alert (failure rate, an agent's failed runs, coverage, a paused judge, agreement, a windowed regression) is its rule's own plain
   message, unchanged; a resolution says the scores are back.
 """
 

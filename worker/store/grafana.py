@@ -70,6 +70,8 @@ ALERT_RULES = [
     _AlertRule("vigil-failure-rate", "failure_rate", op="gt", limit=0.20, window_minutes=15, min_samples=20,
                summary="{{ $labels.monitor }} on {{ $labels.agent }}: {{ humanizePercentage $values.A.Value }} of "
                "scores failed in 15 min"),
+    _AlertRule("vigil-failed-runs", "failed_runs", op="gt", limit=0.05, window_minutes=60, min_samples=20,
+               summary="{{ $labels.agent }}: {{ humanizePercentage $values.A.Value }} of its runs failed in 1 h"),
     _AlertRule("vigil-coverage-drop", "coverage_drop", op="lt", limit=0.90, window_minutes=60, min_samples=20,
                summary="{{ $labels.monitor }} on {{ $labels.agent }}: only {{ humanizePercentage $values.A.Value }} "
                "of sampled turns scored in 1 h"),

@@ -647,6 +647,17 @@ FROM pipeline_events
 WHERE monitor != '' AND event_time >= $__toTime - INTERVAL {window_minutes} MINUTE AND event_time < $__toTime
 GROUP BY project, agent, monitor"""
 
+# Agent runs per agent: every turn is received once (monitor ''), a run that ended in error without an answer also
+# as a failed run (its turn carries the error and is never scored).
+_FAILED_RUNS = """
+SELECT project, agent,
+       uniqExactIf(trace_id, span_id, stage = 'received') AS received,
+       uniqExactIf(trace_id, span_id, stage = 'failed_run') AS failed_runs
+FROM pipeline_events
+WHERE monitor = '' AND stage IN ('received', 'failed_run')
+  AND event_time >= $__toTime - INTERVAL {window_minutes} MINUTE AND event_time < $__toTime
+GROUP BY project, agent"""
+
 _JUDGE_STATUS = f"""
 SELECT judge, argMax(status, called_at) AS last_status, max(called_at) AS last_call, count() AS calls,
        toUInt8(last_status IN ({_PAUSING})) AS paused
@@ -683,6 +694,8 @@ DETECTOR_QUERIES: dict[str, Query] = {
               _AGREEMENT_WINDOWS, ("project", "agent", "monitor", "period", "n", "mean", "variance")),
         Query("coverage", "Scored / sampled per monitor", "alert", _COVERAGE,
               ("project", "agent", "monitor", "sampled", "scored", "not_applicable", "coverage")),
+        Query("failed_runs", "Failed runs / received runs per agent", "alert", _FAILED_RUNS,
+              ("project", "agent", "received", "failed_runs")),
         Query("judge_status", "Each judge's latest call status", "alert", _JUDGE_STATUS,
               ("judge", "last_status", "last_call", "calls", "paused")),
         Query("alert_states", "The latest row of each (rule, subject)", "alert", """
@@ -718,6 +731,14 @@ WHERE period = 'recent'
 GROUP BY project, agent, monitor
 HAVING sum(turns) >= {{min_samples}}""",
             ("project", "agent", "monitor", "value"), "Failed / all scores in the window.",
+        ),
+        Query(
+            "failed_runs", "An agent's share of failed runs", "alert",
+            f"""
+SELECT project, agent, failed_runs / received AS value
+FROM ({_FAILED_RUNS})
+WHERE received >= {{min_samples}}""",
+            ("project", "agent", "value"), "Runs that ended in error without an answer / all runs in the window.",
         ),
         Query(
             "coverage_drop", "A monitor's coverage dropped", "alert",
