@@ -101,9 +101,12 @@ def _messages(attrs: Mapping[str, Any], prefix: str, default_role: str) -> list[
 
 def _value_messages(value: Any, default_role: str) -> list[Msg]:
     """``input.value`` / ``output.value`` when they are evidence of someone's words: plain text, a message list, or
-    an object with a known key holding text or messages. Anything else (a framework's state or keyword arguments as
+    an object with a known key holding text or messages, read inside any object that only wraps one other (a
+    framework's packaging of its arguments: ``{"input_args": {"question": …}}``). Anything else (a framework's state or keyword arguments as
     JSON, a Python repr) says nothing: ``[]``, and the LLM calls are read instead."""
     parsed = json_value(value)
+    while isinstance(parsed, dict) and len(parsed) == 1 and isinstance(next(iter(parsed.values())), dict):
+        parsed = next(iter(parsed.values()))  # one object wrapped in another (DSPy's input_args) says no more
     if isinstance(parsed, dict):
         for key in _VALUE_KEYS:
             inner = parsed.get(key)
