@@ -23,6 +23,8 @@ import statistics
 import sys
 from pathlib import Path
 
+import numpy as np
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from vigil.schemas import AlertRule
@@ -65,8 +67,6 @@ def run(seed: int, share: float | None, args: argparse.Namespace, rule: AlertRul
     for t in kept_ts:
         spend_by_day[int(t // DAY_S)] = spend_by_day.get(int(t // DAY_S), 0.0) + COST
         hours.add(int(t // 3600))
-    import numpy as np
-
     found, _ = episodes(rule, Subject(monitor="m"), np.asarray(kept_ts), np.asarray(kept_xs))
     after = [e.event.fired_at.timestamp() for e in found if e.event.fired_at.timestamp() >= change]
     delay = (after[0] - change) / 60 if after and after[0] - change <= DAY_S else math.inf

@@ -28,6 +28,7 @@ import math
 import time
 import uuid
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -125,12 +126,17 @@ def run_due(rt: Any, insert: Insert, config: VigilConfig, *, now: datetime | Non
     return ran
 
 
+@dataclass(frozen=True)
 class Attribution:
     """What the anchors say of a change since ``since``: the paired means before and after and the interval of
     their difference."""
 
-    def __init__(self, before: float, after: float, low: float, high: float, items: int, since: datetime) -> None:
-        self.before, self.after, self.low, self.high, self.items, self.since = before, after, low, high, items, since
+    before: float
+    after: float
+    low: float
+    high: float
+    items: int
+    since: datetime
 
     @property
     def judge_moved(self) -> bool:
