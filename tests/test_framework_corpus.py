@@ -44,10 +44,7 @@ NOT_YET: dict[str, str] = {
     "dspy/error": "2: 'What is the status of order A-1001?': tool calls ['[\"finish.__call__\", {}]', '[\"lookup_order.__call__\", {\"order_id\": \"A-1001\"}]'], want ['[\"lookup_order\", {\"order_id\": \"A-1001\"}]']",
     "dspy/tool": "3: 'What is the status of order A-1001?': tool calls ['[\"finish.__call__\", {}]', '[\"lookup_order.__call__\", {\"order_id\": \"A-1001\"}]'], want ['[\"lookup_order\", {\"order_id\": \"A-1001\"}]']",
     "google_adk/parallel": "2: 'What is the status of order A-1001?': tool calls ['[\"(merged tools)\", {}]', '[\"lookup_order\", {\"order_id\": \"A-1001\"}]', '[\"lookup_order\"...",
-    "haystack/error": "3: 0 turns, the manifest has 2: seen questions [] (its spans hold no LLM call)",
-    "haystack/fail": "3: 0 turns, the manifest has 2: seen questions [] (its spans hold no LLM call)",
-    "haystack/multi": "5: 0 turns, the manifest has 4: seen questions [] (its spans hold no LLM call)",
-    "haystack/tool": "4: 0 turns, the manifest has 3: seen questions [] (its spans hold no LLM call)",
+    "haystack/error": "2: 'What is the status of order A-1001?': lookup_order has no error, want one like 'order database unreachable for A-1001' (its spans carry the error only as the tool message's text)",
     "mastra/fail": "3: 0 turns, the manifest has 2: seen questions []",
     "smolagents/fail": "4: a turn whose question is 'New task:\\nWhat is the status of order A-1001?' is no run of the manifest",
 }
