@@ -28,7 +28,10 @@ trace id). Agents under one another that answer the same words (a hand-off, a de
 **A trace with no LLM call is no turn** (an index build, an embedding batch, an ingestion job): ``Assembly.no_turn``
 says why a trace made none, for the funnel and the log line.
 
-**The LLM calls are the ground truth** for what the user said and what the model answered:
+**The LLM calls are the ground truth** for what the user said and what the model answered. An LLM span with another
+LLM span under it is one model call seen by two layers (a framework's generator component around the model client's
+request): the conversation and the tool calls the model asked for are read from the inner one, which saw the wire
+(the tool calls' ids, the tool messages' text), and its tokens count once.
 
 - *question*: the user's own words, the last user message with text in the run's conversation. A message made only
   of tool results is a tool message whatever role it carries (``conventions._parse.message``).
@@ -479,7 +482,10 @@ class _Trace:
             elif failure is None:
                 steps.extend(s["span_id"] for s in llms)  # only steps so far: the answer has not arrived (or never)
                 return None
-        conversation, asked_in = self._conversation(llms, last_answer)
+        calls = self._innermost(llms)  # one per model call: an LLM span around another is its wrapper
+        answered = [s for s in calls if self.answers(s)]
+        conversation, asked_in = self._conversation(
+            calls, max(answered, key=lambda s: s["end"]) if answered else None)
         input_messages = root_in or conversation
         output_messages = root_out or (self.io(last_answer)[1] if last_answer is not None else [])
         system = root_system or (self.io(last_answer)[2] if last_answer is not None else "") or (
@@ -523,7 +529,7 @@ class _Trace:
         contexts = [doc for span in everyone for doc in conventions.documents(span["attributes"])]
         if contexts:
             turn["contexts"] = contexts
-        tools = self._tool_calls(members, llms, input_messages)
+        tools = self._tool_calls(members, calls, input_messages)
         if tools:
             turn["tool_calls"] = tools
         turn["metadata"] = metadata
@@ -602,6 +608,19 @@ class _Trace:
                 sums = [int(v) if isinstance(v, (int, float)) and v >= 0 else 0 for v in totals]
                 stated = True
         return {"prompt_tokens": sums[0], "completion_tokens": sums[1]} if stated else {}
+
+    def _innermost(self, llms: list[SpanRecord]) -> list[SpanRecord]:
+        """The LLM calls with no LLM call under them: an LLM span around another is a framework's wrapper of the same
+        model call (a generator component around the client's request), and the inner one saw the wire."""
+        ids = {s["span_id"] for s in llms}
+        around = set()
+        for span in llms:
+            parent, seen = span.get("parent_id"), 0
+            while parent in self.by_id and seen < 10_000:
+                if parent in ids:
+                    around.add(parent)
+                parent, seen = self.by_id[parent].get("parent_id"), seen + 1
+        return [s for s in llms if s["span_id"] not in around]
 
     def _has_ancestor_in(self, span: SpanRecord, ids: set[str]) -> bool:
         parent = span.get("parent_id")
