@@ -37,10 +37,12 @@ request): the conversation and the tool calls the model asked for are read from 
   of tool results is a tool message whatever role it carries (``conventions._parse.message``).
 - *the root's input and output* count only when they are evidence of those words: text, a message list, an object
   with a known key (``question``, ``input``, ``task`` ...). A framework's state, keyword arguments or a Python repr
-  say nothing (the conventions return no message for them). The root's user text counts only where the LLM calls'
-  user words contain it (a framework wraps them: ``New task:\n…``, a prompt template) or they carry none. Else the
-  LLM calls are read: the conversation of the first call, or of the answering call when it extends the first's (so
-  the assistant's tool calls and ``tool_call_id`` are kept).
+  say nothing (the conventions return no message for them). What a root states it was asked counts the same way
+  wherever its convention states it (its input, or the tasks a crew's kickoff names: ``crew_tasks``). The root's user
+  text counts only where the LLM calls' user words contain it (a framework wraps them: ``New task:\n…``, a prompt
+  template such as ``Current Task: <task>\n\nThis is the expected criteria…``: the template loses to the words it
+  wraps) or they carry none. Else the LLM calls are read: the conversation of the first call, or of the answering
+  call when it extends the first's (so the assistant's tool calls and ``tool_call_id`` are kept).
 - *answer*: the run's final assistant text: the last assistant message with text of the root's output, else of the
   last LLM call that answers (has assistant text; a step asks only for tools, a failed call says nothing). A model
   that hands in its answer through a final-answer tool (``final_answer``, ``final_result``) answered: that is the
@@ -59,7 +61,10 @@ request): the conversation and the tool calls the model asked for are read from 
 call answered) is a turn with no output, ``metadata["vigil.run"] = "failed"`` and the error's text in
 ``metadata["vigil.error"]`` (the root's error, followed by the last error under it when that says more): the worker
 records it, counts it per agent and never scores it. A failed root's own output when no LLM call answered is no
-answer (Agno ends a run whose model failed with the error's text as its output).
+answer (Agno ends a run whose model failed with the error's text as its output). A span failed when it says so in
+what it reports, whatever its status (``conventions.error``: a model call's finish reason ``error``, an error object as
+its output): a run whose model call failed and whose agent span never came (an instrumentation may export none for a
+failed run) is still a failed run, its LLM call waiting for that parent (rule 3) with the user's words and no answer.
 
 A turn whose LLM calls carry no text at all (content capture off) is still a turn, marked
 ``metadata["vigil.content"] = "missing"`` with the setting that turns it on (``vigil.content_setting``): the worker

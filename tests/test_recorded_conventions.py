@@ -259,3 +259,42 @@ def test_a_span_no_convention_claims_is_read_by_what_it_names():
 
     assert explain_kind(span("1", None, "call", 0, **{"llm.model_name": "m"})) == ("llm", "fallback",
                                                                                   "llm.model_name")
+
+
+@pytest.mark.parametrize(("task", "question"), [
+    pytest.param("Where is A-1001?", "Where is A-1001?", id="the task the prompt wraps is the question"),
+    pytest.param("Where is {order}?", "\nCurrent Task: Where is A-1001?\n\nExpected: a short answer.",
+                 id="a task the prompt does not hold (a template not filled in) loses to the prompt"),
+])
+def test_the_task_a_run_states_it_was_given_is_the_question_when_the_prompt_wraps_it(task, question):
+    """A crew's kickoff states its tasks (``crew_tasks``), not an input; the model is sent the framework's prompt."""
+    tasks = json.dumps([{"id": "t1", "description": task, "expected_output": "a short answer."}])
+    spans = [span("1", None, "Crew.kickoff", 0, **{"openinference.span.kind": "CHAIN", "crew_tasks": tasks}),
+             span("2", "1", "support bot._execute_core", 1, **{"openinference.span.kind": "AGENT",
+                                                                "input.value": '{"agent": {"role": "bot"}}'}),
+             llm("3", "2", 2, "\nCurrent Task: Where is A-1001?\n\nExpected: a short answer.", "It ships in 2 days.")]
+
+    [turn] = assembly(spans).turns
+
+    assert (turn["input"][-1]["content"], turn["output"]) == (question, "It ships in 2 days.")
+
+
+@pytest.mark.parametrize(("said", "error"), [
+    pytest.param({"gen_ai.response.finish_reasons": ["error"]}, "the model call stopped with finish reason 'error'",
+                 id="finish reason error"),
+    pytest.param({"output": '{"type": "error", "error": {"name": "APICallError", "message": "overloaded"}}'},
+                 "APICallError: overloaded", id="an error object as its output"),
+])
+def test_a_model_call_that_says_it_stopped_in_error_with_no_answer_is_a_failed_run_even_with_status_ok(said, error):
+    """No agent span exported (a framework that drops the run's span when its model call fails): the call, status
+    OK, says it failed only in what it reports."""
+    call = span("2", "1", "chat m", 1, **{"gen_ai.operation.name": "chat", "gen_ai.request.model": "m",
+                                          "gen_ai.input.messages": json.dumps(
+                                              [{"role": "user", "parts": [{"type": "text", "content": "Where?"}]}]),
+                                          **said})
+    call["status"] = {"code": 1}
+
+    [turn] = assembly([call]).turns
+
+    assert (turn["input"][-1]["content"], turn["output"]) == ("Where?", "")
+    assert (turn["metadata"]["vigil.run"], turn["metadata"]["vigil.error"]) == ("failed", error)

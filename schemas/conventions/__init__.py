@@ -14,6 +14,9 @@ ones before left empty (Vercel, pydantic-ai, GenAI, OpenLLMetry, OpenInference);
 
 **A final-answer tool is the answer.** A model that hands in its answer by calling a tool (``final_answer``,
 ``final_result``: ``_parse.is_final_tool``) answered: that call becomes the assistant's text, never a tool call.
+
+**A span that says it failed, failed** (``error``): by its status, ``error.type`` or ``exception`` event, and also by
+what it reports when its status says OK: a finish reason ``error``, an error object as its output.
 """
 
 from __future__ import annotations
@@ -167,12 +170,17 @@ def content_setting(span: Mapping[str, Any]) -> str:
 
 def error(span: Mapping[str, Any]) -> str | None:
     """Why a span failed, or ``None``: its status ``ERROR`` (with its message), ``error.type``, or an ``exception``
-    event (``exception.type``: ``exception.message``), whichever says most."""
+    event (``exception.type``: ``exception.message``), whichever says most. **A span that says it failed in what
+    it reports failed, whatever its status**: an output that is an error object (``{"type": "error", "error":
+    {"name", "message"}}``: a streamed error part, an API's error body) fails with its text, and a model call whose
+    finish reason is ``error`` (the GenAI conventions' ``gen_ai.response.finish_reasons``, the Vercel AI SDK's
+    ``ai.response.finishReason``) stopped in error."""
     status = span.get("status") or {}
-    error_type = span["attributes"].get("error.type")
+    attrs = span["attributes"]
+    error_type = attrs.get("error.type")
     raised = next((e.get("attributes") or {} for e in span.get("events") or () if e.get("name") == "exception"), None)
     if status.get("code") != 2 and error_type in (None, "") and raised is None:
-        return None
+        return _reported_error(attrs)
     message = status.get("message") or ""
     if raised is not None:
         said = ": ".join(str(raised[k]) for k in ("exception.type", "exception.message") if raised.get(k))
@@ -181,6 +189,29 @@ def error(span: Mapping[str, Any]) -> str | None:
     if error_type not in (None, "") and str(error_type) not in message:
         message = f"{error_type}: {message}" if message else str(error_type)
     return message or "error"
+
+
+_OUTPUT_KEYS = ("output.value", "output")
+_FINISH_KEYS = ("gen_ai.response.finish_reasons", "ai.response.finishReason", "llm.finish_reason")
+
+
+def _reported_error(attrs: Mapping[str, Any]) -> str | None:
+    """The error a span reports in what it says rather than in its status (``error``), or ``None``."""
+    for key in _OUTPUT_KEYS:
+        value = attrs.get(key)
+        if isinstance(value, str) and value[:1] == "{" and '"error"' in value[:40]:
+            record = json_value(value)
+            if isinstance(record, dict) and record.get("type") == "error" and record.get("error") not in (None, ""):
+                said = record["error"]
+                if isinstance(said, dict):
+                    return ": ".join(text(said[k]) for k in ("name", "message") if said.get(k) not in (None, "")) or (
+                        text(said))
+                return text(said)
+    for key in _FINISH_KEYS:
+        reasons = json_value(attrs.get(key))
+        if reasons == "error" or (isinstance(reasons, (list, tuple)) and "error" in reasons):
+            return "the model call stopped with finish reason 'error'"
+    return None
 
 
 def _document(doc: Any) -> dict[str, Any]:

@@ -4,6 +4,7 @@
 | --- | --- |
 | span kind | ``openinference.span.kind``: ``AGENT`` agent, ``CHAIN`` chain (at the top of a trace, the turn's root), ``LLM``, ``TOOL``, ``RETRIEVER``; the others (``EMBEDDING``, ``RERANKER``, ``PROMPT``, ``GUARDRAIL`` ...) are kept as members, not read |
 | messages | ``llm.input_messages.N.message.{role, content, contents.M.message_content.text, tool_call_id, tool_calls.K.tool_call.{id, function.name, function.arguments}}``, ``llm.output_messages.*``; else ``input.value`` / ``output.value`` when they are evidence of words (text, a message list, JSON with a known key: ``messages``, ``input``, ``question``, ``query`` ...); kwargs, state and Python reprs are not |
+| what a run was asked | where ``input.value`` says nothing, the tasks a crew's kickoff states it was given (``crew_tasks``: a JSON list of tasks, each ``description`` one user message; CrewAI's kickoff has no ``input.value`` unless it was given template variables) |
 | model, usage | ``llm.model_name``, ``llm.token_count.prompt`` / ``completion`` |
 | contexts | ``retrieval.documents.N.document.{content, id, score}``; LangChain puts id and score in ``document.metadata`` (JSON), read there when the fields are missing |
 | a tool span | ``tool.name``, ``input.value`` (the call's arguments: ``tool.parameters`` is the tool's schema, never read), ``output.value``, ``tool_call.id``; its error from the span status or ``exception`` event |
@@ -51,6 +52,8 @@ def io(span: Mapping[str, Any]) -> Io:
     outputs = _messages(attrs, "llm.output_messages", "assistant")
     if not inputs and attrs.get("input.value") not in (None, ""):
         inputs = _value_messages(attrs["input.value"], "user")
+    if not inputs and attrs.get("crew_tasks"):
+        inputs = _tasks(attrs["crew_tasks"])
     if not outputs and attrs.get("output.value") not in (None, ""):
         outputs = _value_messages(attrs["output.value"], "assistant")
     return inputs, outputs, ""
@@ -122,3 +125,13 @@ def _value_messages(value: Any, default_role: str) -> list[Msg]:
     if isinstance(parsed, str) and parsed and not is_repr(parsed):
         return [msg(default_role, parsed)]
     return []
+
+
+def _tasks(value: Any) -> list[Msg]:
+    """The tasks a span states it was given (``crew_tasks``: a JSON list of objects), each task's ``description`` as
+    a user message: the words the agents were asked, before the framework builds its prompt around them."""
+    parsed = json_value(value)
+    if not isinstance(parsed, list):
+        return []
+    return [msg("user", task["description"]) for task in parsed
+            if isinstance(task, dict) and isinstance(task.get("description"), str) and task["description"].strip()]
