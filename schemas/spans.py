@@ -48,11 +48,17 @@ request): the conversation and the tool calls the model asked for are read from 
   that hands in its answer through a final-answer tool (``final_answer``, ``final_result``) answered: that is the
   text.
 - *tool calls*: the tool spans' calls (no tool above them in the run; a final-answer tool is none), in start order,
-  with the call's own arguments (the LLM's tool call it ran, else the span's input unwrapped from a Python call's
-  ``args`` / ``kwargs`` packaging; never the tool's parameter schema), ids paired with the LLM's tool calls by name
-  and arguments, results (a serialized tool message is its content), and errors from the span status, an ``exception``
+  each named by its tool (``conventions.tool``: the convention's name attribute, else what the span name says), with
+  the call's own arguments (the LLM's tool call it ran, else the span's input unwrapped from a Python call's ``args``
+  / ``kwargs`` packaging; never the tool's parameter schema), ids paired with the LLM's tool calls by name and
+  arguments, results (a serialized tool message is its content), and errors from the span status, an ``exception``
   event (``exception.type``: ``exception.message``) or ``error.type``; with no tool spans, the calls the LLM calls
-  asked for, with the results the tool messages give them (by ``tool_call_id``).
+  asked for, with the results the tool messages give them (by ``tool_call_id``). **Two spans of one call are one
+  call**: spans of the same tool under a tool span (an instrumentation's span around the framework's own) give the
+  call what they say beside it (its id, result, error). **A span that records nothing of a call the model made is
+  bookkeeping**, not a call: no arguments, result or error, and neither its id nor its tool among the calls the LLM
+  calls asked for, when they say which (Google ADK's ``execute_tool (merged tools)`` beside the spans of a parallel
+  step's calls).
 - *usage*: the run's, summed over its LLM calls (no LLM above them in the run), else the root's stated totals; never
   one wrapper's zeros. The model is the last LLM call's; the system prompt the root's, else the answering call's.
 - *contexts*: retriever spans' documents, in start order.
@@ -652,15 +658,9 @@ class _Trace:
 
     def _tool_calls(self, members: list[SpanRecord], llms: list[SpanRecord],
                     conversation: list[conventions.Msg]) -> list[dict[str, Any]]:
-        """The tool spans' calls in start order (no tool above them, no final-answer tool), their ids paired with
-        the LLM's tool calls; else the calls the LLM calls asked for (and the conversation holds since its last user
-        message), with the results the tool messages give them."""
-        tool_ids = {s["span_id"] for s in members if self.kind(s) == "tool"}
-        spans = [conventions.tool(s) for s in members
-                 if s["span_id"] in tool_ids and not self._has_ancestor_in(s, tool_ids)]
-        spans = [call for call in spans if not conventions.is_final_tool(call["name"])]
-        if spans and all(call.get("id") for call in spans):
-            return spans
+        """The tool spans' calls in start order (``_span_calls``), their ids paired with the LLM's tool calls; else
+        the calls the LLM calls asked for (and the conversation holds since its last user message), with the results
+        the tool messages give them."""
         asked: list[dict[str, Any]] = []
         last_user = max((i for i, m in enumerate(conversation) if m["role"] == "user"), default=-1)
         for message in conversation[last_user + 1:]:
@@ -668,6 +668,9 @@ class _Trace:
         for llm in llms:
             for message in self.io(llm)[1]:
                 asked.extend(dict(call) for call in message["tool_calls"])
+        spans = self._span_calls(members, asked)
+        if spans and all(call.get("id") for call in spans):
+            return spans
         if spans:
             return _paired(spans, asked)
         results = {m["tool_call_id"]: conventions.result_text(m["content"]) for llm in llms for m in self.io(llm)[0]
@@ -680,6 +683,32 @@ class _Trace:
             seen.add(key)
             if call.get("id") in results:
                 call["result"] = results[call["id"]]
+            calls.append(call)
+        return calls
+
+    def _span_calls(self, members: list[SpanRecord], asked: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """One call per tool span with no tool above it, in start order. The tool spans of the same tool under it
+        are the same call (an instrumentation's span around the framework's own): the call takes what either says
+        (its id, result, error). No final-answer tool; no bookkeeping span: one the model's calls do not account
+        for (neither its id nor its tool among what they asked for, when they say) that records nothing of a call
+        (no arguments, result or error)."""
+        tools = [s for s in members if self.kind(s) == "tool"]
+        tool_ids = {s["span_id"] for s in tools}
+        called = {call["name"] for call in asked} | {call["id"] for call in asked if call.get("id")}
+        calls = []
+        for span in tools:
+            if self._has_ancestor_in(span, tool_ids):
+                continue
+            call = conventions.tool(span)
+            below = self.descendants(span) if span["span_id"] in self.children else ()
+            for inner in (conventions.tool(s) for s in below if s["span_id"] in tool_ids):
+                if inner["name"] == call["name"]:
+                    call = {**inner, **{k: v for k, v in call.items() if v not in (None, "", {})}}
+            if conventions.is_final_tool(call["name"]):
+                continue
+            if called and call["name"] not in called and call.get("id") not in called and not (
+                    call["arguments"] or call.get("result") is not None or call.get("error")):
+                continue
             calls.append(call)
         return calls
 

@@ -298,3 +298,98 @@ def test_a_model_call_that_says_it_stopped_in_error_with_no_answer_is_a_failed_r
 
     assert (turn["input"][-1]["content"], turn["output"]) == ("Where?", "")
     assert (turn["metadata"]["vigil.run"], turn["metadata"]["vigil.error"]) == ("failed", error)
+
+
+def tool_span(span_id: str, parent: str, name: str, start: int, **attributes: Any) -> dict[str, Any]:
+    return span(span_id, parent, name, start, **{"openinference.span.kind": "TOOL", **attributes})
+
+
+@pytest.mark.parametrize(("name", "tool"), [
+    ("execute_tool lookup_order", "lookup_order"),  # the GenAI conventions' span name
+    ("lookup_order.__call__", "lookup_order"), ("lookup_order.run", "lookup_order"),  # a wrapped method's
+    ("support_bot.lookup_order", "support_bot.lookup_order"), ("ai.toolCall", "ai.toolCall"),  # no method call
+])
+def test_a_tool_span_that_names_its_tool_only_in_its_span_name_is_read_by_what_the_name_says(name, tool):
+    from vigil.schemas.conventions import tool as tool_of
+
+    assert tool_of(tool_span("1", "0", name, 0, **{"input.value": '{"kwargs": {"order_id": "A-1001"}}'})) == {
+        "name": tool, "arguments": ORDER_ARGS}
+
+
+def test_reacts_finish_tool_ends_the_run_and_is_no_tool_call():
+    """A ReAct loop: the model picks ``lookup_order``, then ``finish`` (no argument); the call after writes the
+    answer. Tool spans named after the method they wrapped, the result a JSON string."""
+    spans = [span("1", None, "ReAct", 0, **{"openinference.span.kind": "CHAIN", "input.value": ORDER_QUESTION}),
+             llm("2", "1", 1, ORDER_QUESTION, ""),
+             tool_span("3", "1", "lookup_order.__call__", 2, **{
+                 "input.value": '{"kwargs": {"order_id": "A-1001"}}', "output.mime_type": "application/json",
+                 "output.value": json.dumps('{"status": "shipped"}')}),
+             llm("4", "1", 3, ORDER_QUESTION, ""),
+             tool_span("5", "1", "finish.__call__", 4, **{"input.value": '{"kwargs": {}}',
+                                                         "output.value": '"Completed."'}),
+             llm("6", "1", 5, ORDER_QUESTION, "It shipped.")]
+
+    [turn] = assembly(spans).turns
+
+    assert turn["output"] == "It shipped."
+    assert [(c["name"], c["arguments"], c["result"]) for c in turn["tool_calls"]] == [
+        ("lookup_order", ORDER_ARGS, '{"status": "shipped"}')]
+
+
+def test_two_spans_of_one_tool_call_are_one_call_with_what_either_says():
+    """An instrumentation's tool span (OK, the error text as its output) around the framework's own span of the same
+    call (status ERROR, the exception event, the call id)."""
+    inner = span("4", "3", "execute_tool lookup_order", 3, **{
+        "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "lookup_order",
+        "gen_ai.tool.call.id": "call_1", "error.type": "ValueError"})
+    inner["status"] = {"code": 2, "message": "ValueError: order database unreachable"}
+    inner["events"] = [{"name": "exception", "time": 3, "attributes": {
+        "exception.type": "ValueError", "exception.message": "order database unreachable"}}]
+    spans = [span("1", None, "bot", 0, **{"openinference.span.kind": "AGENT"}),
+             llm("2", "1", 1, ORDER_QUESTION, ""),
+             tool_span("3", "1", "bot.lookup_order", 2, **{"tool.name": "lookup_order",
+                                                          "input.value": json.dumps(ORDER_ARGS),
+                                                          "output.value": "order database unreachable"}),
+             inner, llm("5", "1", 5, ORDER_QUESTION, "The database is down.")]
+
+    [turn] = assembly(spans).turns
+
+    [call] = turn["tool_calls"]
+    assert (call["name"], call["arguments"], call["id"]) == ("lookup_order", ORDER_ARGS, "call_1")
+    assert call["error"] == "ValueError: order database unreachable"
+
+
+def genai(span_id: str, parent: str, start: int, operation: str, **attributes: Any) -> dict[str, Any]:
+    return span(span_id, parent, operation, start, **{"gen_ai.operation.name": operation, **attributes})
+
+
+def parallel_step(*, content: bool) -> list[dict[str, Any]]:
+    """An agent's parallel step: the model asks for two calls, each has its span, and a third ``execute_tool`` span
+    beside them groups the step and records nothing of a call (Google ADK's ``(merged tools)``)."""
+    asked = [{"type": "tool_call", "name": "lookup_order", "id": f"call_{i}", "arguments": {"order_id": f"A-{i}"}}
+             for i in (1, 2)]
+    step = {"gen_ai.input.messages": json.dumps([{"role": "user", "parts": [{"type": "text",
+                                                                             "content": ORDER_QUESTION}]}]),
+            "gen_ai.output.messages": json.dumps([{"role": "assistant", "parts": asked}])} if content else {}
+    calls = [genai(str(2 + i), "1", 2 + i, "execute_tool", **{
+        "gen_ai.tool.name": "lookup_order", "gen_ai.tool.call.id": f"call_{i}",
+        **({"gen_ai.tool.call.arguments": json.dumps({"order_id": f"A-{i}"})} if content else {})}) for i in (1, 2)]
+    return [genai("1", None, 0, "invoke_agent", **{"gen_ai.agent.name": "bot"}),
+            genai("2", "1", 1, "chat", **{"gen_ai.request.model": "m", **step}), *calls,
+            genai("5", "1", 5, "execute_tool", **{"gen_ai.tool.name": "(merged tools)", "gen_ai.tool.call.id": "ev"}),
+            genai("6", "1", 6, "chat", **{"gen_ai.request.model": "m", **({"gen_ai.output.messages": json.dumps(
+                [{"role": "assistant", "parts": [{"type": "text", "content": "Both shipped."}]}])} if content else {})})]
+
+
+def test_a_tool_span_that_records_nothing_of_a_call_the_model_made_is_bookkeeping_not_a_call():
+    [turn] = assembly(parallel_step(content=True)).turns
+
+    assert [(c["name"], c["arguments"]) for c in turn["tool_calls"]] == [
+        ("lookup_order", {"order_id": "A-1"}), ("lookup_order", {"order_id": "A-2"})]
+
+
+def test_without_the_models_calls_to_compare_every_tool_span_is_a_call():
+    """Content capture off: nothing says which calls the model made, so no span is judged bookkeeping."""
+    [turn] = assembly(parallel_step(content=False)).turns
+
+    assert [c["name"] for c in turn["tool_calls"]] == ["lookup_order", "lookup_order", "(merged tools)"]

@@ -12,8 +12,14 @@ is an LLM call, one that names a tool is a tool call, a plain server or consumer
 decided and on which attribute. Messages: openlit's when it wrote the span, else each mapper in turn fills what the
 ones before left empty (Vercel, pydantic-ai, GenAI, OpenLLMetry, OpenInference); ``io_sources`` says which.
 
-**A final-answer tool is the answer.** A model that hands in its answer by calling a tool (``final_answer``,
-``final_result``: ``_parse.is_final_tool``) answered: that call becomes the assistant's text, never a tool call.
+**A final-answer tool is the answer.** A model that ends its run by calling a tool (``final_answer``,
+``final_result``, ReAct's ``finish``: ``_parse.is_final_tool``) answered: that call becomes the assistant's text (its
+argument, when it carries one), never a tool call.
+
+**A tool's name is the tool's, not the span's.** A tool span is named by the attribute its convention gives
+(``tool.name``, ``gen_ai.tool.name`` ...); one that names its tool only in its span name is read by what the name
+says (``_parse.span_tool_name``): ``execute_tool <tool>``, or ``<tool>.__call__`` / ``<tool>.run`` where an
+instrumentation named the span after the method it wrapped (the tool is the object whose method ran).
 
 **A span that says it failed, failed** (``error``): by its status, ``error.type`` or ``exception`` event, and also by
 what it reports when its status says OK: a finish reason ``error``, an error object as its output.
@@ -25,7 +31,17 @@ from collections.abc import Mapping
 from typing import Any
 
 from . import genai, openinference, openlit, openllmetry, pydantic_ai, vercel
-from ._parse import Io, Msg, call_arguments, hand_in, is_final_tool, json_value, result_text, text
+from ._parse import (
+    Io,
+    Msg,
+    call_arguments,
+    hand_in,
+    is_final_tool,
+    json_value,
+    result_text,
+    span_tool_name,
+    text,
+)
 
 __all__ = ["MAPPERS", "Io", "Msg", "content_setting", "documents", "error", "explain_kind", "identity", "io",
            "io_sources", "is_final_tool", "kind", "result_text", "stated_usage", "tool", "usage"]
@@ -128,6 +144,8 @@ def tool(span: Mapping[str, Any]) -> dict[str, Any]:
     are the span's own ``input`` (and its ``output`` the result)."""
     call = (openllmetry.tool(span) or openinference.tool(span) or vercel.tool(span) or pydantic_ai.tool(span)
             or genai.tool(span) or {"name": span["name"], "arguments": {}})
+    if call["name"] == span["name"]:  # no attribute named the tool: its span name does
+        call["name"] = span_tool_name(span["name"])
     attrs = span["attributes"]
     if not call["arguments"] and isinstance(given := call_arguments(json_value(attrs.get("input"))), dict):
         call["arguments"] = given  # no convention named them: the span's own input is the call's

@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from typing import Any
 
 __all__ = ["Io", "Msg", "call_arguments", "final_text", "hand_in", "indexed", "is_final_tool", "is_repr", "json_value", "message", "msg", "result_text",
-           "role", "text", "tool_call"]
+           "role", "span_tool_name", "text", "tool_call"]
 
 Msg = dict[str, Any]  # {"role", "content", "tool_calls": [{"name", "arguments", "id"?}], "tool_call_id"?}
 Io = tuple[list[Msg], list[Msg], str]  # (input messages, output messages, system instructions) of one span
@@ -49,14 +49,40 @@ def tool_call(name: Any, arguments: Any, call_id: Any = None) -> dict[str, Any]:
 
 _CALL_PARTS = frozenset({"tool_call", "tool-call", "function_call", "tool_use"})
 _RESULT_PARTS = frozenset({"tool_call_response", "tool-result", "tool_result", "function_response"})
-# A tool the model calls to hand in its answer (smolagents' ``final_answer``, pydantic-ai's structured output
-# ``final_result``, ``final_result_<Type>`` for several): the call is the run's answer, not a tool call.
+# A tool the model calls to end its run: to hand in its answer (smolagents' ``final_answer``, pydantic-ai's structured
+# output ``final_result``, ``final_result_<Type>`` for several), or ReAct's ``finish`` action (the ReAct paper's
+# ``finish[answer]``: "returns the answer and finishes the task"; a loop whose ``finish`` takes no argument has its
+# answer written by the call after it). The call is the run's answer, not a tool call.
 _FINAL_TOOLS = ("final_answer", "final_result", "final_output")
+_FINISH_TOOLS = frozenset({"finish"})
 
 
 def is_final_tool(name: Any) -> bool:
-    """Whether a tool is how the model hands in its answer (``final_answer``, ``final_result``, ...)."""
-    return str(name or "").lower().startswith(_FINAL_TOOLS)
+    """Whether a tool is how the model ends its run with its answer (``final_answer``, ``final_result``, ...,
+    ReAct's ``finish``)."""
+    name = str(name or "").lower()
+    return name.startswith(_FINAL_TOOLS) or name in _FINISH_TOOLS
+
+
+# The methods an instrumentation wraps to trace a tool's call, named in its span ``<tool>.<method>`` (DSPy's
+# ``lookup_order.__call__``, CrewAI's ``lookup_order.run``): the tool is the object whose method ran.
+_CALL_METHODS = frozenset({"__call__", "call", "acall", "run", "arun", "invoke", "ainvoke", "forward", "aforward",
+                           "execute", "aexecute"})
+_IDENTIFIER = re.compile(r"^[A-Za-z_][\w-]*$")
+
+
+def span_tool_name(span_name: Any) -> str:
+    """The tool a tool span names when no attribute does, read from its span name: the GenAI conventions'
+    ``execute_tool <tool>``, or a wrapped method's ``<tool>.<method>`` (the object's name, not the method's). Any
+    other span name is the tool's name as it stands."""
+    name = str(span_name or "").strip()
+    operation, _, rest = name.partition(" ")
+    if operation == "execute_tool" and rest.strip():
+        return rest.strip()
+    head, dot, method = name.rpartition(".")
+    if dot and method in _CALL_METHODS and _IDENTIFIER.match(head):
+        return head
+    return name
 
 
 def final_text(call: dict[str, Any]) -> str:
