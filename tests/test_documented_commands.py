@@ -495,7 +495,7 @@ client = connect(sys.argv[1])
 service = _direct(client, "ana", None)
 for n in range(4):  # as the page does: lease the next turn, then label it
     item = service.next_item("answer_relevancy", "random", "ana")
-    service.label(LabelRequest(trace_id=item["trace_id"], monitor="answer_relevancy", reviewer="ana",
+    service.label(LabelRequest(project=item["project"], trace_id=item["trace_id"], monitor="answer_relevancy", reviewer="ana",
                                action="judge-right" if n % 2 else "judge-wrong"))
 client.close()
 """

@@ -157,7 +157,7 @@ def test_the_review_page_records_judge_right_on_a_failing_verdict_as_a_bad_turn(
     service = ReviewService(store, LocalLeases(), sent, reviewer="ana")
     assert service.next_item("m", "random", "ana")["trace_id"] == trace  # the page leases the turn it shows
 
-    label = service.label(LabelRequest(trace_id=trace, monitor="m", action="judge-right", queue="random"))
+    label = service.label(LabelRequest(project="shop", trace_id=trace, monitor="m", action="judge-right", queue="random"))
 
     assert (label.value, sent[0].value) == (0.0, 0.0)
 

@@ -19,6 +19,7 @@ from vigil.schemas import MonitorConfig, Turn
 from vigil.schemas.feedback import Feedback, feedback_id
 from vigil.schemas.rows import score_row, trace_row
 from vigil.schemas.score import ScoreResult
+from vigil.worker.assembly.traces import trace_name
 from vigil.worker.eval.items import load_dataset
 from vigil.worker.review.agreement import Label, item_verdicts, weighted_agreement
 from vigil.worker.review.export import export_items, write_jsonl
@@ -63,16 +64,16 @@ def served_and_skipped(service: ReviewService, queue: str, reviewer: str = "ana"
     """The next item for ``reviewer``, skipped at once so that the next call serves another one."""
     item = service.next_item("relevancy", queue, reviewer)
     if item is not None:
-        service.done(item["trace_id"], reviewer, skipped=True)
+        service.done("shop", item["trace_id"], reviewer, skipped=True)
     return item
 
 
 def leased_label(service: ReviewService, request: LabelRequest) -> Feedback:
     """A label as the page gives it: on a turn leased to its reviewer, the lease given back after."""
     reviewer = request.reviewer or service.reviewer
-    assert service.leases.take(request.trace_id, reviewer)
+    assert service.leases.take(trace_name("shop", request.trace_id), reviewer)
     row = service.label(request)
-    service.done(request.trace_id, reviewer)
+    service.done("shop", request.trace_id, reviewer)
     return row
 
 
@@ -113,7 +114,7 @@ def test_the_random_queue_draws_every_unreviewed_turn_equally_often(store, servi
     for _ in range(600):
         item = service.next_item("relevancy", "random", "ana")
         drawn[item["trace_id"]] += 1
-        leases.release(item["trace_id"], "ana")
+        leases.release(trace_name("shop", item["trace_id"]), "ana")
 
     assert set(drawn) == set(traces)
     assert stats.chisquare([drawn[t] for t in traces]).pvalue > 0.001
@@ -182,8 +183,9 @@ def test_a_lapsed_lease_returns_the_item_to_the_queue(store, redis_url):
 
     assert service.next_item("relevancy", "random", "ana")["trace_id"] == only
     assert service.next_item("relevancy", "random", "bob") is None
-    client.pexpire(f"vigil.review.lease.{only}", 1)  # the lease's time runs out (no waiting on a clock)
-    while client.exists(f"vigil.review.lease.{only}"):
+    lease = f"vigil.review.lease.{trace_name('shop', only)}"
+    client.pexpire(lease, 1)  # the lease's time runs out (no waiting on a clock)
+    while client.exists(lease):
         pass
     assert service.next_item("relevancy", "random", "bob")["trace_id"] == only
     client.close()
@@ -193,9 +195,9 @@ def test_a_labelled_item_is_not_served_again_before_the_store_has_the_label(stor
     (only,) = seed(store, [0.3])
     either_service.next_item("relevancy", "random", "ana")
 
-    either_service.label(LabelRequest(trace_id=only, monitor="relevancy", action="judge-right", queue="random",
-                               reviewer="ana"))
-    either_service.done(only, "ana")
+    either_service.label(LabelRequest(project="shop", trace_id=only, monitor="relevancy", action="judge-right",
+                                      queue="random", reviewer="ana"))
+    either_service.done("shop", only, "ana")
 
     assert either_service.next_item("relevancy", "random", "bob") is None
 
@@ -203,7 +205,7 @@ def test_a_labelled_item_is_not_served_again_before_the_store_has_the_label(stor
 def test_a_skipped_item_goes_to_the_next_reviewer_but_not_back_to_the_one_who_skipped(store, either_service):
     (only,) = seed(store, [0.3])
     either_service.next_item("relevancy", "random", "ana")
-    either_service.done(only, "ana", skipped=True)
+    either_service.done("shop", only, "ana", skipped=True)
 
     assert either_service.next_item("relevancy", "random", "ana") is None
     assert either_service.next_item("relevancy", "random", "bob")["trace_id"] == only
@@ -218,8 +220,8 @@ def test_a_skipped_item_goes_to_the_next_reviewer_but_not_back_to_the_one_who_sk
 def test_a_verdict_on_the_judge_becomes_the_reviewers_value_of_the_turn(store, service, score, action, value):
     (trace,) = seed(store, [score])
 
-    row = leased_label(service, LabelRequest(trace_id=trace, monitor="relevancy", action=action, queue="lowest",
-                                             comment="refund window is 30 days", reviewer="bob"))
+    row = leased_label(service, LabelRequest(project="shop", trace_id=trace, monitor="relevancy", action=action,
+                                             queue="lowest", comment="refund window is 30 days", reviewer="bob"))
 
     assert service.publish == [row]
     assert (row.value, row.scale, row.source, row.author, row.monitor, row.queue, row.comment) == (
@@ -231,8 +233,9 @@ def test_a_score_label_must_be_on_the_monitors_scale(store, service):
     (trace,) = seed(store, [0.5])
 
     with pytest.raises(ValueError, match="value"):
-        leased_label(service, LabelRequest(trace_id=trace, monitor="relevancy", action="score", value=3))
-    assert leased_label(service, LabelRequest(trace_id=trace, monitor="relevancy", action="score",
+        leased_label(service, LabelRequest(project="shop", trace_id=trace, monitor="relevancy", action="score",
+                                           value=3))
+    assert leased_label(service, LabelRequest(project="shop", trace_id=trace, monitor="relevancy", action="score",
                                               value=0.25)).value == 0.25
 
 
@@ -243,12 +246,12 @@ def test_feedback_without_a_monitor_keeps_the_id_it_always_had():
 
 def test_two_reviewers_labels_of_one_turn_are_two_rows_and_a_relabel_replaces(store, service):
     (trace,) = seed(store, [0.8])
-    ana = leased_label(service, LabelRequest(trace_id=trace, monitor="relevancy", action="judge-right",
+    ana = leased_label(service, LabelRequest(project="shop", trace_id=trace, monitor="relevancy", action="judge-right",
                                              reviewer="ana"))
-    bob = leased_label(service, LabelRequest(trace_id=trace, monitor="relevancy", action="judge-wrong",
+    bob = leased_label(service, LabelRequest(project="shop", trace_id=trace, monitor="relevancy", action="judge-wrong",
                                              reviewer="bob"))
-    ana_again = leased_label(service, LabelRequest(trace_id=trace, monitor="relevancy", action="judge-wrong",
-                                                   reviewer="ana"))
+    ana_again = leased_label(service, LabelRequest(project="shop", trace_id=trace, monitor="relevancy",
+                                                   action="judge-wrong", reviewer="ana"))
     add_feedback(store, [ana, bob, ana_again])
 
     rows = store.query("SELECT author, value FROM feedback FINAL WHERE trace_id = {t:String} ORDER BY author",
@@ -378,15 +381,15 @@ def test_a_foreign_host_header_is_refused_on_every_path(server):
         assert status == 403, path
     status, _ = request(server, "POST", "/review/api/label", headers={"Host": "evil.example",
                                                                        "X-Vigil-CSRF": server.guard.csrf},
-                        body={"trace_id": "t", "monitor": "relevancy", "action": "judge-right"})
+                        body={"project": "shop", "trace_id": "t", "monitor": "relevancy", "action": "judge-right"})
     assert status == 403 and server.app.service.publish == []
     assert request(server, "GET", "/review/api/progress", headers={"Host": f"localhost:{server.port}"})[0] == 200
 
 
 def test_every_write_needs_the_pages_csrf_token_and_its_own_origin(store, server):
     (trace,) = seed(store, [0.7])
-    assert server.app.service.leases.take(trace, "ana")
-    body = {"trace_id": trace, "monitor": "relevancy", "action": "judge-right"}
+    assert server.app.service.leases.take(trace_name("shop", trace), "ana")
+    body = {"project": "shop", "trace_id": trace, "monitor": "relevancy", "action": "judge-right"}
     good = {"X-Vigil-CSRF": server.guard.csrf}
 
     without = request(server, "POST", "/review/api/label", body=body)
@@ -487,9 +490,10 @@ def test_report_serve_serves_the_review_page_beside_the_report(store, leases):
         page = request(port, "GET", "/review/")
         item = request(port, "GET", "/review/api/next?monitor=relevancy&queue=random")
         label = request(port, "POST", "/review/api/label", headers={"X-Vigil-CSRF": report.review_app().guard.csrf},
-                        body={"trace_id": trace, "monitor": "relevancy", "action": "judge-wrong", "queue": "random"})
-        forged = request(port, "POST", "/review/api/label", body={"trace_id": trace, "monitor": "relevancy",
-                                                                   "action": "judge-wrong"})
+                        body={"project": "shop", "trace_id": trace, "monitor": "relevancy", "action": "judge-wrong",
+                              "queue": "random"})
+        forged = request(port, "POST", "/review/api/label", body={"project": "shop", "trace_id": trace,
+                                                                   "monitor": "relevancy", "action": "judge-wrong"})
         foreign = request(port, "GET", "/review/api/progress", headers={"Host": f"evil.example:{port}"})
         own = request(port, "GET", "/")
     finally:
@@ -531,7 +535,7 @@ def test_an_item_is_the_turn_whole_with_the_session_before_it(store, service):
                  contexts=[{"text": "Returns within 30 days.", "id": "kb-1"}], metadata={"release": "v2"},
                  tool_calls=[{"name": "lookup", "arguments": {"order": 7}}, {"name": "refund", "result": "error"}])
 
-    item = service.item(later[0])
+    item = service.item("shop", later[0])
 
     (span,) = item["spans"]
     assert (span["system"], span["contexts"][0]["id"], span["metadata"]) == ("Be brief.", "kb-1", {"release": "v2"})
@@ -547,7 +551,7 @@ def test_a_queue_whose_head_is_all_taken_is_read_further(store, service, leases)
 
     traces = seed(store, [i / 100 for i in range(CANDIDATES[0] + 2)])  # lowest first
     for trace_id in traces[: CANDIDATES[0] + 1]:
-        assert leases.take(trace_id, "bob")
+        assert leases.take(trace_name("shop", trace_id), "bob")
 
     item = service.next_item("relevancy", "lowest", "ana")
 
@@ -568,7 +572,7 @@ def test_without_broker_or_worker_a_page_holding_the_store_writes_labels_straigh
 
     ana = service.next_item("relevancy", "random", "ana")["trace_id"]
     bob = service.next_item("relevancy", "random", "bob")["trace_id"]
-    service.label(LabelRequest(trace_id=ana, monitor="relevancy", action="judge-wrong", queue="random"))
+    service.label(LabelRequest(project="shop", trace_id=ana, monitor="relevancy", action="judge-wrong", queue="random"))
 
     assert service.direct and {ana, bob} == {trace, other}
     rows = store.query("SELECT trace_id, author, monitor, queue, value FROM feedback FINAL").result_rows
@@ -587,10 +591,10 @@ def test_a_label_needs_the_turn_leased_to_its_reviewer(store, either_service):
 
     for trace, reviewer in ((mine, "bob"), (other, "ana")):  # someone else's lease; no lease at all
         with pytest.raises(NotLeased):
-            either_service.label(LabelRequest(trace_id=trace, monitor="relevancy", action="judge-right",
+            either_service.label(LabelRequest(project="shop", trace_id=trace, monitor="relevancy", action="judge-right",
                                               reviewer=reviewer))
     assert either_service.publish == []
-    assert either_service.label(LabelRequest(trace_id=mine, monitor="relevancy", action="judge-right",
+    assert either_service.label(LabelRequest(project="shop", trace_id=mine, monitor="relevancy", action="judge-right",
                                              reviewer="ana")).author == "ana"
 
 
@@ -600,10 +604,10 @@ def test_the_page_keeps_its_lease_while_the_turn_is_open_and_only_its_own(store,
     (only,) = seed(store, [0.3])
     either_service.next_item("relevancy", "random", "ana")
 
-    either_service.renew(only, "ana")
+    either_service.renew("shop", only, "ana")
     with pytest.raises(NotLeased):
-        either_service.renew(only, "bob")
-    assert either_service.leases.holder(only) == "ana"
+        either_service.renew("shop", only, "bob")
+    assert either_service.leases.holder(trace_name("shop", only)) == "ana"
 
 
 def test_labels_of_an_items_other_monitors_keep_its_lease_for_the_label_that_moves_on(store, server):
@@ -618,11 +622,11 @@ def test_labels_of_an_items_other_monitors_keep_its_lease_for_the_label_that_mov
     assert request(server, "GET", "/review/api/next?monitor=relevancy&queue=random")[1]["item"]["trace_id"] == trace
 
     side = request(server, "POST", "/review/api/label", headers=csrf, body={
-        "trace_id": trace, "monitor": "alignment", "action": "judge-right", "keep_lease": True})
+        "project": "shop", "trace_id": trace, "monitor": "alignment", "action": "judge-right", "keep_lease": True})
     main = request(server, "POST", "/review/api/label", headers=csrf, body={
-        "trace_id": trace, "monitor": "relevancy", "action": "judge-right"})
+        "project": "shop", "trace_id": trace, "monitor": "relevancy", "action": "judge-right"})
     again = request(server, "POST", "/review/api/label", headers=csrf, body={
-        "trace_id": trace, "monitor": "relevancy", "action": "judge-wrong"})
+        "project": "shop", "trace_id": trace, "monitor": "relevancy", "action": "judge-wrong"})
 
     assert (side[0], main[0], again[0]) == (200, 200, 403)  # the lease went back with the item's own label
     assert [(f.monitor, f.author) for f in server.app.service.publish] == [("alignment", "ana"), ("relevancy", "ana")]
@@ -654,8 +658,8 @@ def test_a_reviewer_of_one_project_sees_nothing_another_project_stored_under_the
         reason="bank's reason"))])
 
     item = service.next_item("relevancy", "lowest", "ana", projects=["shop"])
-    row = service.label(LabelRequest(trace_id=trace, monitor="relevancy", action="judge-right", reviewer="ana"),
-                        projects=["shop"])
+    row = service.label(LabelRequest(project="shop", trace_id=trace, monitor="relevancy", action="judge-right",
+                                     reviewer="ana"), projects=["shop"])
 
     assert item["trace_id"] == trace
     assert [s["project"] for s in item["spans"]] == ["shop"] and [s["reason"] for s in item["scores"]] == [
@@ -677,8 +681,8 @@ def test_a_label_carries_its_turns_project_and_pairs_only_with_that_projects_sco
         run_id="b", scorer="answer_relevancy", scorer_version="1", status="scored", score=0.9))])
 
     service.next_item("relevancy", "lowest", "ana", projects=["shop"])
-    row = service.label(LabelRequest(trace_id=trace, monitor="relevancy", action="judge-right", reviewer="ana"),
-                        projects=["shop"])
+    row = service.label(LabelRequest(project="shop", trace_id=trace, monitor="relevancy", action="judge-right",
+                                     reviewer="ana"), projects=["shop"])
     add_feedback(store, [row])
     panel = run_query(store, PANELS["judge_agreement"], start=NOW - timedelta(days=1), end=NOW + timedelta(hours=1))
     page = service.rows("labels", monitor="relevancy", projects=[])
@@ -722,10 +726,36 @@ def test_report_serve_asks_the_configs_reviewers_for_their_tokens_on_loopback_to
         item = request(port, "GET", "/review/api/next?monitor=relevancy&queue=random", headers=signed)
         label = request(port, "POST", "/review/api/label",
                         headers={**signed, "X-Vigil-CSRF": report.review_app().guard.csrf},
-                        body={"trace_id": trace, "monitor": "relevancy", "action": "judge-wrong", "queue": "random"})
+                        body={"project": "shop", "trace_id": trace, "monitor": "relevancy", "action": "judge-wrong",
+                              "queue": "random"})
     finally:
         report.shutdown()
 
     assert anonymous[0] == 401
     assert item[0] == 200 and item[1]["item"]["reviewer"] == "ana"
     assert label[0] == 200 and [f.author for f in sent] == ["ana"]
+
+
+def test_a_stored_label_of_one_projects_turn_leaves_another_projects_turn_of_the_trace_id_in_the_queues(store,
+                                                                                                        service):
+    """A label in the store is of its project's turn: bank's turn of a trace id shop's reviewer labelled is still
+    bank's to review, and counted unreviewed. An older label that names no project is of every project's turn."""
+    shop, legacy = seed(store, [0.2, 0.4])
+    for trace in (shop, legacy):
+        bank = Turn.model_validate({"trace_id": trace, "project": "bank", "agent": "support-bot", "started_at": NOW,
+                                    "input": [{"role": "user", "content": "q"}], "output": "a"})
+        _insert(store, "traces", [trace_row(bank)])
+        _insert(store, "scores", [score_row(bank, MONITOR, ScoreResult(
+            run_id="b", scorer="answer_relevancy", scorer_version="1", status="scored", score=0.3))])
+    add_feedback(store, [Feedback(project=project, trace_id=trace, name="review", value=0.0, source="reviewer",
+                                  author="ana", monitor="relevancy", queue="lowest")
+                         for project, trace in (("shop", shop), ("", legacy))])
+
+    sizes = service.rows("queue_sizes", monitor="relevancy", projects=[])[0]
+    assert (sizes["population"], sizes["reviewed"], sizes["unreviewed"]) == (4, 3, 1)
+    first = service.next_item("relevancy", "lowest", "carol", projects=["bank"])
+    service.done("bank", shop, "carol", skipped=True)
+    then = service.next_item("relevancy", "random", "carol", projects=["bank"])
+
+    assert first is not None and (first["project"], first["trace_id"]) == ("bank", shop)
+    assert then is None  # the label that names no project closed both projects' turns of its trace id

@@ -157,12 +157,12 @@ def test_a_reviewer_labels_a_turn_with_the_keyboard_and_the_store_and_agreement_
 def test_concurrent_labels_from_many_reviewers_all_reach_the_store(stack):
     """8 labels posted at the same instant, by 8 reviewers, each on the turn the page leased to them."""
     server = stack.server
-    jobs = [(f"reviewer-{r}", server.app.service.next_item("relevancy", "random", f"reviewer-{r}")["trace_id"])
-            for r in range(8)]
+    served = {f"reviewer-{r}": server.app.service.next_item("relevancy", "random", f"reviewer-{r}") for r in range(8)}
+    jobs = [(reviewer, item["project"], item["trace_id"]) for reviewer, item in served.items()]
     start, statuses = threading.Barrier(len(jobs)), []
 
-    def post(reviewer: str, trace_id: str) -> None:
-        body = json.dumps({"trace_id": trace_id, "monitor": "relevancy", "action": "judge-right",
+    def post(reviewer: str, project: str, trace_id: str) -> None:
+        body = json.dumps({"project": project, "trace_id": trace_id, "monitor": "relevancy", "action": "judge-right",
                            "queue": "random", "reviewer": reviewer, "comment": uuid.uuid4().hex})
         connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=60)
         start.wait()
@@ -182,9 +182,9 @@ def test_concurrent_labels_from_many_reviewers_all_reach_the_store(stack):
     for thread in threads:
         thread.join(120)
 
-    assert len({trace for _, trace in jobs}) == len(jobs)  # one turn each: a lease is one reviewer's
+    assert len({trace for _, _, trace in jobs}) == len(jobs)  # one turn each: a lease is one reviewer's
     assert sorted(map(str, statuses)) == ["200"] * len(jobs)
-    expected = set(jobs)
+    expected = {(reviewer, trace) for reviewer, _, trace in jobs}
     until(lambda: expected <= {(r[1], r[0]) for r in review_labels(stack.store)}, 120, "all 8 labels")
 
 

@@ -1,9 +1,12 @@
 """Forged review labels, sent to a real `vigil review` process (its store a chDB directory it opened itself, its
 leases, rate counts and published labels in a real redis-server): a label is accepted only for a turn leased to the
-reviewer its token names, whatever name the request gives, and at most VIGIL_REVIEW_LABELS_PER_MINUTE of them.
+reviewer its token names, whatever name the request gives, and at most VIGIL_REVIEW_LABELS_PER_MINUTE of them. A
+turn is its project's trace: a lease, a label's mark and a label are of one project's turn, never of another
+project's turn of the same trace id, and a reviewer's token reaches only their projects' turns.
 
 Before leases and per-reviewer tokens, 400 labels posted without a lease under made-up names set a monitor's
-agreement to 2.5% in 29 s."""
+agreement to 2.5% in 29 s. Before leases named the project, a bank reviewer's lease of a trace id kept shop's turn of
+that id from shop's reviewer."""
 
 from __future__ import annotations
 
@@ -14,12 +17,15 @@ import re
 import shutil
 
 import pytest
+from vigil.schemas import Turn
 from vigil.schemas.broker import INGEST_TASK
+from vigil.schemas.rows import score_row, trace_row
+from vigil.schemas.score import ScoreResult
 from vigil.worker.store import connect
 
 from tests.pipeline import ReviewProcess
 from tests.test_intake import queued
-from tests.test_review import seed
+from tests.test_review import MONITOR, NOW, _insert, seed
 
 TOKENS = {"ana": "ana-token-0123456789", "bob": "bob-token-0123456789", "carol": "carol-token-0123456789"}
 PROJECTS = {"ana": ["shop"], "bob": [], "carol": ["bank"]}
@@ -60,19 +66,18 @@ class Client:
         assert status == 200, answer
         return answer["item"]
 
-    def label(self, trace_id: str, **fields) -> tuple[int, dict | str, dict]:
-        return self("POST", "/review/api/label", {"trace_id": trace_id, "monitor": "relevancy",
+    def label(self, trace_id: str, project: str = "shop", **fields) -> tuple[int, dict | str, dict]:
+        return self("POST", "/review/api/label", {"project": project, "trace_id": trace_id, "monitor": "relevancy",
                                                   "action": "judge-wrong", "queue": "lowest", **fields})
 
 
-@pytest.fixture
-def page(redis_url, tmp_path, _migrated_store):
+def _serve(redis_url, tmp_path, migrated_store, fill):
     """`vigil review --config` with three reviewers (ana: project shop; bob: every project; carol: bank), over a
-    store of six scored turns of project shop, at most 3 labels per reviewer a minute."""
+    store ``fill`` wrote (it returns the page's ``traces``), at most 3 labels per reviewer a minute."""
     dsn = f"chdb://{tmp_path / 'chdb'}"
-    shutil.copytree(_migrated_store, tmp_path / "chdb", symlinks=True)
+    shutil.copytree(migrated_store, tmp_path / "chdb", symlinks=True)
     store = connect(dsn)
-    traces = seed(store, [0.1, 0.2, 0.3, 0.4, 0.5, 0.6])
+    traces = fill(store)
     store.close()  # the page opens the directory itself (no worker runs; one process at a time may)
     config = tmp_path / "vigil.yaml"
     config.write_text(reviewers_yaml())
@@ -88,10 +93,42 @@ def page(redis_url, tmp_path, _migrated_store):
         assert process.stop() in (0, -15), process.output()
 
 
+@pytest.fixture
+def page(redis_url, tmp_path, _migrated_store):
+    """The page over six scored turns of project shop."""
+    yield from _serve(redis_url, tmp_path, _migrated_store, lambda store: seed(store, [0.1, 0.2, 0.3, 0.4, 0.5, 0.6]))
+
+
+def _same_ids_in_bank(store) -> list[str]:
+    """Two shop turns (0.1, 0.2), and bank turns of the same trace ids (0.15, 0.25), scored after shop's."""
+    traces = seed(store, [0.1, 0.2])
+    for trace, value in zip(traces, [0.15, 0.25], strict=True):
+        turn = Turn.model_validate({"trace_id": trace, "project": "bank", "agent": "support-bot", "started_at": NOW,
+                                    "input": [{"role": "user", "content": "bank's question"}], "output": "bank's"})
+        _insert(store, "traces", [trace_row(turn)])
+        _insert(store, "scores", [score_row(turn, MONITOR, ScoreResult(
+            run_id="b", scorer="answer_relevancy", scorer_version="1", status="scored", score=value))])
+    return traces
+
+
+@pytest.fixture
+def shared_ids(redis_url, tmp_path, _migrated_store):
+    """The page over shop's and bank's turns of the same two trace ids (``_same_ids_in_bank``)."""
+    yield from _serve(redis_url, tmp_path, _migrated_store, _same_ids_in_bank)
+
+
+def turn_of(item: dict | None) -> tuple[str, ...] | None:
+    """What an item shows: the projects of its spans and scores, and its trace id."""
+    return None if item is None else (*sorted({r["project"] for r in item["spans"] + item["scores"]}), item["trace_id"])
+
+
 def published(redis_url: str) -> list[tuple[str, str]]:
     """The labels the page put on the ingest queue: (trace, author)."""
-    return [(f["feedback"]["trace_id"], f["feedback"]["author"]) for f in queued(redis_url, INGEST_TASK)
-            if "feedback" in f]
+    return [(f["trace_id"], f["author"]) for f in published_rows(redis_url)]
+
+
+def published_rows(redis_url: str) -> list[dict]:
+    return [f["feedback"] for f in queued(redis_url, INGEST_TASK) if "feedback" in f]
 
 
 def test_forged_labels_are_refused_and_only_the_lease_holders_own_label_is_published(page, redis_url):
@@ -139,3 +176,55 @@ def test_a_reviewer_over_the_label_rate_is_told_when_to_come_back(page, redis_ur
     assert int(answers[-1][2]["Retry-After"]) >= 1
     assert "3 labels in the last minute" in answers[-1][1]["error"]
     assert [author for _, author in published(redis_url)] == ["ana"] * 3
+
+
+def test_a_lease_of_one_projects_turn_leaves_another_projects_turn_of_the_same_trace_id_open(shared_ids, redis_url):
+    """carol (bank) leases bank's turn of a trace id, then ana (shop) asks for shop's lowest turn, of the same id:
+    each gets their own project's turn, and each label is of it."""
+    ana, carol = (Client(shared_ids, TOKENS[name], shared_ids.csrf) for name in ("ana", "carol"))
+    lowest = shared_ids.traces[0]
+
+    carols = carol.next()
+    anas = ana.next()
+
+    assert turn_of(carols) == ("bank", lowest)
+    assert turn_of(anas) == ("shop", lowest)
+    assert (carols["project"], anas["project"]) == ("bank", "shop")  # what the page sends back with a label
+    assert carol.label(lowest, "bank")[0] == 200 and ana.label(lowest, "shop")[0] == 200
+    assert [(f["project"], f["trace_id"], f["author"]) for f in published_rows(redis_url)] == [
+        ("bank", lowest, "carol"), ("shop", lowest, "ana")]
+
+
+def test_a_label_of_one_projects_turn_leaves_another_projects_turn_of_the_same_trace_id_in_its_queue(shared_ids):
+    """ana labels shop's lowest turn (it is kept out of the queues until the store has the label): bank's turn of the
+    same trace id stays in carol's queue."""
+    ana, carol = (Client(shared_ids, TOKENS[name], shared_ids.csrf) for name in ("ana", "carol"))
+    lowest = shared_ids.traces[0]
+    assert ana.next()["trace_id"] == lowest and ana.label(lowest, "shop")[0] == 200
+
+    carols = carol.next()
+
+    assert turn_of(carols) == ("bank", lowest)
+
+
+def test_a_reviewer_of_one_project_cannot_lease_or_label_another_projects_turn(shared_ids, redis_url):
+    """carol (bank) holds bank's turn: ana (shop) cannot label, renew, skip or release it, even naming it; bob (every
+    project) leases shop's turn of that id, and his label is of shop's turn, though bank's score is newer."""
+    ana, bob, carol = (Client(shared_ids, TOKENS[name], shared_ids.csrf) for name in ("ana", "bob", "carol"))
+    lowest = shared_ids.traces[0]
+    assert turn_of(carol.next()) == ("bank", lowest)
+    turn = {"project": "bank", "trace_id": lowest}
+
+    anas_label = ana.label(lowest, "bank")
+    anas_renew = ana("POST", "/review/api/renew", turn)
+    ana("POST", "/review/api/release", turn)
+    ana("POST", "/review/api/skip", turn)
+    bobs = bob.next()
+    bobs_label = bob.label(lowest, "shop")
+    carols_label = carol.label(lowest, "bank")
+
+    assert turn_of(bobs) == ("shop", lowest)  # not both projects' turns of the id as one
+    assert bobs_label[0] == 200 and carols_label[0] == 200  # carol's lease outlived ana's release
+    assert [(f["project"], f["author"]) for f in published_rows(redis_url)] == [("shop", "bob"), ("bank", "carol")]
+    assert anas_label[0] == 403 and "ana reviews shop, not bank" in anas_label[1]["error"]
+    assert anas_renew[0] == 403

@@ -1,10 +1,14 @@
 """Who is looking at which turn: leases in Redis, so two reviewers never get the same item at once.
 
-- ``vigil.review.lease.<trace>``: the reviewer holding the turn (``SET NX``, ``LEASE_S``). Asking again renews
+Every key names a turn by its project and trace id (``<turn>``: ``vigil.worker.assembly.traces.trace_name``, the
+name its trace has in the intake's keys: trace ids are a project's own), so a lease, a label's mark or a skip of one
+project's turn never touches another project's turn of the same trace id.
+
+- ``vigil.review.lease.<turn>``: the reviewer holding the turn (``SET NX``, ``LEASE_S``). Asking again renews
   one's own lease; a lease left behind (a closed tab) lapses and the turn goes back to the queues.
-- ``vigil.review.done.<monitor>.<trace>``: set when a label is sent, for ``DONE_S``: the label travels through the
+- ``vigil.review.done.<monitor>.<turn>``: set when a label is sent, for ``DONE_S``: the label travels through the
   ingest queue to the store, and until it is there the queues must not offer the turn again.
-- ``vigil.review.skip.<reviewer>.<trace>``: a turn this reviewer skipped is not offered to them again for ``SKIP_S``.
+- ``vigil.review.skip.<reviewer>.<turn>``: a turn this reviewer skipped is not offered to them again for ``SKIP_S``.
 - ``vigil.review.rate.<reviewer>``: when the reviewer's labels of the last ``RATE_WINDOW_S`` were given (a sorted
   set, at most the limit's entries): a label over the limit waits until the oldest leaves the window.
 
@@ -61,38 +65,38 @@ class Leases:
         self._rate = client.register_script(_RATE)
 
     @staticmethod
-    def _lease(trace_id: str) -> str:
-        return f"vigil.review.lease.{trace_id}"
+    def _lease(turn: str) -> str:
+        return f"vigil.review.lease.{turn}"
 
     @staticmethod
-    def _done(monitor: str, trace_id: str) -> str:
-        return f"vigil.review.done.{monitor}.{trace_id}"
+    def _done(monitor: str, turn: str) -> str:
+        return f"vigil.review.done.{monitor}.{turn}"
 
     @staticmethod
-    def _skip(reviewer: str, trace_id: str) -> str:
-        return f"vigil.review.skip.{reviewer}.{trace_id}"
+    def _skip(reviewer: str, turn: str) -> str:
+        return f"vigil.review.skip.{reviewer}.{turn}"
 
     @staticmethod
     def _rate_key(reviewer: str) -> str:
         return f"vigil.review.rate.{reviewer}"
 
-    def open_to(self, trace_ids: Sequence[str], monitor: str, reviewer: str) -> list[str]:
-        """The turns of ``trace_ids`` (in order) that ``reviewer`` may be given: not leased to someone else, not
+    def open_to(self, turns: Sequence[str], monitor: str, reviewer: str) -> list[str]:
+        """The turns of ``turns`` (in order) that ``reviewer`` may be given: not leased to someone else, not
         labelled for ``monitor`` moments ago, not skipped by them. One round trip."""
-        if not trace_ids:
+        if not turns:
             return []
         pipe = self.redis.pipeline(transaction=False)
-        for trace_id in trace_ids:
-            pipe.get(self._lease(trace_id))
-            pipe.exists(self._done(monitor, trace_id), self._skip(reviewer, trace_id))
+        for turn in turns:
+            pipe.get(self._lease(turn))
+            pipe.exists(self._done(monitor, turn), self._skip(reviewer, turn))
         answers = pipe.execute()
         mine = reviewer.encode()
-        return [trace_id for trace_id, holder, closed in zip(trace_ids, answers[::2], answers[1::2], strict=True)
+        return [turn for turn, holder, closed in zip(turns, answers[::2], answers[1::2], strict=True)
                 if (holder is None or holder == mine) and not closed]
 
-    def take(self, trace_id: str, reviewer: str) -> bool:
-        """Lease ``trace_id`` to ``reviewer`` (or renew their lease); False when someone else holds it."""
-        key, mine = self._lease(trace_id), reviewer.encode()
+    def take(self, turn: str, reviewer: str) -> bool:
+        """Lease ``turn`` to ``reviewer`` (or renew their lease); False when someone else holds it."""
+        key, mine = self._lease(turn), reviewer.encode()
         pipe = self.redis.pipeline(transaction=True)
         pipe.set(key, mine, nx=True, ex=self.lease_s)
         pipe.get(key)
@@ -102,13 +106,13 @@ class Leases:
         self.redis.expire(key, self.lease_s)
         return True
 
-    def holder(self, trace_id: str) -> str | None:
-        value = self.redis.get(self._lease(trace_id))
+    def holder(self, turn: str) -> str | None:
+        value = self.redis.get(self._lease(turn))
         return value.decode() if value is not None else None
 
-    def renew(self, trace_id: str, reviewer: str) -> bool:
-        """Extend ``reviewer``'s lease of ``trace_id``; False when it is not theirs (lapsed, or someone else's)."""
-        return bool(self._renew(keys=[self._lease(trace_id)], args=[reviewer, self.lease_s]))
+    def renew(self, turn: str, reviewer: str) -> bool:
+        """Extend ``reviewer``'s lease of ``turn``; False when it is not theirs (lapsed, or someone else's)."""
+        return bool(self._renew(keys=[self._lease(turn)], args=[reviewer, self.lease_s]))
 
     def wait_to_label(self, reviewer: str, per_minute: int) -> float | None:
         """None when ``reviewer`` may give one more label now (and it is counted), else the seconds until they may:
@@ -117,9 +121,9 @@ class Leases:
                           args=[time.time(), RATE_WINDOW_S, per_minute, uuid.uuid4().hex])
         return None if wait is None else max(float(wait), 0.0)
 
-    def release(self, trace_id: str, reviewer: str) -> None:
+    def release(self, turn: str, reviewer: str) -> None:
         """Give the turn back, if ``reviewer`` holds it (a lapsed lease someone else took is theirs)."""
-        key = self._lease(trace_id)
+        key = self._lease(turn)
         with self.redis.pipeline(transaction=True) as pipe:
             try:
                 pipe.watch(key)
@@ -130,15 +134,15 @@ class Leases:
             except redis.WatchError:
                 pass  # it changed hands meanwhile: not ours to release
 
-    def labelled(self, trace_id: str, monitors: Sequence[str], reviewer: str) -> None:
+    def labelled(self, turn: str, monitors: Sequence[str], reviewer: str) -> None:
         """``reviewer`` labelled the turn for ``monitors``: keep it out of those queues until the store has it."""
         pipe = self.redis.pipeline(transaction=False)
         for monitor in monitors:
-            pipe.set(self._done(monitor, trace_id), reviewer, ex=DONE_S)
+            pipe.set(self._done(monitor, turn), reviewer, ex=DONE_S)
         pipe.execute()
 
-    def skipped(self, trace_id: str, reviewer: str) -> None:
-        self.redis.set(self._skip(reviewer, trace_id), 1, ex=SKIP_S)
+    def skipped(self, turn: str, reviewer: str) -> None:
+        self.redis.set(self._skip(reviewer, turn), 1, ex=SKIP_S)
 
 
 class LocalLeases:
@@ -162,27 +166,27 @@ class LocalLeases:
     def _set(self, key: str, value: str, ttl: float) -> None:
         self._keys[key] = (value, self.clock() + ttl)
 
-    def open_to(self, trace_ids: Sequence[str], monitor: str, reviewer: str) -> list[str]:
+    def open_to(self, turns: Sequence[str], monitor: str, reviewer: str) -> list[str]:
         with self._lock:
-            return [t for t in trace_ids if self._get(Leases._lease(t)) in (None, reviewer)
+            return [t for t in turns if self._get(Leases._lease(t)) in (None, reviewer)
                     and self._get(Leases._done(monitor, t)) is None and self._get(Leases._skip(reviewer, t)) is None]
 
-    def take(self, trace_id: str, reviewer: str) -> bool:
+    def take(self, turn: str, reviewer: str) -> bool:
         with self._lock:
-            if self._get(Leases._lease(trace_id)) not in (None, reviewer):
+            if self._get(Leases._lease(turn)) not in (None, reviewer):
                 return False
-            self._set(Leases._lease(trace_id), reviewer, self.lease_s)
+            self._set(Leases._lease(turn), reviewer, self.lease_s)
             return True
 
-    def holder(self, trace_id: str) -> str | None:
+    def holder(self, turn: str) -> str | None:
         with self._lock:
-            return self._get(Leases._lease(trace_id))
+            return self._get(Leases._lease(turn))
 
-    def renew(self, trace_id: str, reviewer: str) -> bool:
+    def renew(self, turn: str, reviewer: str) -> bool:
         with self._lock:
-            if self._get(Leases._lease(trace_id)) != reviewer:
+            if self._get(Leases._lease(turn)) != reviewer:
                 return False
-            self._set(Leases._lease(trace_id), reviewer, self.lease_s)
+            self._set(Leases._lease(turn), reviewer, self.lease_s)
             return True
 
     def wait_to_label(self, reviewer: str, per_minute: int) -> float | None:
@@ -195,16 +199,16 @@ class LocalLeases:
             given.append(now)
             return None
 
-    def release(self, trace_id: str, reviewer: str) -> None:
+    def release(self, turn: str, reviewer: str) -> None:
         with self._lock:
-            if self._get(Leases._lease(trace_id)) == reviewer:
-                del self._keys[Leases._lease(trace_id)]
+            if self._get(Leases._lease(turn)) == reviewer:
+                del self._keys[Leases._lease(turn)]
 
-    def labelled(self, trace_id: str, monitors: Sequence[str], reviewer: str) -> None:
+    def labelled(self, turn: str, monitors: Sequence[str], reviewer: str) -> None:
         with self._lock:
             for monitor in monitors:
-                self._set(Leases._done(monitor, trace_id), reviewer, DONE_S)
+                self._set(Leases._done(monitor, turn), reviewer, DONE_S)
 
-    def skipped(self, trace_id: str, reviewer: str) -> None:
+    def skipped(self, turn: str, reviewer: str) -> None:
         with self._lock:
-            self._set(Leases._skip(reviewer, trace_id), "1", SKIP_S)
+            self._set(Leases._skip(reviewer, turn), "1", SKIP_S)

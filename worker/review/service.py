@@ -5,9 +5,12 @@ where every other feedback goes, as ``feedback`` items on the ingest queue, publ
 so a label the page saw accepted is in Redis (and from there in the store, the agreement panel, the ``agreement``
 alert and ``always_sample``). The page never writes the store itself.
 
-A label is accepted only for a turn leased to its reviewer (``next_item`` leases; any monitor of the turn may be
-labelled under that lease), at most ``VIGIL_REVIEW_LABELS_PER_MINUTE`` per reviewer in any minute. Who the reviewer
-is, and which projects' turns they may be served (none: every project), the caller decides (``guard.Identity``).
+A turn is its project's trace (trace ids are a project's own): an item says its ``project``, and every action on it
+(label, skip, release, renew) names the project and trace id it was served as; the leases are keyed by both
+(``leases``). A label is accepted only for a turn leased to its reviewer (``next_item`` leases; any monitor of the
+turn may be labelled under that lease), of one of the reviewer's projects, at most ``VIGIL_REVIEW_LABELS_PER_MINUTE``
+per reviewer in any minute. Who the reviewer is, and which projects' turns they may be served (none: every project),
+the caller decides (``guard.Identity``).
 """
 
 from __future__ import annotations
@@ -20,8 +23,10 @@ import click
 from clickhouse_connect.driver.client import Client
 from pydantic import BaseModel, Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
+from vigil.schemas.config import DEFAULT_PROJECT
 from vigil.schemas.feedback import MAX_COMMENT_CHARS, REVIEW_QUEUES, Feedback
 from vigil.schemas.pass_line import passes
+from vigil.worker.assembly.traces import trace_name
 from vigil.worker.review.agreement import (
     Label,
     WeightedAgreement,
@@ -60,7 +65,7 @@ class ReviewSettings(BaseSettings):
 
 
 class NotLeased(PermissionError):
-    """A label for a turn that is not leased to its reviewer."""
+    """A label for a turn that is not leased to its reviewer (or of a project that is not theirs)."""
 
 
 class TooManyLabels(Exception):
@@ -80,6 +85,7 @@ class LabelRequest(BaseModel):
     """One action on one monitor of one item, as the page posts it."""
 
     trace_id: str = Field(min_length=1, max_length=128)
+    project: str = Field(default=DEFAULT_PROJECT, min_length=1, max_length=128)  # the item's: whose turn it is
     monitor: str = Field(min_length=1, max_length=128)
     action: Action
     value: float | None = None  # the score, on the monitor's scale, for ``score``
@@ -123,26 +129,27 @@ class ReviewService:
         else:
             raise ValueError(f"queue: {queue!r} is not one of auto, {', '.join(REVIEW_QUEUES)}")
         for name in order:
-            if (trace_id := self._lease_from(name, monitor, reviewer, list(projects))) is not None:
+            if (turn := self._lease_from(name, monitor, reviewer, list(projects))) is not None:
                 self._served[reviewer] = self._served.get(reviewer, 0) + 1
-                return self.item(trace_id, projects) | {"queue": name, "queue_title": QUEUE_TITLES[name],
-                                                        "monitor": monitor, "reviewer": reviewer}
+                return self.item(*turn) | {"queue": name, "queue_title": QUEUE_TITLES[name],
+                                           "monitor": monitor, "reviewer": reviewer}
         return None
 
-    def _lease_from(self, queue: str, monitor: str, reviewer: str, projects: list[str]) -> str | None:
+    def _lease_from(self, queue: str, monitor: str, reviewer: str, projects: list[str]) -> tuple[str, str] | None:
+        """(project, trace id) of the turn leased to ``reviewer``, or None."""
         for limit in CANDIDATES:
-            candidates = [r["trace_id"] for r in self.rows(queue, monitor=monitor, reviewer=reviewer, limit=limit,
-                                                           projects=projects)]
-            for trace_id in self.leases.open_to(candidates, monitor, reviewer):
-                if self.leases.take(trace_id, reviewer):
-                    return trace_id
+            candidates = {trace_name(r["project"], r["trace_id"]): (r["project"], r["trace_id"])
+                          for r in self.rows(queue, monitor=monitor, reviewer=reviewer, limit=limit, projects=projects)}
+            for name in self.leases.open_to(list(candidates), monitor, reviewer):
+                if self.leases.take(name, reviewer):
+                    return candidates[name]
             if len(candidates) < limit:
                 return None  # the whole queue was read
         return None
 
-    def item(self, trace_id: str, projects: Sequence[str] = ()) -> dict[str, Any]:
+    def item(self, project: str, trace_id: str) -> dict[str, Any]:
         """One turn whole: its spans, every monitor's score with steps and reason, its feedback, its session. A trace
-        id is a project's own: with ``projects``, what another project stored under the same id is left out."""
+        id is a project's own: what another project stored under the same id is left out."""
         from vigil.worker.cli.show import load_turn
 
         with self.lock:
@@ -150,31 +157,29 @@ class ReviewService:
                 turn = load_turn(self.client, trace_id)
             except click.ClickException as exc:
                 raise LookupError(exc.format_message()) from None
-        spans = [s for s in turn["spans"] if not projects or s["project"] in projects]
-        scores = [s for s in turn["scores"] if not projects or s["project"] in projects]
+        spans = [s for s in turn["spans"] if s["project"] == project]
+        scores = [s for s in turn["scores"] if s["project"] == project]
         session: list[dict[str, Any]] = []
         if spans and spans[0]["session_id"]:
-            session = self.rows("session_before", session_id=spans[0]["session_id"], project=spans[0]["project"],
+            session = self.rows("session_before", session_id=spans[0]["session_id"], project=project,
                                 started_at=spans[0]["started_at"])[::-1]
-        return {"trace_id": turn["trace_id"], "spans": spans, "scores": scores,
-                "labels": self.rows("item_labels", trace_id=trace_id), "session": session}
+        return {"project": project, "trace_id": turn["trace_id"], "spans": spans, "scores": scores,
+                "labels": self.rows("item_labels", project=project, trace_id=trace_id), "session": session}
 
     def label(self, request: LabelRequest, projects: Sequence[str] = ()) -> Feedback:
         """Record one label: a ``feedback`` row on the ingest queue, of the labelled score's project (it pairs only
         with that project's scores). ``NotLeased`` when the turn is not leased to
         the reviewer, ``TooManyLabels`` over the rate; else raises what the broker raises."""
         reviewer = request.reviewer or self.reviewer
-        if (holder := self.leases.holder(request.trace_id)) != reviewer:
-            whose = "leased to someone else" if holder else "not leased to anyone (it lapsed, or was never served)"
-            raise NotLeased(f"trace_id: turn {request.trace_id} is {whose}; a label needs the turn leased to "
-                            f"{reviewer}: take the next item")
+        self._leased(request.project, request.trace_id, reviewer, projects)
         per_minute = self.settings.labels_per_minute
         if (wait := self.leases.wait_to_label(reviewer, per_minute)) is not None:
             raise TooManyLabels(reviewer, per_minute, wait)
         scores = [s for s in self.item_scores(request.trace_id) if s["monitor"] == request.monitor
-                  and (not projects or s["project"] in projects)]
+                  and s["project"] == request.project]
         if not scores:
-            raise LookupError(f"monitor: {request.monitor!r} has no score on turn {request.trace_id}")
+            raise LookupError(f"monitor: {request.monitor!r} has no score on {request.project}'s turn "
+                              f"{request.trace_id}")
         latest = max(scores, key=lambda s: s["scored_at"])
         scale = float(latest["scale"] or 1.0)
         if request.action == "score":
@@ -190,21 +195,32 @@ class ReviewService:
                        comment=request.comment, source="reviewer", author=reviewer, monitor=request.monitor,
                        queue=request.queue)
         self.publish([row.wire()])
-        self.leases.labelled(request.trace_id, [request.monitor], reviewer)
+        self.leases.labelled(trace_name(request.project, request.trace_id), [request.monitor], reviewer)
         return row
+
+    def _leased(self, project: str, trace_id: str, reviewer: str, projects: Sequence[str]) -> None:
+        """``NotLeased`` unless ``project``'s turn ``trace_id`` is leased to ``reviewer``, of their ``projects``."""
+        if projects and project not in projects:
+            raise NotLeased(f"project: {reviewer} reviews {', '.join(projects)}, not {project}")
+        if (holder := self.leases.holder(trace_name(project, trace_id))) != reviewer:
+            whose = "leased to someone else" if holder else "not leased to anyone (it lapsed, or was never served)"
+            raise NotLeased(f"trace_id: {project}'s turn {trace_id} is {whose}; a label needs the turn leased to "
+                            f"{reviewer}: take the next item")
 
     def item_scores(self, trace_id: str) -> list[dict[str, Any]]:
         return [s for s in self.rows(TURN_QUERIES["scores"], trace_id=trace_id) if s["trace_id"] == trace_id]
 
-    def done(self, trace_id: str, reviewer: str, *, skipped: bool = False) -> None:
+    def done(self, project: str, trace_id: str, reviewer: str, *, skipped: bool = False) -> None:
+        name = trace_name(project, trace_id)
         if skipped:
-            self.leases.skipped(trace_id, reviewer)
-        self.leases.release(trace_id, reviewer)
+            self.leases.skipped(name, reviewer)
+        self.leases.release(name, reviewer)
 
-    def renew(self, trace_id: str, reviewer: str) -> None:
+    def renew(self, project: str, trace_id: str, reviewer: str) -> None:
         """Keep ``reviewer``'s lease of the turn they are reading (``NotLeased`` when it is no longer theirs)."""
-        if not self.leases.renew(trace_id, reviewer):
-            raise NotLeased(f"trace_id: turn {trace_id} is no longer leased to {reviewer}: take the next item")
+        if not self.leases.renew(trace_name(project, trace_id), reviewer):
+            raise NotLeased(f"trace_id: {project}'s turn {trace_id} is no longer leased to {reviewer}: take the next "
+                            "item")
 
     def progress(self, projects: Sequence[str] = ()) -> list[dict[str, Any]]:
         """Per monitor: its turns (of ``projects``; none: every project), reviewed, unreviewed, and the weighted

@@ -10,13 +10,16 @@ it were written as HTML somewhere.
 API (JSON; every POST needs the page's CSRF header):
 
 - ``GET  /review/api/progress``: per monitor, turns, reviewed, unreviewed, weighted agreement with its interval;
-- ``GET  /review/api/next?monitor=M&queue=auto|random|lowest|flagged|alerts&reviewer=R``: the next item, leased;
-- ``POST /review/api/label``: ``{trace_id, monitor, action: judge-right|judge-wrong|score, value?, comment?,
-  queue, reviewer, keep_lease?}``: 403 unless the turn is leased to the reviewer, 429 (``Retry-After``) over their
-  rate;
-- ``POST /review/api/renew``: ``{trace_id, reviewer}``: the page keeps its lease while the turn is open (403 when it
-  is no longer the reviewer's);
-- ``POST /review/api/skip`` and ``/review/api/release``: ``{trace_id, reviewer}``.
+- ``GET  /review/api/next?monitor=M&queue=auto|random|lowest|flagged|alerts&reviewer=R``: the next item, leased
+  (its ``project`` and ``trace_id`` name the turn: trace ids are a project's own);
+- ``POST /review/api/label``: ``{project, trace_id, monitor, action: judge-right|judge-wrong|score, value?,
+  comment?, queue, reviewer, keep_lease?}``: 403 unless the turn is leased to the reviewer, 429 (``Retry-After``)
+  over their rate;
+- ``POST /review/api/renew``: ``{project, trace_id, reviewer}``: the page keeps its lease while the turn is open (403
+  when it is no longer the reviewer's);
+- ``POST /review/api/skip`` and ``/review/api/release``: ``{project, trace_id, reviewer}``.
+
+``project`` left out is the default project's.
 
 ``reviewer`` is who the request acts as only where no token names them (``guard``): with a token, a request naming
 anyone else is refused (403), and the token's reviewer sees only their projects' turns.
@@ -35,7 +38,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import structlog
 from pydantic import ValidationError
-from vigil.schemas.config import ReviewerConfig
+from vigil.schemas.config import DEFAULT_PROJECT, ReviewerConfig
 from vigil.schemas.feedback import problems
 from vigil.worker.review.guard import Guard, Identity
 from vigil.worker.review.service import (
@@ -175,18 +178,20 @@ class ReviewApp:
             label.reviewer = self._reviewer(who, label.reviewer)
             row = self.service.label(label, who.projects)
             if not label.keep_lease:
-                self.service.done(label.trace_id, label.reviewer)
+                self.service.done(label.project, label.trace_id, label.reviewer)
             self._send(request, 200, {"feedback_id": row.feedback_id, "value": row.value, "scale": row.scale,
                                       "author": row.author})
         elif path in (PREFIX + "/api/skip", PREFIX + "/api/release", PREFIX + "/api/renew"):
-            trace_id = data.get("trace_id")
+            trace_id, project = data.get("trace_id"), data.get("project", DEFAULT_PROJECT)
             if not isinstance(trace_id, str) or not trace_id:
                 raise ValueError("trace_id: required")
+            if not isinstance(project, str) or not project:
+                raise ValueError("project: the item's project, a string")
             reviewer = self._reviewer(who, data.get("reviewer"))
             if path.endswith("renew"):
-                self.service.renew(trace_id, reviewer)
+                self.service.renew(project, trace_id, reviewer)
             else:
-                self.service.done(trace_id, reviewer, skipped=path.endswith("skip"))
+                self.service.done(project, trace_id, reviewer, skipped=path.endswith("skip"))
             self._send(request, 200, {"ok": True})
         else:
             raise _Refused(404, f"nothing at {path}")

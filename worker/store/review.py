@@ -31,9 +31,18 @@ _POPULATION = """
     GROUP BY project, trace_id"""
 
 _REVIEWED = """
-    SELECT trace_id FROM feedback FINAL WHERE source = 'reviewer' AND monitor = {monitor:String}"""
+    SELECT project, trace_id FROM feedback FINAL WHERE source = 'reviewer' AND monitor = {monitor:String}"""
 
 _MINE = _REVIEWED + " AND author = {reviewer:String}"
+
+
+def _not_in(labels: str, project: str = "project", trace_id: str = "trace_id") -> str:
+    """The turn (``project``, ``trace_id``) has none of ``labels`` (project, trace_id): a label is of its own
+    project's turn, an older label that names no project of every project's turn of its trace id."""
+    return f"({project}, {trace_id}) NOT IN ({labels}) AND ('', {trace_id}) NOT IN ({labels})"
+
+
+_UNREVIEWED = _not_in(_REVIEWED)
 
 # Feedback that is about this monitor: a reviewer's label of it, or a user's feedback on the whole turn.
 _ABOUT = """
@@ -47,30 +56,32 @@ _JUDGE_POSITIVE = sql_passes("p.judged", "1", "p.line")
 _HUMAN_POSITIVE = sql_passes("f.value", "f.scale", sql_human_line("f.monitor", "p.line"))
 
 MAX_OPINIONS = 2  # a flagged turn goes to at most this many reviewers
+_OPINED = f"SELECT project, trace_id FROM ({_REVIEWED}) GROUP BY project, trace_id HAVING count() >= {MAX_OPINIONS}"
 
+# Each queue lists turns as (project, trace id): a trace id is its project's own.
 _QUEUE_LIST = [
     Query("random", "A uniform random sample of the monitor's unreviewed scored turns", "lookup", f"""
-SELECT trace_id FROM ({_POPULATION})
-WHERE trace_id NOT IN ({_REVIEWED})
+SELECT project, trace_id FROM ({_POPULATION})
+WHERE {_UNREVIEWED}
 ORDER BY rand()
-LIMIT {{limit:UInt32}}""", ("trace_id",)),
+LIMIT {{limit:UInt32}}""", ("project", "trace_id")),
     Query("lowest", "The monitor's unreviewed turns, lowest score first", "lookup", f"""
-SELECT trace_id FROM ({_POPULATION})
-WHERE trace_id NOT IN ({_REVIEWED})
-ORDER BY judged, last_time DESC, trace_id
-LIMIT {{limit:UInt32}}""", ("trace_id",)),
+SELECT project, trace_id FROM ({_POPULATION})
+WHERE {_UNREVIEWED}
+ORDER BY judged, last_time DESC, project, trace_id
+LIMIT {{limit:UInt32}}""", ("project", "trace_id")),
     Query("flagged", "Turns with negative user feedback, or feedback the judge disagrees with", "lookup", f"""
-SELECT f.trace_id AS trace_id
+SELECT p.project AS project, f.trace_id AS trace_id
 FROM ({_ABOUT}) AS f
 INNER JOIN ({_POPULATION}) AS p ON p.trace_id = f.trace_id
 WHERE {_SAME_PROJECT} AND ((f.source = 'user' AND NOT {_HUMAN_POSITIVE}) OR {_HUMAN_POSITIVE} != {_JUDGE_POSITIVE})
-  AND f.trace_id NOT IN ({_MINE})
-  AND f.trace_id NOT IN (SELECT trace_id FROM ({_REVIEWED}) GROUP BY trace_id HAVING count() >= {MAX_OPINIONS})
-GROUP BY f.trace_id
-ORDER BY max(f.created_at) DESC, f.trace_id
-LIMIT {{limit:UInt32}}""", ("trace_id",)),
+  AND {_not_in(_MINE, "p.project", "f.trace_id")}
+  AND {_not_in(_OPINED, "p.project", "f.trace_id")}
+GROUP BY p.project, f.trace_id
+ORDER BY max(f.created_at) DESC, p.project, f.trace_id
+LIMIT {{limit:UInt32}}""", ("project", "trace_id")),
     Query("alerts", "The worst turns of the newest alerts on the monitor", "lookup", f"""
-SELECT p.trace_id AS trace_id
+SELECT p.project AS project, p.trace_id AS trace_id
 FROM ({_POPULATION}) AS p
 INNER JOIN (
     SELECT project, agent, fired_at, updated_at
@@ -81,10 +92,10 @@ INNER JOIN (
 ) AS a ON a.project = p.project
 WHERE (a.agent = '' OR a.agent = p.agent)
   AND p.last_time >= a.fired_at - INTERVAL 1 HOUR AND p.last_time <= a.updated_at
-  AND p.trace_id NOT IN ({_REVIEWED})
-GROUP BY p.trace_id
-ORDER BY max(a.fired_at) DESC, min(p.judged), p.trace_id
-LIMIT {{limit:UInt32}}""", ("trace_id",)),
+  AND {_not_in(_REVIEWED, "p.project", "p.trace_id")}
+GROUP BY p.project, p.trace_id
+ORDER BY max(a.fired_at) DESC, min(p.judged), p.project, p.trace_id
+LIMIT {{limit:UInt32}}""", ("project", "trace_id")),
 ]
 
 REVIEW_QUERIES: dict[str, Query] = {q.name: q for q in [
@@ -98,8 +109,8 @@ ORDER BY monitor""", ("monitor", "scale", "turns")),
     Query("queue_sizes", "How many turns each of the monitor's queues holds", "lookup", f"""
 SELECT
     (SELECT count() FROM ({_POPULATION})) AS population,
-    (SELECT count() FROM ({_POPULATION}) WHERE trace_id IN ({_REVIEWED})) AS reviewed,
-    (SELECT count() FROM ({_POPULATION}) WHERE trace_id NOT IN ({_REVIEWED})) AS unreviewed""",
+    (SELECT count() FROM ({_POPULATION}) WHERE NOT ({_UNREVIEWED})) AS reviewed,
+    (SELECT count() FROM ({_POPULATION}) WHERE {_UNREVIEWED}) AS unreviewed""",
           ("population", "reviewed", "unreviewed")),
     Query("labels", "The monitor's review labels with the judge's side of each turn", "lookup", f"""
 SELECT f.trace_id AS trace_id, f.queue AS queue, f.author AS author, {_HUMAN_POSITIVE} AS human_positive,
@@ -113,7 +124,7 @@ ORDER BY f.trace_id, f.created_at""",
     Query("item_labels", "Every piece of feedback on a turn", "lookup", """
 SELECT monitor, source, author, name, value, scale, comment, queue, created_at
 FROM feedback FINAL
-WHERE trace_id = {trace_id:String}
+WHERE trace_id = {trace_id:String} AND project IN ('', {project:String})
 ORDER BY created_at""",
           ("monitor", "source", "author", "name", "value", "scale", "comment", "queue", "created_at")),
     Query("session_before", "The turns of the same session before this one (the latest ten)", "lookup", """

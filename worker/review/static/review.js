@@ -201,8 +201,8 @@
     state.busy = true;
     const comment = ($("comment") || {}).value || "";
     try {
-      const answer = await api("label", { trace_id: item.trace_id, monitor, action, value, comment, queue: item.queue,
-        reviewer: reviewer(), keep_lease: monitor !== item.monitor });
+      const answer = await api("label", { project: item.project, trace_id: item.trace_id, monitor, action, value,
+        comment, queue: item.queue, reviewer: reviewer(), keep_lease: monitor !== item.monitor });
       saved(monitor, action, value, answer.author);
       if (monitor === item.monitor) await next();
       else {
@@ -225,7 +225,7 @@
     const item = state.item;
     if (!item || state.busy) return;
     state.busy = true;
-    try { await api("skip", { trace_id: item.trace_id, reviewer: reviewer() }); await next(); }
+    try { await api("skip", { project: item.project, trace_id: item.trace_id, reviewer: reviewer() }); await next(); }
     catch (error) { say(error.message, true); }
     finally { state.busy = false; }
   }
@@ -263,6 +263,6 @@
   setInterval(() => progress().catch(() => {}), 5000);
   // a label needs the turn leased to this reviewer: keep the lease while the turn is open, however long it is read
   setInterval(() => {
-    if (state.item) api("renew", { trace_id: state.item.trace_id, reviewer: reviewer() }).catch((error) => say(error.message, true));
+    if (state.item) api("renew", { project: state.item.project, trace_id: state.item.trace_id, reviewer: reviewer() }).catch((error) => say(error.message, true));
   }, 60000);
 })();
