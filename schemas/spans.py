@@ -110,7 +110,7 @@ from vigil.schemas.trace import (
 
 __all__ = ["BOOKKEEPING_METADATA", "CONTENT_EVENTS", "CONTENT_METADATA", "DETAILS_EVENT", "ERROR_METADATA",
            "RESOURCE_KEYS", "RUN_METADATA", "SETTING_METADATA", "Assembly", "SpanEvent", "SpanRecord", "assemble",
-           "assembly", "attach_logs", "is_bookkeeping", "is_genai", "log_record", "waiting_for_parent"]
+           "assembly", "attach_logs", "event_key", "is_bookkeeping", "is_genai", "log_record", "waiting_for_parent"]
 
 # The resource attributes assembly reads; a receiver may keep only these.
 RESOURCE_KEYS = frozenset({"service.name", "service.version", "deployment.environment.name", "deployment.environment",
@@ -235,6 +235,12 @@ def log_record(trace_id: str, span_id: str, event: SpanEvent, resource: dict[str
     if scope:
         record["scope"] = scope
     return record
+def event_key(event: SpanEvent) -> tuple[str, Any, str]:
+    """What makes two events one: an event delivered twice (by a span and a log record, or by two log records) has
+    the same name, time and attributes."""
+    return event["name"], event.get("time"), json.dumps(event.get("attributes"), sort_keys=True, default=str)
+
+
 def attach_logs(by_id: dict[str, SpanRecord], logs: Iterable[SpanRecord]) -> dict[str, SpanRecord]:
     """Spans with their log records' events added (an event delivered twice counts once). The attributes of a
     ``gen_ai.client.inference.operation.details`` event fill in what its span does not say itself. A log record
@@ -256,7 +262,7 @@ def attach_logs(by_id: dict[str, SpanRecord], logs: Iterable[SpanRecord]) -> dic
             span.pop("log", None)
         seen, merged = set(), []
         for event in [*(span.get("events") or ()), *added]:
-            key = (event["name"], event.get("time"), json.dumps(event.get("attributes"), sort_keys=True, default=str))
+            key = event_key(event)
             if key not in seen:
                 seen.add(key)
                 merged.append(event)

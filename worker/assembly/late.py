@@ -17,6 +17,12 @@ and the root finishes after its children), so a trace can settle before its root
 - **A span id means one span.** The first copy of a span id wins (``reconcile``): a copy with the same content
   (an exporter's retry) is dropped, one with other content is a *conflict*: dropped, a ``conflict`` stage counted
   and a warning naming the sender's project and address (``sender``, set by the intake).
+- **A span's log records come with it.** GenAI log records (``/v1/logs``) are part of their span, and arrive with it
+  or before its trace is assembled. Once an assembly has read a span (it is in the trace's record, whole or as a
+  skeleton), a later log record for it repeating one of its events (``schemas.spans.event_key``: an exporter's
+  retry) is dropped, and any other is a *conflict* like a span resent with other content: dropped, counted and
+  logged, so a log record can neither change what a stored turn says nor make a span above it a run that
+  supersedes it. A late span's own records (a span id no assembly read) are attached as ever.
 - **Keep only what a late span needs.** An assembly takes the spans it read out of the trace's list and keeps them in
   its record (``vigil.worker.assembly.traces.record_key``, kept as long as the trace's budget), compressed
   (``assembled``): whole for the spans its turns were made of, as a skeleton (ids, parent,
@@ -37,7 +43,7 @@ from typing import Any
 import redis
 import structlog
 from vigil.schemas.rows import PipelineEvent, Supersession
-from vigil.schemas.spans import Assembly
+from vigil.schemas.spans import Assembly, event_key
 from vigil.worker.assembly.traces import (
     PENDING,
     PENDING_BYTES,
@@ -123,10 +129,18 @@ def compact(spans: list[dict[str, Any]], used: set[str]) -> list[dict[str, Any]]
 
 
 def reconcile(spans: Spans) -> tuple[Spans, list[dict[str, Any]]]:
-    """The trace's spans with each span id once, the first copy kept (an earlier assembly's come first); and the
-    later copies that said something else (conflicts). Log records pass as they are."""
+    """The trace's spans with each span id once, the first copy kept (an earlier assembly's come first), and the log
+    records of spans no earlier assembly read; and what said something else of a span already there (conflicts):
+    later copies of a span, log records with events an assembled span did not have."""
     kept, conflicts, seen = Spans(), [], {}
-    for span in spans:
+    assembled: dict[str, set[tuple[str, Any, str]]] = {}  # span id an earlier assembly read -> its events
+    for index, span in enumerate(spans):
+        if index < spans.earlier:
+            assembled.setdefault(span["span_id"], set()).update(map(event_key, span.get("events") or ()))
+        elif span.get("log") and span["span_id"] in assembled:
+            if not set(map(event_key, span.get("events") or ())) <= assembled[span["span_id"]]:
+                conflicts.append(span)
+            continue  # the span's content was settled when it was assembled
         if span.get("log"):
             kept.append(span)
             continue
@@ -228,14 +242,17 @@ def settle(client: redis.Redis, name: str, spans: Spans, result: Assembly, *, ke
 
 
 def conflict_events(trace_id: str, conflicts: list[dict[str, Any]]) -> list[PipelineEvent]:
-    """A ``conflict`` stage and a warning per span resent with other content (the stored copy is kept)."""
+    """A ``conflict`` stage and a warning per span resent with other content, or log record with new events for an
+    assembled span (what was assembled is kept)."""
     events = []
     for span in conflicts:
         resource = span.get("resource") or {}
         project = str(resource.get("vigil.project") or "default")[:128]
         agent = str(resource.get("service.name") or "unknown")[:128]
-        log.warning("a span resent with other content was refused; the first copy is kept", trace_id=trace_id,
-                    span_id=span["span_id"], project=project, sender=span.get("sender", "unknown"))
+        what = ("a log record for a span already assembled said something new: refused; the assembled span is kept"
+                if span.get("log") else "a span resent with other content was refused; the first copy is kept")
+        log.warning(what, trace_id=trace_id, span_id=span["span_id"], project=project,
+                    sender=span.get("sender", "unknown"))
         events.append(PipelineEvent(project=project, agent=agent, stage="conflict", trace_id=trace_id,
                                     span_id=span["span_id"]))
     return events
