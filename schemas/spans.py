@@ -629,6 +629,8 @@ class _Trace:
     def _innermost(self, llms: list[SpanRecord]) -> list[SpanRecord]:
         """The LLM calls with no LLM call under them: an LLM span around another is a framework's wrapper of the same
         model call (a generator component around the client's request), and the inner one saw the wire."""
+        if len(llms) < 2:
+            return llms
         ids = {s["span_id"] for s in llms}
         around = set()
         for span in llms:
