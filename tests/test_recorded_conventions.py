@@ -393,3 +393,44 @@ def test_without_the_models_calls_to_compare_every_tool_span_is_a_call():
     [turn] = assembly(parallel_step(content=False)).turns
 
     assert [c["name"] for c in turn["tool_calls"]] == ["lookup_order", "lookup_order", "(merged tools)"]
+
+
+def model_call(span_id: str, parent: str, start: int, *, wire: bool, answer: str = "") -> dict[str, Any]:
+    """One step of a tool loop as an OpenInference LLM span: the first call asks for ``lookup_order``, the second
+    (``answer``) sees its result. ``wire``: as the model client's instrumentation saw the request (the call's id, the
+    tool message's text); else as a framework's generator component reports it (neither)."""
+    said: dict[str, Any] = {"openinference.span.kind": "LLM", "llm.model_name": "m",
+                            "llm.input_messages.0.message.role": "user",
+                            "llm.input_messages.0.message.content": ORDER_QUESTION}
+    if not answer:
+        said.update({"llm.output_messages.0.message.role": "assistant",
+                     "llm.output_messages.0.message.tool_calls.0.tool_call.function.name": "lookup_order",
+                     "llm.output_messages.0.message.tool_calls.0.tool_call.function.arguments": json.dumps(ORDER_ARGS)})
+        if wire:
+            said["llm.output_messages.0.message.tool_calls.0.tool_call.id"] = "call_1"
+        return span(span_id, parent, "chat", start, **said)
+    said.update({"llm.input_messages.1.message.role": "assistant", "llm.input_messages.2.message.role": "tool",
+                 "llm.output_messages.0.message.role": "assistant",
+                 "llm.output_messages.0.message.content": answer})
+    if wire:
+        said.update({"llm.input_messages.1.message.tool_calls.0.tool_call.id": "call_1",
+                     "llm.input_messages.1.message.tool_calls.0.tool_call.function.name": "lookup_order",
+                     "llm.input_messages.1.message.tool_calls.0.tool_call.function.arguments": json.dumps(ORDER_ARGS),
+                     "llm.input_messages.2.message.tool_call_id": "call_1",
+                     "llm.input_messages.2.message.content": '{"status": "shipped"}'})
+    return span(span_id, parent, "chat", start, **said)
+
+
+def test_an_llm_span_around_another_is_one_model_call_read_from_the_inner_one():
+    """A framework's generator component (an LLM span) around the model client's request (an LLM span under it):
+    each tool call once, with the id and the result only the inner span saw."""
+    spans = [span("1", None, "Agent.run", 0, **{"openinference.span.kind": "CHAIN"}),
+             model_call("2", "1", 1, wire=False), model_call("3", "2", 2, wire=True),
+             model_call("4", "1", 5, wire=False, answer="It shipped."),
+             model_call("5", "4", 6, wire=True, answer="It shipped.")]
+
+    [turn] = assembly(spans).turns
+
+    assert (turn["input"][0]["content"], turn["output"]) == (ORDER_QUESTION, "It shipped.")
+    assert [(c["name"], c["arguments"], c.get("id"), c.get("result")) for c in turn["tool_calls"]] == [
+        ("lookup_order", ORDER_ARGS, "call_1", '{"status": "shipped"}')]
