@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import json
 import logging
 import re
@@ -173,9 +174,24 @@ def broker_ssl(url: str) -> dict[str, Any] | None:
 _SENTINEL_PORT = 26379
 # A redis-py client's connections at once (a worker sizes its own to its --concurrency, VIGIL_REDIS_CONNECTIONS), and
 # how long one more caller waits for a free one before the pool raises (a transient failure: the task is retried).
-# Through Sentinel the pool is redis-py's own, which raises at its size: the retry is what covers it there.
+# The same through Sentinel: its pool (which asks the Sentinels where the master is) waits like the plain one.
 POOL_CONNECTIONS = 100
 POOL_WAIT_S = 30.0
+
+
+@functools.cache
+def _waiting_sentinel_pool(asynchronous: bool) -> type:
+    """redis-py's Sentinel pool (sync or asyncio) that waits for a free connection like its
+    ``BlockingConnectionPool`` instead of raising at its size: the Sentinel pool finds the master, the blocking one
+    hands out connections."""
+    if asynchronous:
+        from redis.asyncio import BlockingConnectionPool
+        from redis.asyncio.sentinel import SentinelConnectionPool
+    else:
+        from redis import BlockingConnectionPool
+        from redis.sentinel import SentinelConnectionPool
+
+    return type("WaitingSentinelConnectionPool", (SentinelConnectionPool, BlockingConnectionPool), {})
 
 
 @dataclass(frozen=True)
@@ -203,7 +219,8 @@ class Broker:
         from redis.sentinel import Sentinel
 
         return Sentinel(list(self.sentinels), sentinel_kwargs=self._sentinel_kwargs(kwargs)).master_for(
-            self.master, **self.master_kwargs, **kwargs)
+            self.master, connection_pool_class=_waiting_sentinel_pool(False), max_connections=max_connections,
+            timeout=POOL_WAIT_S, **self.master_kwargs, **kwargs)
 
     def async_redis(self, *, max_connections: int = POOL_CONNECTIONS, **kwargs: Any) -> redis_asyncio.Redis:
         """The asyncio client, with the same waiting pool as ``redis()``."""
@@ -215,7 +232,8 @@ class Broker:
         from redis.asyncio.sentinel import Sentinel
 
         return Sentinel(list(self.sentinels), sentinel_kwargs=self._sentinel_kwargs(kwargs)).master_for(
-            self.master, **self.master_kwargs, **kwargs)
+            self.master, connection_pool_class=_waiting_sentinel_pool(True), max_connections=max_connections,
+            timeout=POOL_WAIT_S, **self.master_kwargs, **kwargs)
 
     def _sentinel_kwargs(self, kwargs: dict[str, Any]) -> dict[str, Any]:
         timeouts = {key: kwargs[key] for key in ("socket_timeout", "socket_connect_timeout") if key in kwargs}

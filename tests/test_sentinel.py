@@ -4,10 +4,12 @@ new master. Real parts: a master and a replica redis-server and a Sentinel (the 
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -185,3 +187,77 @@ def test_the_sdk_and_a_worker_follow_the_master_through_a_failover_and_lose_no_t
     assert new_port == group.replica_port
     scored = {row[0] for row in connect(worker.dsn).query("SELECT trace_id FROM scores FINAL").result_rows}
     assert {t["trace_id"] for t in before + after} <= scored, worker.output()[-3000:]
+
+
+def _connections(port: int, name: str) -> int:
+    """How many connections the master holds from clients named ``name``."""
+    client = redis.Redis(port=port)
+    try:
+        return sum(1 for c in client.client_list() if c["name"] == name)
+    finally:
+        client.close()
+
+
+def test_a_sentinel_client_waits_for_a_free_connection_and_never_opens_more_than_its_pool(group):
+    """Five callers at once, each holding a connection for a second (a BLPOP that times out), on a client of 4
+    connections: the fifth waits for one and gets its answer; the master never sees more than 4. Before, a Sentinel
+    client's pool ignored its size and raised MaxConnectionsError at redis-py's own 100."""
+    client = broker(group.url).redis(max_connections=4, client_name="sync-pool")
+    start, answers = threading.Barrier(5), []
+
+    def call() -> None:
+        start.wait()
+        try:
+            answers.append(client.blpop(["nothing-comes"], timeout=1))
+        except redis.RedisError as exc:
+            answers.append(repr(exc))
+
+    threads = [threading.Thread(target=call) for _ in range(5)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    opened = _connections(group.master_port, "sync-pool")
+    client.close()
+
+    assert answers == [None] * 5
+    assert opened == 4
+
+
+def test_an_asyncio_sentinel_client_waits_for_a_free_connection_too(group):
+    async def calls() -> tuple[list, int]:
+        client = broker(group.url).async_redis(max_connections=4, client_name="async-pool")
+        answers = await asyncio.gather(*(client.blpop(["nothing-comes"], timeout=1) for _ in range(5)),
+                                       return_exceptions=True)
+        opened = _connections(group.master_port, "async-pool")
+        await client.aclose()
+        return answers, opened
+
+    answers, opened = asyncio.run(calls())
+
+    assert answers == [None] * 5
+    assert opened == 4
+
+
+def test_a_sentinel_client_of_the_default_size_lets_a_burst_over_it_wait(group):
+    """101 callers at once on a client of the default 100 connections (a worker's 100 threads and one more): none
+    fails. Before, the 101st raised MaxConnectionsError: Too many connections."""
+    client = broker(group.url).redis()
+    start, answers = threading.Barrier(101), []
+
+    def call() -> None:
+        start.wait()
+        try:
+            answers.append(client.blpop(["nothing-comes"], timeout=1))
+        except redis.RedisError as exc:
+            answers.append(repr(exc))
+
+    threads = [threading.Thread(target=call) for _ in range(101)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    client.close()
+
+    assert [a for a in answers if a is not None] == []
+    assert len(answers) == 101
