@@ -17,8 +17,10 @@ events, resource attributes). Output: turn dicts shaped like ``schemas.Turn`` (v
    which becomes the turn's span id, so when the root arrives the trace assembles again under the same turn id;
 4. otherwise, LLM calls with no LLM above them, taken in start order under their common parent: a call whose output
    is only tool calls is a *step* of the next call that answers (its tool calls and the tool spans beside it join
-   that turn), and a step that no call answers in this trace (an app whose every call is its own trace) is not a
-   turn: ``Assembly.steps`` counts it.
+   that turn); a step no call under its parent answers joins the call that was sent its tool calls' results (by
+   tool call id), whatever span each sits in (a framework's tracer that gives each agent step a span of its own);
+   and a step that no call answers in this trace (an app whose every call is its own trace) is not a turn:
+   ``Assembly.steps`` counts it.
 
 **A span whose children are several agent runs is a container, not a run** (a conversation, an OpenAI Agents
 ``trace(group_id=...)``, a session wrapper): it makes no LLM call of its own, and the runs under it answer different
@@ -391,9 +393,31 @@ class _Trace:
         for llm in llms:
             parent = llm.get("parent_id")
             by_parent[parent if parent in self.by_id else None].append(llm)
+        unanswered: list[str] = []
         for parent, calls in by_parent.items():
-            out.extend(self._sequence(parent, sorted(calls, key=lambda s: (s["start"], s["end"])), steps))
+            out.extend(self._sequence(parent, sorted(calls, key=lambda s: (s["start"], s["end"])), unanswered))
+        steps.extend(self._join_steps(out, unanswered))
         return out
+
+    def _join_steps(self, groups: list[_Group], unanswered: list[str]) -> list[str]:
+        """Steps no call under their parent answers join the run whose LLM calls were sent their tool calls' results
+        (by tool call id): the conversation says they are one run, whatever span each step sits in. The steps that
+        join none."""
+        sent = {m["tool_call_id"]: group for group in groups for span in (group.root, *group.members)
+                if self.kind(span) == "llm" for m in self.io(span)[0] if m["role"] == "tool" and m.get("tool_call_id")}
+        left = []
+        for step_id in unanswered:
+            step = self.by_id[step_id]
+            asked = [call.get("id") for m in self.io(step)[1] for call in m["tool_calls"]]
+            home = next((sent[i] for i in asked if i in sent), None)
+            if home is None:
+                left.append(step_id)
+                continue
+            grouped = {s["span_id"] for group in groups for s in (group.root, *group.members)}
+            beside = [s for s in self.children.get(step.get("parent_id"), [])
+                      if s["span_id"] != step_id and self.kind(s) != "llm" and s["span_id"] not in grouped]
+            home.members.extend(m for s in (step, *beside) for m in (s, *self.descendants(s)))
+        return left
 
     def _explicit_failure(self, span: SpanRecord) -> bool:
         """An agent span that says it is one (not a chain promoted for being on top) and failed: a failed run."""

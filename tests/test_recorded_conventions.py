@@ -434,3 +434,23 @@ def test_an_llm_span_around_another_is_one_model_call_read_from_the_inner_one():
     assert (turn["input"][0]["content"], turn["output"]) == (ORDER_QUESTION, "It shipped.")
     assert [(c["name"], c["arguments"], c.get("id"), c.get("result")) for c in turn["tool_calls"]] == [
         ("lookup_order", ORDER_ARGS, "call_1", '{"status": "shipped"}')]
+
+
+def test_a_step_in_a_span_of_its_own_joins_the_call_that_was_sent_its_tool_results():
+    """Plain spans no convention reads (a framework's own tracer: one span per agent step) around the model client's
+    calls: the call that asks for the tool and the call that answers sit under different parents, and the answering
+    call's conversation carries the first one's tool call id."""
+    spans = [span("1", None, "pipeline.run", 0), span("2", "1", "agent.step", 1),
+             model_call("3", "2", 2, wire=True), span("4", "1", "agent.step", 5),
+             model_call("5", "4", 6, wire=True, answer="It shipped.")]
+    for call in spans[2], spans[4]:
+        call["attributes"].update({"llm.token_count.prompt": 40, "llm.token_count.completion": 10})
+
+    result = assembly(spans)
+
+    [turn] = result.turns
+    assert result.steps == []
+    assert (turn["input"][0]["content"], turn["output"], turn["usage"]) == (
+        ORDER_QUESTION, "It shipped.", {"prompt_tokens": 80, "completion_tokens": 20})
+    assert [(c["name"], c.get("id"), c.get("result")) for c in turn["tool_calls"]] == [
+        ("lookup_order", "call_1", '{"status": "shipped"}')]
