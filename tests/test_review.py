@@ -341,9 +341,30 @@ def test_export_writes_the_labelled_turns_as_a_vigil_eval_dataset(store, tmp_pat
     dataset = load_dataset(path)
 
     assert written == 2 and not dataset.bad
-    assert {item.id: item.human for item in dataset.items} == {traces[0]: 0.5, traces[1]: 0.4}
+    assert {item.id: item.human for item in dataset.items} == {f"shop/{traces[0]}": 0.5, f"shop/{traces[1]}": 0.4}
     assert {item.turn.trace_id: item.turn.output for item in dataset.items} == {traces[0]: "answer 0",
                                                                                  traces[1]: "answer 1"}
+
+
+def test_export_pairs_each_label_with_its_own_projects_turn_of_the_trace_id(store, tmp_path):
+    """shop's label of a trace id is exported with shop's turn, bank's with bank's (stored later, under a span id
+    that sorts after shop's): two items, each the text its reviewer saw."""
+    (trace,) = seed(store, [0.2])
+    bank = Turn.model_validate({"trace_id": trace, "span_id": "f" * 16, "project": "bank", "agent": "support-bot",
+                                "started_at": NOW, "input": [{"role": "user", "content": "q"}],
+                                "output": "bank's answer"})
+    _insert(store, "traces", [trace_row(bank)])
+    add_feedback(store, [Feedback(project=project, trace_id=trace, name="review", value=value, source="reviewer",
+                                  author="a", monitor="relevancy") for project, value in (("shop", 1), ("bank", 0))])
+    path = tmp_path / "labels.jsonl"
+
+    with path.open("w") as out:
+        write_jsonl(export_items(store, "relevancy"), out)
+    dataset = load_dataset(path)
+
+    assert not dataset.bad
+    assert {item.id: (item.turn.project, item.turn.output, item.human) for item in dataset.items} == {
+        f"shop/{trace}": ("shop", "answer 0", 1.0), f"bank/{trace}": ("bank", "bank's answer", 0.0)}
 
 
 # -- the guard -------------------------------------------------------------------------------------------------
@@ -521,7 +542,7 @@ def test_review_export_writes_the_dataset_and_says_plainly_when_there_is_none(st
     none = runner.invoke(main, ["review", "export", "--monitor", "nope", "--dsn", chdb_dsn])
 
     assert done.exit_code == 0, done.output
-    assert [json.loads(line)["id"] for line in out.read_text().splitlines()] == [trace]
+    assert [json.loads(line)["id"] for line in out.read_text().splitlines()] == [f"shop/{trace}"]
     assert none.exit_code == 1
     assert none.output.strip().splitlines() == [
         ("vigil: error: --monitor: no review labels of 'nope' in the store (label turns with `vigil review` first; "

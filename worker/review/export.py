@@ -1,10 +1,12 @@
 """``vigil review export``: a monitor's review labels as a ``vigil eval`` dataset (JSON lines).
 
-One item per labelled turn: ``{"id": trace_id, "human": ..., "turn": {...}, "comment"?: ...}``, ``human`` on 0..1
+One item per labelled turn: ``{"id": ..., "human": ..., "turn": {...}, "comment"?: ...}``, ``human`` on 0..1
 (the label's value / scale: "judge right" on a good turn and "judge wrong" on a bad one are 1, the others 0, a score
 its share of the scale), the mean when several reviewers labelled the turn; ``comment`` their comments, each as
-``reviewer: text``, joined by `` | ``. ``turn`` is the stored turn, so ``vigil eval --monitor``
-scores the very text the reviewers saw, with a changed rubric or judge.
+``reviewer: text``, joined by `` | ``. ``turn`` is the stored turn the label is of (a label names its turn's project:
+a trace id is a project's own; a label from before projects, any project's turn of its trace id), so
+``vigil eval --monitor`` scores the very text the reviewers saw, with a changed rubric or judge. ``id`` is the turn's
+name (``traces.trace_name``: its trace id, after its project unless that is the default one).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from clickhouse_connect.driver.client import Client
+from vigil.worker.assembly.traces import trace_name
 from vigil.worker.eval.items import EvalItem
 from vigil.worker.store.queries import TRACE_ROWS
 from vigil.worker.store.review import REVIEW_QUERIES
@@ -30,19 +33,25 @@ def export_items(client: Client, monitor: str) -> Iterator[EvalItem]:
     from vigil.worker.pipeline.feedback import turn_from_row
 
     query = REVIEW_QUERIES["export"]
-    humans: dict[str, list[float]] = {}
-    comments: dict[str, list[str]] = {}
+    turns: dict[str, list[dict[str, Any]]] = {}  # trace id -> its stored rows, every project's
+    humans: dict[tuple[str, str], list[float]] = {}  # (project, trace id) -> the labels' values
+    comments: dict[tuple[str, str], list[str]] = {}
     for row in _rows(client, query.sql, query.columns, monitor=monitor):
-        humans.setdefault(row["trace_id"], []).append(float(row["human"]))
+        trace_id = row["trace_id"]
+        if trace_id not in turns:
+            turns[trace_id] = _rows(client, TRACE_ROWS.sql, TRACE_ROWS.columns, trace_id=trace_id)
+        spans = [s for s in turns[trace_id] if row["project"] in ("", s["project"])]
+        if not spans:
+            continue  # the turn is no longer stored
+        key = (spans[-1]["project"], trace_id)
+        humans.setdefault(key, []).append(float(row["human"]))
         if row["comment"].strip():
-            comments.setdefault(row["trace_id"], []).append(f"{row['author']}: {row['comment'].strip()}")
-    for trace_id, values in humans.items():
-        spans = _rows(client, TRACE_ROWS.sql, TRACE_ROWS.columns, trace_id=trace_id)
-        if spans:
-            turn = turn_from_row(spans[-1])
-            said = comments.get(trace_id)
-            yield EvalItem(id=trace_id, human=sum(values) / len(values), turn=turn,
-                           comment=" | ".join(said) if said else None)
+            comments.setdefault(key, []).append(f"{row['author']}: {row['comment'].strip()}")
+    for (project, trace_id), values in humans.items():
+        turn = turn_from_row([s for s in turns[trace_id] if s["project"] == project][-1])
+        said = comments.get((project, trace_id))
+        yield EvalItem(id=trace_name(project, trace_id), human=sum(values) / len(values), turn=turn,
+                       comment=" | ".join(said) if said else None)
 
 
 def write_jsonl(items: Iterator[EvalItem], out: Any) -> int:

@@ -134,9 +134,10 @@ WHERE session_id != '' AND session_id = {session_id:String} AND project = {proje
   AND started_at < {started_at:DateTime64(3, 'UTC')}
 ORDER BY started_at DESC
 LIMIT 10""", ("trace_id", "started_at", "question", "output")),
-    Query("export", "The monitor's review labels, one row per label, with the turn's trace id", "lookup", """
-SELECT trace_id, author, value / if(scale > 0, scale, 1) AS human, comment, queue
+    Query("export", "The monitor's review labels, one row per label, with the turn's project and trace id", "lookup",
+          """
+SELECT project, trace_id, author, value / if(scale > 0, scale, 1) AS human, comment, queue
 FROM feedback FINAL
 WHERE source = 'reviewer' AND monitor = {monitor:String}
-ORDER BY trace_id, author""", ("trace_id", "author", "human", "comment", "queue")),
+ORDER BY trace_id, project, author""", ("project", "trace_id", "author", "human", "comment", "queue")),
 ]}
