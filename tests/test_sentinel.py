@@ -198,12 +198,10 @@ def _connections(port: int, name: str) -> int:
         client.close()
 
 
-def test_a_sentinel_client_waits_for_a_free_connection_and_never_opens_more_than_its_pool(group):
-    """Five callers at once, each holding a connection for a second (a BLPOP that times out), on a client of 4
-    connections: the fifth waits for one and gets its answer; the master never sees more than 4. Before, a Sentinel
-    client's pool ignored its size and raised MaxConnectionsError at redis-py's own 100."""
-    client = broker(group.url).redis(max_connections=4, client_name="sync-pool")
-    start, answers = threading.Barrier(5), []
+def _at_once(client: redis.Redis, callers: int) -> list:
+    """What ``callers`` threads starting together each get from a BLPOP that holds its connection for a second
+    (None: it timed out, as nothing comes), or the error they got."""
+    start, answers = threading.Barrier(callers), []
 
     def call() -> None:
         start.wait()
@@ -212,11 +210,20 @@ def test_a_sentinel_client_waits_for_a_free_connection_and_never_opens_more_than
         except redis.RedisError as exc:
             answers.append(repr(exc))
 
-    threads = [threading.Thread(target=call) for _ in range(5)]
+    threads = [threading.Thread(target=call) for _ in range(callers)]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join(60)
+    return answers
+
+
+def test_a_sentinel_client_waits_for_a_free_connection_and_never_opens_more_than_its_pool(group):
+    """Five callers at once, each holding a connection for a second (a BLPOP that times out), on a client of 4
+    connections: the fifth waits for one and gets its answer; the master never sees more than 4. Before, a Sentinel
+    client's pool ignored its size and raised MaxConnectionsError at redis-py's own 100."""
+    client = broker(group.url).redis(max_connections=4, client_name="sync-pool")
+    answers = _at_once(client, 5)
     opened = _connections(group.master_port, "sync-pool")
     client.close()
 
@@ -243,20 +250,7 @@ def test_a_sentinel_client_of_the_default_size_lets_a_burst_over_it_wait(group):
     """101 callers at once on a client of the default 100 connections (a worker's 100 threads and one more): none
     fails. Before, the 101st raised MaxConnectionsError: Too many connections."""
     client = broker(group.url).redis()
-    start, answers = threading.Barrier(101), []
-
-    def call() -> None:
-        start.wait()
-        try:
-            answers.append(client.blpop(["nothing-comes"], timeout=1))
-        except redis.RedisError as exc:
-            answers.append(repr(exc))
-
-    threads = [threading.Thread(target=call) for _ in range(101)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(60)
+    answers = _at_once(client, 101)
     client.close()
 
     assert [a for a in answers if a is not None] == []

@@ -21,9 +21,8 @@ import redis
 from vigil.worker.store import connect
 
 from tests.judge_server import ScriptedJudge
-from tests.pipeline import IntakeProcess, WorkerProcess
+from tests.pipeline import IntakeProcess
 from tests.security.test_turn_ownership import (
-    CONFIG,
     DEFAULT_KEY,
     EVIL,
     _attrs,
@@ -37,6 +36,7 @@ from tests.security.test_turn_ownership import (
     scores,
     settled,
     stages,
+    started,
     stored,
 )
 
@@ -70,10 +70,7 @@ def scenario(redis_server, tmp_path_factory):
                  log_record(CHAT, ids[CHAT], "gen_ai.choice", now + 1, content=ANSWERS[CHAT])]
     agent, llm = uuid.uuid4().hex[:16], uuid.uuid4().hex[:16]
     with ScriptedJudge(_reply) as judge:
-        config = home / "vigil.yaml"
-        config.write_text(CONFIG.replace("BASE_URL", judge.base_url))
-        intake = IntakeProcess(redis_server.url, home, VIGIL_CONFIG=str(config), **env).start()
-        worker = WorkerProcess(redis_server.url, home / "vigil", config, VIGIL_TEST_JUDGE_KEY="k", **env).start()
+        intake, worker = started(redis_server.url, home, judge, env)
         try:
             # the victims: a chat span whose messages are log records; an agent run under an HTTP server span
             send_logs(intake, *chat_logs)

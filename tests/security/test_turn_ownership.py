@@ -113,6 +113,18 @@ def calls(judge: ScriptedJudge, answer: str) -> int:
     return sum(1 for r in judge.requests if answer in r.prompt)
 
 
+def started(redis_url: str, home, judge: ScriptedJudge, env: dict[str, str]) -> tuple[IntakeProcess, WorkerProcess]:
+    """A real `vigil intake` and `vigil worker` on ``CONFIG`` (its judge the scripted ``judge``)."""
+    config = home / "vigil.yaml"
+    config.write_text(CONFIG.replace("BASE_URL", judge.base_url))
+    intake = IntakeProcess(redis_url, home, VIGIL_CONFIG=str(config), **env).start()
+    try:
+        return intake, WorkerProcess(redis_url, home / "vigil", config, VIGIL_TEST_JUDGE_KEY="k", **env).start()
+    except BaseException:
+        intake.stop()
+        raise
+
+
 @pytest.fixture(scope="module")
 def scenario(redis_server, tmp_path_factory):
     home = tmp_path_factory.mktemp("ownership")
@@ -124,10 +136,7 @@ def scenario(redis_server, tmp_path_factory):
     turn = {"trace_id": TURNS_TRACE, "span_id": ids[TURNS_TRACE], "project": "acme", "agent": "parcel-bot",
             "input": [{"role": "user", "content": "Do gift cards expire?"}], "output": ANSWERS[TURNS_TRACE]}
     with ScriptedJudge(_reply) as judge:
-        config = home / "vigil.yaml"
-        config.write_text(CONFIG.replace("BASE_URL", judge.base_url))
-        intake = IntakeProcess(redis_server.url, home, VIGIL_CONFIG=str(config), **env).start()
-        worker = WorkerProcess(redis_server.url, home / "vigil", config, VIGIL_TEST_JUDGE_KEY="k", **env).start()
+        intake, worker = started(redis_server.url, home, judge, env)
         try:
             # the victims: a bare LLM call, another, an agent run, a trace at the span cap, a /v1/turns turn
             export(intake, _span(BARE, ids[BARE], name="chat", **_chat("When do parcels leave?", ANSWERS[BARE])))
