@@ -3,11 +3,14 @@ sent, before and after the abuse bounds (issue 20), in one run.
 
 Each shape runs against a fresh Redis, intake and worker (the pipeline fixture's config, settle 1 s): the worker's
 peak resident memory (``VmHWM`` summed over its process tree) and Redis ``used_memory`` at the end, each minus their
-value before the shape, divided by the MB sent; the intake's CPU seconds for the gzip bombs. "before" runs the same
+value before the shape, divided by the MB sent; the intake's CPU seconds for the gzip bombs; and Redis ``used_memory``
+``--after-s`` (90) seconds after the last request, above its idle value before the shape, and how long the queues
+took to drain (issue 26: a 200k-trace flood
+must leave Redis within 30 MB of idle 90 s later; ``--traces 200000 --open-traces 100000``, the intake's default cap). "before" runs the same
 processes from ``--before-src`` (a checkout of vigil before the bounds; ``git archive f973e23^ | tar -x -C DIR``),
 "after" from this checkout, with the default budgets except where the shape is scaled down (the table says which).
 
-    .venv/bin/python bench/abuse.py --before-src DIR [--spans 100000] [--traces 20000] [--json]
+    .venv/bin/python bench/abuse.py --before-src DIR [--spans 100000] [--traces 20000] [--open-traces 5000] [--json]
 """
 
 from __future__ import annotations
@@ -145,8 +148,9 @@ def _settled(client: redis.Redis, timeout: float = 600) -> None:
         time.sleep(0.5)
 
 
-def run_shape(shape: str, size: int, src: str | None, work: Path) -> dict[str, Any]:
-    env = {"VIGIL_INTAKE_TOKEN": TOKEN, "VIGIL_INTAKE_SETTLE_S": "1", "VIGIL_INTAKE_MAX_OPEN_TRACES": "5000"}
+def run_shape(shape: str, size: int, src: str | None, work: Path, *, open_traces: int,
+              after_s: float) -> dict[str, Any]:
+    env = {"VIGIL_INTAKE_TOKEN": TOKEN, "VIGIL_INTAKE_SETTLE_S": "1", "VIGIL_INTAKE_MAX_OPEN_TRACES": str(open_traces)}
     if src:
         env["PYTHONPATH"] = src
     home = work / f"{shape}-{'before' if src else 'after'}"
@@ -161,10 +165,15 @@ def run_shape(shape: str, size: int, src: str | None, work: Path) -> dict[str, A
                 sum(psutil.Process(intake.process.pid).cpu_times()[:2])
             sent = {"one_trace": one_trace, "many_traces": many_traces, "junk_turns": junk_turns,
                     "bombs": bombs}[shape](intake, size)
-            _settled(client)
+            sent_at = time.monotonic()
+            time.sleep(after_s)
+            later = client.info("memory")["used_memory"]
+            _settled(client, timeout=3600)
+            drained_s = time.monotonic() - sent_at
             out = {"shape": shape, "run": "before" if src else "after", "size": size, "sent_mb": sent,
                    "worker_mb": _peak_mb(worker.process.pid) - peak0,
                    "redis_mb": (client.info("memory")["used_memory"] - used0) / MB,
+                   "redis_later_mb": (later - used0) / MB, "drained_s": drained_s,
                    "intake_cpu_s": sum(psutil.Process(intake.process.pid).cpu_times()[:2]) - cpu0,
                    "alive": worker.process.poll() is None}
         finally:
@@ -179,43 +188,51 @@ SHAPES = (("one_trace", "spans into one trace id", "spans"), ("many_traces", "on
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--before-src", required=True, help="a checkout of vigil before the bounds")
+    parser.add_argument("--before-src", help="a checkout of vigil before the bounds (without it: the after runs alone)")
     parser.add_argument("--spans", type=int, default=100_000)
     parser.add_argument("--traces", type=int, default=20_000)
     parser.add_argument("--turns", type=int, default=100_000)
     parser.add_argument("--bombs", type=int, default=8)
+    parser.add_argument("--open-traces", type=int, default=5000,
+                        help="VIGIL_INTAKE_MAX_OPEN_TRACES of both runs (the intake's default is 100000)")
+    parser.add_argument("--after-s", type=float, default=90,
+                        help="Redis is measured again this long after the last request")
     parser.add_argument("--shapes", default=",".join(shape for shape, _, _ in SHAPES),
                         help="which flood shapes to run, comma-separated")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     console = Console(stderr=args.json, width=160)
     work = Path(tempfile.mkdtemp(prefix="vigil-bench-abuse-"))
-    before = _shim(args.before_src, work)
+    before = _shim(args.before_src, work) if args.before_src else None
     runs = []
     for shape, _, size_arg in SHAPES:
         if shape not in args.shapes.split(","):
             continue
-        for src in (before, None):
+        for src in ((before, None) if before else (None,)):
             console.print(f"{shape} {'before' if src else 'after'} ...")
-            runs.append(run_shape(shape, getattr(args, size_arg), src, work))
+            runs.append(run_shape(shape, getattr(args, size_arg), src, work, open_traces=args.open_traces,
+                                  after_s=args.after_s))
     if args.json:
         print(json.dumps({"machine": f"{platform.machine()} {os.cpu_count()} cores", "runs": runs}))
         return
     table = Table(title="cost per MB sent: a real intake + worker, before and after the abuse bounds")
     for column in ("shape", "run", "MB sent", "worker MB / MB sent", "Redis MB / MB sent", "intake CPU s / MB sent",
-                   "worker alive"):
+                   f"Redis MB above idle {args.after_s:g} s later", "s to drain", "worker alive"):
         table.add_column(column, justify="left" if column in ("shape", "run") else "right")
     names = {shape: f"{{size:,}} {what}" for shape, what, _ in SHAPES}
     for run in runs:
         per = max(run["sent_mb"], 1e-9)
         table.add_row(names[run["shape"]].format(size=run["size"]), run["run"], f"{run['sent_mb']:.2f}",
                       f"{run['worker_mb'] / per:.1f}", f"{run['redis_mb'] / per:.2f}",
-                      f"{run['intake_cpu_s'] / per:.3f}", "yes" if run["alive"] else "NO")
+                      f"{run['intake_cpu_s'] / per:.3f}", f"{run['redis_later_mb']:+.1f}",
+                      f"{run['drained_s']:.0f}",
+                      "yes" if run["alive"] else "NO")
     console.print(table)
-    console.print(f"[dim]{platform.machine()} {os.cpu_count()} cores; after: VIGIL_INTAKE_MAX_OPEN_TRACES=5000 (the "
-                  f"traces shape is scaled down 10x from the red team's 200k), other budgets default; `.venv/bin/python "
-                  f"bench/abuse.py --before-src DIR --spans {args.spans} --traces {args.traces} --turns {args.turns} "
-                  f"--bombs {args.bombs}`[/]")
+    console.print(f"[dim]{platform.machine()} {os.cpu_count()} cores; VIGIL_INTAKE_MAX_OPEN_TRACES={args.open_traces}, "
+                  f"other budgets default; Redis used_memory above its idle value {args.after_s:g} s after the last request; "
+                  f"the seconds from the last request until the queues drained; `.venv/bin/python bench/abuse.py "
+                  f"--before-src DIR --spans {args.spans} --traces {args.traces} --turns {args.turns} --bombs "
+                  f"{args.bombs} --open-traces {args.open_traces} --after-s {args.after_s:g}`[/]")
 
 
 if __name__ == "__main__":

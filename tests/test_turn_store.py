@@ -93,7 +93,7 @@ def test_a_waiting_turns_text_is_in_redis_once_and_gone_after_it_is_scored(redis
     assert scored == 2 * TURNS
 
 
-def test_the_stored_turn_stays_while_any_task_holds_it_and_then_leaves_only_a_tombstone(redis_url):
+def test_the_stored_turn_stays_while_any_task_holds_it_and_then_leaves_nothing_but_is_known_done(redis_url):
     from vigil.worker.pipeline import turn_store
 
     client = redis.Redis.from_url(redis_url)
@@ -102,14 +102,15 @@ def test_the_stored_turn_stays_while_any_task_holds_it_and_then_leaves_only_a_to
     pipe.execute()
     parked = turn_store.add_holders(client, turn_id, 2)  # the task parks two monitors' work for two judges
 
-    assert not turn_store.release(client, turn_id, first, tombstone_s=60)
-    assert not turn_store.release(client, turn_id, parked[0], tombstone_s=60)
-    assert turn_store.fetch(client, turn_id) == {"output": "kept"}
-    assert turn_store.release(client, turn_id, parked[1], tombstone_s=60)
-    assert turn_store.fetch(client, turn_id) == turn_store.DONE
-    assert not turn_store.release(client, turn_id, parked[1], tombstone_s=60)  # a redelivery lets go again: no-op
-    assert 0 < client.ttl(f"vigil:turn:{turn_id}") <= 60
-    assert turn_store.fetch(client, uuid.uuid4().hex) == turn_store.EXPIRED
+    assert not turn_store.release(client, turn_id, first)
+    assert not turn_store.release(client, turn_id, parked[0])
+    assert turn_store.fetch(client, turn_id, ttl_s=60) == {"output": "kept"}
+    assert turn_store.release(client, turn_id, parked[1])
+    assert not client.exists(f"vigil:turn:{turn_id}")  # no tombstone: a flood of turns leaves nothing once scored
+    assert turn_store.fetch(client, turn_id, ttl_s=60) == turn_store.DONE  # a redelivery goes quietly
+    assert turn_store.fetch(client, turn_id, ttl_s=60, now=time.time() + 61) == turn_store.EXPIRED
+    assert not turn_store.release(client, turn_id, parked[1])  # a redelivery lets go again: no-op
+    assert turn_store.fetch(client, uuid.uuid4().hex, ttl_s=60) == turn_store.EXPIRED  # not an id of this store
     assert turn_store.add_holders(client, "gone", 1) and not client.exists("vigil:turn:gone")  # never recreated
 
 

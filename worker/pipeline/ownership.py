@@ -1,7 +1,7 @@
 """Who may change a stored turn: a turn id (project, trace id, span id) means one turn, so a resend cannot replace it.
 
-Ingest keeps, per turn id it stored, the digest of the turn as it came (``vigil.turn.<hash of the id>``, kept
-``VIGIL_TURN_OWNED_S``). A turn that comes again under that id:
+Ingest keeps, per turn id it stored, the digest of the turn as it came, for at least ``VIGIL_TURN_OWNED_S`` (at
+most twice that). A turn that comes again under that id:
 
 - with the same content (a producer's retry, a redelivery) is a no-op: not stored or scored again;
 - with other content is a *conflict*: refused, the stored turn and its scores kept, a ``conflict`` stage in the
@@ -11,12 +11,20 @@ Ingest keeps, per turn id it stored, the digest of the turn as it came (``vigil.
 
 The digest is written once the turn's rows and score tasks are handed on, so a worker that dies before then leaves
 the turn to its redelivery; a turn id seen after ``VIGIL_TURN_OWNED_S`` is taken as new.
+
+Every stored turn leaves one of these, so they are kept small: a turn id is hashed (ids are free text on
+``/v1/turns``) into one of ``BUCKETS`` hashes of its period (``vigil.turn.<period>.<bucket>``, periods of
+``VIGIL_TURN_OWNED_S``; a period's hashes expire at the end of the next one, and a lookup reads the current and the
+previous period) as a 12-byte field holding the 8-byte digest: about 25 bytes a turn while a bucket stays small
+enough for Redis's compact encoding (128 entries: half a million turns a period), instead of a key of ~165 bytes each
+(a flood of 200,000 one-span traces left 33 MB of them).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import time
 from collections.abc import Collection, Sequence
 from typing import Any
 
@@ -25,17 +33,23 @@ import structlog
 from vigil.schemas import Turn
 from vigil.schemas.rows import PipelineEvent
 
-__all__ = ["Screened", "claim", "screen", "turn_key", "update_id"]
+__all__ = ["BUCKETS", "Screened", "claim", "screen", "update_id"]
 
 log = structlog.get_logger("vigil.tasks")
 
 _PREFIX = "vigil.turn."
+BUCKETS = 4096  # 12 bits of the id's hash
 
 
-def turn_key(turn: Turn) -> str:
-    """The Redis key of a turn id (hashed: ids are free text on ``/v1/turns``, and the key stays short)."""
+def _slot(turn: Turn) -> tuple[int, bytes]:
+    """A turn id's bucket and field (the id hashed: 12 bits pick the bucket, the next 12 bytes are the field)."""
     ident = json.dumps([turn.project, turn.trace_id, turn.span_id or ""], ensure_ascii=False)
-    return _PREFIX + hashlib.sha256(ident.encode()).hexdigest()[:32]
+    hashed = hashlib.sha256(ident.encode()).digest()
+    return int.from_bytes(hashed[:2], "big") >> 4, hashed[2:14]
+
+
+def _key(period: int, bucket: int) -> str:
+    return f"{_PREFIX}{period}.{bucket:03x}"
 
 
 def update_id(trace_id: str, span_id: str) -> str:
@@ -43,9 +57,9 @@ def update_id(trace_id: str, span_id: str) -> str:
     return f"{trace_id}.{span_id}"
 
 
-def _digest(raw: dict[str, Any]) -> str:
+def _digest(raw: dict[str, Any]) -> bytes:
     text = json.dumps(raw, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str)
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
+    return hashlib.sha256(text.encode()).digest()[:8]
 
 
 class Screened:
@@ -53,21 +67,26 @@ class Screened:
     (their funnel events), ``repeats`` are no-ops."""
 
     def __init__(self) -> None:
-        self.keep: list[tuple[int, str]] = []
+        self.keep: list[tuple[int, bytes]] = []
         self.conflicts: list[PipelineEvent] = []
         self.repeats = 0
 
 
-def screen(client: redis.Redis, turns: Sequence[Turn], raws: Sequence[dict[str, Any]], *,
-           updates: Collection[str] = (), sender: dict[str, Any] | None = None) -> Screened:
+def screen(client: redis.Redis, turns: Sequence[Turn], raws: Sequence[dict[str, Any]], *, ttl_s: int,
+           updates: Collection[str] = (), sender: dict[str, Any] | None = None, now: float | None = None) -> Screened:
     """Sort a batch's turns by their ids' stored digests (one round trip)."""
     out = Screened()
     if not turns:
         return out
-    stored = client.mget([turn_key(t) for t in turns])
-    for i, (turn, raw, before) in enumerate(zip(turns, raws, stored, strict=True)):
-        digest = _digest(raw)
-        before = before.decode() if isinstance(before, bytes) else before
+    period = int((time.time() if now is None else now) // ttl_s)
+    pipe = client.pipeline(transaction=False)
+    for turn in turns:
+        bucket, field = _slot(turn)
+        pipe.hget(_key(period, bucket), field)
+        pipe.hget(_key(period - 1, bucket), field)
+    found = pipe.execute()
+    for i, (turn, raw) in enumerate(zip(turns, raws, strict=True)):
+        digest, before = _digest(raw), found[2 * i] or found[2 * i + 1]
         if before is None or update_id(turn.trace_id, turn.span_id or "") in updates:
             out.keep.append((i, digest))
         elif before == digest:
@@ -82,11 +101,15 @@ def screen(client: redis.Redis, turns: Sequence[Turn], raws: Sequence[dict[str, 
     return out
 
 
-def claim(client: redis.Redis, turns: Sequence[Turn], digests: Sequence[str], *, ttl_s: int) -> None:
+def claim(client: redis.Redis, turns: Sequence[Turn], digests: Sequence[bytes], *, ttl_s: int,
+          now: float | None = None) -> None:
     """Write the digests of the turns now stored (after their rows and score tasks were handed on)."""
     if not turns:
         return
+    period = int((time.time() if now is None else now) // ttl_s)
     pipe = client.pipeline(transaction=False)
     for turn, digest in zip(turns, digests, strict=True):
-        pipe.set(turn_key(turn), digest, ex=ttl_s)
+        bucket, field = _slot(turn)
+        pipe.hset(_key(period, bucket), field, digest)
+        pipe.expireat(_key(period, bucket), (period + 2) * ttl_s)
     pipe.execute()

@@ -244,7 +244,7 @@ def ingest(self, batch: Any, updates: Any = None, sender: Any = None) -> dict[st
     _room_for_rows(rt)
     checked = _check_batch(batch)
     try:
-        screened = ownership.screen(rt.redis, checked.turns, checked.raws,
+        screened = ownership.screen(rt.redis, checked.turns, checked.raws, ttl_s=get_settings().turn_owned_s,
                                     updates=set(updates) if isinstance(updates, list) else set(),
                                     sender=sender if isinstance(sender, dict) else None)
     except _REDIS_FAILED as exc:
@@ -365,7 +365,7 @@ def score(self, turn_json: Any, monitors: Any, enqueued_at: float | None = None,
         raise _requeue_on_redis_failure(exc) from exc
     if ref is not None:
         try:
-            turn_store.release(rt.redis, ref[0], ref[1], tombstone_s=get_settings().visibility_timeout_s + 3600)
+            turn_store.release(rt.redis, ref[0], ref[1])
         except _REDIS_FAILED as exc:
             raise _requeue_on_redis_failure(exc) from exc
     return statuses
@@ -378,7 +378,7 @@ def _stored_turn(rt: Runtime, ref: Any) -> Any:
                                                       "invalid_reference")])])
         return None
     try:
-        stored = turn_store.fetch(rt.redis, ref[0])
+        stored = turn_store.fetch(rt.redis, ref[0], ttl_s=get_settings().turn_ttl_s)
         if stored == turn_store.EXPIRED:
             push(rt.redis, [("dead_letters", [dead_letter(
                 SCORE_QUEUE, {"ref": ref}, "turn: no longer in Redis (stored longer than VIGIL_TURN_TTL before "
