@@ -39,6 +39,7 @@ from rich.table import Table
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from vigil.worker.demo.embedded_redis import EmbeddedRedis  # noqa: E402
+from vigil.worker.sinks.write_queue import WRITE_BYTES  # noqa: E402
 
 from tests.pipeline import IntakeProcess, WorkerProcess  # noqa: E402
 
@@ -139,10 +140,12 @@ def bombs(intake: IntakeProcess, count: int) -> float:
 
 
 def _settled(client: redis.Redis, timeout: float = 600) -> None:
-    """Until the queues are empty and nothing is unacked (the flood was taken in and assembled, or refused)."""
+    """Until the queues are empty, nothing is unacked and every row is written (the flood was taken in, assembled and
+    stored, or refused)."""
     deadline, quiet = time.monotonic() + timeout, 0
     while time.monotonic() < deadline and quiet < 5:
-        busy = client.llen("vigil.ingest") + client.llen("vigil.score") + client.hlen("unacked")
+        busy = client.llen("vigil.ingest") + client.llen("vigil.score") + client.hlen("unacked") + \
+            int(client.get(WRITE_BYTES) or 0)
         pending = client.zrangebyscore("vigil.intake.pending", "-inf", time.time() - 1, start=0, num=1)
         quiet = quiet + 1 if not busy and not pending else 0
         time.sleep(0.5)
@@ -217,7 +220,7 @@ def main() -> None:
         return
     table = Table(title="cost per MB sent: a real intake + worker, before and after the abuse bounds")
     for column in ("shape", "run", "MB sent", "worker MB / MB sent", "Redis MB / MB sent", "intake CPU s / MB sent",
-                   f"Redis MB above idle {args.after_s:g} s later", "s to drain", "worker alive"):
+                   f"Redis MB above idle {args.after_s:g} s later", "s to drain", "Redis MB above idle, drained", "worker alive"):
         table.add_column(column, justify="left" if column in ("shape", "run") else "right")
     names = {shape: f"{{size:,}} {what}" for shape, what, _ in SHAPES}
     for run in runs:
@@ -225,12 +228,12 @@ def main() -> None:
         table.add_row(names[run["shape"]].format(size=run["size"]), run["run"], f"{run['sent_mb']:.2f}",
                       f"{run['worker_mb'] / per:.1f}", f"{run['redis_mb'] / per:.2f}",
                       f"{run['intake_cpu_s'] / per:.3f}", f"{run['redis_later_mb']:+.1f}",
-                      f"{run['drained_s']:.0f}",
+                      f"{run['drained_s']:.0f}", f"{run['redis_mb']:+.1f}",
                       "yes" if run["alive"] else "NO")
     console.print(table)
     console.print(f"[dim]{platform.machine()} {os.cpu_count()} cores; VIGIL_INTAKE_MAX_OPEN_TRACES={args.open_traces}, "
                   f"other budgets default; Redis used_memory above its idle value {args.after_s:g} s after the last request; "
-                  f"the seconds from the last request until the queues drained; `.venv/bin/python bench/abuse.py "
+                  f"the seconds from the last request until the queues drained and every row was written; `.venv/bin/python bench/abuse.py "
                   f"--before-src DIR --spans {args.spans} --traces {args.traces} --turns {args.turns} --bombs "
                   f"{args.bombs} --open-traces {args.open_traces} --after-s {args.after_s:g}`[/]")
 
