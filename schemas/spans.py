@@ -168,7 +168,8 @@ SETTING_METADATA = "vigil.content_setting"  # the setting that turns capture on,
 CONTENT_EVENTS = frozenset({*INPUT_EVENTS, "gen_ai.choice", "gen_ai.content.prompt", "gen_ai.content.completion",
                             DETAILS_EVENT})
 _GENAI_PREFIXES = ("gen_ai.", "llm.", "input.value", "output.value", "retrieval.", "openinference.", "tool.",
-                   "traceloop.", "ai.", "pydantic_ai.", "all_messages_events", "agent_name")
+                   "traceloop.", "ai.", "pydantic_ai.", "all_messages_events", "agent_name",
+                   *conventions.haystack.KIND_KEYS)  # Haystack's agent runs and tool calls, not its every span
 _CONTAINERS = ("server", "chain", "step")
 _MODEL_KEYS = ("gen_ai.response.model", "gen_ai.request.model", "llm.model_name", "ai.response.model", "ai.model.id")
 
@@ -693,13 +694,13 @@ class _Trace:
         """The tool spans' calls in start order (``_span_calls``), their ids paired with the LLM's tool calls; else
         the calls the LLM calls asked for (and the conversation holds since its last user message), with the results
         the tool messages give them."""
-        asked: list[dict[str, Any]] = []  # the messages' own calls (read once per span): copied before a change
+        asked: list[dict[str, Any]] = []
         last_user = max((i for i, m in enumerate(conversation) if m["role"] == "user"), default=-1)
         for message in conversation[last_user + 1:]:
-            asked.extend(message["tool_calls"])
+            asked.extend(dict(call) for call in message["tool_calls"])
         for llm in llms:
             for message in self.io(llm)[1]:
-                asked.extend(message["tool_calls"])
+                asked.extend(dict(call) for call in message["tool_calls"])
         spans = self._span_calls(members, asked)
         if spans and all(call.get("id") for call in spans):
             return spans
@@ -713,7 +714,6 @@ class _Trace:
             if key in seen:
                 continue
             seen.add(key)
-            call = dict(call)
             if call.get("id") in results:
                 call["result"] = results[call["id"]]
             calls.append(call)
@@ -727,7 +727,7 @@ class _Trace:
         (no arguments, result or error)."""
         tools = [s for s in members if self.kind(s) == "tool"]
         tool_ids = {s["span_id"] for s in tools}
-        called: set[str] | None = None
+        called = {call["name"] for call in asked} | {call["id"] for call in asked if call.get("id")}
         calls = []
         for span in tools:
             if self._has_ancestor_in(span, tool_ids):
@@ -739,11 +739,9 @@ class _Trace:
                     call = {**inner, **{k: v for k, v in call.items() if v not in (None, "", {})}}
             if conventions.is_final_tool(call["name"]):
                 continue
-            if asked and not (call["arguments"] or call.get("result") is not None or call.get("error")):
-                if called is None:
-                    called = {c["name"] for c in asked} | {c["id"] for c in asked if c.get("id")}
-                if call["name"] not in called and call.get("id") not in called:
-                    continue
+            if called and call["name"] not in called and call.get("id") not in called and not (
+                    call["arguments"] or call.get("result") is not None or call.get("error")):
+                continue
             calls.append(call)
         return calls
 

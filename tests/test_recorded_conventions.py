@@ -454,3 +454,27 @@ def test_a_step_in_a_span_of_its_own_joins_the_call_that_was_sent_its_tool_resul
         ORDER_QUESTION, "It shipped.", {"prompt_tokens": 80, "completion_tokens": 20})
     assert [(c["name"], c.get("id"), c.get("result")) for c in turn["tool_calls"]] == [
         ("lookup_order", "call_1", '{"status": "shipped"}')]
+
+
+def test_haystacks_tool_span_that_says_it_failed_is_a_call_with_the_error_its_output_names():
+    """Haystack's own tracer (``haystack.*`` tags only) around the model client's calls: the agent's run, one span
+    per step, and a tool span flagged ``haystack.tool.error`` with ``{"error": ...}`` as its output, its status OK
+    (Haystack catches the exception and sends the model its text as the tool message)."""
+    said = "Failed to invoke Tool `lookup_order` with parameters {'order_id': 'A-1001'}. Error: database down"
+    spans = [span("1", None, "haystack.pipeline.run", 0),
+             span("2", "1", "haystack.agent.run", 1, **{"haystack.agent.max_steps": 100}),
+             span("3", "2", "haystack.agent.step", 2, **{"haystack.agent.step": 0}),
+             span("4", "3", "haystack.agent.step.llm", 2), model_call("5", "4", 2, wire=True),
+             span("6", "3", "haystack.agent.step.tool", 3, **{
+                 "haystack.tool.name": "lookup_order", "haystack.agent.step.tool.input": json.dumps(ORDER_ARGS),
+                 "haystack.tool.error": True, "haystack.agent.step.tool.output": json.dumps({"error": said})}),
+             span("7", "2", "haystack.agent.step", 5, **{"haystack.agent.step": 1}),
+             span("8", "7", "haystack.agent.step.llm", 5), model_call("9", "8", 6, wire=True, answer="Sorry.")]
+
+    [turn] = assembly(spans).turns
+
+    assert (turn["span_id"], turn["input"][0]["content"], turn["output"]) == ("2".rjust(16, "0"), ORDER_QUESTION,
+                                                                            "Sorry.")
+    [call] = turn["tool_calls"]
+    assert (call["name"], call["arguments"], call["id"], call.get("result"), call["error"]) == (
+        "lookup_order", ORDER_ARGS, "call_1", None, said)

@@ -1,16 +1,18 @@
 """The span conventions vigil reads, one module each, and the one place that says which wins: OpenLLMetry /
 Traceloop (``openllmetry``), OpenInference (``openinference``, LangChain's, LlamaIndex's, smolagents', CrewAI's and the
-OpenAI Agents SDK's included), the Vercel AI SDK (``vercel``), pydantic-ai (``pydantic_ai``), the OpenTelemetry GenAI
-conventions (``genai``) and openlit (``openlit``). Each module's docstring has its table: which attributes and events
-mean what. ``schemas.spans`` builds turns from what these functions say of each span.
+OpenAI Agents SDK's included), the Vercel AI SDK (``vercel``), pydantic-ai (``pydantic_ai``), Haystack's own tracer
+(``haystack``), the OpenTelemetry GenAI conventions (``genai``) and openlit (``openlit``). Each module's docstring has
+its table: which attributes and events mean what. ``schemas.spans`` builds turns from what these functions say of
+each span.
 
 **A registry of small mappers in priority order, ending in a fallback by meaning.** A span's kind is the first
-mapper's that claims it (``MAPPERS``: OpenLLMetry, OpenInference, Vercel, pydantic-ai, GenAI); a span no mapper claims
-is read by what it says: one that names a model (``gen_ai.request.model``, ``llm.model_name``, ``ai.model.id`` ...)
-is an LLM call, one that names a tool is a tool call, a plain server or consumer span is ``server``, anything else
-``other``. So a framework nobody listed still lands somewhere sensible, and ``explain_kind`` says which mapper
-decided and on which attribute. Messages: openlit's when it wrote the span, else each mapper in turn fills what the
-ones before left empty (Vercel, pydantic-ai, GenAI, OpenLLMetry, OpenInference); ``io_sources`` says which.
+mapper's that claims it (``MAPPERS``: OpenLLMetry, OpenInference, Vercel, pydantic-ai, Haystack, GenAI); a span no
+mapper claims is read by what it says: one that names a model (``gen_ai.request.model``, ``llm.model_name``,
+``ai.model.id`` ...) is an LLM call, one that names a tool is a tool call, a plain server or consumer span is
+``server``, anything else ``other``. So a framework nobody listed still lands somewhere sensible, and
+``explain_kind`` says which mapper decided and on which attribute. Messages: openlit's when it wrote the span, else
+each mapper in turn fills what the ones before left empty (Vercel, pydantic-ai, GenAI, OpenLLMetry, OpenInference);
+``io_sources`` says which.
 
 **A final-answer tool is the answer.** A model that ends its run by calling a tool (``final_answer``,
 ``final_result``, ReAct's ``finish``: ``_parse.is_final_tool``) answered: that call becomes the assistant's text (its
@@ -22,7 +24,8 @@ says (``_parse.span_tool_name``): ``execute_tool <tool>``, or ``<tool>.__call__`
 instrumentation named the span after the method it wrapped (the tool is the object whose method ran).
 
 **A span that says it failed, failed** (``error``): by its status, ``error.type`` or ``exception`` event, and also by
-what it reports when its status says OK: a finish reason ``error``, an error object as its output.
+what it reports when its status says OK: a finish reason ``error``, an error object as its output, a tool span's
+own flag (Haystack's ``haystack.tool.error``).
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from . import genai, openinference, openlit, openllmetry, pydantic_ai, vercel
+from . import genai, haystack, openinference, openlit, openllmetry, pydantic_ai, vercel
 from ._parse import (
     Io,
     Msg,
@@ -47,12 +50,13 @@ __all__ = ["MAPPERS", "Io", "Msg", "content_setting", "documents", "error", "exp
            "io_sources", "is_final_tool", "kind", "result_text", "stated_usage", "tool", "usage"]
 
 _SERVER_KINDS = (2, 5)  # OTLP SPAN_KIND_SERVER, SPAN_KIND_CONSUMER: a request or a message handled
-# (name, the attribute it decides a kind on, its kind function), in priority order
+# (name, the attribute(s) it decides a kind on, its kind function), in priority order
 MAPPERS = (
     ("openllmetry", "traceloop.span.kind", lambda attrs, events: openllmetry.kind(attrs)),
     ("openinference", "openinference.span.kind", lambda attrs, events: openinference.kind(attrs)),
     ("vercel", vercel.KIND_KEY, lambda attrs, events: vercel.kind(attrs)),
     ("pydantic_ai", pydantic_ai.KIND_KEY, lambda attrs, events: pydantic_ai.kind(attrs)),
+    ("haystack", haystack.KIND_KEYS, lambda attrs, events: haystack.kind(attrs)),
     ("genai", "gen_ai.operation.name", genai.kind),
 )
 _MODEL_KEYS = ("gen_ai.request.model", "gen_ai.response.model", "llm.model_name", "ai.model.id", "ai.response.model")
@@ -67,7 +71,7 @@ def kind(span: Mapping[str, Any]) -> str:
     answer, without the explanation)."""
     attrs = span["attributes"]
     found = (openllmetry.kind(attrs) or openinference.kind(attrs) or vercel.kind(attrs) or pydantic_ai.kind(attrs)
-             or genai.kind(attrs, (e["name"] for e in span.get("events") or ())))
+             or haystack.kind(attrs) or genai.kind(attrs, (e["name"] for e in span.get("events") or ())))
     return found or explain_kind(span)[0]
 
 
@@ -75,10 +79,11 @@ def explain_kind(span: Mapping[str, Any]) -> tuple[str, str, str]:
     """(kind, the mapper that decided, the attribute it read): ``fallback`` when no mapper claimed the span."""
     attrs = span["attributes"]
     events = [e["name"] for e in span.get("events") or ()]
-    for name, key, mapper in MAPPERS:
+    for name, keys, mapper in MAPPERS:
         found = mapper(attrs, events)
         if found:
-            return found, name, key if key in attrs else "message attributes or events"
+            said = next((k for k in ((keys,) if isinstance(keys, str) else keys) if k in attrs), None)
+            return found, name, said or "message attributes or events"
     model = next((k for k in _MODEL_KEYS if attrs.get(k) not in (None, "")), None)
     if model:
         return "llm", "fallback", model
@@ -143,7 +148,7 @@ def tool(span: Mapping[str, Any]) -> dict[str, Any]:
     """The tool call a tool span made, with its error when the span says it failed. Arguments no convention names
     are the span's own ``input`` (and its ``output`` the result)."""
     call = (openllmetry.tool(span) or openinference.tool(span) or vercel.tool(span) or pydantic_ai.tool(span)
-            or genai.tool(span) or {"name": span["name"], "arguments": {}})
+            or haystack.tool(span) or genai.tool(span) or {"name": span["name"], "arguments": {}})
     if call["name"] == span["name"]:  # no attribute named the tool: its span name does
         call["name"] = span_tool_name(span["name"])
     attrs = span["attributes"]
@@ -190,9 +195,10 @@ def error(span: Mapping[str, Any]) -> str | None:
     """Why a span failed, or ``None``: its status ``ERROR`` (with its message), ``error.type``, or an ``exception``
     event (``exception.type``: ``exception.message``), whichever says most. **A span that says it failed in what
     it reports failed, whatever its status**: an output that is an error object (``{"type": "error", "error":
-    {"name", "message"}}``: a streamed error part, an API's error body) fails with its text, and a model call whose
+    {"name", "message"}}``: a streamed error part, an API's error body) fails with its text, a model call whose
     finish reason is ``error`` (the GenAI conventions' ``gen_ai.response.finish_reasons``, the Vercel AI SDK's
-    ``ai.response.finishReason``) stopped in error."""
+    ``ai.response.finishReason``) stopped in error, and a tool span flagged failed by its convention (Haystack's
+    ``haystack.tool.error``) failed with the error its output names."""
     status = span.get("status") or {}
     attrs = span["attributes"]
     error_type = attrs.get("error.type")
@@ -213,7 +219,9 @@ def _reported_error(attrs: Mapping[str, Any]) -> str | None:
     """The error a span reports in what it says rather than in its status (``error``), or ``None``. Cheap when it
     says none (it runs for every span of every turn): the output (``output.value``, ``output``) is parsed only when
     it opens as an object naming ``"error"``; the finish reason is the GenAI one, else the Vercel AI SDK's, else
-    OpenInference's."""
+    OpenInference's; a convention's failure flag is one lookup."""
+    if haystack.ERROR_KEY in attrs:
+        return haystack.error(attrs)
     value = attrs.get("output.value") or attrs.get("output")
     if value.__class__ is str and value.startswith("{") and value.find('"error"', 0, 48) != -1:
         record = json_value(value)
