@@ -138,9 +138,13 @@ def test_a_foreign_host_header_is_refused(holder):
 def test_connections_over_the_cap_are_answered_503(holder):
     _, endpoint = holder
 
+    answers = []
     with held_connections(endpoint.port, 6):
-        status, headers, _ = raw_request(endpoint.port, "GET", "/ping", {"Host": "127.0.0.1"})
+        # a connection the kernel took is counted once the server accepts it: probe until the six are
+        wait_until(lambda: answers.append(raw_request(endpoint.port, "GET", "/ping", {"Host": "127.0.0.1"}))
+                   or answers[-1][0] == 503, timeout=10, what="a connection over the cap to be answered 503")
 
+    status, headers, _ = answers[-1]
     assert status == 503 and headers["retry-after"] == "1"
     wait_until(lambda: query(endpoint, "SELECT 1")[0] != 503, what="the held connections to be released")
     assert query(endpoint, "SELECT 1") == (200, "1\n")
