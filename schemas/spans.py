@@ -32,8 +32,8 @@ says why a trace made none, for the funnel and the log line.
 
 **The LLM calls are the ground truth** for what the user said and what the model answered. An LLM span with another
 LLM span under it is one model call seen by two layers (a framework's generator component around the model client's
-request): the conversation and the tool calls the model asked for are read from the inner one, which saw the wire
-(the tool calls' ids, the tool messages' text), and its tokens count once.
+request): the conversation, the tool calls the model asked for and the model's name are read from the inner one,
+which saw the wire (the tool calls' ids, the tool messages' text), and its tokens count once.
 
 - *question*: the user's own words, the last user message with text in the run's conversation. A message made only
   of tool results is a tool message whatever role it carries (``conventions._parse.message``).
@@ -548,7 +548,7 @@ class _Trace:
             turn["ended_at"] = _iso(root["end"])
         if system:
             turn["system"] = system
-        metadata = self._metadata(root, everyone, llms)
+        metadata = self._metadata(root, everyone, calls)  # the model's name and response as the wire said them
         if failure is not None:
             metadata[RUN_METADATA] = "failed"
             metadata[ERROR_METADATA] = failure
@@ -560,8 +560,8 @@ class _Trace:
         if group.container is not None and "session_id" not in turn:
             turn["session_id"] = str(conventions.identity(group.container["attributes"])["session_id"]
                                      or root["trace_id"])
-        if llms:
-            attrs = max(llms, key=lambda s: s["end"])["attributes"]
+        if calls:
+            attrs = max(calls, key=lambda s: s["end"])["attributes"]
             model = next((attrs[k] for k in _MODEL_KEYS if attrs.get(k) not in (None, "")), None)
             if model:
                 turn["model"] = str(model)

@@ -478,3 +478,33 @@ def test_haystacks_tool_span_that_says_it_failed_is_a_call_with_the_error_its_ou
     [call] = turn["tool_calls"]
     assert (call["name"], call["arguments"], call["id"], call.get("result"), call["error"]) == (
         "lookup_order", ORDER_ARGS, "call_1", None, said)
+
+
+def haystack_message(role: str, *parts: dict[str, Any], usage: dict[str, int] | None = None) -> dict[str, Any]:
+    """A Haystack ``ChatMessage`` as its tracer serializes it (``to_dict``)."""
+    return {"role": role, "meta": {"usage": usage} if usage else {}, "name": None, "content": list(parts)}
+
+
+def test_haystacks_tracer_alone_says_each_model_call_of_a_run_in_its_chat_messages():
+    """No model client instrumented: each agent step's generator span holds the messages it was sent and its replies
+    (Haystack's serialized ``ChatMessage``: text, ``tool_call`` and ``tool_call_result`` parts, usage in ``meta``)."""
+    asked = {"tool_call": {"tool_name": "lookup_order", "arguments": ORDER_ARGS, "id": "call_1", "extra": None}}
+    answered = {"tool_call_result": {"result": '{"status": "shipped"}', "origin": asked["tool_call"], "error": False}}
+    sent = [haystack_message("system", {"text": "Be kind."}), haystack_message("user", {"text": ORDER_QUESTION})]
+    tokens = {"prompt_tokens": 40, "completion_tokens": 10}
+    first = {"messages": sent, "tools": []}, {"replies": [haystack_message("assistant", asked, usage=tokens)]}
+    second = ({"messages": [*sent, haystack_message("assistant", asked), haystack_message("tool", answered)]},
+              {"replies": [haystack_message("assistant", {"text": "It shipped."}, usage=tokens)]})
+    spans = [span("1", None, "haystack.agent.run", 0, **{"haystack.agent.max_steps": 100})]
+    for i, (given, replied) in enumerate((first, second)):
+        spans += [span(f"{2 + 2 * i}", "1", "haystack.agent.step", 1 + 4 * i),
+                  span(f"{3 + 2 * i}", f"{2 + 2 * i}", "haystack.agent.step.llm", 2 + 4 * i, **{
+                      "haystack.agent.step.llm.input": json.dumps(given),
+                      "haystack.agent.step.llm.output": json.dumps(replied)})]
+
+    [turn] = assembly(spans).turns
+
+    assert (turn["input"][1]["content"], turn["output"], turn["system"]) == (ORDER_QUESTION, "It shipped.", "Be kind.")
+    assert turn["usage"] == {"prompt_tokens": 80, "completion_tokens": 20}
+    assert [(c["name"], c["arguments"], c["id"], c["result"]) for c in turn["tool_calls"]] == [
+        ("lookup_order", ORDER_ARGS, "call_1", '{"status": "shipped"}')]

@@ -11,8 +11,8 @@ mapper claims is read by what it says: one that names a model (``gen_ai.request.
 ``ai.model.id`` ...) is an LLM call, one that names a tool is a tool call, a plain server or consumer span is
 ``server``, anything else ``other``. So a framework nobody listed still lands somewhere sensible, and
 ``explain_kind`` says which mapper decided and on which attribute. Messages: openlit's when it wrote the span, else
-each mapper in turn fills what the ones before left empty (Vercel, pydantic-ai, GenAI, OpenLLMetry, OpenInference);
-``io_sources`` says which.
+each mapper in turn fills what the ones before left empty (Vercel, pydantic-ai, Haystack, GenAI, OpenLLMetry,
+OpenInference); ``io_sources`` says which.
 
 **A final-answer tool is the answer.** A model that ends its run by calling a tool (``final_answer``,
 ``final_result``, ReAct's ``finish``: ``_parse.is_final_tool``) answered: that call becomes the assistant's text (its
@@ -107,7 +107,7 @@ def io_sources(span: Mapping[str, Any]) -> tuple[Io, dict[str, str]]:
     outputs: list[Msg] = []
     system = ""
     readers = [("openlit", openlit.io)] if openlit.claims(span) else []
-    readers += [("vercel", vercel.io), ("pydantic_ai", pydantic_ai.io), ("genai", genai.io),
+    readers += [("vercel", vercel.io), ("pydantic_ai", pydantic_ai.io), ("haystack", haystack.io), ("genai", genai.io),
                 ("openllmetry", openllmetry.io), ("openinference", openinference.io)]
     for name, reader in readers:
         if inputs and outputs and system:
@@ -128,7 +128,8 @@ def usage(attrs: Mapping[str, Any]) -> tuple[Any, Any]:
     for prompt, completion in _USAGE_KEYS:
         if prompt in attrs or completion in attrs:
             return attrs.get(prompt), attrs.get(completion)
-    return vercel.usage(attrs)
+    found = vercel.usage(attrs)
+    return found if found != (None, None) else haystack.usage(attrs)
 
 
 def stated_usage(attrs: Mapping[str, Any]) -> tuple[Any, Any]:

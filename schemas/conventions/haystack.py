@@ -2,13 +2,17 @@
 named by Haystack's operation (``haystack.pipeline.run``, ``haystack.component.run``, ``haystack.agent.run``,
 ``haystack.agent.step``, ``haystack.agent.step.llm``, ``haystack.agent.step.tool``) whose attributes are all
 ``haystack.*`` tags. Haystack's tracing docs pair it with an instrumentation of the model client for the LLM calls
-(their GenAI or OpenInference attributes, read by those modules); this module reads what only Haystack writes: which
-span is an agent's run and its tool calls. Its other spans (pipeline, component, step, the step's generator call) are
-read as plain spans around the model calls; the run's question and answer are the model calls'.
+(their GenAI or OpenInference attributes, read by those modules), but the tracer alone says what each step sent the
+model and what it answered: this module reads the agent's run, its model calls and its tool calls. With a model
+client's instrumentation as well, a step's generator span is the wrapper around the client's call (one model call seen
+by two layers, read from the inner one). Its other spans (pipeline, component, step) are plain spans.
 
 | what | read from |
 | --- | --- |
 | an agent run | ``haystack.agent.max_steps`` (set when ``Agent.run`` opens ``haystack.agent.run``, with its tools and exit conditions) |
+| a model call | ``haystack.agent.step.llm.input`` (``{"messages": [ChatMessage ...], "tools": ...}``) / ``.output`` (``{"replies": [ChatMessage ...]}``), the generator's inputs and outputs: content tags, so with content tracing off the step is a plain span |
+| messages | Haystack's ``ChatMessage.to_dict()``: ``role``, ``content`` a list of parts, ``{"text"}``, ``{"tool_call": {tool_name, arguments, id}}``, ``{"tool_call_result": {result, origin: <the tool_call>, error}}`` (a tool message answering ``origin.id``) |
+| usage | a reply's ``meta.usage`` (``prompt_tokens`` / ``completion_tokens``), summed over the replies |
 | a tool span | ``haystack.tool.name`` (set on every tool span an ``Agent`` opens, one per tool call: ``haystack.components.agents.tool_calling``) |
 | its arguments | ``haystack.agent.step.tool.input``: the tool call's arguments, JSON |
 | its result | ``haystack.agent.step.tool.output``: what the tool returned (a string as it is, anything else as JSON) |
@@ -22,13 +26,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ._parse import json_value, result_text, text, tool_call
+from ._parse import Io, Msg, json_value, message, result_text, text, tool_call
 
-__all__ = ["ERROR_KEY", "KIND_KEYS", "error", "kind", "tool"]
+__all__ = ["ERROR_KEY", "KIND_KEYS", "error", "io", "kind", "tool", "usage"]
 
 _TOOL = "haystack.tool.name"
 _AGENT = "haystack.agent.max_steps"
-KIND_KEYS = (_TOOL, _AGENT)
+_LLM_INPUT = "haystack.agent.step.llm.input"
+_LLM_OUTPUT = "haystack.agent.step.llm.output"
+KIND_KEYS = (_TOOL, _AGENT, _LLM_INPUT, _LLM_OUTPUT)
 ERROR_KEY = "haystack.tool.error"
 _INPUT = "haystack.agent.step.tool.input"
 _OUTPUT = "haystack.agent.step.tool.output"
@@ -37,7 +43,56 @@ _OUTPUT = "haystack.agent.step.tool.output"
 def kind(attrs: Mapping[str, Any]) -> str | None:
     if attrs.get(_TOOL) not in (None, ""):
         return "tool"
-    return "agent" if _AGENT in attrs else None
+    if _AGENT in attrs:
+        return "agent"
+    return "llm" if _LLM_INPUT in attrs or _LLM_OUTPUT in attrs else None
+
+
+def io(span: Mapping[str, Any]) -> Io:
+    attrs = span["attributes"]
+    if kind(attrs) != "llm":
+        return [], [], ""
+    given, answered = json_value(attrs.get(_LLM_INPUT)), json_value(attrs.get(_LLM_OUTPUT))
+    inputs = _messages(given.get("messages") if isinstance(given, dict) else None, "user")
+    outputs = _messages(answered.get("replies") if isinstance(answered, dict) else None, "assistant")
+    system = "\n".join(m["content"] for m in inputs if m["role"] == "system" and m["content"])
+    return inputs, outputs, system
+
+
+def usage(attrs: Mapping[str, Any]) -> tuple[Any, Any]:
+    """(input tokens, output tokens) a model call's replies state in their ``meta.usage`` (``None`` when silent)."""
+    answered = json_value(attrs.get(_LLM_OUTPUT)) if _LLM_OUTPUT in attrs else None
+    replies = answered.get("replies") if isinstance(answered, dict) else None
+    said = [r["meta"]["usage"] for r in replies if isinstance(r, dict) and isinstance(r.get("meta"), dict)
+            and isinstance(r["meta"].get("usage"), dict)] if isinstance(replies, list) else []
+    if not said:
+        return None, None
+    return tuple(sum(u[k] for u in said if isinstance(u.get(k), int)) for k in ("prompt_tokens", "completion_tokens"))
+
+
+def _messages(raw: Any, default_role: str) -> list[Msg]:
+    """Haystack's serialized ``ChatMessage`` list as messages: its ``tool_call`` and ``tool_call_result`` parts
+    as the typed parts ``_parse.message`` reads."""
+    if not isinstance(raw, list):
+        return []
+    out = []
+    for item in raw:
+        if not isinstance(item, dict):
+            continue
+        parts = []
+        for part in item.get("content") if isinstance(item.get("content"), list) else []:
+            call = part.get("tool_call") if isinstance(part, dict) else None
+            result = part.get("tool_call_result") if isinstance(part, dict) else None
+            if isinstance(call, dict):
+                parts.append({"type": "tool_call", "name": call.get("tool_name"), "arguments": call.get("arguments"),
+                              "id": call.get("id")})
+            elif isinstance(result, dict):
+                origin = result.get("origin") if isinstance(result.get("origin"), dict) else {}
+                parts.append({"type": "tool_call_response", "result": result.get("result"), "id": origin.get("id")})
+            elif isinstance(part, dict) and "text" in part:
+                parts.append({"type": "text", "content": part["text"]})
+        out.append(message({"role": item.get("role"), "parts": parts}, default_role))
+    return out
 
 
 def tool(span: Mapping[str, Any]) -> dict[str, Any] | None:
