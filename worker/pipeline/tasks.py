@@ -137,8 +137,13 @@ class _Decision:
     stages: list[_Stage]
 
     def wants_scoring(self) -> bool:
-        """Sampled by some monitor at its rate: what the score queue's bound may shed."""
-        return any(s.stage == "sampled" and not s.forced for s in self.stages)
+        """Sampled by some monitor at its rate, for a score task: what the score queue's bound may shed."""
+        return self.queued() and any(s.stage == "sampled" and not s.forced for s in self.stages)
+
+    def queued(self) -> bool:
+        """Whether its sampled monitors score it in a score task: not when its content was not captured (nothing a
+        scorer could read: each is recorded unscored at ingest, ``_unscored_now``)."""
+        return self.turn.metadata.get(CONTENT_METADATA) != "missing"
 
     def sampled(self) -> list[str]:
         return [s.monitor.name for s in self.stages if s.stage == "sampled"]
@@ -190,7 +195,7 @@ def _stage(turn: Turn, monitor: MonitorConfig, forced: set[tuple[str, str, str]]
 def _shed(decision: _Decision, fraction: float) -> None:
     """Step 3: beyond the score queue's bound a monitor samples at its rate x ``fraction``, on the trace id, and what
     it no longer samples is ``shed`` (counted); turns claimed by feedback are never shed."""
-    for s in decision.stages:
+    for s in decision.stages if decision.queued() else ():
         if s.stage == "sampled" and not s.forced and fraction < 1.0:
             if sampled(decision.turn.trace_id, s.rate * fraction):
                 s.rate *= fraction
@@ -203,7 +208,7 @@ def _fan_out(rt: Runtime, rows: dict[str, list[BaseModel]], decisions: list[_Dec
     """Step 4, all in Redis: the rows to the write queue, each sampled turn stored once and one score task per turn
     carrying its reference, negative feedback's rescoring. Returns the number of score tasks."""
     # the turn as it came: a re-serialised one carries every default (and can outgrow the limit)
-    fan_out = [(d.raw, names, d.inclusion()) for d in decisions if (names := d.sampled())]
+    fan_out = [(d.raw, names, d.inclusion()) for d in decisions if d.queued() and (names := d.sampled())]
     push_rows(rt.redis, rows.items())
     if sessions_to_track:
         sessions.track(rt.redis, sessions_to_track)
@@ -274,7 +279,11 @@ def ingest(self, batch: Any, updates: Any = None, sender: Any = None) -> dict[st
             rt.telemetry.stage(monitor=s.monitor.name, stage=s.stage)
     rows: dict[str, list[BaseModel]] = {
         "traces": [trace_row(t) for t in checked.turns], "pipeline_events": events, "dead_letters": [*checked.dead],
-        "feedback": [*checked.feedback], "producer_batches": [*shipped_batch(self.request, batch)]}
+        "feedback": [*checked.feedback], "producer_batches": [*shipped_batch(self.request, batch)],
+        "scores": [], "judge_calls": []}
+    for decision in decisions:
+        if not decision.queued():
+            _unscored_now(rt, decision, rows)
     try:
         fanned_out = _fan_out(rt, rows, decisions, [t for t in checked.turns if track_sessions and t.session_id],
                               checked.feedback)
@@ -417,17 +426,8 @@ def _score_turn(rt: Runtime, turn_json: Any, monitors: Any, enqueued_at: float |
         if result is None:
             paused.append(monitor.name)
             continue
-        rate = inclusion.get(monitor.name)
-        row = score_row(turn, monitor, result, inclusion=rate if isinstance(rate, int | float) and 0 < rate <= 1
-                        else None, pass_line=rt.config.pass_line(monitor))
-        rows["scores"].append(row)
-        rows["judge_calls"].extend(JudgeCallRow.of(call, index, score=row) for index, call in enumerate(result.calls))
-        rows["pipeline_events"].append(_event(turn, monitor.name, result.outcome))
-        rt.telemetry.emit_score(row, start_ns=start_ns, end_ns=end_ns, lag_s=(start_ns / 1e9 - enqueued_at)
-                                if enqueued_at else None,
-                                calls_latency_ms=[c.latency_ms for c in result.calls if not c.cached],
-                                response_id=turn.metadata.get("response_id"))
-        statuses[monitor.name] = str(row.status)
+        statuses[monitor.name] = _record(rt, turn, monitor, result, inclusion.get(monitor.name), rows,
+                                         start_ns=start_ns, end_ns=end_ns, enqueued_at=enqueued_at)
     push_rows(rt.redis, rows.items())
     budget.record(rt.redis, rows["scores"], time.time())
     if paused:  # they wait in Redis for their judge (worker.pipeline.parked), not in this worker's memory
@@ -442,6 +442,38 @@ def _score_turn(rt: Runtime, turn_json: Any, monitors: Any, enqueued_at: float |
                     None, waiting, enqueued_at, [ref[0], holders[index]], inclusion)
                 score.apply_async(args, queue=parked_queue(judge), producer=producer)
     return statuses
+
+
+def _record(rt: Runtime, turn: Turn, monitor: MonitorConfig, result: ScoreResult, rate: Any,
+            rows: dict[str, list[BaseModel]], *, start_ns: int, end_ns: int, enqueued_at: float | None) -> str:
+    """One monitor's result on a turn as its rows (score, judge calls, funnel outcome) and its OTel span; its
+    status."""
+    row = score_row(turn, monitor, result, inclusion=rate if isinstance(rate, int | float) and 0 < rate <= 1
+                    else None, pass_line=rt.config.pass_line(monitor))
+    rows["scores"].append(row)
+    rows["judge_calls"].extend(JudgeCallRow.of(call, index, score=row) for index, call in enumerate(result.calls))
+    rows["pipeline_events"].append(_event(turn, monitor.name, result.outcome))
+    rt.telemetry.emit_score(row, start_ns=start_ns, end_ns=end_ns, lag_s=(start_ns / 1e9 - enqueued_at)
+                            if enqueued_at else None,
+                            calls_latency_ms=[c.latency_ms for c in result.calls if not c.cached],
+                            response_id=turn.metadata.get("response_id"))
+    return str(row.status)
+
+
+def _unscored_now(rt: Runtime, decision: _Decision, rows: dict[str, list[BaseModel]]) -> None:
+    """A turn whose content was not captured, recorded unscored by each monitor that sampled it, at ingest: a score
+    task would store the turn and queue work only to say the same (a flood of such turns cost the score queue its
+    bound and minutes of a worker)."""
+    now_ns = time.time_ns()
+    for stage in decision.stages:
+        if stage.stage == "sampled":
+            try:
+                scorer = rt.scorer(stage.monitor)
+            except Exception:  # a scorer that cannot be built says so when a turn with content comes
+                scorer = None
+            result = _content_not_captured(decision.turn, scorer)
+            _record(rt, decision.turn, stage.monitor, result, stage.rate, rows, start_ns=now_ns, end_ns=now_ns,
+                    enqueued_at=None)
 
 
 async def _score_all(rt: Runtime, turn: Turn,
