@@ -694,13 +694,13 @@ class _Trace:
         """The tool spans' calls in start order (``_span_calls``), their ids paired with the LLM's tool calls; else
         the calls the LLM calls asked for (and the conversation holds since its last user message), with the results
         the tool messages give them."""
-        asked: list[dict[str, Any]] = []
+        asked: list[dict[str, Any]] = []  # the messages' own calls (read once per span): copied before a change
         last_user = max((i for i, m in enumerate(conversation) if m["role"] == "user"), default=-1)
         for message in conversation[last_user + 1:]:
-            asked.extend(dict(call) for call in message["tool_calls"])
+            asked.extend(message["tool_calls"])
         for llm in llms:
             for message in self.io(llm)[1]:
-                asked.extend(dict(call) for call in message["tool_calls"])
+                asked.extend(message["tool_calls"])
         spans = self._span_calls(members, asked)
         if spans and all(call.get("id") for call in spans):
             return spans
@@ -714,6 +714,7 @@ class _Trace:
             if key in seen:
                 continue
             seen.add(key)
+            call = dict(call)
             if call.get("id") in results:
                 call["result"] = results[call["id"]]
             calls.append(call)
@@ -727,7 +728,7 @@ class _Trace:
         (no arguments, result or error)."""
         tools = [s for s in members if self.kind(s) == "tool"]
         tool_ids = {s["span_id"] for s in tools}
-        called = {call["name"] for call in asked} | {call["id"] for call in asked if call.get("id")}
+        called: set[str] | None = None
         calls = []
         for span in tools:
             if self._has_ancestor_in(span, tool_ids):
@@ -739,9 +740,11 @@ class _Trace:
                     call = {**inner, **{k: v for k, v in call.items() if v not in (None, "", {})}}
             if conventions.is_final_tool(call["name"]):
                 continue
-            if called and call["name"] not in called and call.get("id") not in called and not (
-                    call["arguments"] or call.get("result") is not None or call.get("error")):
-                continue
+            if asked and not (call["arguments"] or call.get("result") is not None or call.get("error")):
+                if called is None:
+                    called = {c["name"] for c in asked} | {c["id"] for c in asked if c.get("id")}
+                if call["name"] not in called and call.get("id") not in called:
+                    continue
             calls.append(call)
         return calls
 
