@@ -77,7 +77,8 @@ def tool(span: Mapping[str, Any]) -> dict[str, Any] | None:
     call = tool_call(attrs.get("tool.name") or span["name"], attrs.get("input.value"), attrs.get("tool_call.id"))
     output = attrs.get("output.value")
     if output is not None:
-        if attrs.get("output.mime_type") == "application/json" and isinstance(said := json_value(output), str):
+        if (attrs.get("output.mime_type") == "application/json" and isinstance(output, str) and output[:1] == '"'
+                and isinstance(said := json_value(output), str)):
             output = said  # a tool's text result written as JSON (a quoted string): the text it holds
         call["result"] = result_text(output)
     return call
