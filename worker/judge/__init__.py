@@ -1,4 +1,9 @@
-"""Judges: an LLM behind any OpenAI-compatible endpoint, or the offline baseline. ``build_judge`` picks by kind."""
+"""Judges: an LLM behind any OpenAI-compatible endpoint, or the offline baseline. ``build_judge`` picks by kind.
+
+``LLMJudge`` is imported when first named (or built): its client loads openai, ~0.7 s of CPU, which a process that
+calls no LLM judge (most CLI commands, a worker on the offline judge, one that only reads ``judge.pause``) never
+needs.
+"""
 
 from __future__ import annotations
 
@@ -13,7 +18,6 @@ from vigil.worker.judge.base import (
     JudgeRequest,
 )
 from vigil.worker.judge.baseline import BaselineJudge
-from vigil.worker.judge.client import LLMJudge
 
 __all__ = [
     "NO_JUDGE",
@@ -36,4 +40,14 @@ def build_judge(config: JudgeConfig | None) -> Judge:
         return NO_JUDGE
     if config.kind == "baseline":
         return BaselineJudge(config)
+    from vigil.worker.judge.client import LLMJudge
+
     return LLMJudge(config)
+
+
+def __getattr__(name: str) -> object:
+    if name == "LLMJudge":
+        from vigil.worker.judge.client import LLMJudge
+
+        return LLMJudge
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
