@@ -302,8 +302,11 @@ def test_vigil_review_serves_the_page_from_the_store_the_running_worker_holds(st
 
     env = {k: v for k, v in os.environ.items() if k not in ("CLICKHOUSE_DSN", "VIGIL_CONFIG")}
     env.update(VIGIL_HOME=str(stack.worker.home), REDIS_URL=stack.redis_url)
+    # as from a terminal, where Ctrl-C stops it: a test run started in the background by a non-interactive shell
+    # would hand it SIGINT ignored, and Python keeps an ignored SIGINT ignored
     process = subprocess.Popen([sys.executable, "-m", "vigil.worker", "review", "--port", "0", "--reviewer", "cli"],
-                               env=env, stderr=subprocess.PIPE, text=True)
+                               env=env, stderr=subprocess.PIPE, text=True,
+                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         line = process.stderr.readline()
         match = re.search(r"http://127\.0\.0\.1:(\d+)/review/", line)
