@@ -6,7 +6,7 @@ peak resident memory (``VmHWM`` summed over its process tree) and Redis ``used_m
 value before the shape, divided by the MB sent; the intake's CPU seconds for the gzip bombs; and Redis ``used_memory``
 ``--after-s`` (90) seconds after the last request, above its idle value before the shape, and how long the queues
 took to drain (issue 26: a 200k-trace flood
-must leave Redis within 30 MB of idle 90 s later; ``--traces 200000 --open-traces 100000``, the intake's default cap). "before" runs the same
+must leave Redis within 30 MB of idle 90 s later; ``--traces 200000 --open-traces 10000``, the intake's default cap). "before" runs the same
 processes from ``--before-src`` (a checkout of vigil before the bounds; ``git archive f973e23^ | tar -x -C DIR``),
 "after" from this checkout, with the default budgets except where the shape is scaled down (the table says which).
 
@@ -197,7 +197,7 @@ def main() -> None:
     parser.add_argument("--turns", type=int, default=100_000)
     parser.add_argument("--bombs", type=int, default=8)
     parser.add_argument("--open-traces", type=int, default=5000,
-                        help="VIGIL_INTAKE_MAX_OPEN_TRACES of both runs (the intake's default is 100000)")
+                        help="VIGIL_INTAKE_MAX_OPEN_TRACES of both runs (the intake's default is 10000)")
     parser.add_argument("--after-s", type=float, default=90,
                         help="Redis is measured again this long after the last request")
     parser.add_argument("--shapes", default=",".join(shape for shape, _, _ in SHAPES),

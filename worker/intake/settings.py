@@ -26,8 +26,11 @@ class IntakeSettings(BaseSettings):
                                                                       "are counted like spans over max_trace_spans")
     max_reassemblies: int = Field(default=20, ge=0, description="times a trace is assembled again for late spans; "
                                   "later spans are counted like spans over max_trace_spans, and never reschedule")
-    max_open_traces: int = Field(default=100_000, ge=0, description="traces waiting to settle before the intake "
-                                                                   "answers 429 with Retry-After (0: no bound)")
+    # Traces past what the workers assemble within the settle delay only queue work a flood leaves in Redis: size it
+    # to VIGIL_INTAKE_SETTLE_S x the traces a second the fleet assembles (one worker on 2 cores: ~430 a second, so
+    # 10,000 at the default 10 s admits twice that); an OTLP exporter answered 429 sends again after Retry-After.
+    max_open_traces: int = Field(default=10_000, ge=0, description="traces waiting to settle before the intake "
+                                                                  "answers 429 with Retry-After (0: no bound)")
     max_pending_bytes: int = Field(default=256 * 2**20, ge=0, description="bytes of span records waiting to settle "
                                    "(all traces) before the intake answers 429 with Retry-After (0: no bound)")
     max_kept_bytes: int = Field(default=16 * 2**20, ge=0, description="bytes of what assembled traces keep for late "
