@@ -96,3 +96,27 @@ def test_span_kind_error_status_scope_and_a_remote_parent_are_kept_for_assembly(
     assert (record["kind"], record["status"], record["scope"], record["parent_remote"]) == (
         1, {"code": 2, "message": "timed out"}, "opentelemetry.instrumentation.openai_v2", True)
     assert (link["kind"], link["attributes"], "parent_remote" in link) == (2, {}, False)
+
+
+def _event_log(name: str, body: dict[str, Any]) -> bytes:
+    return json.dumps({"resourceLogs": [{"scopeLogs": [{"logRecords": [{
+        "traceId": GOOD[0], "spanId": GOOD[1], "timeUnixNano": "5", "eventName": name, "body": body}]}]}]}).encode()
+
+
+@pytest.mark.parametrize("body", [
+    pytest.param({"kvlistValue": {"values": [{"key": "content", "value": {"stringValue": "Where is my order?"}}]}},
+                 id="a map body"),
+    pytest.param({"stringValue": json.dumps({"role": "user", "content": "Where is my order?"})},
+                 id="the JSON text of a map (Semantic Kernel logs its messages so)"),
+])
+def test_a_content_event_body_is_read_as_its_map_whether_sent_as_a_map_or_as_its_json_text(body):
+    decoded = decode_logs(_event_log("gen_ai.user.message", body), json_body=True)
+
+    assert decoded.spans[0]["events"][0]["attributes"]["content"] == "Where is my order?"
+
+
+def test_a_text_body_that_is_not_a_map_stays_the_events_content():
+    decoded = decode_logs(_event_log("gen_ai.user.message", {"stringValue": "[1, 2] is not a message"}),
+                          json_body=True)
+
+    assert decoded.spans[0]["events"][0]["attributes"]["content"] == "[1, 2] is not a message"

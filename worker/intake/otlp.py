@@ -14,8 +14,8 @@ limit): it alone is rejected.
 
 Of logs, only the GenAI events that carry content are kept: a log record whose event name (``event_name``, else the
 ``event.name`` attribute) is one of ``vigil.schemas.spans.CONTENT_EVENTS``, as a span event of its span
-(``vigil.schemas.spans.log_record``): its attributes, and its body's fields (a map body; a text body as ``content``). Other
-log records are accepted and dropped (vigil's own ``gen_ai.evaluation.result`` among them: kept, each score would
+(``vigil.schemas.spans.log_record``): its attributes, and its body's fields (a map body, or a text body that is the
+JSON text of a map; any other text body as ``content``). Other log records are accepted and dropped (vigil's own ``gen_ai.evaluation.result`` among them: kept, each score would
 re-assemble the trace it scored, and score it again); a content event without a valid trace and span id cannot be
 attached to a trace and is rejected, named in ``partial_success``.
 """
@@ -108,6 +108,8 @@ def decode_logs(body: bytes, *, json_body: bool) -> Decoded:
                     out.reject(where, "a GenAI event needs the trace_id and span_id of its span")
                     continue
                 body_value = _value(record.body) if record.HasField("body") else None
+                if isinstance(body_value, str) and body_value[:1] == "{":
+                    body_value = _map_text(body_value)
                 if isinstance(body_value, dict):
                     attributes.update(body_value)
                 elif body_value not in (None, ""):
@@ -117,6 +119,16 @@ def decode_logs(body: bytes, *, json_body: bool) -> Decoded:
                 out.spans.append(log_record(record.trace_id.hex(), record.span_id.hex(), event, resource,
                                             scope_logs.scope.name))
     return out
+
+
+def _map_text(text: str) -> Any:
+    """A text body that is the JSON text of a map is that map (an SDK that logs the event's map serialized: Semantic
+    Kernel's ``json.dumps(message.to_dict())``); any other text stays text."""
+    try:
+        parsed = json.loads(text)
+    except (ValueError, RecursionError):
+        return text
+    return parsed if isinstance(parsed, dict) else text
 
 
 def _parse(body: bytes, request, *, json_body: bool, bad: dict[tuple[int, int, int], str]):
