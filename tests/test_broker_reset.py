@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -17,7 +18,7 @@ from vigil.schemas.broker import INGEST_QUEUE, SCORE_QUEUE
 from vigil.worker.cli import main
 from vigil.worker.demo.embedded_redis import EmbeddedRedis
 from vigil.worker.pipeline.backlog import backlog
-from vigil.worker.pipeline.broker_epoch import Epoch, epoch_row
+from vigil.worker.pipeline.broker_epoch import Epoch, begin, epoch_row
 from vigil.worker.pipeline.sampling import sampled
 from vigil.worker.report import Report
 from vigil.worker.store import connect
@@ -116,7 +117,7 @@ def test_sampled_turns_whose_work_a_broker_restarted_without_persistence_lost_ar
 @pytest.mark.parametrize(("previous", "expected"), [
     (("", ""), 1000.0),  # the first epoch: a new broker, nothing was lost (previous stays empty)
     (("e1", "run-1"), 1000.0),  # same run id: the broker was flushed, noticed now
-    (("e1", "run-0"), 940.0),  # another run id: it restarted 60 s ago, and lost its work then
+    (("e1", "run-0"), 941.0),  # another run id: it restarted in the second 60 s ago, and lost its work by its end
 ], ids=["first epoch", "flushed", "restarted"])
 def test_a_reset_is_dated_from_the_brokers_start_when_it_restarted_else_from_when_it_was_noticed(previous, expected):
     epoch = Epoch(id="e2", run_id="run-1", uptime_s=60.0, started=1000.0)
@@ -124,3 +125,29 @@ def test_a_reset_is_dated_from_the_brokers_start_when_it_restarted_else_from_whe
     row = epoch_row(epoch, previous if previous[0] else None)
 
     assert (row.previous, row.reset_at.timestamp()) == (previous[0], expected)
+
+
+def _at_fraction(fraction: float) -> None:
+    """Sleep until the clock's fraction of a second is ``fraction`` (within the next second)."""
+    time.sleep((fraction - time.time() % 1.0) % 1.0)
+
+
+def test_a_turn_sampled_on_the_old_broker_in_the_second_it_restarted_is_before_the_reset(restartable):
+    """Redis states its start to the second: a sample half-way through the second of the restart, the reset noticed
+    two seconds later just after a second began, must still be dated before the reset (it was dated after, and the
+    turn's lost work went uncounted)."""
+    first = redis.Redis.from_url(restartable[0].url)
+    previous = begin(first)
+    assert previous is not None
+
+    _at_fraction(0.5)
+    sampled_at = time.time()
+    restartable[0].stop()
+    restartable.append(EmbeddedRedis(port=restartable[0].port).start())
+    time.sleep(1.0)
+    _at_fraction(0.05)
+
+    epoch = begin(redis.Redis.from_url(restartable[-1].url))
+    assert epoch is not None and epoch.run_id != previous.run_id
+    row = epoch_row(epoch, (previous.id, previous.run_id))
+    assert sampled_at < row.reset_at.timestamp() <= epoch.started

@@ -6,7 +6,8 @@ are gone, while their turns' ``sampled`` stage is already in ClickHouse. vigil k
 missing, the writer starts a new epoch and records it in ``broker_epochs`` with the one it replaces: from then on a
 turn sampled before the reset that never got an outcome (scored, abstained, unscored, not_applicable, failed) is **lost** in the
 coverage funnel, the report and the dashboard. The reset time is the broker's start when its run id changed (a
-restart: work queued after it is in the new broker), else the moment the key was found missing (a flush). Lost is
+restart: work queued after it is in the new broker; Redis states it to the second, so the end of that second), else
+the moment the key was found missing (a flush). Lost is
 counted when read: a task that was running during the reset and writes its outcome afterwards is not lost.
 
 What this does not see: a broker that persists only RDB snapshots loses what arrived since the last one but keeps
@@ -64,9 +65,15 @@ def abandon(client: redis.Redis, epoch: Epoch) -> None:
 
 
 def reset_at(epoch: Epoch, previous_run_id: str) -> float:
-    """When the broker lost its work: its start, if it restarted since the previous epoch, else now (a flush)."""
+    """When the broker lost its work: the end of the second it started in, if it restarted since the previous epoch,
+    else now (a flush).
+
+    Redis knows its start only to the second (``uptime_in_seconds`` counts from ``time(NULL)`` at start), so the
+    restart happened in the second after ``started - uptime``: dated from that second's start, a turn sampled on the
+    old broker in the same second (the reset noticed seconds later) was not counted lost. Dated from its end, a turn
+    sampled on the new broker in its first second counts as lost only until its outcome is written."""
     if previous_run_id and previous_run_id != epoch.run_id:
-        return epoch.started - epoch.uptime_s
+        return min(epoch.started, epoch.started - epoch.uptime_s + 1.0)
     return epoch.started
 
 
