@@ -100,24 +100,31 @@ def io(span: Mapping[str, Any]) -> Io:
     return io_sources(span)[0]
 
 
+# The readers of a span's messages in the order they fill what the ones before left empty, each with whether it can
+# give system instructions: OpenLLMetry's entity input/output and OpenInference's messages carry none, so once the
+# messages are filled they are not asked (what they would say is dropped anyway).
+_READERS = (("vercel", vercel.io, True), ("pydantic_ai", pydantic_ai.io, True), ("haystack", haystack.io, True),
+            ("genai", genai.io, True), ("openllmetry", openllmetry.io, False),
+            ("openinference", openinference.io, False))
+_OPENLIT = (("openlit", openlit.io, False), *_READERS)
+
+
 def io_sources(span: Mapping[str, Any]) -> tuple[Io, dict[str, str]]:
     """``io(span)`` and which module gave each of its parts (``inputs``, ``outputs``, ``system``)."""
     sources: dict[str, str] = {}
     inputs: list[Msg] = []
     outputs: list[Msg] = []
     system = ""
-    readers = [("openlit", openlit.io)] if openlit.claims(span) else []
-    readers += [("vercel", vercel.io), ("pydantic_ai", pydantic_ai.io), ("haystack", haystack.io), ("genai", genai.io),
-                ("openllmetry", openllmetry.io), ("openinference", openinference.io)]
-    for name, reader in readers:
-        if inputs and outputs and system:
-            break
+    for name, reader, gives_system in _OPENLIT if openlit.claims(span) else _READERS:
+        if inputs and outputs and (system or not gives_system):
+            continue
         more_in, more_out, more_system = reader(span)
-        for part, mine, more in (("inputs", inputs, more_in), ("outputs", outputs, more_out),
-                                 ("system", system, more_system)):
-            if not mine and more:
-                sources[part] = name
-        inputs, outputs, system = inputs or more_in, outputs or more_out, system or more_system
+        if more_in and not inputs:
+            inputs, sources["inputs"] = more_in, name
+        if more_out and not outputs:
+            outputs, sources["outputs"] = more_out, name
+        if more_system and not system:
+            system, sources["system"] = more_system, name
     if not system:
         system = "\n".join(m["content"] for m in inputs if m["role"] == "system" and m["content"])
     return (hand_in(inputs), hand_in(outputs), system), sources
