@@ -117,13 +117,21 @@ def test_openlit_role_prefixed_text_is_one_message_per_role_line_with_continuati
                                                               ("user", "Can I return it?")]
 
 
-def test_without_captured_content_each_run_is_a_turn_marked_with_the_setting_that_turns_it_on():
-    turns, steps = turns_of("openai_v2_no_content.json")
+@pytest.mark.parametrize(("fixture", "setting", "root"), [
+    pytest.param("openai_v2_no_content.json", "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", None,
+                 id="openai-v2"),
+    # Haystack's tracer puts a model call's messages only in content tags: without them its step's call is a span
+    # with no tag at all, known by the operation it is named after
+    pytest.param("haystack_tracer_no_content.json", "HAYSTACK_CONTENT_TRACING_ENABLED=true", "haystack.agent.run",
+                 id="Haystack's own tracer"),
+])
+def test_without_captured_content_each_run_is_a_turn_marked_with_the_setting_that_turns_it_on(fixture, setting, root):
+    turns, steps = turns_of(fixture)
 
     assert len(turns) == 2 and steps == 0
     assert all(t.metadata["vigil.content"] == "missing" for t in turns)
-    assert all("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT" in t.metadata["vigil.content_setting"]
-               for t in turns)
+    assert all(setting in t.metadata["vigil.content_setting"] for t in turns)
+    assert root is None or all(t.metadata["span_name"] == root for t in turns)
 
 
 # -- issue 27: the turn the agent meant, read from what the conventions mean ------------------------------------

@@ -50,14 +50,15 @@ __all__ = ["MAPPERS", "Io", "Msg", "content_setting", "documents", "error", "exp
            "io_sources", "is_final_tool", "kind", "result_text", "stated_usage", "tool", "usage"]
 
 _SERVER_KINDS = (2, 5)  # OTLP SPAN_KIND_SERVER, SPAN_KIND_CONSUMER: a request or a message handled
-# (name, the attribute(s) it decides a kind on, its kind function), in priority order
+# (name, the attribute(s) it decides a kind on, its kind function of (attributes, event names, span name)), in
+# priority order
 MAPPERS = (
-    ("openllmetry", "traceloop.span.kind", lambda attrs, events: openllmetry.kind(attrs)),
-    ("openinference", "openinference.span.kind", lambda attrs, events: openinference.kind(attrs)),
-    ("vercel", vercel.KIND_KEY, lambda attrs, events: vercel.kind(attrs)),
-    ("pydantic_ai", pydantic_ai.KIND_KEY, lambda attrs, events: pydantic_ai.kind(attrs)),
-    ("haystack", haystack.KIND_KEYS, lambda attrs, events: haystack.kind(attrs)),
-    ("genai", "gen_ai.operation.name", genai.kind),
+    ("openllmetry", "traceloop.span.kind", lambda attrs, events, name: openllmetry.kind(attrs)),
+    ("openinference", "openinference.span.kind", lambda attrs, events, name: openinference.kind(attrs)),
+    ("vercel", vercel.KIND_KEY, lambda attrs, events, name: vercel.kind(attrs)),
+    ("pydantic_ai", pydantic_ai.KIND_KEY, lambda attrs, events, name: pydantic_ai.kind(attrs)),
+    ("haystack", haystack.KIND_KEYS, lambda attrs, events, name: haystack.kind(attrs, name)),
+    ("genai", "gen_ai.operation.name", lambda attrs, events, name: genai.kind(attrs, events)),
 )
 _MODEL_KEYS = ("gen_ai.request.model", "gen_ai.response.model", "llm.model_name", "ai.model.id", "ai.response.model")
 _TOOL_KEYS = ("gen_ai.tool.name", "tool.name", "ai.toolCall.name")
@@ -71,7 +72,7 @@ def kind(span: Mapping[str, Any]) -> str:
     answer, without the explanation)."""
     attrs = span["attributes"]
     found = (openllmetry.kind(attrs) or openinference.kind(attrs) or vercel.kind(attrs) or pydantic_ai.kind(attrs)
-             or haystack.kind(attrs) or genai.kind(attrs, (e["name"] for e in span.get("events") or ())))
+             or haystack.kind(attrs, span["name"]) or genai.kind(attrs, (e["name"] for e in span.get("events") or ())))
     return found or explain_kind(span)[0]
 
 
@@ -80,10 +81,10 @@ def explain_kind(span: Mapping[str, Any]) -> tuple[str, str, str]:
     attrs = span["attributes"]
     events = [e["name"] for e in span.get("events") or ()]
     for name, keys, mapper in MAPPERS:
-        found = mapper(attrs, events)
+        found = mapper(attrs, events, span["name"])
         if found:
             said = next((k for k in ((keys,) if isinstance(keys, str) else keys) if k in attrs), None)
-            return found, name, said or "message attributes or events"
+            return found, name, said or ("its span name" if name == "haystack" else "message attributes or events")
     model = next((k for k in _MODEL_KEYS if attrs.get(k) not in (None, "")), None)
     if model:
         return "llm", "fallback", model
@@ -193,6 +194,8 @@ def content_setting(span: Mapping[str, Any]) -> str:
         return openinference.SETTING
     if openlit.claims(span) or scope.startswith("openlit"):
         return openlit.SETTING
+    if haystack.wrote(span):
+        return haystack.SETTING
     if scope.startswith("opentelemetry.instrumentation.openai.v") or any(
             k.startswith("traceloop.") for k in span["attributes"]):
         return openllmetry.SETTING

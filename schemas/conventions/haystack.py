@@ -10,7 +10,7 @@ by two layers, read from the inner one). Its other spans (pipeline, component, s
 | what | read from |
 | --- | --- |
 | an agent run | ``haystack.agent.max_steps`` (set when ``Agent.run`` opens ``haystack.agent.run``, with its tools and exit conditions) |
-| a model call | ``haystack.agent.step.llm.input`` (``{"messages": [ChatMessage ...], "tools": ...}``) / ``.output`` (``{"replies": [ChatMessage ...]}``), the generator's inputs and outputs: content tags, so with content tracing off the step is a plain span |
+| a model call | the span ``haystack.agent.step.llm`` (the tracer names each span by its operation, and this one is the step's call of its chat generator); its ``haystack.agent.step.llm.input`` (``{"messages": [ChatMessage ...], "tools": ...}``) / ``.output`` (``{"replies": [ChatMessage ...]}``), the generator's inputs and outputs, are content tags: with content tracing off the call is there with no tag at all |
 | messages | Haystack's ``ChatMessage.to_dict()``: ``role``, ``content`` a list of parts, ``{"text"}``, ``{"tool_call": {tool_name, arguments, id}}``, ``{"tool_call_result": {result, origin: <the tool_call>, error}}`` (a tool message answering ``origin.id``) |
 | usage | a reply's ``meta.usage`` (``prompt_tokens`` / ``completion_tokens``), summed over the replies |
 | a tool span | ``haystack.tool.name`` (set on every tool span an ``Agent`` opens, one per tool call: ``haystack.components.agents.tool_calling``) |
@@ -18,7 +18,7 @@ by two layers, read from the inner one). Its other spans (pipeline, component, s
 | its result | ``haystack.agent.step.tool.output``: what the tool returned (a string as it is, anything else as JSON) |
 | its error | ``haystack.tool.error`` ``true``: the tool raised (Haystack catches the exception, sends the model its text as the tool message and goes on), and ``haystack.agent.step.tool.output`` is then ``{"error": <the exception's text>}`` |
 | id | none: the call is paired with the model's tool call by name and arguments |
-| content off | the default: ``HAYSTACK_CONTENT_TRACING_ENABLED=true`` turns the input and output tags on |
+| content off | the default: ``HAYSTACK_CONTENT_TRACING_ENABLED=true`` turns the input and output tags on (``SETTING``: a run without them is recorded with its content missing, naming it) |
 """
 
 from __future__ import annotations
@@ -28,7 +28,10 @@ from typing import Any
 
 from ._parse import Io, Msg, json_value, message, result_text, text, tool_call
 
-__all__ = ["ERROR_KEY", "KIND_KEYS", "error", "io", "kind", "tool", "usage"]
+__all__ = ["ERROR_KEY", "KIND_KEYS", "LLM_SPAN", "SETTING", "error", "io", "kind", "tool", "usage", "wrote"]
+
+SETTING = "HAYSTACK_CONTENT_TRACING_ENABLED=true"
+LLM_SPAN = "haystack.agent.step.llm"  # the operation, and so the span's name, of an agent step's model call
 
 _TOOL = "haystack.tool.name"
 _AGENT = "haystack.agent.max_steps"
@@ -40,12 +43,18 @@ _INPUT = "haystack.agent.step.tool.input"
 _OUTPUT = "haystack.agent.step.tool.output"
 
 
-def kind(attrs: Mapping[str, Any]) -> str | None:
+def kind(attrs: Mapping[str, Any], name: str = "") -> str | None:
     if attrs.get(_TOOL) not in (None, ""):
         return "tool"
     if _AGENT in attrs:
         return "agent"
-    return "llm" if _LLM_INPUT in attrs or _LLM_OUTPUT in attrs else None
+    return "llm" if name == LLM_SPAN or _LLM_INPUT in attrs or _LLM_OUTPUT in attrs else None
+
+
+def wrote(span: Mapping[str, Any]) -> bool:
+    """Whether Haystack's tracer wrote a span: named by a Haystack operation, or tagged ``haystack.*``."""
+    return str(span.get("name") or "").startswith("haystack.") or any(
+        key.startswith("haystack.") for key in span["attributes"])
 
 
 def io(span: Mapping[str, Any]) -> Io:
