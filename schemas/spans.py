@@ -171,7 +171,6 @@ _GENAI_PREFIXES = ("gen_ai.", "llm.", "input.value", "output.value", "retrieval.
                    "traceloop.", "ai.", "pydantic_ai.", "all_messages_events", "agent_name",
                    *conventions.haystack.KIND_KEYS)  # Haystack's agent runs and tool calls, not its every span
 _CONTAINERS = ("server", "chain", "step")
-_MODEL_KEYS = ("gen_ai.response.model", "gen_ai.request.model", "llm.model_name", "ai.response.model", "ai.model.id")
 
 
 def is_genai(attributes: Mapping[str, Any], event_names: Iterable[str] = ()) -> bool:
@@ -562,7 +561,7 @@ class _Trace:
                                      or root["trace_id"])
         if calls:
             attrs = max(calls, key=lambda s: s["end"])["attributes"]
-            model = next((attrs[k] for k in _MODEL_KEYS if attrs.get(k) not in (None, "")), None)
+            model = conventions.model(attrs)
             if model:
                 turn["model"] = str(model)
         usage = self._usage(root, llms)

@@ -516,3 +516,10 @@ def test_haystacks_tracer_alone_says_each_model_call_of_a_run_in_its_chat_messag
     assert turn["usage"] == {"prompt_tokens": 80, "completion_tokens": 20}
     assert [(c["name"], c["arguments"], c["id"], c["result"]) for c in turn["tool_calls"]] == [
         ("lookup_order", ORDER_ARGS, "call_1", '{"status": "shipped"}')]
+
+
+def test_haystacks_tracer_alone_names_the_model_its_replies_came_from():
+    """Haystack's own tracer, no model client instrumented: the model is in each reply's ``meta``."""
+    turns, _ = turns_of("frameworks/haystack_tracer/alone.json")
+
+    assert len(turns) == 2 and {t.model for t in turns} == {"gpt-4o-mini-2024-07-18"}

@@ -47,7 +47,7 @@ from ._parse import (
 )
 
 __all__ = ["MAPPERS", "Io", "Msg", "content_setting", "documents", "error", "explain_kind", "identity", "io",
-           "io_sources", "is_final_tool", "kind", "result_text", "stated_usage", "tool", "usage"]
+           "io_sources", "is_final_tool", "kind", "model", "result_text", "stated_usage", "tool", "usage"]
 
 _SERVER_KINDS = (2, 5)  # OTLP SPAN_KIND_SERVER, SPAN_KIND_CONSUMER: a request or a message handled
 # (name, the attribute(s) it decides a kind on, its kind function of (attributes, event names, span name)), in
@@ -60,7 +60,8 @@ MAPPERS = (
     ("haystack", haystack.KIND_KEYS, lambda attrs, events, name: haystack.kind(attrs, name)),
     ("genai", "gen_ai.operation.name", lambda attrs, events, name: genai.kind(attrs, events)),
 )
-_MODEL_KEYS = ("gen_ai.request.model", "gen_ai.response.model", "llm.model_name", "ai.model.id", "ai.response.model")
+# the model a call names, the one that answered before the one asked for
+_MODEL_KEYS = ("gen_ai.response.model", "gen_ai.request.model", "llm.model_name", "ai.response.model", "ai.model.id")
 _TOOL_KEYS = ("gen_ai.tool.name", "tool.name", "ai.toolCall.name")
 _USAGE_KEYS = (("gen_ai.usage.input_tokens", "gen_ai.usage.output_tokens"),
                ("gen_ai.usage.prompt_tokens", "gen_ai.usage.completion_tokens"),
@@ -129,6 +130,13 @@ def io_sources(span: Mapping[str, Any]) -> tuple[Io, dict[str, str]]:
     if not system:
         system = "\n".join(m["content"] for m in inputs if m["role"] == "system" and m["content"])
     return (hand_in(inputs), hand_in(outputs), system), sources
+
+
+def model(attrs: Mapping[str, Any]) -> Any:
+    """The model a call names (the one that answered before the one asked for), whichever convention wrote it:
+    an attribute, else what Haystack's tracer says its replies came from (``None`` when silent)."""
+    found = next((attrs[k] for k in _MODEL_KEYS if attrs.get(k) not in (None, "")), None)
+    return found if found is not None else haystack.model(attrs)
 
 
 def usage(attrs: Mapping[str, Any]) -> tuple[Any, Any]:

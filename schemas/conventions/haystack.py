@@ -12,7 +12,7 @@ by two layers, read from the inner one). Its other spans (pipeline, component, s
 | an agent run | ``haystack.agent.max_steps`` (set when ``Agent.run`` opens ``haystack.agent.run``, with its tools and exit conditions) |
 | a model call | the span ``haystack.agent.step.llm`` (the tracer names each span by its operation, and this one is the step's call of its chat generator); its ``haystack.agent.step.llm.input`` (``{"messages": [ChatMessage ...], "tools": ...}``) / ``.output`` (``{"replies": [ChatMessage ...]}``), the generator's inputs and outputs, are content tags: with content tracing off the call is there with no tag at all |
 | messages | Haystack's ``ChatMessage.to_dict()``: ``role``, ``content`` a list of parts, ``{"text"}``, ``{"tool_call": {tool_name, arguments, id}}``, ``{"tool_call_result": {result, origin: <the tool_call>, error}}`` (a tool message answering ``origin.id``) |
-| usage | a reply's ``meta.usage`` (``prompt_tokens`` / ``completion_tokens``), summed over the replies |
+| usage, model | a reply's ``meta.usage`` (``prompt_tokens`` / ``completion_tokens``), summed over the replies; its ``meta.model`` |
 | a tool span | ``haystack.tool.name`` (set on every tool span an ``Agent`` opens, one per tool call: ``haystack.components.agents.tool_calling``) |
 | its arguments | ``haystack.agent.step.tool.input``: the tool call's arguments, JSON |
 | its result | ``haystack.agent.step.tool.output``: what the tool returned (a string as it is, anything else as JSON) |
@@ -28,7 +28,8 @@ from typing import Any
 
 from ._parse import Io, Msg, json_value, message, result_text, text, tool_call
 
-__all__ = ["ERROR_KEY", "KIND_KEYS", "LLM_SPAN", "SETTING", "error", "io", "kind", "tool", "usage", "wrote"]
+__all__ = ["ERROR_KEY", "KIND_KEYS", "LLM_SPAN", "SETTING", "error", "io", "kind", "model", "tool", "usage",
+           "wrote"]
 
 SETTING = "HAYSTACK_CONTENT_TRACING_ENABLED=true"
 LLM_SPAN = "haystack.agent.step.llm"  # the operation, and so the span's name, of an agent step's model call
@@ -70,13 +71,22 @@ def io(span: Mapping[str, Any]) -> Io:
 
 def usage(attrs: Mapping[str, Any]) -> tuple[Any, Any]:
     """(input tokens, output tokens) a model call's replies state in their ``meta.usage`` (``None`` when silent)."""
-    answered = json_value(attrs.get(_LLM_OUTPUT)) if _LLM_OUTPUT in attrs else None
-    replies = answered.get("replies") if isinstance(answered, dict) else None
-    said = [r["meta"]["usage"] for r in replies if isinstance(r, dict) and isinstance(r.get("meta"), dict)
-            and isinstance(r["meta"].get("usage"), dict)] if isinstance(replies, list) else []
+    said = [meta["usage"] for meta in _reply_meta(attrs) if isinstance(meta.get("usage"), dict)]
     if not said:
         return None, None
     return tuple(sum(u[k] for u in said if isinstance(u.get(k), int)) for k in ("prompt_tokens", "completion_tokens"))
+
+
+def model(attrs: Mapping[str, Any]) -> Any:
+    """The model that answered, as a model call's replies state it in their ``meta.model`` (``None`` when silent)."""
+    return next((meta["model"] for meta in _reply_meta(attrs) if meta.get("model") not in (None, "")), None)
+
+
+def _reply_meta(attrs: Mapping[str, Any]) -> list[dict[str, Any]]:
+    answered = json_value(attrs.get(_LLM_OUTPUT)) if _LLM_OUTPUT in attrs else None
+    replies = answered.get("replies") if isinstance(answered, dict) else None
+    return [r["meta"] for r in replies if isinstance(r, dict) and isinstance(r.get("meta"), dict)] if isinstance(
+        replies, list) else []
 
 
 def _messages(raw: Any, default_role: str) -> list[Msg]:
