@@ -73,8 +73,11 @@ def kind(span: Mapping[str, Any]) -> str:
     answer, without the explanation)."""
     attrs = span["attributes"]
     found = (openllmetry.kind(attrs) or openinference.kind(attrs) or vercel.kind(attrs) or pydantic_ai.kind(attrs)
-             or haystack.kind(attrs, span["name"]) or genai.kind(attrs, (e["name"] for e in span.get("events") or ())))
-    return found or explain_kind(span)[0]
+             or haystack.kind(attrs, span["name"]))
+    if found:
+        return found
+    events = span.get("events")
+    return genai.kind(attrs, [e["name"] for e in events] if events else ()) or explain_kind(span)[0]
 
 
 def explain_kind(span: Mapping[str, Any]) -> tuple[str, str, str]:
@@ -157,8 +160,8 @@ def stated_usage(attrs: Mapping[str, Any]) -> tuple[Any, Any]:
 
 def documents(attrs: Mapping[str, Any]) -> list[dict[str, Any]]:
     """The retrieved documents a span holds, as ``ContextDoc`` fields (documents without text are left out)."""
-    docs = [*openinference.documents(attrs), *genai.documents(attrs), *openllmetry.documents(attrs)]
-    return [doc for doc in map(_document, docs) if doc["text"]]
+    docs = openinference.documents(attrs) + genai.documents(attrs) + openllmetry.documents(attrs)
+    return [doc for doc in map(_document, docs) if doc["text"]] if docs else []
 
 
 def tool(span: Mapping[str, Any]) -> dict[str, Any]:
@@ -181,14 +184,17 @@ def tool(span: Mapping[str, Any]) -> dict[str, Any]:
 
 def identity(attrs: Mapping[str, Any]) -> dict[str, Any]:
     """Agent name, session id and metadata a span states (``None`` / empty where it states nothing)."""
-    out: dict[str, Any] = {"agent": None, "session_id": None, "metadata": {}}
+    agent = session = None
+    metadata: dict[str, Any] = {}
     for convention in (genai, openllmetry, openinference, vercel):
         found = convention.identity(attrs)
-        for key in ("agent", "session_id"):
-            if out[key] in (None, "") and found.get(key) not in (None, ""):
-                out[key] = text(found[key])
-        out["metadata"] = {**found.get("metadata", {}), **out["metadata"]}
-    return out
+        if agent is None and found.get("agent") not in (None, ""):
+            agent = text(found["agent"])
+        if session is None and found.get("session_id") not in (None, ""):
+            session = text(found["session_id"])
+        if found.get("metadata"):  # the earlier convention's say wins
+            metadata = {**found["metadata"], **metadata}
+    return {"agent": agent, "session_id": session, "metadata": metadata}
 
 
 def content_setting(span: Mapping[str, Any]) -> str:
@@ -221,7 +227,8 @@ def error(span: Mapping[str, Any]) -> str | None:
     status = span.get("status") or {}
     attrs = span["attributes"]
     error_type = attrs.get("error.type")
-    raised = next((e.get("attributes") or {} for e in span.get("events") or () if e.get("name") == "exception"), None)
+    events = span.get("events")
+    raised = next((e.get("attributes") or {} for e in events if e.get("name") == "exception"), None) if events else None
     if status.get("code") != 2 and error_type in (None, "") and raised is None:
         return _reported_error(attrs)
     message = status.get("message") or ""

@@ -7,6 +7,7 @@ import ast
 import json
 import re
 from collections.abc import Mapping
+from itertools import repeat
 from typing import Any
 
 __all__ = ["Io", "Msg", "call_arguments", "final_text", "hand_in", "indexed", "is_final_tool", "is_repr", "json_value", "message", "msg", "result_text",
@@ -101,24 +102,29 @@ def message(raw: Any, default_role: str) -> Msg:
     ``function_response`` parts): it is never the user's words."""
     if not isinstance(raw, dict):
         return msg(default_role, text(raw))
-    raw = _unpacked(raw)
+    if "role" not in raw:
+        raw = _unpacked(raw)
     texts, calls, results = [], [], []
     call_id = raw.get("tool_call_id") or raw.get("toolCallId")
-    content = raw.get("content", raw.get("text"))  # a result object may hold its text as ``text``
-    content = _blocks(content)
+    content = raw["content"] if "content" in raw else raw.get("text")  # a result object may hold its text as ``text``
     if isinstance(content, str):
-        texts.append(content)
-    for part in raw.get("parts") or (content if isinstance(content, list) else []):
+        if content[:2] == "[{":
+            content = _blocks(content)
+        if isinstance(content, str):
+            texts.append(content)
+    for part in raw.get("parts") or (content if isinstance(content, list) else ()):
         if not isinstance(part, dict):
             if isinstance(part, str):
                 texts.append(part)
             continue
         kind = part.get("type")
+        if kind == "text":  # the common case first
+            said = part["content"] if "content" in part else part.get("text")
+            texts.append(said if isinstance(said, str) else text(said))
+            continue
         if len(part) == 1 and isinstance(part.get("toolUse", part.get("toolResult")), dict):  # a keyed block
             kind, part = ("tool_use" if "toolUse" in part else "tool_result"), next(iter(part.values()))
-        if kind == "text":  # the common case first
-            texts.append(text(part.get("content", part.get("text"))))
-        elif kind in _CALL_PARTS or isinstance(part.get("function_call"), dict):
+        if kind in _CALL_PARTS or isinstance(part.get("function_call"), dict):
             body = part.get("function_call") if isinstance(part.get("function_call"), dict) else part
             calls.append(tool_call(body.get("name") or body.get("toolName"),
                                    _first(body, "arguments", "input", "args"),
@@ -130,15 +136,25 @@ def message(raw: Any, default_role: str) -> Msg:
                        or body.get("toolUseId"))
         elif "content" in part or "text" in part:
             texts.append(text(part.get("content", part.get("text"))))
-    openai_calls = json_value(raw.get("tool_calls"))
-    for call in openai_calls if isinstance(openai_calls, list) else []:
-        if isinstance(call, dict):
-            function = call.get("function") if isinstance(call.get("function"), dict) else call
-            calls.append(tool_call(function.get("name"), function.get("arguments"), call.get("id")))
-    role_ = role(raw.get("role"), default_role)
+    openai_calls = raw.get("tool_calls")
+    if openai_calls is not None:
+        openai_calls = json_value(openai_calls)
+        for call in openai_calls if isinstance(openai_calls, list) else ():
+            if isinstance(call, dict):
+                function = call.get("function") if isinstance(call.get("function"), dict) else call
+                calls.append(tool_call(function.get("name"), function.get("arguments"), call.get("id")))
     if results and not texts and not calls:
         role_ = "tool"
-    return msg(role_, "\n".join(texts or results), calls, call_id)
+    else:
+        said = raw.get("role")
+        role_ = (_ROLES.get(said) if said.__class__ is str else None) if said else default_role
+        if role_ is None:  # not a role's usual spelling: ``role`` reads it
+            role_ = role(said, default_role)
+    out: Msg = {"role": role_, "content": texts[0] if len(texts) == 1 else "\n".join(texts or results),
+                "tool_calls": calls}
+    if call_id not in (None, ""):
+        out["tool_call_id"] = str(call_id)
+    return out
 
 
 _LC_CLASSES = {"HumanMessage": "user", "AIMessage": "assistant", "ToolMessage": "tool", "SystemMessage": "system",
@@ -234,8 +250,10 @@ def hand_in(messages: list[Msg]) -> list[Msg]:
 
 def indexed(attrs: Mapping[str, Any], prefix: str) -> list[dict[str, Any]]:
     """``prefix.N.rest`` keys grouped by N (in N order), each group keyed by ``rest``."""
-    groups: dict[int, dict[str, Any]] = {}
     head = prefix + "."
+    if not any(map(str.startswith, attrs, repeat(head))):  # the usual answer, found without a loop in Python
+        return []
+    groups: dict[int, dict[str, Any]] = {}
     for key, value in attrs.items():
         if not key.startswith(head):
             continue

@@ -69,7 +69,9 @@ def tool(span: Mapping[str, Any]) -> dict[str, Any] | None:
 
 def identity(attrs: Mapping[str, Any]) -> dict[str, Any]:
     properties = {k[len(_ASSOCIATION):]: v for k, v in attrs.items() if k.startswith(_ASSOCIATION)}
-    session = next((properties.pop(k) for k in _SESSION_KEYS if properties.get(k) not in (None, "")), None)
+    session = None
+    if properties:
+        session = next((properties.pop(k) for k in _SESSION_KEYS if properties.get(k) not in (None, "")), None)
     metadata = {k: text(v) for k, v in properties.items()}
     if attrs.get("traceloop.workflow.name"):
         metadata["workflow"] = text(attrs["traceloop.workflow.name"])
