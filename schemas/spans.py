@@ -98,6 +98,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from operator import itemgetter
 from typing import Any, NotRequired, TypedDict
 
 from vigil.schemas import conventions
@@ -171,6 +172,8 @@ _GENAI_PREFIXES = ("gen_ai.", "llm.", "input.value", "output.value", "retrieval.
                    "traceloop.", "ai.", "pydantic_ai.", "all_messages_events", "agent_name",
                    *conventions.haystack.KIND_KEYS)  # Haystack's agent runs and tool calls, not its every span
 _CONTAINERS = ("server", "chain", "step")
+_BY_TIME = itemgetter("start", "end")  # spans in start order, the shorter first
+_BY_START = itemgetter("start", "span_id")
 
 
 def is_genai(attributes: Mapping[str, Any], event_names: Iterable[str] = ()) -> bool:
@@ -298,7 +301,7 @@ class _Trace:
             parent = span.get("parent_id")
             self.children[parent if parent in self.by_id else None].append(span)
         for siblings in self.children.values():
-            siblings.sort(key=lambda s: (s["start"], s["end"]))
+            siblings.sort(key=_BY_TIME)
         self.kinds = {}
         for span_id, span in self.by_id.items():
             found = conventions.kind(span)
@@ -310,12 +313,15 @@ class _Trace:
         self.explain = False
         self._identity: dict[str, dict[str, Any]] = {}
         self._has_llm: dict[str, bool] | None = None
+        self._answers: dict[str, bool] = {}
+        self._steps: dict[str, bool] = {}
 
     def kind(self, span: SpanRecord) -> str:
         return self.kinds.get(span["span_id"], "virtual")
 
     def io(self, span: SpanRecord) -> conventions.Io:
-        return self.io_sources(span)[0]
+        found = self._io.get(span["span_id"])
+        return (found if found is not None else self.io_sources(span))[0]
 
     def identity(self, span: SpanRecord) -> dict[str, Any]:
         """The agent, session and metadata a span states (once per span)."""
@@ -370,11 +376,13 @@ class _Trace:
 
     def groups(self, steps: list[str]) -> list[_Group]:
         """One group per run, by the module's rules 1-4; unanswered steps are added to ``steps``."""
+        kinds = set(self.kinds.values())  # a rule whose kind of root no span has finds none: no walk
         agents = self.topmost(lambda s: self.kind(s) == "agent" and (
-            self.has_llm(s) or self._explicit_failure(s) or self._answers_itself(s)))
+            self.has_llm(s) or self._explicit_failure(s) or self._answers_itself(s))) if "agent" in kinds else []
         if agents:
             return [run for root in agents for run in self._runs(root)]
-        containers = self.topmost(lambda s: self.kind(s) in _CONTAINERS and self.has_llm(s))
+        containers = self.topmost(lambda s: self.kind(s) in _CONTAINERS and self.has_llm(s)) if not kinds.isdisjoint(
+            _CONTAINERS) else []
         if containers:
             return [_Group(root, self.descendants(root), f"the topmost {self.kind(root)} span with LLM calls under it")
                     for root in containers]
@@ -395,7 +403,7 @@ class _Trace:
             by_parent[parent if parent in self.by_id else None].append(llm)
         unanswered: list[str] = []
         for parent, calls in by_parent.items():
-            out.extend(self._sequence(parent, sorted(calls, key=lambda s: (s["start"], s["end"])), unanswered))
+            out.extend(self._sequence(parent, sorted(calls, key=_BY_TIME), unanswered))
         steps.extend(self._join_steps(out, unanswered))
         return out
 
@@ -403,6 +411,8 @@ class _Trace:
         """Steps no call under their parent answers join the run whose LLM calls were sent their tool calls' results
         (by tool call id): the conversation says they are one run, whatever span each step sits in. The steps that
         join none."""
+        if not unanswered:
+            return []
         sent = {m["tool_call_id"]: group for group in groups for span in (group.root, *group.members)
                 if self.kind(span) == "llm" for m in self.io(span)[0] if m["role"] == "tool" and m.get("tool_call_id")}
         left = []
@@ -431,7 +441,7 @@ class _Trace:
         """``root`` as one run, or, when it is a container (several runs under it answering different words and no
         LLM call of its own), each of its runs."""
         inner = sorted(self.topmost(lambda s: self.kind(s) == "agent" and self.has_llm(s), under=root["span_id"]),
-                       key=lambda s: (s["start"], s["end"]))
+                       key=_BY_TIME)
         if len(inner) >= 2 and not self._calls_llm_itself(root, inner):
             questions = [self.question_of(run) for run in inner]
             if len(set(questions)) == len(inner):
@@ -494,18 +504,23 @@ class _Trace:
                 "resource": first.get("resource") or {}}
 
     def is_step(self, llm: SpanRecord) -> bool:
-        """An LLM call whose output is only tool calls: a step of the turn that answers, never an answer."""
-        outputs = self.io(llm)[1]
-        return bool(outputs) and all(m["tool_calls"] and not m["content"] for m in outputs
-                                     if m["role"] == "assistant") and any(m["role"] == "assistant" for m in outputs)
+        """An LLM call whose output is only tool calls: a step of the turn that answers, never an answer (once per
+        span)."""
+        found = self._steps.get(llm["span_id"])
+        if found is None:
+            outputs = self.io(llm)[1]
+            found = self._steps[llm["span_id"]] = bool(outputs) and all(
+                m["tool_calls"] and not m["content"] for m in outputs if m["role"] == "assistant") and any(
+                m["role"] == "assistant" for m in outputs)
+        return found
 
     # -- one turn ----------------------------------------------------------------------------------------------
 
     def turn(self, group: _Group, steps: list[str]) -> dict[str, Any] | None:
         root = group.root
-        members = sorted(group.members, key=lambda s: (s["start"], s["end"]))
+        members = sorted(group.members, key=_BY_TIME)
         llms = [s for s in ([root] if self.kind(root) == "llm" else []) + members if self.kind(s) == "llm"]
-        llms.sort(key=lambda s: (s["start"], s["end"]))
+        llms.sort(key=_BY_TIME)
         answering = [s for s in llms if self.answers(s)]
         last_answer = max(answering, key=lambda s: s["end"]) if answering else None
         root_in, root_out, root_system = self.io(root) if self.kind(root) != "llm" else ([], [], "")
@@ -586,7 +601,7 @@ class _Trace:
 
     def _skeleton(self, everyone: list[SpanRecord]) -> list[dict[str, Any]]:
         """The turn's spans for its page (``schemas.trace.SpanSummary``), earliest first, at most ``MAX_SPANS``."""
-        ordered = sorted(everyone, key=lambda s: (s["start"], s["span_id"]))[:MAX_SPANS]
+        ordered = sorted(everyone, key=_BY_START)[:MAX_SPANS]
         first = ordered[0]["start"] if ordered else 0
         out = []
         for span in ordered:
@@ -610,8 +625,12 @@ class _Trace:
 
     def answers(self, llm: SpanRecord) -> bool:
         """An LLM call whose output has assistant text: an answer (a step asks only for tools, a failed call says
-        nothing)."""
-        return any(m["role"] == "assistant" and m["content"] for m in self.io(llm)[1])
+        nothing; once per span)."""
+        found = self._answers.get(llm["span_id"])
+        if found is None:
+            found = self._answers[llm["span_id"]] = any(
+                m["role"] == "assistant" and m["content"] for m in self.io(llm)[1])
+        return found
 
     def _words_of(self, root_in: list[conventions.Msg], llms: list[SpanRecord]) -> bool:
         """Whether a root's input is evidence of the user's words: it has user text, and where the LLM calls carry
@@ -683,8 +702,8 @@ class _Trace:
             return [], None
         later = last_answer if last_answer is not None else llms[-1]
         first, last = self.io(llms[0])[0], self.io(later)[0]
-        if len(last) >= len(first) and all(a["role"] == b["role"] and a["content"] == b["content"]
-                                           for a, b in zip(first, last, strict=False)):
+        if len(last) >= len(first) and (last[:len(first)] == first or all(  # the same messages: the same words
+                a["role"] == b["role"] and a["content"] == b["content"] for a, b in zip(first, last, strict=False))):
             return last, later
         return first, llms[0]
 
@@ -752,9 +771,12 @@ class _Trace:
         found: dict[str, Any] = {"agent": None, "session_id": None}
         for span in everyone:
             said = self.identity(span)
-            for key, value in found.items():
-                if value is None and said[key]:
-                    found[key] = said[key]
+            if found["agent"] is None and said["agent"]:
+                found["agent"] = said["agent"]
+            if found["session_id"] is None and said["session_id"]:
+                found["session_id"] = said["session_id"]
+                if found["agent"] is not None:
+                    break
         service = resource.get("service.name")
         if not found["agent"] and isinstance(service, str) and not service.startswith("unknown_service"):
             found["agent"] = service

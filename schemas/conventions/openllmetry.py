@@ -15,6 +15,7 @@ read by ``schemas.conventions.genai``).
 from __future__ import annotations
 
 from collections.abc import Mapping
+from itertools import repeat
 from typing import Any
 
 from ._parse import Io, json_value, msg, text, tool_call
@@ -68,6 +69,8 @@ def tool(span: Mapping[str, Any]) -> dict[str, Any] | None:
 
 
 def identity(attrs: Mapping[str, Any]) -> dict[str, Any]:
+    if not any(map(str.startswith, attrs, repeat("traceloop."))):  # every key read here is one of these
+        return {"agent": None, "session_id": None, "metadata": {}}
     properties = {k[len(_ASSOCIATION):]: v for k, v in attrs.items() if k.startswith(_ASSOCIATION)}
     session = None
     if properties:
