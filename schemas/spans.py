@@ -625,11 +625,12 @@ class _Trace:
 
     def answers(self, llm: SpanRecord) -> bool:
         """An LLM call whose output has assistant text: an answer (a step asks only for tools, a failed call says
-        nothing; once per span)."""
+        nothing: the text a call that failed reports is its error's, as OpenInference's BeeAI spans write it; once
+        per span)."""
         found = self._answers.get(llm["span_id"])
         if found is None:
             found = self._answers[llm["span_id"]] = any(
-                m["role"] == "assistant" and m["content"] for m in self.io(llm)[1])
+                m["role"] == "assistant" and m["content"] for m in self.io(llm)[1]) and conventions.error(llm) is None
         return found
 
     def _words_of(self, root_in: list[conventions.Msg], llms: list[SpanRecord]) -> bool:

@@ -523,3 +523,41 @@ def test_haystacks_tracer_alone_names_the_model_its_replies_came_from():
     turns, _ = turns_of("frameworks/haystack_tracer/alone.json")
 
     assert len(turns) == 2 and {t.model for t in turns} == {"gpt-4o-mini-2024-07-18"}
+
+
+def test_a_model_call_that_failed_answered_nothing_even_when_it_reports_its_error_as_output():
+    """An agent (status ERROR, its error as its output) whose model call failed and reports the error's text as its
+    output message (as openinference-instrumentation-beeai writes a failed chat model's span)."""
+    failure = "ChatModelError: the model server is overloaded"
+    root = span("1", None, "bot", 0, **{"openinference.span.kind": "AGENT", "input.value": ORDER_QUESTION,
+                                        "output.value": failure})
+    call = llm("2", "1", 1, ORDER_QUESTION, failure)
+    for failed in (root, call):
+        failed["status"] = {"code": 2, "message": ""}
+        failed["events"] = [{"name": "exception", "time": 5, "attributes": {
+            "exception.type": "ChatModelError", "exception.message": "the model server is overloaded"}}]
+
+    [turn] = assembly([root, call]).turns
+
+    assert (turn["input"][-1]["content"], turn["output"]) == (ORDER_QUESTION, "")
+    assert (turn["metadata"]["vigil.run"], turn["metadata"]["vigil.error"]) == ("failed", failure)
+
+
+def test_a_langchain_callbacks_packaging_on_an_openllmetry_tool_span_is_not_the_call():
+    """opentelemetry-instrumentation-langchain writes ``on_tool_start`` / ``on_tool_end`` as they were called: the
+    arguments are its ``inputs``, the id its ``kwargs.tool_call_id``, the result the ``ToolMessage`` it returned."""
+    message = {"lc": 1, "type": "constructor", "id": ["langchain", "schema", "messages", "ToolMessage"],
+               "kwargs": {"content": '{"status": "shipped"}', "type": "tool", "name": "lookup_order",
+                          "tool_call_id": "call_1", "status": "success"}}
+    tool = span("3", "1", "lookup_order.tool", 2, **{
+        "traceloop.span.kind": "tool", "traceloop.entity.name": "lookup_order",
+        "traceloop.entity.input": json.dumps({"input_str": str(ORDER_ARGS), "tags": ["seq:step:1"], "metadata": {},
+                                              "inputs": ORDER_ARGS, "kwargs": {"tool_call_id": "call_1"}}),
+        "traceloop.entity.output": json.dumps({"output": message, "kwargs": {"tags": ["seq:step:1"]}})})
+    spans = [span("1", None, "bot.workflow", 0, **{"traceloop.span.kind": "workflow"}),
+             llm("2", "1", 1, ORDER_QUESTION, ""), tool, llm("4", "1", 4, ORDER_QUESTION, "It shipped.")]
+
+    [turn] = assembly(spans).turns
+
+    assert [(c["name"], c["arguments"], c.get("id"), c["result"]) for c in turn["tool_calls"]] == [
+        ("lookup_order", ORDER_ARGS, "call_1", '{"status": "shipped"}')]

@@ -7,7 +7,7 @@ read by ``schemas.conventions.genai``).
 | span kind | ``traceloop.span.kind``: ``workflow`` / ``agent`` the turn's root, ``task`` a step (its spans join the turn), ``tool`` a tool call |
 | question, answer | the root's ``traceloop.entity.input`` (JSON ``{"args": [...], "kwargs": {...}}``: the first text argument, else a ``question`` / ``input`` / ``query`` / ``message`` keyword) and ``traceloop.entity.output`` (JSON: text, or an object's ``answer`` / ``output`` / ``content`` / ``text``) |
 | contexts | a task whose output is a list of documents (objects with ``content`` / ``page_content`` / ``text``, and ``id``, ``score``) |
-| a tool span | ``traceloop.entity.name``, ``traceloop.entity.input`` (the arguments: an object argument or the keywords), ``traceloop.entity.output``; its error from the span status |
+| a tool span | ``traceloop.entity.name``, ``traceloop.entity.input`` (the arguments: an object argument or the keywords), ``traceloop.entity.output``; its error from the span status. The LangChain instrumentation writes a callback's own packaging there (``on_tool_start``: ``{"input_str", "tags", "metadata", "inputs", "kwargs"}``; ``on_tool_end``: ``{"output", "kwargs"}``, also as ``gen_ai.tool.call.arguments`` / ``.result``): the arguments are ``inputs`` (else ``input_str``), the call's id ``kwargs.tool_call_id``, the result ``output`` (a serialized ``ToolMessage``: its content), never the packaging around them |
 | who | agent: the ``agent`` span's ``traceloop.entity.name``, else ``traceloop.workflow.name``; session: ``traceloop.association.properties.session_id`` (or ``conversation_id``, ``thread_id``); the other association properties and the workflow name as turn metadata |
 | content off | ``TRACELOOP_TRACE_CONTENT=false`` |
 """
@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from itertools import repeat
 from typing import Any
 
-from ._parse import Io, json_value, msg, text, tool_call
+from ._parse import Io, json_value, msg, result_text, text, tool_call
 
 __all__ = ["SETTING", "documents", "identity", "io", "kind", "tool"]
 
@@ -59,12 +59,19 @@ def tool(span: Mapping[str, Any]) -> dict[str, Any] | None:
     if kind(attrs) != "tool":
         return None
     arguments = json_value(attrs.get("traceloop.entity.input"))
-    if isinstance(arguments, dict) and ("args" in arguments or "kwargs" in arguments):
+    call_id = None
+    if isinstance(arguments, dict) and "input_str" in arguments:  # a LangChain callback's on_tool_start
+        call_id = (arguments.get("kwargs") or {}).get("tool_call_id")
+        arguments = arguments["inputs"] if isinstance(arguments.get("inputs"), dict) else arguments["input_str"]
+    elif isinstance(arguments, dict) and ("args" in arguments or "kwargs" in arguments):
         objects = [a for a in arguments.get("args") or [] if isinstance(a, dict)]
         arguments = objects[0] if objects else arguments.get("kwargs") or {}
-    call = tool_call(attrs.get("traceloop.entity.name") or span["name"], arguments)
-    if attrs.get("traceloop.entity.output") is not None:
-        call["result"] = text(json_value(attrs["traceloop.entity.output"]))
+    call = tool_call(attrs.get("traceloop.entity.name") or span["name"], arguments, call_id)
+    output = json_value(attrs.get("traceloop.entity.output"))
+    if isinstance(output, dict) and set(output) == {"output", "kwargs"}:  # a LangChain callback's on_tool_end
+        call["result"] = result_text(output["output"])
+    elif output is not None:
+        call["result"] = text(output)
     return call
 
 
