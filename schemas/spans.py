@@ -174,6 +174,7 @@ _GENAI_PREFIXES = ("gen_ai.", "llm.", "input.value", "output.value", "retrieval.
 _CONTAINERS = ("server", "chain", "step")
 _BY_TIME = itemgetter("start", "end")  # spans in start order, the shorter first
 _BY_START = itemgetter("start", "span_id")
+_END = itemgetter("end")
 
 
 def is_genai(attributes: Mapping[str, Any], event_names: Iterable[str] = ()) -> bool:
@@ -562,7 +563,9 @@ class _Trace:
             turn["ended_at"] = _iso(root["end"])
         if system:
             turn["system"] = system
-        metadata = self._metadata(root, everyone, calls)  # the model's name and response as the wire said them
+        resource = next((s["resource"] for s in everyone if s.get("resource")), {})  # a bare root keeps none
+        last_call = max(calls, key=_END) if calls else None  # the model and response as the wire said them
+        metadata = self._metadata(root, everyone, last_call, resource)
         if failure is not None:
             metadata[RUN_METADATA] = "failed"
             metadata[ERROR_METADATA] = failure
@@ -570,13 +573,12 @@ class _Trace:
             turn["input"] = [{"role": "user", "content": ""}]
             metadata[CONTENT_METADATA] = "missing"
             metadata[SETTING_METADATA] = conventions.content_setting(llms[0] if llms else root)
-        turn.update(self._who(root, everyone))
+        turn.update(self._who(everyone, resource))
         if group.container is not None and "session_id" not in turn:
             turn["session_id"] = str(conventions.identity(group.container["attributes"])["session_id"]
                                      or root["trace_id"])
-        if calls:
-            attrs = max(calls, key=lambda s: s["end"])["attributes"]
-            model = conventions.model(attrs)
+        if last_call is not None:
+            model = conventions.model(last_call["attributes"])
             if model:
                 turn["model"] = str(model)
         usage = self._usage(root, llms)
@@ -655,7 +657,7 @@ class _Trace:
         """The run's tokens: summed over its LLM calls (those with no LLM call above them), else the root's stated
         totals; a wrapper's zeros never stand for the calls'."""
         ids = {s["span_id"] for s in llms}
-        calls = [s for s in llms if not self._has_ancestor_in(s, ids)]
+        calls = [s for s in llms if not self._has_ancestor_in(s, ids)] if len(llms) > 1 else llms
         sums = [0, 0]
         stated = False
         for call in calls:
@@ -714,7 +716,7 @@ class _Trace:
         the calls the LLM calls asked for (and the conversation holds since its last user message), with the results
         the tool messages give them."""
         asked: list[dict[str, Any]] = []  # the messages' own calls (read once per span): copied before a change
-        last_user = max((i for i, m in enumerate(conversation) if m["role"] == "user"), default=-1)
+        last_user = next((i for i in range(len(conversation) - 1, -1, -1) if conversation[i]["role"] == "user"), -1)
         for message in conversation[last_user + 1:]:
             asked.extend(message["tool_calls"])
         for llm in llms:
@@ -725,6 +727,8 @@ class _Trace:
             return spans
         if spans:
             return _paired(spans, asked)
+        if not asked:
+            return []
         results = {m["tool_call_id"]: conventions.result_text(m["content"]) for llm in llms for m in self.io(llm)[0]
                    if m["role"] == "tool" and m.get("tool_call_id")}
         calls, seen = [], set()
@@ -767,41 +771,46 @@ class _Trace:
             calls.append(call)
         return calls
 
-    def _who(self, root: SpanRecord, everyone: list[SpanRecord]) -> dict[str, str]:
-        resource = next((s["resource"] for s in everyone if s.get("resource")), {})  # a bare root keeps none
-        found: dict[str, Any] = {"agent": None, "session_id": None}
+    def _who(self, everyone: list[SpanRecord], resource: dict[str, Any]) -> dict[str, str]:
+        agent = session = None
         for span in everyone:
             said = self.identity(span)
-            if found["agent"] is None and said["agent"]:
-                found["agent"] = said["agent"]
-            if found["session_id"] is None and said["session_id"]:
-                found["session_id"] = said["session_id"]
-                if found["agent"] is not None:
+            if agent is None and said["agent"]:
+                agent = said["agent"]
+            if session is None and said["session_id"]:
+                session = said["session_id"]
+                if agent is not None:
                     break
         service = resource.get("service.name")
-        if not found["agent"] and isinstance(service, str) and not service.startswith("unknown_service"):
-            found["agent"] = service
-        found.update({
-            "environment": resource.get("deployment.environment.name") or resource.get("deployment.environment"),
-            "project": resource.get("vigil.project"),
-            "reference": _first(everyone, REFERENCE_ATTRIBUTE),
-        })
-        origin = _first(everyone, ORIGIN_ATTRIBUTE)
+        if not agent and isinstance(service, str) and not service.startswith("unknown_service"):
+            agent = service
+        reference = origin = None  # the first span's that states one
+        for span in everyone:
+            attrs = span["attributes"]
+            if reference is None and (value := attrs.get(REFERENCE_ATTRIBUTE)) not in (None, ""):
+                reference = value
+            if origin is None and (value := attrs.get(ORIGIN_ATTRIBUTE)) not in (None, ""):
+                origin = value
+        found = {"agent": agent, "session_id": session,
+                 "environment": resource.get("deployment.environment.name") or resource.get("deployment.environment"),
+                 "project": resource.get("vigil.project"), "reference": reference}
         if origin in ORIGINS:
             found["origin"] = origin
         return {key: str(value) for key, value in found.items() if value}
 
-    def _metadata(self, root: SpanRecord, everyone: list[SpanRecord], llms: list[SpanRecord]) -> dict[str, str]:
+    def _metadata(self, root: SpanRecord, everyone: list[SpanRecord], last_call: SpanRecord | None,
+                  resource: dict[str, Any]) -> dict[str, str]:
         metadata: dict[str, str] = {}
         for span in reversed(everyone):  # the root's say wins
-            metadata.update(self.identity(span)["metadata"])
-        resource = next((s["resource"] for s in everyone if s.get("resource")), {})
+            said = self.identity(span)["metadata"]
+            if said:
+                metadata.update(said)
         if resource.get(RELEASE_RESOURCE) not in (None, "") and RELEASE_KEY not in metadata:
             metadata[RELEASE_KEY] = str(resource[RELEASE_RESOURCE])
         if root["name"]:
             metadata["span_name"] = root["name"]
         attrs = root["attributes"]
-        source = max(llms, key=lambda s: s["end"])["attributes"] if llms else attrs
+        source = last_call["attributes"] if last_call is not None else attrs
         for name, key in (("operation", "gen_ai.operation.name"), ("provider", "gen_ai.provider.name"),
                           ("system", "gen_ai.system"), ("response_id", "gen_ai.response.id"),
                           ("span_kind", "openinference.span.kind")):
@@ -850,15 +859,6 @@ def _wire_message(message: conventions.Msg) -> dict[str, Any]:
     if message.get("tool_call_id"):
         out["tool_call_id"] = message["tool_call_id"]
     return out
-
-
-def _first(spans: list[SpanRecord], *keys: str) -> Any:
-    for span in spans:
-        for key in keys:
-            value = span["attributes"].get(key)
-            if value not in (None, ""):
-                return value
-    return None
 
 
 def _iso(nanoseconds: int) -> str:
