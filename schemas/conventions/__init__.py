@@ -31,6 +31,7 @@ own flag (Haystack's ``haystack.tool.error``).
 from __future__ import annotations
 
 from collections.abc import Mapping
+from itertools import repeat
 from typing import Any
 
 from . import genai, haystack, openinference, openlit, openllmetry, pydantic_ai, vercel
@@ -158,8 +159,14 @@ def stated_usage(attrs: Mapping[str, Any]) -> tuple[Any, Any]:
     return found if found != (None, None) else usage(attrs)
 
 
+_DOCUMENT_KEYS = (*openinference.DOCUMENT_KEYS, *genai.DOCUMENT_KEYS, *openllmetry.DOCUMENT_KEYS)
+
+
 def documents(attrs: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """The retrieved documents a span holds, as ``ContextDoc`` fields (documents without text are left out)."""
+    """The retrieved documents a span holds, as ``ContextDoc`` fields (documents without text are left out). A span
+    with no key that starts as one a convention reads (its ``DOCUMENT_KEYS``) holds none: found in one pass."""
+    if not any(map(str.startswith, attrs, repeat(_DOCUMENT_KEYS))):
+        return []
     docs = openinference.documents(attrs) + genai.documents(attrs) + openllmetry.documents(attrs)
     return [doc for doc in map(_document, docs) if doc["text"]] if docs else []
 
@@ -182,11 +189,19 @@ def tool(span: Mapping[str, Any]) -> dict[str, Any]:
     return call
 
 
+_WHO = (genai, openllmetry, openinference, vercel)  # in the order their say wins
+_WHO_KEYS = tuple(key for convention in _WHO for key in convention.WHO_KEYS)
+
+
 def identity(attrs: Mapping[str, Any]) -> dict[str, Any]:
-    """Agent name, session id and metadata a span states (``None`` / empty where it states nothing)."""
+    """Agent name, session id and metadata a span states (``None`` / empty where it states nothing). A span with no
+    key that starts as one a convention reads (its ``WHO_KEYS``) states nothing: found in one pass, the readers not
+    asked (most spans of a run: its LLM calls, tools and retrievers)."""
+    if not any(map(str.startswith, attrs, repeat(_WHO_KEYS))):
+        return {"agent": None, "session_id": None, "metadata": {}}
     agent = session = None
     metadata: dict[str, Any] = {}
-    for convention in (genai, openllmetry, openinference, vercel):
+    for convention in _WHO:
         found = convention.identity(attrs)
         if agent is None and found.get("agent") not in (None, ""):
             agent = text(found["agent"])

@@ -22,7 +22,7 @@ from typing import Any
 
 from ._parse import Io, Msg, indexed, json_value, message, msg, result_text, role, text, tool_call
 
-__all__ = ["INPUT_EVENTS", "LLM_OPERATIONS", "SETTING", "documents", "identity", "io", "kind", "tool"]
+__all__ = ["INPUT_EVENTS", "LLM_OPERATIONS", "DOCUMENT_KEYS", "SETTING", "WHO_KEYS", "documents", "identity", "io", "kind", "tool"]
 
 SETTING = ("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true (or span_only with "
            "OTEL_SEMCONV_STABILITY_OPT_IN=gen_ai_latest_experimental)")
@@ -77,8 +77,12 @@ def io(span: Mapping[str, Any]) -> Io:
     return inputs, outputs, system
 
 
+_DOCUMENTS = "gen_ai.retrieval.documents"
+DOCUMENT_KEYS = (_DOCUMENTS,)  # what every key ``documents`` reads starts with
+
+
 def documents(attrs: Mapping[str, Any]) -> list[Any]:
-    docs = json_value(attrs.get("gen_ai.retrieval.documents"))
+    docs = json_value(attrs.get(_DOCUMENTS))
     return docs if isinstance(docs, list) else []
 
 
@@ -100,8 +104,12 @@ def tool(span: Mapping[str, Any]) -> dict[str, Any] | None:
     return call
 
 
+_AGENT, _SESSION = "gen_ai.agent.name", "gen_ai.conversation.id"
+WHO_KEYS = (_AGENT, _SESSION)  # what every key ``identity`` reads starts with
+
+
 def identity(attrs: Mapping[str, Any]) -> dict[str, Any]:
-    return {"agent": attrs.get("gen_ai.agent.name"), "session_id": attrs.get("gen_ai.conversation.id")}
+    return {"agent": attrs.get(_AGENT), "session_id": attrs.get(_SESSION)}
 
 
 def _json_messages(attrs: Mapping[str, Any], key: str, default_role: str) -> list[Msg]:

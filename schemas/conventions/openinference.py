@@ -31,7 +31,7 @@ from ._parse import (
     tool_call,
 )
 
-__all__ = ["SETTING", "documents", "identity", "io", "kind", "tool"]
+__all__ = ["DOCUMENT_KEYS", "SETTING", "WHO_KEYS", "documents", "identity", "io", "kind", "tool"]
 
 SETTING = "OPENINFERENCE_HIDE_INPUTS / OPENINFERENCE_HIDE_OUTPUTS unset"
 _KINDS = {"AGENT": "agent", "CHAIN": "chain", "LLM": "llm", "TOOL": "tool", "RETRIEVER": "retriever"}
@@ -59,6 +59,9 @@ def io(span: Mapping[str, Any]) -> Io:
     return inputs, outputs, ""
 
 
+DOCUMENT_KEYS = ("retrieval.documents.",)  # what every key ``documents`` reads starts with
+
+
 def documents(attrs: Mapping[str, Any]) -> list[dict[str, Any]]:
     docs = []
     for group in indexed(attrs, "retrieval.documents"):
@@ -82,6 +85,9 @@ def tool(span: Mapping[str, Any]) -> dict[str, Any] | None:
             output = said  # a tool's text result written as JSON (a quoted string): the text it holds
         call["result"] = result_text(output)
     return call
+
+
+WHO_KEYS = ("metadata", "user.id", "agent.name", "session.id")  # what every key ``identity`` reads starts with
 
 
 def identity(attrs: Mapping[str, Any]) -> dict[str, Any]:

@@ -20,7 +20,7 @@ from typing import Any
 
 from ._parse import Io, json_value, msg, result_text, text, tool_call
 
-__all__ = ["SETTING", "documents", "identity", "io", "kind", "tool"]
+__all__ = ["DOCUMENT_KEYS", "SETTING", "WHO_KEYS", "documents", "identity", "io", "kind", "tool"]
 
 SETTING = "TRACELOOP_TRACE_CONTENT=true (the default)"
 _KINDS = {"workflow": "agent", "agent": "agent", "task": "step", "tool": "tool"}
@@ -42,6 +42,9 @@ def io(span: Mapping[str, Any]) -> Io:
     question = _question(json_value(attrs.get("traceloop.entity.input")))
     answer = _answer(json_value(attrs.get("traceloop.entity.output")))
     return ([msg("user", question)] if question else []), ([msg("assistant", answer)] if answer else []), ""
+
+
+DOCUMENT_KEYS = ("traceloop.span.kind",)  # ``documents`` reads nothing of a span without it (no task)
 
 
 def documents(attrs: Mapping[str, Any]) -> list[Any]:
@@ -75,8 +78,11 @@ def tool(span: Mapping[str, Any]) -> dict[str, Any] | None:
     return call
 
 
+WHO_KEYS = ("traceloop.",)  # what every key ``identity`` reads starts with
+
+
 def identity(attrs: Mapping[str, Any]) -> dict[str, Any]:
-    if not any(map(str.startswith, attrs, repeat("traceloop."))):  # every key read here is one of these
+    if not any(map(str.startswith, attrs, repeat(WHO_KEYS))):
         return {"agent": None, "session_id": None, "metadata": {}}
     properties = {k[len(_ASSOCIATION):]: v for k, v in attrs.items() if k.startswith(_ASSOCIATION)}
     session = None

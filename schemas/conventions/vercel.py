@@ -18,7 +18,7 @@ from typing import Any
 
 from ._parse import Io, Msg, json_value, message, msg, text, tool_call
 
-__all__ = ["KIND_KEY", "SETTING", "identity", "io", "kind", "tool", "usage"]
+__all__ = ["KIND_KEY", "SETTING", "WHO_KEYS", "identity", "io", "kind", "tool", "usage"]
 
 SETTING = "experimental_telemetry: { isEnabled: true, recordInputs: true, recordOutputs: true } (the defaults)"
 KIND_KEY = "ai.operationId"
@@ -71,6 +71,9 @@ def tool(span: Mapping[str, Any]) -> dict[str, Any] | None:
         result = json_value(result)
         call["result"] = text(json_value(result) if isinstance(result, str) else result)
     return call
+
+
+WHO_KEYS = (KIND_KEY,)  # ``identity`` reads nothing of a span without it
 
 
 def identity(attrs: Mapping[str, Any]) -> dict[str, Any]:
