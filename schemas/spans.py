@@ -61,8 +61,9 @@ which saw the wire (the tool calls' ids, the tool messages' text), and its token
   bookkeeping**, not a call: no arguments, result or error, and neither its id nor its tool among the calls the LLM
   calls asked for, when they say which (Google ADK's ``execute_tool (merged tools)`` beside the spans of a parallel
   step's calls).
-- *usage*: the run's, summed over its LLM calls (no LLM above them in the run), else the root's stated totals; never
-  one wrapper's zeros. The model is the last LLM call's; the system prompt the root's, else the answering call's.
+- *usage*: the run's, each model call's once as the span nearest the wire states it (the LLM span with none under
+  it, else the nearest wrapper around it that states any), summed; else the root's stated totals; never one
+  wrapper's zeros. The model is the last LLM call's; the system prompt the root's, else the answering call's.
 - *contexts*: retriever spans' documents, in start order.
 
 **A failed run is a turn.** A run that ends in error without an answer (its root failed, or a span in it did and no
@@ -581,7 +582,7 @@ class _Trace:
             model = conventions.model(last_call["attributes"])
             if model:
                 turn["model"] = str(model)
-        usage = self._usage(root, llms)
+        usage = self._usage(root, llms, calls)
         if usage:
             turn["usage"] = usage
         contexts = [doc for span in everyone for doc in conventions.documents(span["attributes"])]
@@ -653,18 +654,27 @@ class _Trace:
             return f"{said}: {errors[0]}"  # the root says the run failed, the span under it why (Agno)
         return said if said is not None else (errors[0] if errors else None)
 
-    def _usage(self, root: SpanRecord, llms: list[SpanRecord]) -> dict[str, int]:
-        """The run's tokens: summed over its LLM calls (those with no LLM call above them), else the root's stated
-        totals; a wrapper's zeros never stand for the calls'."""
+    def _usage(self, root: SpanRecord, llms: list[SpanRecord], calls: list[SpanRecord]) -> dict[str, int]:
+        """The run's tokens: each model call's once, as the span nearest the wire states them (``calls``, the LLM
+        spans with none under them; where one states none, the nearest LLM span around it that does: a wrapper of
+        the same call), summed; else the root's stated totals; a wrapper's zeros never stand for the calls'."""
         ids = {s["span_id"] for s in llms}
-        calls = [s for s in llms if not self._has_ancestor_in(s, ids)] if len(llms) > 1 else llms
         sums = [0, 0]
         stated = False
+        counted: set[str] = set()
         for call in calls:
-            for i, value in enumerate(conventions.usage(call["attributes"])):
-                if isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0:
-                    sums[i] += int(value)
+            span: SpanRecord | None = call
+            while span is not None and span["span_id"] not in counted:
+                said = [v if isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0 else None
+                        for v in conventions.usage(span["attributes"])]
+                if any(v is not None for v in said):
+                    counted.add(span["span_id"])
+                    sums = [total + int(v or 0) for total, v in zip(sums, said, strict=True)]
                     stated = True
+                    if any(said):
+                        break
+                parent = span.get("parent_id")
+                span = self.by_id[parent] if parent in ids else None
         if not stated or sums == [0, 0]:
             totals = conventions.stated_usage(root["attributes"]) if root["span_id"] not in ids else (None, None)
             if any(isinstance(v, (int, float)) and v > 0 for v in totals):

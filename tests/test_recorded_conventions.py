@@ -561,3 +561,17 @@ def test_a_langchain_callbacks_packaging_on_an_openllmetry_tool_span_is_not_the_
 
     assert [(c["name"], c["arguments"], c.get("id"), c["result"]) for c in turn["tool_calls"]] == [
         ("lookup_order", ORDER_ARGS, "call_1", '{"status": "shipped"}')]
+
+
+@pytest.mark.parametrize(("fixture", "usage"), [
+    # Haystack's step span around OpenLLMetry's client call, with no tag of its own (content tracing off): two calls
+    pytest.param("haystack_tracer_openllmetry_no_content.json", (84, 34), id="Haystack's tracer around OpenLLMetry"),
+    # OpenInference's LlamaIndex LLM span, without token counts, around the model client's call: one call
+    pytest.param("frameworks/llamaindex/rag.json", (42, 17), id="LlamaIndex query engine"),
+])
+def test_a_model_call_seen_by_two_layers_counts_the_tokens_the_layer_nearest_the_wire_states(fixture, usage):
+    """The fake model answers 42 prompt and 17 completion tokens a call; the wrapper around each call states none."""
+    turns, _ = turns_of(fixture)
+
+    assert turns and all(t.usage is not None and (t.usage.prompt_tokens, t.usage.completion_tokens) == usage
+                         for t in turns)
