@@ -48,7 +48,7 @@ from ._parse import (
 )
 
 __all__ = ["MAPPERS", "Io", "Msg", "content_setting", "documents", "error", "explain_kind", "identity", "io",
-           "io_sources", "is_final_tool", "kind", "model", "result_text", "stated_usage", "tool", "usage"]
+           "io_sources", "is_final_tool", "json_value", "kind", "model", "result_text", "stated_usage", "tool", "usage"]
 
 _SERVER_KINDS = (2, 5)  # OTLP SPAN_KIND_SERVER, SPAN_KIND_CONSUMER: a request or a message handled
 # (name, the attribute(s) it decides a kind on, its kind function of (attributes, event names, span name)), in

@@ -150,11 +150,7 @@ def message(raw: Any, default_role: str) -> Msg:
         role_ = (_ROLES.get(said) if said.__class__ is str else None) if said else default_role
         if role_ is None:  # not a role's usual spelling: ``role`` reads it
             role_ = role(said, default_role)
-    out: Msg = {"role": role_, "content": texts[0] if len(texts) == 1 else "\n".join(texts or results),
-                "tool_calls": calls}
-    if call_id not in (None, ""):
-        out["tool_call_id"] = str(call_id)
-    return out
+    return msg(role_, texts[0] if len(texts) == 1 else "\n".join(texts or results), calls, call_id)
 
 
 _LC_CLASSES = {"HumanMessage": "user", "AIMessage": "assistant", "ToolMessage": "tool", "SystemMessage": "system",

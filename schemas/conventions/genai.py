@@ -20,9 +20,20 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from ._parse import Io, Msg, indexed, json_value, message, msg, result_text, role, text, tool_call
+from ._parse import (
+    Io,
+    Msg,
+    indexed,
+    json_value,
+    message,
+    msg,
+    result_text,
+    role,
+    text,
+    tool_call,
+)
 
-__all__ = ["INPUT_EVENTS", "LLM_OPERATIONS", "DOCUMENT_KEYS", "SETTING", "WHO_KEYS", "documents", "identity", "io", "kind", "tool"]
+__all__ = ["DOCUMENT_KEYS", "INPUT_EVENTS", "LLM_OPERATIONS", "SETTING", "WHO_KEYS", "documents", "identity", "io", "kind", "tool"]
 
 SETTING = ("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true (or span_only with "
            "OTEL_SEMCONV_STABILITY_OPT_IN=gen_ai_latest_experimental)")

@@ -41,6 +41,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceResponse,
 )
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
+from vigil.schemas.conventions import json_value
 from vigil.schemas.spans import (
     CONTENT_EVENTS,
     RESOURCE_KEYS,
@@ -124,10 +125,7 @@ def decode_logs(body: bytes, *, json_body: bool) -> Decoded:
 def _map_text(text: str) -> Any:
     """A text body that is the JSON text of a map is that map (an SDK that logs the event's map serialized: Semantic
     Kernel's ``json.dumps(message.to_dict())``); any other text stays text."""
-    try:
-        parsed = json.loads(text)
-    except (ValueError, RecursionError):
-        return text
+    parsed = json_value(text)
     return parsed if isinstance(parsed, dict) else text
 
 
