@@ -124,6 +124,13 @@ def test_openlit_role_prefixed_text_is_one_message_per_role_line_with_continuati
     # with no tag at all, known by the operation it is named after
     pytest.param("haystack_tracer_no_content.json", "HAYSTACK_CONTENT_TRACING_ENABLED=true", "haystack.agent.run",
                  id="Haystack's own tracer"),
+    # Semantic Kernel's diagnostics without their sensitive variable: no messages, no tool arguments or results
+    pytest.param("semantic_kernel_no_content.json", "CAPTURE_MESSAGE_CONTENT", "invoke_agent support_bot",
+                 id="Semantic Kernel, not sensitive"),
+    # with it, but only the tracer provider set up: the messages were log records nobody exported; the agent span
+    # states its answer, no span the user's words
+    pytest.param("semantic_kernel_no_logs.json", "logs exported to the intake", "invoke_agent support_bot",
+                 id="Semantic Kernel, its log records not exported"),
 ])
 def test_without_captured_content_each_run_is_a_turn_marked_with_the_setting_that_turns_it_on(fixture, setting, root):
     turns, steps = turns_of(fixture)
@@ -306,6 +313,21 @@ def test_a_model_call_that_says_it_stopped_in_error_with_no_answer_is_a_failed_r
 
     assert (turn["input"][-1]["content"], turn["output"]) == ("Where?", "")
     assert (turn["metadata"]["vigil.run"], turn["metadata"]["vigil.error"]) == ("failed", error)
+
+
+def test_a_run_whose_answer_a_root_states_but_no_span_the_users_words_is_marked_content_missing_keeping_the_answer():
+    """The model calls carry no content (it travelled as log records the intake never got); the agent span states
+    only its answer (``gen_ai.input.messages`` empty)."""
+    spans = [span("1", None, "invoke_agent bot", 0, **{
+                 "gen_ai.operation.name": "invoke_agent", "gen_ai.input.messages": "[]",
+                 "gen_ai.output.messages": json.dumps([{"role": "assistant", "content": "It shipped."}])}),
+             span("2", "1", "chat m", 1, **{"gen_ai.operation.name": "chat", "gen_ai.request.model": "m"})]
+
+    [turn] = assembly(spans).turns
+
+    assert (turn["input"], turn["output"]) == ([{"role": "user", "content": ""}], "It shipped.")
+    assert turn["metadata"]["vigil.content"] == "missing"
+    assert "logs exported to the intake" in turn["metadata"]["vigil.content_setting"]
 
 
 def tool_span(span_id: str, parent: str, name: str, start: int, **attributes: Any) -> dict[str, Any]:

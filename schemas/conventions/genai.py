@@ -11,7 +11,7 @@
 | a tool span | ``gen_ai.tool.name``, ``gen_ai.tool.call.id``, ``gen_ai.tool.call.arguments``, ``gen_ai.tool.call.result``, or as the older events on the span: ``gen_ai.tool.message`` (``content`` = the arguments) and ``gen_ai.choice`` (``message`` = the result); its error from the span status and ``error.type`` |
 | content blocks | a message's ``content`` (or a choice's ``message``) as the JSON text of a list of blocks (``[{"text": ...}]``, ``{"toolUse": ...}``, ``{"toolResult": ...}``) is read as those parts; a choice's ``message`` as plain text is the message's text (Strands Agents' default spans) |
 | who | agent ``gen_ai.agent.name``; session ``gen_ai.conversation.id`` |
-| content off | ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT`` unset (the default) |
+| content off | ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT`` unset (the default); or the content captured as log records that were never exported to the intake (``SETTING`` names both) |
 """
 
 from __future__ import annotations
@@ -36,7 +36,8 @@ from ._parse import (
 __all__ = ["DOCUMENT_KEYS", "INPUT_EVENTS", "LLM_OPERATIONS", "SETTING", "WHO_KEYS", "documents", "identity", "io", "kind", "tool"]
 
 SETTING = ("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true (or span_only with "
-           "OTEL_SEMCONV_STABILITY_OPT_IN=gen_ai_latest_experimental)")
+           "OTEL_SEMCONV_STABILITY_OPT_IN=gen_ai_latest_experimental); content sent as log records reaches vigil "
+           "only with the logs exported to the intake too")
 INPUT_EVENTS = {"gen_ai.system.message": "system", "gen_ai.user.message": "user",
                 "gen_ai.assistant.message": "assistant", "gen_ai.tool.message": "tool"}
 OUTPUT_EVENTS = frozenset({"gen_ai.choice", "gen_ai.content.prompt", "gen_ai.content.completion"})
