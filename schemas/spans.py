@@ -77,9 +77,9 @@ failed run) is still a failed run, its LLM call waiting for that parent (rule 3)
 
 A turn whose LLM calls carry no text at all (content capture off) is still a turn, marked
 ``metadata["vigil.content"] = "missing"`` with the setting that turns it on (``vigil.content_setting``): the worker
-records it and leaves it unscored, naming the setting. So is a turn where no span states the user's words though a
-root states its answer (the calls' messages sent as log events that never reached the intake): an answer judged
-against no question would be a confident wrong score. Its answer is kept.
+records it and leaves it unscored, naming the setting. So is a turn whose LLM calls carry no text though its root
+states the answer, when no span states the user's words (the calls' messages sent as log records that never reached
+the intake): an answer judged against no question would be a confident wrong score. Its answer is kept.
 
 The turn keeps the root's trace id and span id: assembling the same trace again, with spans that arrived late, gives
 the same turn id, so its row and its scores are replaced, not duplicated.
@@ -572,7 +572,8 @@ class _Trace:
         if failure is not None:
             metadata[RUN_METADATA] = "failed"
             metadata[ERROR_METADATA] = failure
-        elif not any(m["content"] for m in input_messages if m["role"] == "user"):  # no user words: content missing
+        elif not any(m["content"] for m in input_messages if m["role"] == "user") and not (
+                output and (answered or any(m["content"] for m in conversation))):  # nothing said, or only by a root
             turn["input"] = [{"role": "user", "content": ""}]
             metadata[CONTENT_METADATA] = "missing"
             metadata[SETTING_METADATA] = conventions.content_setting(llms[0] if llms else root)
