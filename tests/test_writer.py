@@ -4,6 +4,8 @@ writer left in flight is taken back and written."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import time
 from datetime import UTC, datetime
 
@@ -212,3 +214,16 @@ def test_a_sub_millisecond_wait_on_an_idle_queue_returns_instead_of_blocking_for
         client.blmove(WRITE_QUEUE, "vigil.test.dest", timeout=0.0004)  # what the writer used to send
     client = redis.Redis.from_url(redis_url, socket_timeout=5)
     assert client.blmove(WRITE_QUEUE, "vigil.test.dest", timeout=block_timeout(0.0004)) is None
+
+
+def test_writing_rows_to_the_store_loads_no_pandas(tmp_path):
+    """vigil writes rows, never DataFrames: a process that opens, migrates and writes the store (every worker does)
+    never pays for importing pandas (clickhouse-connect's insert imported it to ask). In a fresh process: this one
+    may have loaded pandas already."""
+    script = ("import sys; from vigil.worker.store import connect, migrate; c = connect(sys.argv[1]); migrate(c); "
+              "c.insert('feedback', [['t1', 'thumbs', 0.0]], column_names=['trace_id', 'name', 'value']); "
+              "print(c.query('SELECT count() FROM feedback').result_rows[0][0], 'pandas' in sys.modules); c.close()")
+    run = subprocess.run([sys.executable, "-c", script, f"chdb://{tmp_path / 'chdb'}"], capture_output=True,
+                         text=True, timeout=120, check=False)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert run.stdout.split() == ["1", "False"]

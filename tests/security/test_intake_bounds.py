@@ -5,6 +5,7 @@ resident memory or CPU seconds, from psutil) or what reached Redis, and checks t
 
 from __future__ import annotations
 
+import functools
 import gzip
 import json
 import socket
@@ -21,7 +22,13 @@ from tests.test_intake import json_span, otlp_json, post, queued
 
 TOKEN = "abuse-test-token-0123456789"
 MB = 2**20
-BOMB = gzip.compress(bytes(256 * MB))  # 250 KB on the wire, 256 MB inflated
+
+
+@functools.cache
+def bomb() -> bytes:
+    """250 KB on the wire, 256 MB inflated: made when a test asks (a third of a CPU second), not when every xdist
+    worker collects this module."""
+    return gzip.compress(bytes(256 * MB))
 
 
 @pytest.fixture
@@ -60,6 +67,7 @@ def test_gzip_bombs_without_a_token_are_refused_without_being_inflated_and_healt
     """16 bombs (4 GB inflated) from 8 connections at once (under the cap): refused 401 from the headers; the intake
     never inflates them, not even after it has answered (aiohttp would read a refused body on, to reuse the
     connection: 6.9 CPU seconds here before)."""
+    payload = bomb()
     before = cpu_seconds(intake.process.pid)
     statuses, health = [], []
 
@@ -67,7 +75,7 @@ def test_gzip_bombs_without_a_token_are_refused_without_being_inflated_and_healt
         for _ in range(2):
             statuses.append(raw_request(intake.port, "POST", "/v1/traces",
                                         {"Host": "127.0.0.1", "Content-Type": "application/x-protobuf",
-                                         "Content-Encoding": "gzip", "Content-Length": str(len(BOMB))}, BOMB)[0])
+                                         "Content-Encoding": "gzip", "Content-Length": str(len(payload))}, payload)[0])
 
     threads = [threading.Thread(target=bombs) for _ in range(8)]
     for thread in threads:
@@ -84,11 +92,12 @@ def test_gzip_bombs_without_a_token_are_refused_without_being_inflated_and_healt
 
 
 def test_an_authenticated_gzip_bomb_stops_inflating_at_the_budget(intake, redis_url):
+    payload = bomb()
     before_cpu, before_rss = cpu_seconds(intake.process.pid), rss_mb(intake.process.pid)
 
     status, _, answer = raw_request(intake.port, "POST", "/v1/traces",
                                     _auth(**{"Content-Type": "application/json", "Content-Encoding": "gzip",
-                                             "Content-Length": str(len(BOMB))}), BOMB)
+                                             "Content-Length": str(len(payload))}), payload)
 
     assert status == 413 and b"over 1048576 bytes" in answer
     assert cpu_seconds(intake.process.pid) - before_cpu < 1.0

@@ -11,10 +11,12 @@ from __future__ import annotations
 import fcntl
 import os
 import re
+import sys
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
 import clickhouse_connect
+from clickhouse_connect.driver import options
 from clickhouse_connect.driver.client import Client
 from clickhouse_connect.driver.exceptions import DatabaseError, OperationalError
 
@@ -31,6 +33,12 @@ __all__ = [
 ]
 
 _SCHEMES = ("http", "https", "chdb")
+
+# vigil hands clickhouse-connect rows (lists), never pandas DataFrames, yet its insert imports pandas to ask whether
+# they are one: ~0.45 s of CPU in every process that writes (a quarter of a worker's start). Unless something here
+# loaded pandas already, it is told pandas is absent, which is true of every insert vigil makes.
+if "pandas" not in sys.modules:
+    options.pd = options.pd_time_test = None
 
 
 class StoreError(RuntimeError):
