@@ -87,7 +87,9 @@ the same turn id, so its row and its scores are replaced, not duplicated.
 Agent name, session and metadata: the conventions' (``gen_ai.agent.name``, ``agent.name``, OpenLLMetry's agent entity
 name, ``ai.telemetry.functionId``; ``gen_ai.conversation.id``, ``session.id``,
 ``traceloop.association.properties.session_id``, ``ai.telemetry.metadata.sessionId``), else the resource's
-``service.name``; environment: the resource's ``deployment.environment[.name]``; project: the resource's
+``service.name``; a conversation id that is a model call's response id (the Responses API's ``previous_response_id``)
+is no session by itself: ``Assembly.chains`` holds what each run says of it, and ``vigil.schemas.chains.join``
+decides the session across traces; environment: the resource's ``deployment.environment[.name]``; project: the resource's
 ``vigil.project``; reference answer (ground truth for ``rag_correctness``: replayed or test traffic knows one, live
 traffic seldom does): ``vigil.reference`` on any of the turn's spans; origin: ``vigil.origin`` on any of the turn's
 spans (an agent sets it from vigil's ``X-Vigil-Origin`` header: ``vigil.producers.origin_of``), so vigil's own
@@ -104,6 +106,7 @@ from datetime import UTC, datetime
 from operator import itemgetter
 from typing import Any, NotRequired, TypedDict
 
+from vigil.schemas import chains as _chains
 from vigil.schemas import conventions
 from vigil.schemas.conventions.genai import INPUT_EVENTS
 from vigil.schemas.trace import (
@@ -197,6 +200,8 @@ class Assembly:
     no_turn: str = ""  # why a trace with spans made no turn and no step ("" when it made one)
     why: dict[str, str] = field(default_factory=dict)  # a turn's span id -> which rule made its root the run
     read: dict[str, dict[str, str]] = field(default_factory=dict)  # a turn's span id -> where its parts were read
+    chains: dict[str, _chains.Chain] = field(default_factory=dict)  # a turn's span id -> its response ids and
+    # the conversation ids its spans state, for the session rule across traces (``chains.join``)
 
 
 def assemble(spans: Iterable[SpanRecord]) -> list[dict[str, Any]]:
@@ -218,6 +223,8 @@ def assembly(spans: Iterable[SpanRecord], *, explain: bool = False) -> Assembly:
             out.turns.append(turn)
             out.why[turn["span_id"]] = group.why
             out.read[turn["span_id"]] = trace.read.get(turn["span_id"], {})
+            if "session_id" in turn and (chain := trace.chain(group)) is not None:
+                out.chains[turn["span_id"]] = chain
     out.turns.sort(key=lambda t: t["started_at"])
     if not out.turns and not out.steps and any(is_genai(s["attributes"], (e["name"] for e in s.get("events") or ()))
                                                for s in trace.by_id.values()):
@@ -333,6 +340,11 @@ class _Trace:
         if found is None:
             found = self._identity[span["span_id"]] = conventions.identity(span["attributes"])
         return found
+
+    def chain(self, group: _Group) -> _chains.Chain | None:
+        """What a run says of its conversation across traces (``vigil.schemas.chains``)."""
+        return _chains.read([group.root, *sorted(group.members, key=_BY_TIME)], lambda s: self.kind(s) == "llm",
+                           lambda s: self.identity(s)["session_id"])
 
     def io_sources(self, span: SpanRecord) -> tuple[conventions.Io, dict[str, str]]:
         """A span's messages and which module read each part (once per span)."""

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 from vigil.schemas import Turn
+from vigil.schemas.chains import join
 from vigil.schemas.spans import assembly
 from vigil.worker.intake.otlp import decode_logs, decode_traces
 from vigil.worker.store import connect
@@ -37,7 +38,6 @@ README = Path(__file__).parent.parent / "README.md"
 # recording -> the number of differences measured on main and the most telling one (`differences` in tests/corpus.py)
 # Emptied as the assembly rules are fixed; a recording that passes while listed fails until it is taken off.
 NOT_YET: dict[str, str] = {
-    "agent_framework/multi": "2: conversation conv-maf-1: sessions ['resp_…563', 'resp_…332'], want one (its gen_ai.conversation.id is the Responses API's previous_response_id: each run of one AgentSession names the last response of the one before, in another trace)",
     "haystack/error": "2: 'What is the status of order A-1001?': lookup_order has no error, want one like 'order database unreachable for A-1001' (its spans carry the error only as the tool message's text)",
     "semantic_kernel/sequential": "5: 4 turns, the manifest has 2: seen questions ['What is the status of order A-1001?', '', 'Can I still return the kettle from order A-1002?', ''] (a SequentialOrchestration runs each agent in a trace of its own, the runtime's messaging spans linking them, not parenting: the first agent's turn has the question and its own answer, the writer's no user words, sent the first one's answer as an assistant message)",
     "smolagents/fail": "4: a turn whose question is 'New task:\\nWhat is the status of order A-1001?' is no run of the manifest (its failed runs export no AGENT span: the instrumentation never ends it when run() raises)",
@@ -56,6 +56,8 @@ def marked(recording: Recording) -> pytest.param:
 
 
 def assembled(recording: Recording) -> list[Turn]:
+    """The recording's turns, trace by trace as the worker assembles them, runs chained by response ids joined into
+    their sessions with a dict for the worker's links (``vigil.schemas.chains``)."""
     by_trace = defaultdict(list)
     for request in recording.requests:
         decode = decode_traces if request["path"].endswith("/v1/traces") else decode_logs
@@ -63,8 +65,13 @@ def assembled(recording: Recording) -> list[Turn]:
         assert decoded.rejected == 0
         for record in decoded.spans:
             by_trace[record["trace_id"]].append(record)
-    return [Turn.model_validate({"agent": "service", **t}) for spans in by_trace.values()
-            for t in assembly(spans).turns]
+    links: dict[str, str] = {}
+    turns = []
+    for spans in by_trace.values():
+        result = assembly(spans)
+        links = {**join(result.turns, result.chains, links)[0], **links}  # a response id's first link is kept
+        turns += [Turn.model_validate({"agent": "service", **t}) for t in result.turns]
+    return turns
 
 
 def test_the_corpus_holds_twelve_frameworks_each_recording_with_its_manifest_and_both_readmes_list_them():

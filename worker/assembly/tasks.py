@@ -1,5 +1,6 @@
 """The worker's side of the intake: ``vigil.spans`` keeps spans by trace, ``vigil.assemble_traces`` turns settled
-traces into turns and hands them to ``vigil.ingest`` (see ``vigil.worker.assembly.traces`` for the keys and the claims), and
+traces into turns (runs chained by response ids joined into their sessions: ``chains``) and hands them to
+``vigil.ingest`` (see ``vigil.worker.assembly.traces`` for the keys and the claims), and
 ``vigil.close_sessions`` scores idle sessions with the session monitors (``vigil.worker.assembly.sessions``)."""
 
 from __future__ import annotations
@@ -12,8 +13,14 @@ from pydantic import ValidationError
 from vigil.schemas import Turn
 from vigil.schemas.broker import INGEST_QUEUE, INGEST_TASK, SPANS_TASK
 from vigil.schemas.rows import PipelineEvent
-from vigil.schemas.spans import CONTENT_METADATA, SETTING_METADATA, waiting_for_parent
+from vigil.schemas.spans import (
+    CONTENT_METADATA,
+    SETTING_METADATA,
+    Assembly,
+    waiting_for_parent,
+)
 from vigil.worker.assembly import late
+from vigil.worker.assembly.chains import chain_sessions
 from vigil.worker.assembly.sessions import (
     CLOSE_SESSIONS_TASK,
     SESSIONS,
@@ -28,6 +35,7 @@ from vigil.worker.assembly.traces import (
     recount_pending,
     release,
     schedule_sweep,
+    split_name,
     store_spans,
     trace_id_of,
     trace_spans,
@@ -102,7 +110,7 @@ def assemble_traces() -> dict[str, int]:
     """Assemble every settled trace: claim, keep each span id's first copy (``late.reconcile``), assemble (or wait
     for a parent that has not arrived: ``late``), publish one ingest batch of the turns that are new or changed for a
     scorer, record the stored turns a late root supersedes, the conflicts and the unanswered steps, release."""
-    rt, settings = runtime(), intake_settings()
+    rt, settings, sessions = runtime(), intake_settings(), session_settings()
     metadata_keys = {key for monitor in rt.config.monitors for key in monitor.filters.metadata}
     assembled = turns = 0
     try:
@@ -114,6 +122,7 @@ def assemble_traces() -> dict[str, int]:
             updates: list[str] = []
             rows: dict[str, list] = {"pipeline_events": [], "superseded": []}
             waits = []
+            assembled_now: list[tuple[str, Assembly]] = []  # (project, assembly): for the sessions across traces
             for name in claimed:
                 trace_id = trace_id_of(name)
                 spans, conflicts = late.reconcile(trace_spans(rt.redis, name, settings.max_trace_spans))
@@ -125,6 +134,7 @@ def assemble_traces() -> dict[str, int]:
                         waits.append(due)
                         continue
                 result = assembly_of(spans)
+                assembled_now.append((split_name(name)[0], result))
                 settled = late.settle(rt.redis, name, spans, result, keep_s=settings.keep_s,
                                       mark_s=get_settings().turn_ttl_s, metadata_keys=metadata_keys,
                                       kept_bytes=settings.max_kept_bytes)
@@ -137,6 +147,7 @@ def assemble_traces() -> dict[str, int]:
                     rows["pipeline_events"] += _no_turn(trace_id, spans, result.no_turn,
                                                         [m.name for m in rt.config.monitors if m.target == "turn"])
                 _warn_missing_content(settled.turns)
+            chain_sessions(rt.redis, assembled_now, keep_s=sessions.keep_s, budget=sessions.max_chain_bytes)
             if batch:
                 app.send_task(INGEST_TASK, args=[batch], kwargs={"updates": updates}, queue=INGEST_QUEUE)
             push(rt.redis, rows.items())

@@ -5,7 +5,9 @@ SOURCE is a file of OTLP (an export request as OTLP/JSON or protobuf, or a file 
 still settling, or what an assembly kept of them). For each trace: every span with the kind its convention gave it
 (which mapper decided, on which attribute, ``fallback`` when none claimed it), then each turn: which span became the
 run and why, where the question, answer and tool calls were read (span and convention module), and what they are;
-or why the trace made no turn. It decodes exactly as ``vigil intake`` does and assembles with the worker's own code.
+why its session is not the conversation id its spans state, when a run continues another by response id (the
+file's earlier traces, or the worker's links for a stored trace: ``vigil.schemas.chains``); or why the trace made no
+turn. It decodes exactly as ``vigil intake`` does and assembles with the worker's own code.
 """
 
 from __future__ import annotations
@@ -81,9 +83,11 @@ def _stored(trace_id: str, redis_url: str | None, project: str) -> list[dict[str
     return spans
 
 
-def explain_lines(trace_id: str, spans: list[dict[str, Any]]) -> list[str]:
-    """What ``vigil explain-trace`` prints for one trace."""
+def explain_lines(trace_id: str, spans: list[dict[str, Any]], links: dict[str, str] | None = None) -> list[str]:
+    """What ``vigil explain-trace`` prints for one trace; ``links``: the conversation links of the runs before it (a
+    run's last response id -> its session), which its runs' links are added to."""
     from vigil.schemas import conventions
+    from vigil.schemas.chains import join
     from vigil.schemas.spans import assembly
 
     real = [s for s in spans if not s.get("log")]
@@ -104,6 +108,9 @@ def explain_lines(trace_id: str, spans: list[dict[str, Any]]) -> list[str]:
 
     walk(None, 0)
     result = assembly(spans, explain=True)
+    links = {} if links is None else links
+    new, chained = join(result.turns, result.chains, links)
+    links.update({k: v for k, v in new.items() if k not in links})  # a response id's first link is kept
     for turn in result.turns:
         lines.append(f"turn {turn['span_id']}: the run is this span: {result.why.get(turn['span_id'], '')}")
         read = result.read.get(turn["span_id"], {})
@@ -127,6 +134,8 @@ def explain_lines(trace_id: str, spans: list[dict[str, Any]]) -> list[str]:
             lines.append(f"  context {doc.get('id') or ''}: {_short(doc['text'])}")
         said = {k: turn.get(k) for k in ("agent", "session_id", "model", "usage") if turn.get(k)}
         lines.append(f"  {', '.join(f'{k}={_short(v)}' for k, v in said.items()) or 'no agent, session or model'}")
+        if turn["span_id"] in chained:
+            lines.append(f"    session: {chained[turn['span_id']]}")
     if result.steps:
         lines.append(f"{len(result.steps)} LLM call(s) only asked for tools and nothing in this trace answered: steps, "
                      "not turns")
@@ -152,6 +161,26 @@ def explain_command(source: str, project: str) -> None:
       vigil explain-trace tests/fixtures/otlp/pydantic_ai_tool.json
       REDIS_URL=redis://127.0.0.1:6379/0 vigil explain-trace 4bf92f3577b34da6a3ce929d0e0e4736
     """
-    for trace_id, spans in read_source(source, os.environ.get("REDIS_URL"), project).items():
-        for line in explain_lines(trace_id, spans):
+    redis_url = os.environ.get("REDIS_URL")
+    traces = read_source(source, redis_url, project)
+    links = {} if Path(source).is_file() else _links(traces, redis_url, project)
+    for trace_id, spans in traces.items():
+        for line in explain_lines(trace_id, spans, links):
             click.echo(line)
+
+
+def _links(traces: dict[str, list[dict[str, Any]]], redis_url: str | None, project: str) -> dict[str, str]:
+    """The worker's conversation links (``vigil.worker.assembly.chains``) that a stored trace's runs name."""
+    import redis
+    from vigil.schemas.chains import named
+    from vigil.schemas.spans import assembly
+    from vigil.worker.assembly.chains import links_of
+
+    wanted = [(project, i) for spans in traces.values() for i in named(assembly(spans).chains)]
+    if not wanted or not redis_url:
+        return {}
+    client = redis.Redis.from_url(redis_url, socket_connect_timeout=5, socket_timeout=10)
+    try:
+        return links_of(client, wanted).get(project, {})
+    finally:
+        client.close()

@@ -1,0 +1,106 @@
+"""Conversations chained by response ids: which session a run belongs to when its conversation id is a model
+call's response id (the OpenAI Responses API's ``previous_response_id``, which an instrumentation such as Microsoft
+Agent Framework's writes as ``gen_ai.conversation.id``: each call names the response it continues, and each run of a
+conversation names the last response of the run before it, in another trace).
+
+The rule, for a run whose spans state a conversation id (any convention's session id: ``conventions.identity``)
+and whose model calls state response ids (``gen_ai.response.id``):
+
+- **A conversation id that is the response id of a model call in the same run** is the Responses API chaining that
+  run's own calls: it is not a session by itself. A run whose every stated conversation id is one of its own
+  responses is a conversation's first run, and its session is named by its **last** response id: the very id the
+  run that continues it names as its conversation id. So the first two runs of a conversation agree on the session
+  whichever is assembled first, with no state at all, and the session's name is one the user's own telemetry shows
+  (the second run's ``gen_ai.conversation.id``). Its first response id would need the first run to be assembled
+  before the second to be found.
+- **A conversation id that is a response id of a model call of an earlier run** names that run's conversation: the
+  run joins the earlier run's session. Which runs came earlier, and their last response ids, are state across
+  traces: ``earlier``, a mapping of a run's last response id to its session, per project (the worker keeps it in
+  Redis: ``vigil.worker.assembly.chains``; a test or ``vigil explain-trace`` over a file keeps a dict). A stated
+  conversation id the mapping does not hold is the session as stated (an ordinary conversation id, or the last
+  response of a run not seen: the name that run's session takes, by the rule above).
+- **Every run with a session and a response id leaves a link**, its last response id to its session, so a run that
+  names it joins it: ``join`` returns the links, and the caller keeps them (runs are joined in the order they are
+  assembled; the links of one call's runs are seen by its later runs).
+
+Pure given ``earlier``: ``assembly`` reads each run's ``Chain`` (``read``), and ``join`` decides the sessions.
+"""
+
+from __future__ import annotations
+
+from collections import ChainMap
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from vigil.schemas.conventions.genai import RESPONSE_ID
+
+__all__ = ["MAX_ID", "Chain", "join", "named", "read"]
+
+MAX_ID = 256  # a session id's longest (``schemas.Turn.session_id``): a longer id is no link
+
+
+@dataclass(frozen=True)
+class Chain:
+    """What a run says of its conversation: its model calls' response ids in the order the calls ended, and the
+    conversation ids its spans state (the root's first, then in start order), each once."""
+
+    responses: tuple[str, ...]
+    stated: tuple[str, ...]
+
+    @property
+    def named(self) -> str | None:
+        """The first stated conversation id that is none of the run's own responses: the conversation it continues
+        (or its session, as stated); ``None`` when every one is its own (a conversation's first run)."""
+        own = set(self.responses)
+        return next((c for c in self.stated if c not in own), None)
+
+
+def read(spans: Iterable[dict[str, Any]], is_call: Callable[[dict[str, Any]], bool],
+         session_of: Callable[[dict[str, Any]], Any]) -> Chain | None:
+    """A run's ``Chain`` from its spans (root first, then in start order): ``is_call`` says which are model calls,
+    ``session_of`` what conversation id a span states. ``None`` when it states none or no call has a response id."""
+    spans = list(spans)
+    stated = tuple(dict.fromkeys(str(s) for s in map(session_of, spans) if s not in (None, "")))
+    if not stated:
+        return None
+    calls = sorted((s for s in spans if is_call(s) and s["attributes"].get(RESPONSE_ID) not in (None, "")),
+                   key=lambda s: s["end"])
+    responses = tuple(dict.fromkeys(str(s["attributes"][RESPONSE_ID]) for s in calls))
+    return Chain(responses, stated) if responses else None
+
+
+def named(chains: Mapping[str, Chain]) -> list[str]:
+    """The conversation ids the runs name that ``earlier`` may hold: what a caller looks up before ``join``."""
+    return list(dict.fromkeys(c.named for c in chains.values() if c.named is not None and len(c.named) <= MAX_ID))
+
+
+def join(turns: list[dict[str, Any]], chains: Mapping[str, Chain], earlier: Mapping[str, str],
+         ) -> tuple[dict[str, str], dict[str, str]]:
+    """Set the session of each turn with a chain (``chains``: by the turn's span id), by the module's rule, in the
+    turns' order; returns the links the runs leave (last response id -> session) and, by span id, why a turn's
+    session is not what its spans state (for ``vigil explain-trace``)."""
+    links: dict[str, str] = {}
+    why: dict[str, str] = {}
+    known = ChainMap(links, earlier)  # a run sees the links of the runs before it in this call
+    for turn in turns:
+        chain = chains.get(turn["span_id"])
+        if chain is None:
+            continue
+        continued = chain.named
+        if continued is None:
+            session = chain.responses[-1]
+            why[turn["span_id"]] = (f"its conversation ids are its own model calls' response ids (the Responses API "
+                                    f"chaining its calls): a conversation's first run, its session named by its last "
+                                    f"response id, {session}, the one a run continuing it names")
+        elif continued in known:
+            session = known[continued]
+            why[turn["span_id"]] = (f"its conversation id {continued} is the last response id of an earlier run: it "
+                                    f"joins that run's session, {session}")
+        else:
+            session = continued
+        if len(session) <= MAX_ID:
+            turn["session_id"] = session
+            if len(chain.responses[-1]) <= MAX_ID:
+                links.setdefault(chain.responses[-1], session)
+    return links, why
