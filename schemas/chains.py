@@ -90,13 +90,13 @@ def join(turns: list[dict[str, Any]], chains: Mapping[str, Chain], earlier: Mapp
         continued = chain.named
         if continued is None:
             session = chain.responses[-1]
-            why[turn["span_id"]] = (f"its conversation ids are its own model calls' response ids (the Responses API "
-                                    f"chaining its calls): a conversation's first run, its session named by its last "
-                                    f"response id, {session}, the one a run continuing it names")
+            why[turn["span_id"]] = ("a conversation's first run: its conversation ids are its own model calls' "
+                                    "response ids (the Responses API chaining its calls), so its session is named by "
+                                    "its last response id, the id a run that continues it names")
         elif continued in known:
             session = known[continued]
-            why[turn["span_id"]] = (f"its conversation id {continued} is the last response id of an earlier run: it "
-                                    f"joins that run's session, {session}")
+            why[turn["span_id"]] = (f"it continues an earlier run: its conversation id {continued} is that run's last "
+                                    "response id, so it joins that run's session")
         else:
             session = continued
         if len(session) <= MAX_ID:

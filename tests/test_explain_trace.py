@@ -69,3 +69,37 @@ def test_a_source_that_is_neither_a_file_nor_a_trace_id_is_one_line_and_a_non_ze
     assert run.returncode == 1
     assert run.stderr.strip().splitlines() == ["vigil: error: 'no-such-file.json' is neither a file nor a trace id "
                                                "(32 hex digits)"]
+
+
+def test_a_run_continuing_another_by_response_id_says_which_session_it_joined_and_why():
+    run = vigil("explain-trace", "tests/fixtures/otlp/frameworks/agent_framework/multi.json")
+
+    assert run.returncode == 0, run.stderr
+    lines = run.stdout.splitlines()
+    sessions = [line for line in lines if "session_id=" in line]
+    assert [s.split("session_id=")[1].split(",")[0] for s in sessions] == [
+        "resp_1795773148159829332"] * 2 + ["resp_1795773148363446263"] * 2
+    assert lines.count("    session: a conversation's first run: its conversation ids are its own model calls' "
+                       "response ids (the Responses API chaining its calls), so its session is named by its last "
+                       "response id, the id a run that continues it names") == 2
+    assert ("    session: it continues an earlier run: its conversation id resp_1795773148159829332 is that run's last "
+            "response id, so it joins that run's session") in lines
+
+
+def test_a_stored_run_continuing_another_reads_the_workers_links(redis_url):
+    from vigil.schemas.spans import assembly
+    from vigil.worker.assembly.chains import chain_sessions
+
+    from tests.test_session_chains import conversation_traces
+
+    first, second, third = conversation_traces()
+    client = redis.Redis.from_url(redis_url)
+    chain_sessions(client, [("default", assembly(first)), ("default", assembly(second))], keep_s=600, budget=2**20)
+    store_spans(client, third, keep_s=600)
+    client.close()
+
+    run = vigil("explain-trace", third[0]["trace_id"], REDIS_URL=redis_url)
+
+    assert run.returncode == 0, run.stderr
+    assert "session_id=resp_a2" in run.stdout
+    assert "its conversation id resp_a4 is that run's last response id, so it joins that run's session" in run.stdout

@@ -13,7 +13,7 @@ response as its conversation id joins the session.
   continues it, and closes again with it. Not the idle window: a user who answers after five minutes is still in the
   conversation.
 - **Bounded.** Every link, all projects, counts ``len(member) + len(session) + LINK_OVERHEAD`` bytes within
-  ``VIGIL_SESSION_MAX_CHAIN_BYTES`` (8 MiB); over it the oldest are dropped, counted (``vigil.chains.evicted``). A run
+  ``VIGIL_SESSION_MAX_CHAIN_BYTES`` (16 MiB); over it the oldest are dropped, counted (``vigil.chains.evicted``). A run
   that names a dropped (or expired) link starts its session under the response id it names (the rule's stated id).
 - **In the order runs started.** A sweep joins the runs of the traces it assembled in the order they started (an
   exporter may send several runs of a conversation in one request, so they settle together), after the links of
@@ -45,7 +45,7 @@ LINKS = "vigil.chains"
 LINKS_BY_TIME = "vigil.chains.by_time"
 LINKS_BYTES = "vigil.chains.bytes"
 EVICTED = "vigil.chains.evicted"
-LINK_OVERHEAD = 200  # Redis bytes a link costs beyond its member and session: a hash field and a sorted-set entry
+LINK_OVERHEAD = 220  # Redis bytes a link costs beyond its member and session (a hash field, a sorted-set entry: 218 measured)
 
 # Keep new links (the first link of a member wins), forget links past the keep time, drop the oldest over the
 # budget. KEYS: LINKS, LINKS_BY_TIME, LINKS_BYTES; ARGV: now, keep seconds, budget, overhead, member, session, ...

@@ -38,7 +38,7 @@ class SessionSettings(BaseSettings):
 
     idle_s: float = Field(default=300.0, ge=0, description="a session closes this long after its last turn")
     keep_s: int = Field(default=86_400, gt=0, description="how long a session's turns are kept after its last")
-    max_chain_bytes: int = Field(default=8 * 2**20, ge=0, description="bytes of the links that join runs chained by "
+    max_chain_bytes: int = Field(default=16 * 2**20, ge=0, description="bytes of the links that join runs chained by "
                                  "response ids into one session (all projects; ``chains``); over it the oldest are "
                                  "dropped (0: no bound)")
 
