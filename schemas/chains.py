@@ -19,6 +19,9 @@ and whose model calls state response ids (``gen_ai.response.id``):
   Redis: ``vigil.worker.assembly.chains``; a test or ``vigil explain-trace`` over a file keeps a dict). A stated
   conversation id the mapping does not hold is the session as stated (an ordinary conversation id, or the last
   response of a run not seen: the name that run's session takes, by the rule above).
+- **A first run that states no conversation id** (one model call: nothing chained yet) has no session and leaves
+  no link; the runs that continue it make the session, named by its response id (the name the rule would have given
+  it), and it stays outside: a stored turn's session is never rewritten by a later run.
 - **Every run with a session and a response id leaves a link**, its last response id to its session, so a run that
   names it joins it: ``join`` returns the links, and the caller keeps them (runs are joined in the order they are
   assembled; the links of one call's runs are seen by its later runs).
