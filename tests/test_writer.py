@@ -216,14 +216,16 @@ def test_a_sub_millisecond_wait_on_an_idle_queue_returns_instead_of_blocking_for
     assert client.blmove(WRITE_QUEUE, "vigil.test.dest", timeout=block_timeout(0.0004)) is None
 
 
-def test_writing_rows_to_the_store_loads_no_pandas(tmp_path):
-    """vigil writes rows, never DataFrames: a process that opens, migrates and writes the store (every worker does)
-    never pays for importing pandas (clickhouse-connect's insert imported it to ask). In a fresh process: this one
-    may have loaded pandas already."""
+def test_opening_and_writing_the_store_loads_no_pandas_pyarrow_or_numpy(tmp_path):
+    """vigil writes rows of Python values, never DataFrames or arrays, and reads chDB in the Native format, never
+    Arrow: a process that opens, migrates and writes the store (every worker does) never pays for importing pandas or
+    numpy (clickhouse-connect's insert imported them to ask) or pyarrow (chDB's connection module did). In a fresh
+    process: this one may have loaded them already."""
     script = ("import sys; from vigil.worker.store import connect, migrate; c = connect(sys.argv[1]); migrate(c); "
               "c.insert('feedback', [['t1', 'thumbs', 0.0]], column_names=['trace_id', 'name', 'value']); "
-              "print(c.query('SELECT count() FROM feedback').result_rows[0][0], 'pandas' in sys.modules); c.close()")
+              "print(c.query('SELECT count() FROM feedback').result_rows[0][0], 'pandas' in sys.modules, "
+              "'pyarrow' in sys.modules, 'numpy' in sys.modules); c.close()")
     run = subprocess.run([sys.executable, "-c", script, f"chdb://{tmp_path / 'chdb'}"], capture_output=True,
                          text=True, timeout=120, check=False)
     assert run.returncode == 0, run.stderr[-3000:]
-    assert run.stdout.split() == ["1", "False"]
+    assert run.stdout.split() == ["1", "False", "False", "False"]

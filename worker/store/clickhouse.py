@@ -34,11 +34,29 @@ __all__ = [
 
 _SCHEMES = ("http", "https", "chdb")
 
-# vigil hands clickhouse-connect rows (lists), never pandas DataFrames, yet its insert imports pandas to ask whether
-# they are one: ~0.45 s of CPU in every process that writes (a quarter of a worker's start). Unless something here
-# loaded pandas already, it is told pandas is absent, which is true of every insert vigil makes.
+# vigil hands clickhouse-connect rows of Python values, never a pandas DataFrame or a numpy array, and asks for
+# neither back, yet its insert imports pandas and numpy to ask whether the rows are one: ~0.5 s of CPU in every
+# process that writes (a quarter of a worker's start). Unless something here loaded them already, it is told they
+# are absent, which is true of every insert and query vigil makes.
 if "pandas" not in sys.modules:
     options.pd = options.pd_time_test = None
+if "numpy" not in sys.modules:
+    options.np = None
+
+
+def _chdb_without_arrow() -> None:
+    """Import chDB's connection module as if pyarrow were not installed (pyarrow itself stays importable after).
+
+    It imports pyarrow, and with it numpy, for its Arrow outputs: ~0.13 s of CPU in every process that opens the
+    embedded store. clickhouse-connect reads chDB in ClickHouse's Native format, never Arrow, and nothing in vigil
+    calls chDB directly."""
+    if "chdb.state" in sys.modules or "pyarrow" in sys.modules:
+        return
+    sys.modules["pyarrow"] = None  # type: ignore[assignment]  # the import statement raises ImportError
+    try:
+        import chdb.state  # noqa: F401
+    finally:
+        del sys.modules["pyarrow"]
 
 
 class StoreError(RuntimeError):
@@ -114,6 +132,8 @@ def connect(dsn: str | None = None) -> Client:
             f"a running `vigil worker` (pid {holder.pid}), which serves reads (`vigil report`, `vigil alerts "
             "check`) but no other use: stop it first" if holder else
             "another process that serves no reads: stop it and try again"))
+    if directory is not None:
+        _chdb_without_arrow()
     try:
         client = clickhouse_connect.get_client(dsn=dsn)
     except OperationalError as exc:
