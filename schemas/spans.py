@@ -176,7 +176,8 @@ CONTENT_EVENTS = frozenset({*INPUT_EVENTS, "gen_ai.choice", "gen_ai.content.prom
                             DETAILS_EVENT})
 _GENAI_PREFIXES = ("gen_ai.", "llm.", "input.value", "output.value", "retrieval.", "openinference.", "tool.",
                    "traceloop.", "ai.", "pydantic_ai.", "all_messages_events", "agent_name",
-                   *conventions.haystack.KIND_KEYS)  # Haystack's agent runs and tool calls, not its every span
+                   *conventions.haystack.KIND_KEYS,  # Haystack's agent runs and tool calls, not its every span
+                   *conventions.genkit.KEEP_KEYS)  # Genkit's actions and chat turns, not its every step
 _CONTAINERS = ("server", "chain", "step")
 _BY_TIME = itemgetter("start", "end")  # spans in start order, the shorter first
 _BY_START = itemgetter("start", "span_id")

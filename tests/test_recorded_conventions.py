@@ -597,3 +597,113 @@ def test_a_model_call_seen_by_two_layers_counts_the_tokens_the_layer_nearest_the
 
     assert turns and all(t.usage is not None and (t.usage.prompt_tokens, t.usage.completion_tokens) == usage
                          for t in turns)
+
+
+# Firebase Genkit's own tracing: spans with ``genkit:*`` attributes only (``schemas/conventions/genkit.py``), written
+# here as its ``runInNewSpan`` writes them: the action type in ``genkit:metadata:subtype``, input and output as JSON.
+def genkit_action(span_id: str, parent: str | None, subtype: str, name: str, start: int, given: Any = None,
+                  answered: Any = None, **more: Any) -> dict[str, Any]:
+    attributes = {"genkit:type": "action", "genkit:metadata:subtype": subtype, "genkit:name": name, **more}
+    if given is not None:
+        attributes["genkit:input"] = json.dumps(given)
+    if answered is not None:
+        attributes["genkit:output"] = json.dumps(answered)
+    return span(span_id, parent, name, start, **attributes)
+
+
+def genkit_model(span_id: str, parent: str, start: int, messages: list[dict[str, Any]],
+                 said: list[dict[str, Any]]) -> dict[str, Any]:
+    """A model action: its ``GenerateRequest`` in, its ``GenerateResponse`` out (Genkit's parts and roles)."""
+    system = {"role": "system", "content": [{"text": "Be kind."}]}
+    return genkit_action(span_id, parent, "model", "acme/m-1", start, {"messages": [system, *messages]},
+                         {"message": {"role": "model", "content": said}, "finishReason": "stop",
+                          "usage": {"inputTokens": 40, "outputTokens": 10}})
+
+
+ASKED = {"toolRequest": {"name": "lookup_order", "ref": "r-1", "input": ORDER_ARGS}}
+RESULT = {"toolResponse": {"name": "lookup_order", "ref": "r-1", "output": "shipped"}}
+USER = {"role": "user", "content": [{"text": ORDER_QUESTION}]}
+
+
+def genkit_flow(given: Any, *, answer: str = "It shipped.") -> list[dict[str, Any]]:
+    """``ai.defineFlow`` around ``ai.generate({tools})``: the flow, ``generate``'s own ``util`` span (no action type),
+    the model asked for the tool, the tool, the model answering."""
+    return [genkit_action("1", None, "flow", "supportBot", 0, given, answer),
+            span("2", "1", "generate", 1, **{"genkit:type": "util", "genkit:name": "generate"}),
+            genkit_model("3", "2", 2, [USER], [ASKED]),
+            genkit_action("4", "2", "tool", "lookup_order", 4, ORDER_ARGS, "shipped"),
+            genkit_model("5", "2", 6, [USER, {"role": "model", "content": [ASKED]}, {"role": "tool", "content": [RESULT]}],
+                         [{"text": answer}])]
+
+
+@pytest.mark.parametrize("given", [
+    pytest.param(ORDER_QUESTION, id="a flow asked the user's words"),
+    pytest.param({"orderId": "A-1001", "locale": "en"}, id="a flow asked an object that is no one's words"),
+])
+def test_genkits_own_spans_are_read_by_what_its_attributes_mean(given):
+    [turn] = assembly(genkit_flow(given)).turns
+
+    assert (Turn.model_validate(turn).question, turn["output"], turn["system"]) == (ORDER_QUESTION, "It shipped.",
+                                                                                   "Be kind.")
+    assert (turn["agent"], turn["model"], turn["usage"]) == ("supportBot", "acme/m-1",
+                                                             {"prompt_tokens": 80, "completion_tokens": 20})
+    assert [(c["name"], c["arguments"], c["id"], c["result"]) for c in turn["tool_calls"]] == [
+        ("lookup_order", ORDER_ARGS, "r-1", "shipped")]
+
+
+def test_the_intake_keeps_genkits_actions_and_not_its_every_step():
+    from vigil.schemas.spans import is_genai
+
+    assert is_genai({"genkit:type": "action", "genkit:metadata:subtype": "model", "genkit:name": "acme/m-1"})
+    assert is_genai({"genkit:type": "helper", "genkit:sessionId": "s-1"})  # the chat API's turn names its session
+    assert not is_genai({"genkit:type": "util", "genkit:name": "generate", "genkit:input": "{}"})
+
+
+def test_a_genkit_agent_turn_that_resolved_failed_is_a_failed_run_with_its_error():
+    """The Agents API resolves an in-band failure: the agent's span ends OK, its output ``finishReason: failed``."""
+    failed = {"sessionId": "s-1", "finishReason": "failed", "error": {"status": "INTERNAL", "message": "no quota"}}
+    spans = [genkit_action("1", None, "agent", "supportAgent", 0, answered=failed,
+                           **{"genkit:metadata:agent:sessionId": "s-1"}),
+             genkit_model("2", "1", 1, [USER], [ASKED])]
+
+    [turn] = assembly(spans).turns
+
+    assert (turn["metadata"]["vigil.run"], turn["metadata"]["vigil.error"], turn["session_id"]) == (
+        "failed", "no quota", "s-1")
+
+
+@pytest.mark.parametrize("who", [
+    pytest.param(genkit_action("1", None, "agent", "supportAgent", 0, answered={
+        "message": {"role": "model", "content": [{"text": "It shipped."}]}, "finishReason": "stop"},
+        **{"genkit:metadata:agent:sessionId": "s-1"}), id="an agent's conversation"),
+    pytest.param(span("1", None, "send", 0, **{"genkit:type": "helper", "genkit:sessionId": "s-1",
+                                                "genkit:threadName": "main"}), id="the chat API's send"),
+])
+def test_a_genkit_turn_keeps_the_session_its_conversation_names(who):
+    spans = [who, genkit_model("2", "1", 1, [USER], [{"text": "It shipped."}])]
+
+    [turn] = assembly(spans).turns
+
+    assert (turn["session_id"], turn["output"]) == ("s-1", "It shipped.")
+
+
+def test_a_genkit_tool_message_of_several_results_is_one_tool_message_each():
+    from vigil.schemas.conventions import io
+
+    other = {"toolResponse": {"name": "get_shipping", "ref": "r-2", "output": {"carrier": "DHL"}}}
+    call = genkit_model("1", "0", 0, [USER, {"role": "tool", "content": [RESULT, other]}], [{"text": "ok"}])
+
+    inputs = io(call)[0]
+
+    assert [(m["role"], m.get("tool_call_id"), m["content"]) for m in inputs[-2:]] == [
+        ("tool", "r-1", "shipped"), ("tool", "r-2", '{"carrier": "DHL"}')]
+
+
+def test_a_genkit_trace_with_no_model_call_is_no_turn_and_says_why():
+    """A flow that indexes documents: an embedder action under it, no model."""
+    spans = [genkit_action("1", None, "flow", "indexMenu", 0, "menu.pdf", None),
+             genkit_action("2", "1", "embedder", "acme/embed-1", 1, {"input": []})]
+
+    result = assembly(spans)
+
+    assert (result.turns, result.no_turn) == ([], "no LLM call (its spans: chain)")

@@ -10,8 +10,26 @@ from collections.abc import Mapping
 from itertools import repeat
 from typing import Any
 
-__all__ = ["Io", "Msg", "call_arguments", "final_text", "hand_in", "indexed", "is_final_tool", "is_repr", "json_value", "message", "msg", "result_text",
-           "role", "span_tool_name", "text", "tool_call"]
+__all__ = [
+    "VALUE_KEYS",
+    "Io",
+    "Msg",
+    "call_arguments",
+    "final_text",
+    "hand_in",
+    "indexed",
+    "is_final_tool",
+    "is_repr",
+    "json_value",
+    "message",
+    "msg",
+    "result_text",
+    "role",
+    "span_tool_name",
+    "text",
+    "tool_call",
+    "value_messages",
+]
 
 Msg = dict[str, Any]  # {"role", "content", "tool_calls": [{"name", "arguments", "id"?}], "tool_call_id"?}
 Io = tuple[list[Msg], list[Msg], str]  # (input messages, output messages, system instructions) of one span
@@ -270,6 +288,38 @@ def is_repr(value: str) -> bool:
     """Whether text is a Python object's repr (``StopEvent(result=...)``, ``AgentOutput(...)``): framework state
     printed, never anyone's words."""
     return bool(_REPR.match(value.strip()))  # instrumentations cut long values: the head says it
+
+
+# The keys of an object that hold someone's words (a run's input or output as a framework states it)
+VALUE_KEYS = ("messages", "input", "question", "query", "task", "prompt", "output", "answer", "content", "text",
+              "result")
+
+
+def value_messages(value: Any, default_role: str) -> list[Msg]:
+    """A run's input or output as a framework states it (OpenInference's ``input.value`` / ``output.value``, a
+    Genkit flow's ``genkit:input`` / ``genkit:output``) when it is evidence of someone's words: plain text, a message
+    list, or an object with a known key (``VALUE_KEYS``) holding text or messages, read inside any object that only
+    wraps one other (a framework's packaging of its arguments: ``{"input_args": {"question": …}}``). Anything else
+    (a framework's state or keyword arguments as JSON, a Python repr) says nothing: ``[]``, and the LLM calls are
+    read instead."""
+    parsed = json_value(value)
+    while isinstance(parsed, dict) and len(parsed) == 1 and isinstance(next(iter(parsed.values())), dict):
+        parsed = next(iter(parsed.values()))  # one object wrapped in another (DSPy's input_args) says no more
+    if isinstance(parsed, dict):
+        for key in VALUE_KEYS:
+            inner = parsed.get(key)
+            if isinstance(inner, list) and inner and all(isinstance(m, dict) for m in inner):
+                return [message(m, default_role) for m in inner]
+            if isinstance(inner, str) and not is_repr(inner):
+                return [msg(default_role, inner)]
+        return []
+    if isinstance(parsed, list):
+        if parsed and all(isinstance(m, dict) and "role" in m for m in parsed):
+            return [message(m, default_role) for m in parsed]
+        return []
+    if isinstance(parsed, str) and parsed and not is_repr(parsed):
+        return [msg(default_role, parsed)]
+    return []
 
 
 def text(value: Any) -> str:

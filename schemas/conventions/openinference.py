@@ -21,22 +21,19 @@ from ._parse import (
     Io,
     Msg,
     indexed,
-    is_repr,
     json_value,
-    message,
     msg,
     result_text,
     role,
     text,
     tool_call,
+    value_messages,
 )
 
 __all__ = ["DOCUMENT_KEYS", "SETTING", "WHO_KEYS", "documents", "identity", "io", "kind", "tool"]
 
 SETTING = "OPENINFERENCE_HIDE_INPUTS / OPENINFERENCE_HIDE_OUTPUTS unset"
 _KINDS = {"AGENT": "agent", "CHAIN": "chain", "LLM": "llm", "TOOL": "tool", "RETRIEVER": "retriever"}
-_VALUE_KEYS = ("messages", "input", "question", "query", "task", "prompt", "output", "answer", "content", "text",
-               "result")
 
 
 def kind(attrs: Mapping[str, Any]) -> str | None:
@@ -51,11 +48,11 @@ def io(span: Mapping[str, Any]) -> Io:
     inputs = _messages(attrs, "llm.input_messages", "user")
     outputs = _messages(attrs, "llm.output_messages", "assistant")
     if not inputs and attrs.get("input.value") not in (None, ""):
-        inputs = _value_messages(attrs["input.value"], "user")
+        inputs = value_messages(attrs["input.value"], "user")
     if not inputs and attrs.get("crew_tasks"):
         inputs = _tasks(attrs["crew_tasks"])
     if not outputs and attrs.get("output.value") not in (None, ""):
-        outputs = _value_messages(attrs["output.value"], "assistant")
+        outputs = value_messages(attrs["output.value"], "assistant")
     return inputs, outputs, ""
 
 
@@ -110,31 +107,6 @@ def _messages(attrs: Mapping[str, Any], prefix: str, default_role: str) -> list[
         out.append(msg(role(group.get("message.role"), default_role), text(content), calls,
                        group.get("message.tool_call_id")))
     return out
-
-
-def _value_messages(value: Any, default_role: str) -> list[Msg]:
-    """``input.value`` / ``output.value`` when they are evidence of someone's words: plain text, a message list, or
-    an object with a known key holding text or messages, read inside any object that only wraps one other (a
-    framework's packaging of its arguments: ``{"input_args": {"question": …}}``). Anything else (a framework's state or keyword arguments as
-    JSON, a Python repr) says nothing: ``[]``, and the LLM calls are read instead."""
-    parsed = json_value(value)
-    while isinstance(parsed, dict) and len(parsed) == 1 and isinstance(next(iter(parsed.values())), dict):
-        parsed = next(iter(parsed.values()))  # one object wrapped in another (DSPy's input_args) says no more
-    if isinstance(parsed, dict):
-        for key in _VALUE_KEYS:
-            inner = parsed.get(key)
-            if isinstance(inner, list) and inner and all(isinstance(m, dict) for m in inner):
-                return [message(m, default_role) for m in inner]
-            if isinstance(inner, str) and not is_repr(inner):
-                return [msg(default_role, inner)]
-        return []
-    if isinstance(parsed, list):
-        if parsed and all(isinstance(m, dict) and "role" in m for m in parsed):
-            return [message(m, default_role) for m in parsed]
-        return []
-    if isinstance(parsed, str) and parsed and not is_repr(parsed):
-        return [msg(default_role, parsed)]
-    return []
 
 
 def _tasks(value: Any) -> list[Msg]:
