@@ -707,3 +707,24 @@ def test_a_genkit_trace_with_no_model_call_is_no_turn_and_says_why():
     result = assembly(spans)
 
     assert (result.turns, result.no_turn) == ([], "no LLM call (its spans: chain)")
+
+
+def test_a_genkit_retrievers_documents_are_the_contexts_and_the_prompt_they_were_written_into_is_not_the_question():
+    """A flow asked an object that is no one's words retrieves documents (a retriever action) and hands them to
+    ``ai.generate({prompt, docs})``: ``augmentWithContext`` adds them to the last user message as a part of
+    ``purpose: context``."""
+    found = {"documents": [{"content": [{"text": "Refunds within 30 days."}], "metadata": {"id": "policy-7", "score": 0.9}},
+                           {"content": [{"text": "Keep the receipt."}]}]}
+    written = {"text": "\n\nUse the following information to complete your task:\n\n- [policy-7]: Refunds ...",
+               "metadata": {"purpose": "context"}}
+    spans = [genkit_action("0", None, "flow", "supportBot", 0, {"customer": "c-1"}, "Yes, within 30 days."),
+             genkit_action("1", "0", "retriever", "policies", 0, {"query": {"content": [{"text": "Refund?"}]}}, found),
+             span("2", "0", "generate", 1, **{"genkit:type": "util", "genkit:name": "generate"}),
+             genkit_model("3", "2", 2, [{"role": "user", "content": [{"text": "Refund?"}, written]}],
+                          [{"text": "Yes, within 30 days."}])]
+
+    [turn] = assembly(spans).turns
+
+    assert (Turn.model_validate(turn).question, turn["output"]) == ("Refund?", "Yes, within 30 days.")
+    assert [(d["text"], d.get("id"), d.get("score")) for d in turn["contexts"]] == [
+        ("Refunds within 30 days.", "policy-7", 0.9), ("Keep the receipt.", None, None)]

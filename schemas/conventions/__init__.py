@@ -176,7 +176,7 @@ def stated_usage(attrs: Mapping[str, Any]) -> tuple[Any, Any]:
     return found if found != (None, None) else usage(attrs)
 
 
-_DOCUMENT_KEYS = (*openinference.DOCUMENT_KEYS, *genai.DOCUMENT_KEYS, *openllmetry.DOCUMENT_KEYS)
+_DOCUMENT_KEYS = (*openinference.DOCUMENT_KEYS, *genai.DOCUMENT_KEYS, *openllmetry.DOCUMENT_KEYS, *genkit.DOCUMENT_KEYS)
 
 
 def documents(attrs: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -184,7 +184,8 @@ def documents(attrs: Mapping[str, Any]) -> list[dict[str, Any]]:
     with no key that starts as one a convention reads (its ``DOCUMENT_KEYS``) holds none: found in one pass."""
     if not any(map(str.startswith, attrs, repeat(_DOCUMENT_KEYS))):
         return []
-    docs = openinference.documents(attrs) + genai.documents(attrs) + openllmetry.documents(attrs)
+    docs = (openinference.documents(attrs) + genai.documents(attrs) + openllmetry.documents(attrs)
+            + genkit.documents(attrs))
     return [doc for doc in map(_document, docs) if doc["text"]] if docs else []
 
 

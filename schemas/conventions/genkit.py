@@ -8,6 +8,8 @@ GenAI attribute: what a span is and what it holds are ``genkit:*`` attributes, w
 | --- | --- |
 | span kind | ``genkit:type`` ``action`` (every registered action) with its action type ``genkit:metadata:subtype``: ``model`` / ``background-model`` an LLM call, ``tool`` / ``tool.v2`` a tool call, ``retriever`` a retriever, ``agent`` an agent (the Agents API's ``defineAgent``), ``flow`` / ``executable-prompt`` a framework's chain (the run when it is the trace's top span); any other action type (``embedder``, ``indexer``, ``evaluator``, ``util`` ...) other. ``genkit:type`` ``flow`` (Genkit before 1.0) and the chat API's ``send`` (a ``helper`` span naming its session, ``genkit:sessionId``: one turn of a chat) a chain. The other spans with no action type (``generate``'s ``util`` span, ``flowStep``, ``promptTemplate``) repeat what the actions under them say: plain spans |
 | messages of a model call | ``genkit:input``: the ``GenerateRequest`` (``messages``, each ``{role: user / model / system / tool, content: [Part]}``); ``genkit:output``: the ``GenerateResponse``, its ``message`` (``candidates[0].message`` before 1.0). Parts: ``{text}``, ``{toolRequest: {name, ref, input}}`` (a tool call, ``ref`` its id), ``{toolResponse: {name, ref, output}}`` (a tool result; a ``tool`` message of several is one tool message each); ``media``, ``data``, ``reasoning`` and ``custom`` parts are not text |
+| contexts | a retriever action's ``genkit:output``, ``{documents: [{content: [Part], metadata}]}``: each document's text parts, ``metadata.id`` / ``metadata.score`` when it names them |
+| retrieved text in a prompt | a part with ``metadata.purpose`` ``context`` (what ``augmentWithContext`` adds to the last user message when documents are handed to ``generate({docs})``) is the documents, not the user's words: not read as the message's text |
 | a run's input and output | a flow's ``genkit:input`` / ``genkit:output``: the flow's own input and output as JSON, evidence of words as ``_parse.value_messages`` says; an agent's ``genkit:output``, ``{message, finishReason, sessionId, state}``: its ``message`` the answer |
 | model, usage | a model span's ``genkit:name`` (the model action, ``<plugin>/<model>``); ``genkit:output`` ``usage.inputTokens`` / ``outputTokens`` |
 | a tool span | ``genkit:name`` the tool; ``genkit:input`` the call's arguments, ``genkit:output`` its result (JSON: a string result is the text it holds); no id (paired with the model's ``toolRequest`` by name and arguments); its error from the span status and ``exception`` event (``runInNewSpan`` records both when the action throws) |
@@ -23,7 +25,8 @@ from typing import Any
 
 from ._parse import Io, Msg, json_value, message, text, value_messages
 
-__all__ = ["KEEP_KEYS", "KIND_KEY", "SETTING", "WHO_KEYS", "error", "identity", "io", "kind", "model", "tool", "usage"]
+__all__ = ["DOCUMENT_KEYS", "KEEP_KEYS", "KIND_KEY", "SETTING", "WHO_KEYS", "documents", "error", "identity", "io",
+           "kind", "model", "tool", "usage"]
 
 SETTING = ("Genkit's genkit:input / genkit:output span attributes, written on every action (not redacted by the "
            "exporter, as the Google Cloud plugin's disableLoggingInputAndOutput does)")
@@ -79,6 +82,26 @@ def tool(span: Mapping[str, Any]) -> dict[str, Any] | None:
     return call
 
 
+DOCUMENT_KEYS = (_SUBTYPE,)  # ``documents`` reads nothing of a span without it
+
+
+def documents(attrs: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The documents a retriever action returned, as ``{content, id, score}`` (``[]`` for any other span)."""
+    if attrs.get(_SUBTYPE) != "retriever":
+        return []
+    response = json_value(attrs.get(_OUTPUT))
+    found = response.get("documents") if isinstance(response, dict) else None
+    out = []
+    for doc in found if isinstance(found, list) else ():
+        if not isinstance(doc, dict):
+            continue
+        parts = doc.get("content") if isinstance(doc.get("content"), list) else []
+        meta = doc.get("metadata") if isinstance(doc.get("metadata"), dict) else {}
+        out.append({"content": "\n".join(p["text"] for p in parts if isinstance(p, dict) and isinstance(p.get("text"), str)),
+                    "id": meta.get("id"), "score": meta.get("score")})
+    return out
+
+
 def model(attrs: Mapping[str, Any]) -> Any:
     """The model action a model span ran (``None`` for any other span)."""
     return attrs.get(_NAME) if kind(attrs) == "llm" else None
@@ -126,9 +149,15 @@ def _answer(response: Any) -> Any:
     return first.get("message") if isinstance(first, dict) else None
 
 
+def _is_context(part: dict[str, Any]) -> bool:
+    meta = part.get("metadata")
+    return isinstance(meta, dict) and meta.get("purpose") == "context"
+
+
 def _messages(raw: Any) -> list[Msg]:
     """Genkit's ``MessageData`` list as messages: its ``toolRequest`` / ``toolResponse`` parts as the typed parts
-    ``_parse.message`` reads, a tool message of several responses as one tool message each."""
+    ``_parse.message`` reads, a tool message of several responses as one tool message each; a context part (the
+    retrieved documents written into the prompt) is not the message's text."""
     if not isinstance(raw, list):
         return []
     out = []
@@ -140,6 +169,8 @@ def _messages(raw: Any) -> list[Msg]:
             if not isinstance(part, dict):
                 continue
             if isinstance(part.get("text"), str):
+                if _is_context(part):
+                    continue
                 parts.append({"type": "text", "content": part["text"]})
             elif isinstance(asked := part.get("toolRequest"), dict):
                 parts.append({"type": "tool_call", "name": asked.get("name"), "arguments": asked.get("input"),
