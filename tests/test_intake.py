@@ -129,6 +129,30 @@ def test_a_span_whose_id_is_not_hex_is_rejected_alone_through_partial_success(in
     assert [r["span_id"] for r in queued(redis_url, "vigil.spans")] == [SPAN_ID]
 
 
+def test_a_service_whose_spans_no_convention_reads_is_named_once_with_its_attribute_families(intake, redis_url):
+    def resource(service: str, *spans: dict[str, Any]) -> dict[str, Any]:
+        return {"resource": {"attributes": [{"key": "service.name", "value": {"stringValue": service}}]},
+                "scopeSpans": [{"spans": list(spans)}]}
+
+    def plain(span_id: str, **attributes: str) -> dict[str, Any]:
+        return {**json_span(span_id=span_id), "name": "work",
+                "attributes": [{"key": k, "value": {"stringValue": v}} for k, v in attributes.items()]}
+
+    unknown = resource("griptape-bot", plain("a1a1a1a1a1a1a1a1", **{"griptape.task.id": "t1", "griptape:input": "hi"}),
+                       plain("a2a2a2a2a2a2a2a2", **{"http.method": "POST"}))
+    read = resource("billing-bot", json_span(span_id="b1b1b1b1b1b1b1b1"),
+                    plain("b2b2b2b2b2b2b2b2", **{"http.method": "POST"}))  # an HTTP span beside its LLM call
+    body = json.dumps({"resourceSpans": [unknown, read]}).encode()
+
+    first, again = (post(f"{intake.url}/v1/traces", body, "application/json")[0] for _ in range(2))
+
+    assert first == again == 200
+    assert len(queued(redis_url, "vigil.spans")) == 8  # accepted: the unread ones as bare links
+    lines = [json.loads(line) for line in intake.output().splitlines() if "no convention vigil reads" in line]
+    assert [(line["service"], line["spans"], line["attributes"]) for line in lines] == [
+        ("griptape-bot", 2, "griptape.*, http.*")]  # once (every ten minutes), not for a service it reads
+
+
 def test_a_protobuf_request_gets_a_protobuf_answer_with_partial_success(intake):
     from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
         ExportTraceServiceRequest,

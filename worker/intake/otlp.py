@@ -5,6 +5,10 @@
 Of the resource, only the attributes assembly reads are kept (``vigil.schemas.spans.RESOURCE_KEYS``), once per span. A span
 with nothing GenAI or OpenInference on it (an HTTP server span, a database call) is kept as a bare link: its ids,
 parent, name and times, so the trace's tree stays whole while its attributes, events and resource are dropped.
+**Spans no convention reads are never silently nothing**: per service (``service.name``), a request's ``Decoded``
+says which services had a span some convention reads (``read``) and the attribute families (``griptape`` of
+``griptape.task.id``: a key up to its first ``.`` or ``:``) of the spans none did (``unread``), so the intake can say
+once in a while that a service sends spans in no convention it reads, which make no turn.
 Of every span the record also keeps its kind, an error status, its scope's name and whether its parent is remote
 (the span flags), which assembly reads to find a turn's root and to tell a parent not yet arrived from one in
 another process. A span whose ids are not OTLP ids (a 16-byte trace id and an 8-byte span id, not all zeros; in
@@ -24,6 +28,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -50,12 +55,14 @@ from vigil.schemas.spans import (
     log_record,
 )
 
-__all__ = ["Decoded", "UndecodableBody", "decode_logs", "decode_traces", "encode_error", "encode_logs_response",
+__all__ = ["Decoded", "UndecodableBody", "Unread", "decode_logs", "decode_traces", "encode_error", "encode_logs_response",
            "encode_response"]
 
 _ZERO_TRACE, _ZERO_SPAN = bytes(16), bytes(8)
 _ID_FIELDS = ("traceId", "spanId", "parentSpanId", "trace_id", "span_id", "parent_span_id")
 _MAX_REASONS = 10
+_MAX_UNREAD = 16  # services, and attribute families of each, a request's ``unread`` names at most
+_FAMILY = re.compile(r"[.:]")
 _STATUS_ERROR = 2  # Status.STATUS_CODE_ERROR
 _FLAGS_KNOW_REMOTE, _FLAGS_REMOTE = 0x100, 0x200  # SpanFlags: whether the parent is remote is known; it is
 
@@ -65,10 +72,31 @@ class UndecodableBody(ValueError):
 
 
 @dataclass
+class Unread:
+    """One service's spans in a request that no convention reads, and their attribute families."""
+
+    spans: int = 0
+    families: set[str] = field(default_factory=set)
+
+
+@dataclass
 class Decoded:
     spans: list[SpanRecord] = field(default_factory=list)
     rejected: int = 0
     reasons: list[str] = field(default_factory=list)
+    read: set[str] = field(default_factory=set)  # services with a span a convention reads
+    unread: dict[str, Unread] = field(default_factory=dict)  # by service: the spans no convention reads
+
+    def unreadable(self, service: str, attributes: dict[str, Any]) -> None:
+        """A span with attributes no convention reads, counted by its service, with its attribute families."""
+        found = self.unread.get(service)
+        if found is None:
+            if len(self.unread) >= _MAX_UNREAD:
+                return
+            found = self.unread[service] = Unread()
+        found.spans += 1
+        if len(found.families) < _MAX_UNREAD:
+            found.families.update(_FAMILY.split(key, 1)[0] for key in attributes)
 
     def reject(self, where: str, why: str) -> None:
         self.rejected += 1
@@ -236,6 +264,9 @@ def _records(request: ExportTraceServiceRequest, bad: dict[tuple[int, int, int],
                     record["scope"] = scope_spans.scope.name
                     if span.status.code == _STATUS_ERROR:
                         record["status"] = {"code": _STATUS_ERROR, "message": span.status.message}
+                    out.read.add(str(resource.get("service.name") or ""))
+                elif attributes:
+                    out.unreadable(str(resource.get("service.name") or ""), attributes)
                 out.spans.append(record)
     return out
 

@@ -23,7 +23,10 @@ inflated within ``VIGIL_INTAKE_MAX_BYTES`` as it arrives (``worker.serving``), a
 (its connection is closed; an authenticated one over the budget is drained within a bound so the sender reads the
 413, ``serving.aio.too_large``), and ``/v1/turns`` takes at most ``VIGIL_INTAKE_MAX_TURNS`` turns per request (413 over it:
 the SDK sends it again in halves). ``run`` serves the app with at most ``VIGIL_INTAKE_MAX_CONNECTIONS`` connections.
-The server keeps no state between requests: run as many as needed behind a load balancer.
+The server keeps no state between requests but what one log line needs (``_say_unread``: which services of a project
+sent spans a convention reads, bounded): run as many as needed behind a load balancer. A service whose spans carry
+attributes and none a convention reads (an unknown framework's own, an app sending every trace) is named in a line
+at most every ten minutes, with its attribute families: those spans are accepted and make no turn.
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ from aiohttp.web_protocol import RequestPayloadError
 from vigil.schemas.broker import INGEST_TASK, SPANS_TASK, MessageTooLarge
 from vigil.schemas.feedback import is_feedback
 from vigil.worker.intake.otlp import (
+    Decoded,
     UndecodableBody,
     decode_logs,
     decode_traces,
@@ -67,6 +71,10 @@ _PROTOBUF, _JSON = "application/x-protobuf", "application/json"
 _INVALID_ARGUMENT, _UNAUTHENTICATED, _UNAVAILABLE, _RESOURCE_EXHAUSTED = 3, 16, 14, 8
 
 _refusal_line = Every(RETRY_INTERVAL_S)
+_UNREAD_EVERY_S = 600
+_MAX_SERVICES = 10_000  # services remembered for the line on unread spans (beyond: no new line until a restart)
+_reading: set[tuple[str, str]] = set()  # (project, service) that sent a span a convention reads, in this life
+_unread_lines: dict[tuple[str, str], Every] = {}
 _budget_line = Every(RETRY_INTERVAL_S)
 _ACCEPTED, _REJECTED, _BYTES = "vigil.accepted", "vigil.rejected", "vigil.bytes"  # per request, for its log line
 _PUBLISHER = web.AppKey("publisher", Publisher)
@@ -231,9 +239,29 @@ async def _otlp(request: web.Request, decode, encode, what: str) -> web.Response
         refused = await _publish(request, SPANS_TASK, decoded.spans, what)
         if refused is not None:
             return refused
+    if decoded.unread or decoded.read:
+        _say_unread(request.get(_PROJECT) or "", decoded)
     if decoded.rejected:
         log.warning(f"{what} rejected", rejected=decoded.rejected, reasons=decoded.error_message[:1000])
     return web.Response(body=encode(decoded, json_body=json_body), content_type=_JSON if json_body else _PROTOBUF)
+
+
+def _say_unread(project: str, decoded: Decoded) -> None:
+    """A line, per service (of the key's project) at most every ten minutes, while a service has sent spans and none
+    in a convention vigil reads: they are accepted and kept as bare links, and make no turn (an unknown framework's
+    own spans, or an app sending every trace). Once any of its spans is read (its GenAI spans may travel in other
+    requests), never again."""
+    if len(_reading) < _MAX_SERVICES:
+        _reading.update((project, service) for service in decoded.read)
+    for service, unread in decoded.unread.items():
+        key = (project, service)
+        if key in _reading or (key not in _unread_lines and len(_unread_lines) >= _MAX_SERVICES):
+            continue
+        if _unread_lines.setdefault(key, Every(_UNREAD_EVERY_S))():
+            log.warning("spans in no convention vigil reads: they make no turn", service=service or "(none)",
+                        project=project or None, spans=unread.spans,
+                        attributes=", ".join(f"{f}.*" for f in sorted(unread.families)[:8]),
+                        see="README.md#instrumenting-an-agent")
 
 
 async def traces(request: web.Request) -> web.Response:
