@@ -728,3 +728,16 @@ def test_a_genkit_retrievers_documents_are_the_contexts_and_the_prompt_they_were
     assert (Turn.model_validate(turn).question, turn["output"]) == ("Refund?", "Yes, within 30 days.")
     assert [(d["text"], d.get("id"), d.get("score")) for d in turn["contexts"]] == [
         ("Refunds within 30 days.", "policy-7", 0.9), ("Keep the receipt.", None, None)]
+
+
+@pytest.mark.parametrize(("envelope", "result"), [
+    pytest.param({"output": "shipped"}, "shipped", id="its output"),
+    pytest.param({"content": [{"text": "shipped"}, {"media": {"url": "data:,"}}]}, "shipped", id="only content parts"),
+])
+def test_a_genkit_multipart_tools_result_is_what_its_envelope_holds(envelope, result):
+    """A ``tool.v2`` action (a multipart tool; every tool of Genkit for Python) returns ``{output, content}``."""
+    from vigil.schemas.conventions import tool
+
+    call = tool(genkit_action("1", "0", "tool.v2", "lookup_order", 0, ORDER_ARGS, envelope))
+
+    assert (call["name"], call["arguments"], call["result"]) == ("lookup_order", ORDER_ARGS, result)

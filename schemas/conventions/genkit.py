@@ -12,7 +12,7 @@ GenAI attribute: what a span is and what it holds are ``genkit:*`` attributes, w
 | retrieved text in a prompt | a part with ``metadata.purpose`` ``context`` (what ``augmentWithContext`` adds to the last user message when documents are handed to ``generate({docs})``) is the documents, not the user's words: not read as the message's text |
 | a run's input and output | a flow's ``genkit:input`` / ``genkit:output``: the flow's own input and output as JSON, evidence of words as ``_parse.value_messages`` says; an agent's ``genkit:output``, ``{message, finishReason, sessionId, state}``: its ``message`` the answer |
 | model, usage | a model span's ``genkit:name`` (the model action, ``<plugin>/<model>``); ``genkit:output`` ``usage.inputTokens`` / ``outputTokens`` |
-| a tool span | ``genkit:name`` the tool; ``genkit:input`` the call's arguments, ``genkit:output`` its result (JSON: a string result is the text it holds); no id (paired with the model's ``toolRequest`` by name and arguments); its error from the span status and ``exception`` event (``runInNewSpan`` records both when the action throws) |
+| a tool span | ``genkit:name`` the tool; ``genkit:input`` the call's arguments, ``genkit:output`` its result (JSON: a string result is the text it holds; a ``tool.v2`` action, a multipart tool, returns the envelope ``{output, content, metadata}``: the result is its ``output``, else its content's text); no id (paired with the model's ``toolRequest`` by name and arguments); its error from the span status and ``exception`` event (``runInNewSpan`` records both when the action throws) |
 | a failed agent turn | an agent's ``genkit:output`` with ``finishReason`` ``failed``: the Agents API resolves an in-band failure so, with the error in ``error`` (``{status, message}``), the span's status OK |
 | who | agent: a flow's or an agent's ``genkit:name``; session: ``genkit:metadata:agent:sessionId`` (an agent's conversation), ``genkit:sessionId`` (the chat API's ``send``) |
 | content | always: Genkit writes every action's input and output (``SETTING`` names what removes them) |
@@ -78,6 +78,9 @@ def tool(span: Mapping[str, Any]) -> dict[str, Any] | None:
                             "arguments": arguments if isinstance(arguments, dict) else {}}
     if attrs.get(_OUTPUT) is not None:
         result = json_value(attrs[_OUTPUT])
+        if attrs.get(_SUBTYPE) == "tool.v2" and isinstance(result, dict):  # the multipart envelope
+            said = [p["text"] for p in result.get("content") or () if isinstance(p, dict) and isinstance(p.get("text"), str)]
+            result = result["output"] if result.get("output") is not None else "\n".join(said)
         call["result"] = result if isinstance(result, str) else text(result)
     return call
 
