@@ -30,6 +30,12 @@ trace id). Agents under one another that answer the same words (a hand-off, a de
 **A trace with no LLM call is no turn** (an index build, an embedding batch, an ingestion job): ``Assembly.no_turn``
 says why a trace made none, for the funnel and the log line.
 
+**Work a run started in a trace of its own is that run's** (``vigil.schemas.links``): a trace whose runs state no
+user words, linked (an OTel span link) to one span of another trace, joins the run that holds that span. ``Assembly.link``
+says which span a trace's work would join; spans marked ``joined`` (``links.graft``) are assembled as that trace's
+runs (by these rules) and added to the run that holds the span their link names, their top spans under it: the run
+keeps its question, takes the joined work's last answer (or its failure), and its tool calls, contexts and usage.
+
 **The LLM calls are the ground truth** for what the user said and what the model answered. An LLM span with another
 LLM span under it is one model call seen by two layers (a framework's generator component around the model client's
 request): the conversation, the tool calls the model asked for and the model's name are read from the inner one,
@@ -108,6 +114,7 @@ from typing import Any, NotRequired, TypedDict
 
 from vigil.schemas import chains as _chains
 from vigil.schemas import conventions
+from vigil.schemas import links as _links
 from vigil.schemas.conventions.genai import INPUT_EVENTS
 from vigil.schemas.trace import (
     MAX_SPANS,
@@ -146,6 +153,16 @@ class SpanStatus(TypedDict):
     message: NotRequired[str]
 
 
+class SpanLink(TypedDict):
+    trace_id: str
+    span_id: str
+
+
+class Joined(TypedDict):
+    trace_id: str  # the trace the span came from
+    under: str  # the span of this trace its trace's link names: its top spans hang under it
+
+
 class SpanRecord(TypedDict):
     """One span as vigil keeps it: JSON data, ids in lowercase hex, times in nanoseconds since the epoch."""
 
@@ -163,6 +180,9 @@ class SpanRecord(TypedDict):
     status: NotRequired[SpanStatus]  # kept when it is an error
     scope: NotRequired[str]  # the instrumentation scope's name (which library wrote it)
     parent_remote: NotRequired[bool]  # the parent is in another process (OTLP span flags): never waited for
+    links: NotRequired[list[SpanLink]]  # the spans of other traces it is linked to (``vigil.schemas.links``)
+    links_more: NotRequired[bool]  # it had more links than the decoder keeps
+    joined: NotRequired[Joined]  # a span of another trace whose work joins a run of this one (``links.graft``)
 
 
 REFERENCE_ATTRIBUTE = "vigil.reference"
@@ -203,6 +223,8 @@ class Assembly:
     read: dict[str, dict[str, str]] = field(default_factory=dict)  # a turn's span id -> where its parts were read
     chains: dict[str, _chains.Chain] = field(default_factory=dict)  # a turn's span id -> its response ids and
     # the conversation ids its spans state, for the session rule across traces (``chains.join``)
+    link: tuple[str, str] | None = None  # the span of another trace whose run this trace's work joins (``links``)
+    joined: dict[str, list[str]] = field(default_factory=dict)  # a turn's span id -> the traces whose work joined it
 
 
 def assemble(spans: Iterable[SpanRecord]) -> list[dict[str, Any]]:
@@ -217,16 +239,25 @@ def assembly(spans: Iterable[SpanRecord], *, explain: bool = False) -> Assembly:
     trace = _Trace(spans)
     trace.explain = explain
     out = Assembly()
-    for group in trace.groups(out.steps):
+    groups = trace.groups(out.steps)
+    if trace.grafts:
+        groups += trace.graft(groups)
+    made = []
+    for group in groups:
         out.used.update([group.root["span_id"], *(m["span_id"] for m in group.members)])
         turn = trace.turn(group, out.steps)
         if turn is not None:
             out.turns.append(turn)
+            made.append(group)
             out.why[turn["span_id"]] = group.why
             out.read[turn["span_id"]] = trace.read.get(turn["span_id"], {})
+            if group.joined:
+                out.joined[turn["span_id"]] = list(dict.fromkeys(g.root["trace_id"] for g in group.joined))
             if "session_id" in turn and (chain := trace.chain(group)) is not None:
                 out.chains[turn["span_id"]] = chain
     out.turns.sort(key=lambda t: t["started_at"])
+    if trace.linked and out.turns:
+        out.link = _links.target(trace.trace_id, out.turns, trace.above(made))
     if not out.turns and not out.steps and any(is_genai(s["attributes"], (e["name"] for e in s.get("events") or ()))
                                                for s in trace.by_id.values()):
         out.no_turn = trace.why_no_turn()
@@ -302,12 +333,19 @@ class _Trace:
     def __init__(self, spans: Iterable[SpanRecord]) -> None:
         by_id: dict[str, SpanRecord] = {}
         logs: list[SpanRecord] = []
+        self.grafts: dict[str, list[SpanRecord]] = {}  # spans of traces whose work joins a run here, by trace
+        self.linked = False  # a span here is linked to another trace
         for span in spans:
-            if span.get("log"):
+            if span.get("joined"):
+                self.grafts.setdefault(span["joined"]["trace_id"], []).append(span)
+            elif span.get("log"):
                 logs.append(span)
             else:
                 by_id[span["span_id"]] = span
+                if span.get("links"):
+                    self.linked = True
         self.by_id = attach_logs(by_id, logs)
+        self.trace_id = next((s["trace_id"] for s in self.by_id.values()), "")
         self.children: dict[str | None, list[SpanRecord]] = defaultdict(list)
         for span in self.by_id.values():
             parent = span.get("parent_id")
@@ -346,6 +384,80 @@ class _Trace:
         """What a run says of its conversation across traces (``vigil.schemas.chains``)."""
         return _chains.read([group.root, *sorted(group.members, key=_BY_TIME)], lambda s: self.kind(s) == "llm",
                            lambda s: self.identity(s)["session_id"])
+
+    def above(self, groups: list[_Group]) -> list[SpanRecord]:
+        """The runs' roots and the spans above them (whose links say what started the runs: ``links.target``)."""
+        out: dict[str, SpanRecord] = {}
+        for group in groups:
+            span: SpanRecord | None = group.root
+            while span is not None and span["span_id"] not in out:
+                out[span["span_id"]] = span
+                span = self.by_id.get(span.get("parent_id") or "")
+        return list(out.values())
+
+    def graft(self, groups: list[_Group]) -> list[_Group]:
+        """Each joined trace's runs (``links``: spans marked ``joined``) added to the run that holds the span its link
+        names, its top spans under that span; returns the runs of joined traces no run here holds, as runs of their
+        own (their turns keep their own trace id)."""
+        pending = dict(self.grafts)
+        own: list[_Group] = []
+        while pending:
+            ready = [t for t, spans in pending.items() if spans[0]["joined"]["under"] in self.by_id]
+            for trace_id in ready or list(pending):  # none ready: whatever is left has nothing to hang under
+                spans = pending.pop(trace_id)
+                under = spans[0]["joined"]["under"]
+                sub = _Trace({**{k: v for k, v in s.items() if k != "joined"}, "trace_id": trace_id}
+                             for s in spans if s["span_id"] not in self.by_id)  # a span id here is this trace's
+                sub.explain = self.explain
+                runs = sub.groups([])
+                host = self._holder(under, groups) if under in self.by_id else None
+                self._adopt(sub, under if host is not None else None)
+                if host is None:
+                    own += runs
+                    continue
+                joined = {s["span_id"]: s for run in runs for s in (run.root, *run.members)}  # the runs and
+                joined.update((s["span_id"], s) for s in sub.above(runs))  # the spans between them and the link
+                host.members += [s for s in joined.values() if s["span_id"] in self.by_id]
+                host.joined += runs
+        return own
+
+    def _holder(self, span_id: str, groups: list[_Group]) -> _Group | None:
+        """The run that holds a span: the run whose spans include it, else the last to start before it of the runs
+        under its nearest ancestor that has any."""
+        for group in groups:
+            if group.root["span_id"] == span_id or any(m["span_id"] == span_id for m in group.members):
+                return group
+        lineage: dict[str, list[_Group]] = defaultdict(list)  # a span -> the runs under it
+        for group in groups:
+            node, seen = self.by_id.get(group.root.get("parent_id") or ""), 0
+            while node is not None and seen < 10_000:
+                lineage[node["span_id"]].append(group)
+                node, seen = self.by_id.get(node.get("parent_id") or ""), seen + 1
+        node, seen = self.by_id.get(span_id), 0
+        start = node["start"] if node else 0
+        while node is not None and seen < 10_000:
+            runs = lineage.get(node["span_id"])
+            if runs:
+                before = [g for g in runs if g.root["start"] <= start]
+                return max(before, key=lambda g: g.root["start"]) if before else min(runs, key=lambda g: g.root["start"])
+            node, seen = self.by_id.get(node.get("parent_id") or ""), seen + 1
+        return None
+
+    def _adopt(self, sub: _Trace, under: str | None) -> None:
+        """A joined trace's spans and what was read of them, as spans of this trace: its top spans under ``under``."""
+        for span_id, span in sub.by_id.items():
+            if under is not None and span.get("parent_id") not in sub.by_id:
+                span["parent_id"] = under  # a copy made for the graft
+                self.children[under].append(span)
+            self.by_id[span_id] = span
+        for parent, children in sub.children.items():
+            if parent is not None:
+                self.children[parent] = children
+        self.kinds.update(sub.kinds)
+        self._io.update(sub._io)
+        self._identity.update(sub._identity)
+        self._answers.update(sub._answers)
+        self._steps.update(sub._steps)
 
     def io_sources(self, span: SpanRecord) -> tuple[conventions.Io, dict[str, str]]:
         """A span's messages and which module read each part (once per span)."""
@@ -565,6 +677,9 @@ class _Trace:
             self.io(llms[-1])[2] if llms else "")
         output = next((m["content"] for m in reversed(output_messages) if m["role"] == "assistant" and m["content"]),
                       "")  # the final assistant text
+        if group.joined:  # work the run started in traces of their own: their last answer is the run's
+            output, failure, joined_answer = self._joined_answer(group, output, failure)
+            last_answer = joined_answer or last_answer
         if not input_messages and not output and not llms and failure is None:
             return None
         everyone = [root, *members]
@@ -575,8 +690,8 @@ class _Trace:
             "output": output,
             "started_at": _iso(root["start"]),
         }
-        if root["end"]:
-            turn["ended_at"] = _iso(root["end"])
+        if root["end"] or group.joined:
+            turn["ended_at"] = _iso(max([root["end"], *(g.root["end"] for g in group.joined)]))
         if system:
             turn["system"] = system
         resource = next((s["resource"] for s in everyone if s.get("resource")), {})  # a bare root keeps none
@@ -612,11 +727,28 @@ class _Trace:
         if self.explain:
             self.read[root["span_id"]] = {
                 "question": self._where(root if root_in else asked_in, "inputs"),
-                "answer": self._where(root if root_out else last_answer, "outputs"),
+                "answer": self._where(root if root_out and not group.joined else last_answer, "outputs"),
                 "tool calls": ("tool spans" if any(self.kind(m) == "tool" for m in members)
                                else "the LLM calls' tool calls"),
                 "usage": "summed over the LLM calls, else the root's stated totals"}
         return turn
+
+    def _joined_answer(self, group: _Group, output: str, failure: str | None,
+                       ) -> tuple[str, str | None, SpanRecord | None]:
+        """The answer of a run joined by work it started in other traces (``links``): the last answer of that work
+        (the joined run that ended last), or, when that run ended in error without one, no answer and its error; and
+        the span the answer was read from."""
+        last = max(group.joined, key=lambda g: (g.root["end"], g.root["start"]))
+        turn = self.turn(last, [])
+        if turn is None:
+            return output, failure, None
+        metadata = turn.get("metadata") or {}
+        if metadata.get(RUN_METADATA) == "failed":
+            return "", str(metadata.get(ERROR_METADATA) or ""), None
+        if not turn["output"]:
+            return output, failure, None
+        answering = [s for s in (last.root, *last.members) if self.kind(s) == "llm" and self.answers(s)]
+        return turn["output"], None, max(answering, key=_END) if answering else last.root
 
     def _skeleton(self, everyone: list[SpanRecord]) -> list[dict[str, Any]]:
         """The turn's spans for its page (``schemas.trace.SpanSummary``), earliest first, at most ``MAX_SPANS``."""
@@ -855,6 +987,7 @@ class _Group:
     members: list[SpanRecord]
     why: str
     container: SpanRecord | None = None
+    joined: list[_Group] = field(default_factory=list)  # runs of other traces whose work joined it (``links``)
 
 
 def _paired(spans: list[dict[str, Any]], asked: list[dict[str, Any]]) -> list[dict[str, Any]]:

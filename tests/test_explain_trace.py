@@ -103,3 +103,40 @@ def test_a_stored_run_continuing_another_reads_the_workers_links(redis_url):
     assert run.returncode == 0, run.stderr
     assert "session_id=resp_a2" in run.stdout
     assert "its conversation id resp_a4 is that run's last response id, so it joins that run's session" in run.stdout
+
+
+def test_a_run_joined_by_a_linked_trace_says_so_and_the_linked_trace_says_it_made_no_turn_of_its_own():
+    run = vigil("explain-trace", "tests/fixtures/otlp/frameworks/semantic_kernel/sequential.json")
+
+    assert run.returncode == 0, run.stderr
+    lines = run.stdout.splitlines()
+    assert ("  joined by a link: trace 0b7608ed8e6cdc9020815dd1110e682b's runs state no user words and its root is "
+            "linked to a span of this trace, so they are this run's work (its answer is the joined work's last)") in lines
+    assert ("no turn of its own: its runs state no user words and its root is linked to span 6f4c8d8cdc6d5b01 of "
+            "trace f5bab33b8157e3c5d9019163b4f21634, so its work joined that trace's run") in lines
+    assert sum(line.startswith("turn ") for line in lines) == 2
+
+
+def test_a_stored_run_and_a_stored_trace_the_worker_joined_to_it_say_so(redis_url):
+    from vigil.schemas.links import graft
+    from vigil.worker.assembly.traces import record_key
+
+    from tests.test_linked_traces import FINAL, first_agent, next_agent
+
+    a, b = os.urandom(16).hex(), os.urandom(16).hex()
+    first, send = first_agent(a)
+    second = next_agent(b, [(a, send)])
+    client = redis.Redis.from_url(redis_url)
+    store_spans(client, [*first, *graft(second, a, send)], keep_s=600)  # what the worker's join leaves
+    store_spans(client, second, keep_s=600)
+    client.hset(record_key(b), "joined", json.dumps([a, send]))
+    client.close()
+
+    host = vigil("explain-trace", a, REDIS_URL=redis_url)
+    joined = vigil("explain-trace", b, REDIS_URL=redis_url)
+
+    assert host.returncode == joined.returncode == 0, host.stderr + joined.stderr
+    assert f"  answer: {FINAL}" in host.stdout.splitlines()
+    assert f"  joined by a link: trace {b}'s runs state no user words" in host.stdout
+    assert joined.stdout.splitlines()[-1] == (f"no turn of its own: its runs state no user words and its root is "
+                                              f"linked to span {send} of trace {a}, so its work joined that trace's run")

@@ -81,7 +81,8 @@ def defer(client: redis.Redis, name: str, due: float, settle_s: float) -> None:
     client.zadd(PENDING, {name: due - settle_s})
 
 
-_SKELETON = ("span_id", "parent_id", "name", "start", "end", "kind", "parent_remote", "digest")
+_SKELETON = ("span_id", "parent_id", "name", "start", "end", "kind", "parent_remote", "links", "links_more", "joined",
+             "digest")
 _NOT_CONTENT = frozenset({"trace_id", "sender", "digest"})  # where a span came from, not what it says
 
 
@@ -150,7 +151,7 @@ def reconcile(spans: Spans) -> tuple[Spans, list[dict[str, Any]]]:
             kept.append(span)
         elif span_digest(first) != span_digest(span):
             conflicts.append(span)
-    for name in ("dropped", "earlier", "listed", "listed_bytes", "stored"):
+    for name in ("dropped", "earlier", "listed", "listed_bytes", "stored", "joined"):
         setattr(kept, name, getattr(spans, name))
     return kept, conflicts
 

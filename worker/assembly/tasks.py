@@ -1,5 +1,6 @@
 """The worker's side of the intake: ``vigil.spans`` keeps spans by trace, ``vigil.assemble_traces`` turns settled
-traces into turns (runs chained by response ids joined into their sessions: ``chains``) and hands them to
+traces into turns (traces whose work a run in another trace started joined to it: ``links``; runs chained by response
+ids joined into their sessions: ``chains``) and hands them to
 ``vigil.ingest`` (see ``vigil.worker.assembly.traces`` for the keys and the claims), and
 ``vigil.close_sessions`` scores idle sessions with the session monitors (``vigil.worker.assembly.sessions``)."""
 
@@ -21,6 +22,7 @@ from vigil.schemas.spans import (
 )
 from vigil.worker.assembly import late
 from vigil.worker.assembly.chains import chain_sessions
+from vigil.worker.assembly.links import Trace, join_linked
 from vigil.worker.assembly.sessions import (
     CLOSE_SESSIONS_TASK,
     SESSIONS,
@@ -29,6 +31,7 @@ from vigil.worker.assembly.sessions import (
     session_turns,
 )
 from vigil.worker.assembly.traces import (
+    Spans,
     assembly_of,
     claim_due,
     invalid_reason,
@@ -113,6 +116,17 @@ def assemble_traces() -> dict[str, int]:
     rt, settings, sessions = runtime(), intake_settings(), session_settings()
     metadata_keys = {key for monitor in rt.config.monitors for key in monitor.filters.metadata}
     assembled = turns = 0
+
+    def read(name: str) -> tuple[Spans, list[dict[str, Any]]]:  # a trace's spans, each span id once
+        return late.reconcile(trace_spans(rt.redis, name, settings.max_trace_spans))
+
+    def wait(name: str, waits: list[float]) -> bool:  # claimed again later, unless it waited long enough
+        enough, due = late.waited_enough(rt.redis, name, keep_s=settings.keep_s, wait_s=settings.parent_wait_s)
+        if not enough:
+            late.defer(rt.redis, name, due, settings.settle_s)
+            waits.append(due)
+        return not enough
+
     try:
         while True:
             claimed, lease = claim_due(rt.redis, settle_s=settings.settle_s, lease_s=settings.lease_s)
@@ -122,18 +136,23 @@ def assemble_traces() -> dict[str, int]:
             updates: list[str] = []
             rows: dict[str, list] = {"pipeline_events": [], "superseded": []}
             waits = []
-            assembled_now: list[tuple[str, Assembly]] = []  # (project, assembly): for the sessions across traces
+            swept: list[Trace] = []
             for name in claimed:
+                spans, conflicts = read(name)
+                if waiting_for_parent(spans) and wait(name, waits):
+                    continue
+                swept.append(Trace(name, spans, conflicts, assembly_of(spans)))
+            joined, hosts_pending = join_linked(
+                rt.redis, swept, max_spans=settings.max_trace_spans, max_bytes=settings.max_trace_bytes,
+                max_reassemblies=settings.max_reassemblies, keep_s=settings.keep_s, now=time.time(), read=read,
+                wait=lambda name: wait(name, waits))
+            rows["pipeline_events"] += joined
+            if hosts_pending:  # hosts a link added spans to, assembled again once they settle
+                schedule_sweep(rt.redis, "vigil.intake.sweep", time.time() + settings.settle_s,
+                               lambda countdown: assemble_traces.apply_async(countdown=countdown, queue=INGEST_QUEUE))
+            assembled_now: list[tuple[str, Assembly]] = []  # (project, assembly): for the sessions across traces
+            for name, spans, conflicts, result in ((t.name, t.spans, t.conflicts, t.result) for t in swept):
                 trace_id = trace_id_of(name)
-                spans, conflicts = late.reconcile(trace_spans(rt.redis, name, settings.max_trace_spans))
-                if waiting_for_parent(spans):
-                    enough, due = late.waited_enough(rt.redis, name, keep_s=settings.keep_s,
-                                                     wait_s=settings.parent_wait_s)
-                    if not enough:
-                        late.defer(rt.redis, name, due, settings.settle_s)
-                        waits.append(due)
-                        continue
-                result = assembly_of(spans)
                 assembled_now.append((split_name(name)[0], result))
                 settled = late.settle(rt.redis, name, spans, result, keep_s=settings.keep_s,
                                       mark_s=get_settings().turn_ttl_s, metadata_keys=metadata_keys,

@@ -57,6 +57,7 @@ KEPT = "vigil.intake.kept"  # assembled traces' records, by when they were writt
 KEPT_SIZES = "vigil.intake.kept.sizes"  # trace id -> the bytes its record is counted for
 KEPT_BYTES = "vigil.intake.kept.bytes"  # their total (VIGIL_INTAKE_MAX_KEPT_BYTES)
 KEPT_EVICTED = "vigil.intake.kept.evicted"  # records dropped for the budget, ever
+JOINED = "joined"  # a trace's record field once its work joined a run of another trace: [host name, linked span id]
 _REQUIRED = {"trace_id": str, "span_id": str, "name": str, "start": int, "end": int, "attributes": dict}
 
 # Due traces -> a lease in the future, atomically: returns the claimed ids.
@@ -308,6 +309,7 @@ class Spans(list):
     listed: int = 0
     listed_bytes: int = 0
     stored: dict[str, str] | None = None  # the turns an earlier assembly stored: root span id -> content digest
+    joined: tuple[str, str] | None = None  # the host its work joined and the linked span (``links``), if it did
 
 
 def trace_spans(client: redis.Redis, name: str, max_spans: int | None = None) -> Spans:
@@ -318,13 +320,15 @@ def trace_spans(client: redis.Redis, name: str, max_spans: int | None = None) ->
     pipe = client.pipeline(transaction=False)
     pipe.lrange(trace_key(name), 0, -1 if max_spans is None else max_spans - 1)
     pipe.hget(DROPPED, name)
-    pipe.hmget(record_key(name), "assembled", "turns")
-    raws, dropped, (assembled, stored) = pipe.execute()
+    pipe.hmget(record_key(name), "assembled", "turns", JOINED)
+    raws, dropped, (assembled, stored, joined) = pipe.execute()
     if assembled:
         spans.extend({**record, "trace_id": trace_id} for record in json.loads(zlib.decompress(assembled)))
         spans.earlier = len(spans)
     if stored:
         spans.stored = json.loads(stored)
+    if joined:
+        spans.joined = tuple(json.loads(joined))
     for raw in raws:
         try:
             spans.append(json.loads(raw))

@@ -6,8 +6,10 @@ still settling, or what an assembly kept of them). For each trace: every span wi
 (which mapper decided, on which attribute, ``fallback`` when none claimed it), then each turn: which span became the
 run and why, where the question, answer and tool calls were read (span and convention module), and what they are;
 why its session is not the conversation id its spans state, when a run continues another by response id (the
-file's earlier traces, or the worker's links for a stored trace: ``vigil.schemas.chains``); or why the trace made no
-turn. It decodes exactly as ``vigil intake`` does and assembles with the worker's own code.
+file's earlier traces, or the worker's links for a stored trace: ``vigil.schemas.chains``); which traces' work
+joined a run by a span link, and that a joined trace makes no turn of its own (``vigil.schemas.links``: over a file
+the file's traces are joined as the worker joins them, a stored trace says what the worker joined); or why the trace
+made no turn. It decodes exactly as ``vigil intake`` does and assembles with the worker's own code.
 """
 
 from __future__ import annotations
@@ -65,6 +67,7 @@ def read_source(source: str, redis_url: str | None, project: str = "default") ->
 
 
 def _stored(trace_id: str, redis_url: str | None, project: str) -> list[dict[str, Any]]:
+    """A stored trace's spans (``traces.Spans``: with what the worker joined it to, if it did)."""
     import redis
     from vigil.worker.assembly.traces import trace_name, trace_spans
 
@@ -74,7 +77,7 @@ def _stored(trace_id: str, redis_url: str | None, project: str) -> list[dict[str
         raise click.ClickException("REDIS_URL is not set: the intake keeps a trace's spans in the workers' Redis")
     client = redis.Redis.from_url(redis_url, socket_connect_timeout=5, socket_timeout=10)
     try:
-        spans = list(trace_spans(client, trace_name(project, trace_id.lower())))  # trace ids are a project's own
+        spans = trace_spans(client, trace_name(project, trace_id.lower()))  # trace ids are a project's own
     finally:
         client.close()
     if not spans:
@@ -83,9 +86,11 @@ def _stored(trace_id: str, redis_url: str | None, project: str) -> list[dict[str
     return spans
 
 
-def explain_lines(trace_id: str, spans: list[dict[str, Any]], links: dict[str, str] | None = None) -> list[str]:
+def explain_lines(trace_id: str, spans: list[dict[str, Any]], links: dict[str, str] | None = None,
+                  joined_to: tuple[str, str] | None = None) -> list[str]:
     """What ``vigil explain-trace`` prints for one trace; ``links``: the conversation links of the runs before it (a
-    run's last response id -> its session), which its runs' links are added to."""
+    run's last response id -> its session), which its runs' links are added to; ``joined_to``: the trace (and span)
+    whose run this trace's work joined, when it did."""
     from vigil.schemas import conventions
     from vigil.schemas.chains import join
     from vigil.schemas.spans import assembly
@@ -95,18 +100,27 @@ def explain_lines(trace_id: str, spans: list[dict[str, Any]], links: dict[str, s
     ids = {s["span_id"] for s in real}
     children: dict[str | None, list[dict[str, Any]]] = defaultdict(list)
     for span in real:
-        children[span.get("parent_id") if span.get("parent_id") in ids else None].append(span)
+        parent = span.get("parent_id")
+        if parent not in ids:  # a joined trace's top spans hang under the span its link names
+            parent = span["joined"]["under"] if span.get("joined") and span["joined"]["under"] in ids else None
+        children[parent].append(span)
 
     def walk(parent: str | None, depth: int) -> None:
         for span in sorted(children.get(parent, []), key=lambda s: s["start"]):
             kind, mapper, key = conventions.explain_kind(span)
             said = f"{mapper}: {key}" if key else mapper
             error = conventions.error(span)
-            lines.append(f"{'  ' * (depth + 1)}- {span['name']!r} ({span['span_id']}): {kind} [{said}]"
+            came = f" (joined from trace {span['joined']['trace_id']})" if span.get("joined") and (
+                span.get("parent_id") not in ids) else ""
+            lines.append(f"{'  ' * (depth + 1)}- {span['name']!r} ({span['span_id']}): {kind} [{said}]{came}"
                          + (f" error: {_short(error)}" if error else ""))
             walk(span["span_id"], depth + 1)
 
     walk(None, 0)
+    if joined_to is not None:
+        lines.append(f"no turn of its own: its runs state no user words and its root is linked to span {joined_to[1]} "
+                     f"of trace {joined_to[0]}, so its work joined that trace's run")
+        return lines
     result = assembly(spans, explain=True)
     links = {} if links is None else links
     new, chained = join(result.turns, result.chains, links)
@@ -136,6 +150,9 @@ def explain_lines(trace_id: str, spans: list[dict[str, Any]], links: dict[str, s
         lines.append(f"  {', '.join(f'{k}={_short(v)}' for k, v in said.items()) or 'no agent, session or model'}")
         if turn["span_id"] in chained:
             lines.append(f"    session: {chained[turn['span_id']]}")
+        for other in result.joined.get(turn["span_id"], []):
+            lines.append(f"  joined by a link: trace {other}'s runs state no user words and its root is linked to a "
+                         "span of this trace, so they are this run's work (its answer is the joined work's last)")
     if result.steps:
         lines.append(f"{len(result.steps)} LLM call(s) only asked for tools and nothing in this trace answered: steps, "
                      "not turns")
@@ -161,11 +178,25 @@ def explain_command(source: str, project: str) -> None:
       vigil explain-trace tests/fixtures/otlp/pydantic_ai_tool.json
       REDIS_URL=redis://127.0.0.1:6379/0 vigil explain-trace 4bf92f3577b34da6a3ce929d0e0e4736
     """
+    from vigil.schemas import links as trace_links
+    from vigil.schemas.spans import assembly
+    from vigil.worker.assembly.traces import split_name
+
     redis_url = os.environ.get("REDIS_URL")
     traces = read_source(source, redis_url, project)
-    links = {} if Path(source).is_file() else _links(traces, redis_url, project)
+    joined: dict[str, tuple[str, str]] = {}
+    if Path(source).is_file():  # the file's traces joined by their links, as the worker joins them
+        results = {trace_id: assembly(spans) for trace_id, spans in traces.items()}
+        kept, hosts = trace_links.join(traces, results)
+        joined = {trace_id: (host, results[trace_id].link[1]) for trace_id, host in hosts.items()}
+        traces = {trace_id: kept.get(trace_id, spans) for trace_id, spans in traces.items()}
+        links = {}
+    else:
+        links = _links(traces, redis_url, project)
+        joined = {t: (split_name(s.joined[0])[1], s.joined[1]) for t, s in traces.items()
+                  if getattr(s, "joined", None)}
     for trace_id, spans in traces.items():
-        for line in explain_lines(trace_id, spans, links):
+        for line in explain_lines(trace_id, spans, links, joined.get(trace_id)):
             click.echo(line)
 
 

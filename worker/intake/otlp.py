@@ -11,7 +11,9 @@ says which services had a span some convention reads (``read``) and the attribut
 once in a while that a service sends spans in no convention it reads, which make no turn.
 Of every span the record also keeps its kind, an error status, its scope's name and whether its parent is remote
 (the span flags), which assembly reads to find a turn's root and to tell a parent not yet arrived from one in
-another process. A span whose ids are not OTLP ids (a 16-byte trace id and an 8-byte span id, not all zeros; in
+another process; and its links to spans of other traces (``links``: the trace and span id of each, at most
+``vigil.schemas.links.MAX_LINKS``, ``links_more`` when it had more), which tell work a run started in a trace of its
+own (``vigil.schemas.links``). A link whose ids are not OTLP ids is dropped, not the span. A span whose ids are not OTLP ids (a 16-byte trace id and an 8-byte span id, not all zeros; in
 OTLP/JSON, hex) is rejected, and the answer's ``partial_success`` says which and why; the others are kept. So is an
 OTLP/JSON span (or log record) that protobuf's JSON mapping refuses (a value of the wrong type, nesting past its
 limit): it alone is rejected.
@@ -47,6 +49,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 )
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 from vigil.schemas.conventions import json_value
+from vigil.schemas.links import MAX_LINKS
 from vigil.schemas.spans import (
     CONTENT_EVENTS,
     RESOURCE_KEYS,
@@ -255,6 +258,8 @@ def _records(request: ExportTraceServiceRequest, bad: dict[tuple[int, int, int],
                 }
                 if span.flags & _FLAGS_KNOW_REMOTE and span.flags & _FLAGS_REMOTE and record["parent_id"]:
                     record["parent_remote"] = True
+                if span.links:
+                    _links(record, span.links)
                 attributes = _attributes(span.attributes)
                 if is_genai(attributes, (e.name for e in span.events)):
                     record["attributes"] = attributes
@@ -269,6 +274,24 @@ def _records(request: ExportTraceServiceRequest, bad: dict[tuple[int, int, int],
                     out.unreadable(str(resource.get("service.name") or ""), attributes)
                 out.spans.append(record)
     return out
+
+
+def _links(record: SpanRecord, links) -> None:
+    """A span's links with OTLP ids, each once, at most ``MAX_LINKS`` (``links_more`` when it had others)."""
+    kept: list[dict[str, str]] = []
+    for link in links:
+        if len(link.trace_id) != 16 or link.trace_id == _ZERO_TRACE or len(link.span_id) != 8 \
+                or link.span_id == _ZERO_SPAN:
+            continue
+        found = {"trace_id": link.trace_id.hex(), "span_id": link.span_id.hex()}
+        if found in kept:
+            continue
+        if len(kept) == MAX_LINKS:
+            record["links_more"] = True
+            break
+        kept.append(found)
+    if kept:
+        record["links"] = kept
 
 
 def _attributes(pairs) -> dict[str, Any]:
@@ -290,7 +313,15 @@ def _value(value: AnyValue) -> Any:
 
 def _hex_ids_to_base64(item: dict[str, Any]) -> str | None:
     """OTLP/JSON writes a span's (or log record's) ids as hex, where protobuf's JSON mapping expects base64: converted
-    in place. Returns why an id is not hex (the item is then rejected alone), or None."""
+    in place. Returns why an id is not hex (the item is then rejected alone), or None. A link's ids that are not hex
+    are left empty: the link is dropped (``_links``), the span kept."""
+    links = item.get("links")
+    if isinstance(links, list):
+        for link in links:
+            if isinstance(link, dict) and _hex_ids_to_base64(link):
+                link["traceId"] = link["spanId"] = ""
+                link.pop("trace_id", None)
+                link.pop("span_id", None)
     for key in _ID_FIELDS:
         value = item.get(key)
         if not isinstance(value, str):

@@ -1,0 +1,363 @@
+"""Work a run started in a trace of its own, tied to it by an OpenTelemetry span link (``vigil.schemas.links``,
+``vigil.worker.assembly.links``): a multi-agent runtime hands the next agent its input as a message, and that agent
+runs in a trace whose root is linked to the span that sent it, asked no user words. The rule on hand-made spans, the
+decoder keeping links, and the whole path through a real ``vigil intake`` and ``vigil worker``, with a second project
+(its own key) linking to the first project's trace ids."""
+
+from __future__ import annotations
+
+import base64
+import json
+import time
+import uuid
+from typing import Any
+
+import pytest
+import redis
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+    ExportTraceServiceRequest,
+)
+from vigil.schemas import links
+from vigil.schemas.spans import assembly
+from vigil.worker.assembly.traces import record_key, trace_name
+from vigil.worker.intake.otlp import decode_traces
+from vigil.worker.store import connect
+
+from tests.judge_server import ScriptedJudge
+from tests.pipeline import wait_while_alive
+from tests.security.test_turn_ownership import (
+    DEFAULT_KEY,
+    RIVAL_KEY,
+    _attrs,
+    _post,
+    _reply,
+    calls,
+    rows,
+    settled,
+    started,
+)
+
+SECOND = 1_000_000_000
+T0 = 1_700_000_000 * SECOND
+QUESTION = "Where is order A-1001?"
+FIRST = "Order A-1001 shipped on Monday."
+FINAL = "Good news: your order A-1001 shipped on Monday and arrives in two days."
+
+
+def _id() -> str:
+    return uuid.uuid4().hex[:16]
+
+
+def _span(trace_id: str, name: str, start: int, end: int, parent: str | None = None, span_id: str | None = None,
+          links_to: list[tuple[str, str]] = (), **attributes: Any) -> dict[str, Any]:
+    span = {"trace_id": trace_id, "span_id": span_id or _id(), "parent_id": parent, "name": name, "start": start,
+            "end": end, "attributes": attributes}
+    if links_to:
+        span["links"] = [{"trace_id": t, "span_id": s} for t, s in links_to]
+    return span
+
+
+def _messages(*pairs: tuple[str, str]) -> str:
+    return json.dumps([{"role": role, "parts": [{"type": "text", "content": text}]} for role, text in pairs])
+
+
+def _chat(trace_id: str, parent: str, start: int, asked: list[tuple[str, str]], answer: str, **more: Any):
+    return _span(trace_id, "chat m", start, start + SECOND, parent, **{
+        "gen_ai.operation.name": "chat", "gen_ai.request.model": "m", "gen_ai.input.messages": _messages(*asked),
+        "gen_ai.output.messages": _messages(("assistant", answer)), **more})
+
+
+def first_agent(trace_id: str, start: int = T0, question: str = QUESTION, answer: str = FIRST):
+    """The first agent's trace: the runtime's handler span, the agent run (asked the user's question) under it, and,
+    after the run, the message the handler sends the next agent. Returns the spans and the sending span's id."""
+    handler, agent, send = _id(), _id(), _id()
+    return [
+        _span(trace_id, "process support_bot", start, start + 4 * SECOND, span_id=handler, kind=5),
+        _span(trace_id, "invoke_agent support_bot", start, start + 2 * SECOND, handler, span_id=agent,
+              **{"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "support_bot"}),
+        _chat(trace_id, agent, start + SECOND // 2, [("user", question)], answer),
+        _span(trace_id, "create writer", start + 3 * SECOND, start + 3 * SECOND + 1000, handler, span_id=send,
+              kind=4, **{"messaging.operation": "create"}),
+    ], send
+
+
+def next_agent(trace_id: str, linked: list[tuple[str, str]], start: int = T0 + 5 * SECOND, handed: str = FIRST,
+               answer: str = FINAL, asked_by_user: bool = False, **chat: Any):
+    """The next agent's trace: the runtime's delivery of the message (linked to the span that sent it) and the agent
+    run under it, handed the first agent's answer as an assistant message (or, ``asked_by_user``, as a user's)."""
+    deliver, agent = _id(), _id()
+    return [
+        _span(trace_id, "process writer", start, start + 3 * SECOND, span_id=deliver, links_to=linked, kind=5),
+        _span(trace_id, "invoke_agent writer", start, start + 2 * SECOND, deliver, span_id=agent,
+              **{"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "writer"}),
+        _chat(trace_id, agent, start + SECOND // 2, [("user" if asked_by_user else "assistant", handed)], answer,
+              **chat),
+    ]
+
+
+def turns(*traces: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Every turn of the traces, joined by their links as ``vigil.schemas.links.join`` joins a file's traces."""
+    by_trace = {spans[0]["trace_id"]: spans for spans in traces}
+    joined, _ = links.join(by_trace, {t: assembly(spans) for t, spans in by_trace.items()})
+    return [turn for spans in joined.values() for turn in assembly(spans).turns]
+
+
+def words(turn: dict[str, Any]) -> tuple[str, str]:
+    return next((m["content"] for m in reversed(turn["input"]) if m["role"] == "user"), ""), turn["output"]
+
+
+# -- the rule, on hand-made spans ------------------------------------------------------------------------------------
+
+
+def test_a_trace_whose_run_states_no_user_words_joins_the_run_of_the_span_its_link_names():
+    a, b = uuid.uuid4().hex, uuid.uuid4().hex
+    first, send = first_agent(a)
+    second = next_agent(b, [(a, send)])
+
+    [turn] = turns(first, second)
+
+    assert (turn["trace_id"], turn["span_id"]) == (a, first[1]["span_id"])  # the first run's turn id
+    assert words(turn) == (QUESTION, FINAL)  # its question, the joined work's last answer
+    assert turn["ended_at"] == assembly(second).turns[0]["ended_at"]
+    assert {s["span_id"] for s in turn["spans"]} >= {s["span_id"] for s in second}
+    assert assembly(second).link == (a, send)
+
+
+def test_a_joined_runs_usage_and_tool_calls_are_the_whole_works():
+    a, b = uuid.uuid4().hex, uuid.uuid4().hex
+    first, send = first_agent(a)
+    first[2]["attributes"].update({"gen_ai.usage.input_tokens": 10, "gen_ai.usage.output_tokens": 4})
+    second = next_agent(b, [(a, send)], **{"gen_ai.usage.input_tokens": 7, "gen_ai.usage.output_tokens": 3})
+    agent = second[1]["span_id"]
+    second.append(_span(b, "execute_tool lookup_order", T0 + 5 * SECOND + SECOND // 4, T0 + 5 * SECOND + SECOND // 3,
+                        agent, **{"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "lookup_order",
+                                  "gen_ai.tool.call.arguments": '{"order_id": "A-1001"}',
+                                  "gen_ai.tool.call.result": "shipped"}))
+
+    [turn] = turns(first, second)
+
+    assert turn["usage"] == {"prompt_tokens": 17, "completion_tokens": 7}
+    assert [(c["name"], c["arguments"], c.get("result")) for c in turn["tool_calls"]] == [
+        ("lookup_order", {"order_id": "A-1001"}, "shipped")]
+
+
+def test_when_the_joined_work_fails_without_an_answer_the_run_failed_with_its_error():
+    a, b = uuid.uuid4().hex, uuid.uuid4().hex
+    first, send = first_agent(a)
+    second = next_agent(b, [(a, send)])
+    second[2]["attributes"]["gen_ai.output.messages"] = "[]"
+    second[2]["status"] = {"code": 2, "message": "model overloaded"}
+    second[1]["status"] = {"code": 2, "message": "model overloaded"}
+
+    [turn] = turns(first, second)
+
+    assert turn["output"] == "" and turn["metadata"]["vigil.run"] == "failed"
+    assert "model overloaded" in turn["metadata"]["vigil.error"]
+
+
+def test_a_linked_run_asked_user_words_of_its_own_stays_a_run_of_its_own():
+    a, b = uuid.uuid4().hex, uuid.uuid4().hex
+    first, send = first_agent(a)
+    follow_up = next_agent(b, [(a, send)], handed="And can I return it?", asked_by_user=True)
+
+    assert sorted(words(t) for t in turns(first, follow_up)) == [("And can I return it?", FINAL), (QUESTION, FIRST)]
+    assert assembly(follow_up).link is None
+
+
+@pytest.mark.parametrize("linked", ["two spans of two traces", "a trace not in the file", "more links than kept"])
+def test_a_run_whose_links_name_no_one_known_span_is_assembled_on_its_own(linked):
+    a, c = uuid.uuid4().hex, uuid.uuid4().hex
+    first, send = first_agent(a)
+    other, other_send = first_agent(c, question="Another question?", answer="Another answer.")
+    named = {"two spans of two traces": [(a, send), (c, other_send)],
+             "a trace not in the file": [(uuid.uuid4().hex, _id())],
+             "more links than kept": [(a, send)]}[linked]
+    second = next_agent(uuid.uuid4().hex, named)
+    if linked == "more links than kept":
+        second[0]["links_more"] = True
+
+    assert sorted(words(t) for t in turns(first, other, second)) == [
+        ("", FINAL), ("Another question?", "Another answer."), (QUESTION, FIRST)]
+
+
+def test_a_trace_with_no_run_linked_to_a_run_stays_a_non_run():
+    a = uuid.uuid4().hex
+    first, send = first_agent(a)
+    ack = [_span(uuid.uuid4().hex, "ack", T0 + 9 * SECOND, T0 + 10 * SECOND, links_to=[(a, send)],
+                 **{"messaging.operation": "ack"})]
+
+    assert [words(t) for t in turns(first, ack)] == [(QUESTION, FIRST)]
+    assert assembly(ack).link is None
+
+
+def test_a_chain_of_agents_joins_through_to_the_run_that_started_it():
+    a, b, c = (uuid.uuid4().hex for _ in range(3))
+    first, send = first_agent(a)
+    second = next_agent(b, [(a, send)], answer="A draft.")
+    send_on = _span(b, "create editor", T0 + 8 * SECOND, T0 + 8 * SECOND + 1000, second[0]["span_id"], kind=4)
+    third = next_agent(c, [(b, send_on["span_id"])], start=T0 + 10 * SECOND, handed="A draft.", answer=FINAL)
+
+    [turn] = turns(first, [*second, send_on], third)
+
+    assert (turn["trace_id"], words(turn)) == (a, (QUESTION, FINAL))
+
+
+def test_hosts_follow_chains_only_to_a_trace_that_holds_a_run():
+    targets = {"b": ("a", "s1"), "c": ("b", "s2"), "d": ("x", "s3"), "e": ("d", "s4")}
+
+    assert links.hosts(targets, lambda t: t in {"a", "d"}) == {"b": "a", "c": "a", "e": "d"}
+
+
+# -- the decoder keeps links ---------------------------------------------------------------------------------------
+
+
+def _otlp_span(trace_id: str, span_id: str, span_links: list[dict[str, Any]] = ()) -> dict[str, Any]:
+    return {"traceId": trace_id, "spanId": span_id, "name": "process writer", "kind": 5,
+            "startTimeUnixNano": "1", "endTimeUnixNano": "2", "links": list(span_links)}
+
+
+def test_the_decoder_keeps_a_spans_links_in_otlp_json_and_protobuf_and_drops_a_link_that_is_no_otlp_id():
+    a, b, s = uuid.uuid4().hex, uuid.uuid4().hex, _id()
+    body = {"resourceSpans": [{"scopeSpans": [{"spans": [
+        _otlp_span(b, _id(), [{"traceId": a, "spanId": s}, {"traceId": "not hex", "spanId": s},
+                              {"traceId": a, "spanId": s}]),
+        _otlp_span(b, _id())]}]}]}
+    proto = ExportTraceServiceRequest()
+    span = proto.resource_spans.add().scope_spans.add().spans.add(trace_id=bytes.fromhex(b),
+                                                                  span_id=bytes.fromhex(_id()), name="p")
+    span.links.add(trace_id=bytes.fromhex(a), span_id=bytes.fromhex(s))
+    span.links.add(trace_id=b"short", span_id=bytes.fromhex(s))
+
+    decoded = decode_traces(json.dumps(body).encode(), json_body=True)
+    [from_proto] = decode_traces(proto.SerializeToString(), json_body=False).spans
+
+    assert decoded.rejected == 0
+    assert [r.get("links") for r in decoded.spans] == [[{"trace_id": a, "span_id": s}], None]
+    assert from_proto["links"] == [{"trace_id": a, "span_id": s}]
+
+
+def test_the_decoder_keeps_at_most_max_links_and_says_there_were_more():
+    b = uuid.uuid4().hex
+    many = [{"traceId": uuid.uuid4().hex, "spanId": _id()} for _ in range(links.MAX_LINKS + 3)]
+    body = {"resourceSpans": [{"scopeSpans": [{"spans": [_otlp_span(b, _id(), many)]}]}]}
+
+    [record] = decode_traces(json.dumps(body).encode(), json_body=True).spans
+
+    assert len(record["links"]) == links.MAX_LINKS and record["links_more"] is True
+    assert record["links"][0]["span_id"] == base64.b64decode(base64.b64encode(bytes.fromhex(many[0]["spanId"]))).hex()
+
+
+# -- through a real intake and worker ------------------------------------------------------------------------------
+
+
+def otlp(spans: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Span records as OTLP/JSON spans (every attribute a string), with their links."""
+    return [{"traceId": s["trace_id"], "spanId": s["span_id"], "parentSpanId": s["parent_id"] or "",
+             "name": s["name"], "kind": 1, "startTimeUnixNano": str(s["start"]), "endTimeUnixNano": str(s["end"]),
+             "flags": 0x100, "links": [{"traceId": x["trace_id"], "spanId": x["span_id"]} for x in s.get("links", [])],
+             "attributes": _attrs(**{k.replace(".", "__"): str(v) for k, v in s["attributes"].items()})}
+            for s in spans]
+
+
+def send(intake, traces: list[list[dict[str, Any]]], key: str = DEFAULT_KEY) -> None:
+    answer = _post(f"{intake.url}/v1/traces", key=key, body={"resourceSpans": [{
+        "resource": {"attributes": _attrs(service__name="orchestra")},
+        "scopeSpans": [{"spans": [span for spans in traces for span in otlp(spans)]}]}]})
+    assert "partialSuccess" not in answer, answer
+
+
+@pytest.fixture(scope="module")
+def stored(redis_server, tmp_path_factory):
+    """The default project's orchestrations: one sent whole in one request (``together``), one whose next agent
+    comes after the first agent's turn was stored (``later``), one whose next agent settles before the first agent's
+    root span comes (``settling``: its handler span sent with ``later``'s next agent), one whose host is at its span
+    cap (``full``: 6 spans a trace, the cap 7); then a second project's next agent linked to the default project's ``target`` trace id (which holds a
+    scored turn), with its own trace of that id. The ``traces`` rows and funnel stages by (project, trace id), the
+    judge's requests and the targets' assemblies before and after the rival's."""
+    home = tmp_path_factory.mktemp("links")
+    client = redis.Redis.from_url(redis_server.url)
+    client.flushall()
+    env = {"VIGIL_INTAKE_SETTLE_S": "1", "VIGIL_INTAKE_PARENT_WAIT_S": "5", "VIGIL_INTAKE_TOKEN": DEFAULT_KEY,
+           "VIGIL_INTAKE_MAX_TRACE_SPANS": "7"}
+    ids = {name: uuid.uuid4().hex for name in ("together", "together_next", "later", "later_next", "settling",
+                                               "settling_next", "full", "full_next", "target", "rival_next")}
+    now = time.time_ns()
+    made = {}
+    for name in ("together", "later", "settling", "full", "target"):
+        made[name], made[f"{name}_send"] = first_agent(ids[name], start=now, question=f"{name}: {QUESTION}")
+    made["full"] += [_span(ids["full"], "db query", now + 3 * SECOND, now + 3 * SECOND + 10, made["full"][0]["span_id"])
+                     for _ in range(2)]  # 6 spans: the next agent's 3 are over the cap of 7
+    for name in ("together", "later", "settling", "full"):
+        made[f"{name}_next"] = next_agent(ids[f"{name}_next"], [(ids[name], made[f"{name}_send"])], start=now)
+    rival_next = next_agent(ids["rival_next"], [(ids["target"], made["target_send"])], start=now,
+                            answer="The rival's answer.")
+    rival_own = json.loads(json.dumps(made["target"]))  # the same trace and span ids, the rival's own words
+    rival_own[2]["attributes"]["gen_ai.input.messages"] = _messages(("user", "The rival's own question?"))
+    rival_own[2]["attributes"]["gen_ai.output.messages"] = _messages(("assistant", "Rival."))
+    with ScriptedJudge(_reply) as judge:
+        intake, worker = started(redis_server.url, home, judge, env)
+        try:
+            send(intake, [made["together"], made["together_next"], made["later"], made["full"], made["full_next"],
+                          made["target"], made["settling"][1:], made["settling_next"]])
+            wait_while_alive(worker, lambda: all(client.hexists(record_key(ids[name]), "turns") for name in (
+                "together", "later", "full", "target")), "the first traces assembled")
+            send(intake, [made["later_next"], made["settling"][:1]])
+            settled(redis_server.url, worker)
+            before = {"judged": calls(judge, f"target: {QUESTION}"),
+                      "target": int(client.hget(record_key(ids["target"]), "assemblies") or 0)}
+            send(intake, [rival_next, rival_own], key=RIVAL_KEY)
+            settled(redis_server.url, worker)
+            after = {"judged": calls(judge, f"target: {QUESTION}"),
+                     "target": int(client.hget(record_key(ids["target"]), "assemblies") or 0),
+                     "rival_record": client.hget(record_key(trace_name("rival", ids["rival_next"])), "joined")}
+            assert worker.stop() == 0
+        finally:
+            intake.stop()
+            worker.stop()
+    store = connect(worker.dsn)
+    found = {(r["project"], r["trace_id"]): r for r in rows(
+        store, "SELECT project, trace_id, span_id, question, output FROM traces FINAL")}
+    stages = {(r["project"], r["trace_id"], r["stage"]) for r in rows(
+        store, "SELECT project, trace_id, stage FROM pipeline_events")}
+    scored = {(r["project"], r["trace_id"]): r["n"] for r in rows(
+        store, "SELECT project, trace_id, count() AS n FROM scores FINAL WHERE status = 'scored' "
+               "GROUP BY project, trace_id")}
+    store.close()
+    client.close()
+    yield {"ids": ids, "made": made, "rows": found, "stages": stages, "scored": scored, "before": before,
+           "after": after, "log": worker.output()}
+
+
+@pytest.mark.parametrize("name", ["together", "later", "settling"])
+def test_the_worker_stores_one_turn_for_an_orchestration_the_first_runs_question_and_the_last_answer(stored, name):
+    ids = stored["ids"]
+    row = stored["rows"][("default", ids[name])]
+
+    assert (row["span_id"], row["question"], row["output"]) == (
+        stored["made"][name][1]["span_id"], f"{name}: {QUESTION}", FINAL)
+    assert ("default", ids[f"{name}_next"]) not in stored["rows"]
+    assert ("default", ids[f"{name}_next"], "joined") in stored["stages"]
+    assert stored["scored"][("default", ids[name])] >= 1
+
+
+def test_a_linked_trace_over_its_hosts_span_cap_is_assembled_on_its_own(stored):
+    ids = stored["ids"]
+
+    assert stored["rows"][("default", ids["full"])]["output"] == FIRST
+    assert stored["rows"][("default", ids["full_next"])]["output"] == FINAL
+    assert ("default", ids["full_next"], "joined") not in stored["stages"]
+
+
+def test_another_projects_linked_span_changes_nothing_of_the_linked_projects_run(stored):
+    ids = stored["ids"]
+    target = stored["rows"][("default", ids["target"])]
+
+    assert (target["question"], target["output"]) == (f"target: {QUESTION}", FIRST)
+    assert stored["after"]["target"] == stored["before"]["target"] == 1  # never assembled again
+    assert stored["after"]["judged"] == stored["before"]["judged"] > 0  # nor judged again
+    assert stored["scored"][("default", ids["target"])] == stored["scored"][("default", ids["together"])]
+    # in its own project the link names its own trace of that id, whose run it joins
+    rival = stored["rows"][("rival", ids["target"])]
+    assert (rival["question"], rival["output"]) == ("The rival's own question?", "The rival's answer.")
+    assert ("rival", ids["rival_next"]) not in stored["rows"]
+    assert json.loads(stored["after"]["rival_record"])[0] == trace_name("rival", ids["target"])
