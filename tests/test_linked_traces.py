@@ -28,14 +28,13 @@ from tests.pipeline import wait_while_alive
 from tests.security.test_turn_ownership import (
     DEFAULT_KEY,
     RIVAL_KEY,
-    _attrs,
-    _post,
     _reply,
     calls,
     rows,
     settled,
     started,
 )
+from tests.test_session_chains import send
 
 SECOND = 1_000_000_000
 T0 = 1_700_000_000 * SECOND
@@ -250,22 +249,6 @@ def test_the_decoder_keeps_at_most_max_links_and_says_there_were_more():
 # -- through a real intake and worker ------------------------------------------------------------------------------
 
 
-def otlp(spans: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Span records as OTLP/JSON spans (every attribute a string), with their links."""
-    return [{"traceId": s["trace_id"], "spanId": s["span_id"], "parentSpanId": s["parent_id"] or "",
-             "name": s["name"], "kind": 1, "startTimeUnixNano": str(s["start"]), "endTimeUnixNano": str(s["end"]),
-             "flags": 0x100, "links": [{"traceId": x["trace_id"], "spanId": x["span_id"]} for x in s.get("links", [])],
-             "attributes": _attrs(**{k.replace(".", "__"): str(v) for k, v in s["attributes"].items()})}
-            for s in spans]
-
-
-def send(intake, traces: list[list[dict[str, Any]]], key: str = DEFAULT_KEY) -> None:
-    answer = _post(f"{intake.url}/v1/traces", key=key, body={"resourceSpans": [{
-        "resource": {"attributes": _attrs(service__name="orchestra")},
-        "scopeSpans": [{"spans": [span for spans in traces for span in otlp(spans)]}]}]})
-    assert "partialSuccess" not in answer, answer
-
-
 @pytest.fixture(scope="module")
 def stored(redis_server, tmp_path_factory):
     """The default project's orchestrations: one sent whole in one request (``together``), one whose next agent
@@ -298,10 +281,10 @@ def stored(redis_server, tmp_path_factory):
         intake, worker = started(redis_server.url, home, judge, env)
         try:
             send(intake, [made["together"], made["together_next"], made["later"], made["full"], made["full_next"],
-                          made["target"], made["settling"][1:], made["settling_next"]])
+                          made["target"], made["settling"][1:], made["settling_next"]], DEFAULT_KEY)
             wait_while_alive(worker, lambda: all(client.hexists(record_key(ids[name]), "turns") for name in (
                 "together", "later", "full", "target")), "the first traces assembled")
-            send(intake, [made["later_next"], made["settling"][:1]])
+            send(intake, [made["later_next"], made["settling"][:1]], DEFAULT_KEY)
             settled(redis_server.url, worker)
             before = {"judged": calls(judge, f"target: {QUESTION}"),
                       "target": int(client.hget(record_key(ids["target"]), "assemblies") or 0)}

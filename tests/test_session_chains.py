@@ -176,9 +176,10 @@ def test_links_are_bounded_by_bytes_oldest_first_out_and_forgotten_after_the_kee
 
 
 def otlp(spans: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Span records as OTLP/JSON spans (every attribute a string)."""
+    """Span records as OTLP/JSON spans (every attribute a string), with their links."""
     return [{"traceId": s["trace_id"], "spanId": s["span_id"], "parentSpanId": s["parent_id"] or "",
              "name": s["name"], "kind": 1, "startTimeUnixNano": str(s["start"]), "endTimeUnixNano": str(s["end"]),
+             "links": [{"traceId": link["trace_id"], "spanId": link["span_id"]} for link in s.get("links", [])],
              "attributes": _attrs(**{k.replace(".", "__"): str(v) for k, v in s["attributes"].items()})}
             for s in spans]
 
