@@ -13,10 +13,11 @@ import pytest
 from tests.abuse import raw_request
 
 
-@pytest.fixture
-def served(tmp_path):
+@pytest.fixture(scope="module")
+def served(tmp_path_factory):
+    """One migrated store served for the module's tests, which only read it."""
     env = {k: v for k, v in os.environ.items() if k not in ("CLICKHOUSE_DSN", "VIGIL_CONFIG", "REDIS_URL")}
-    env["VIGIL_HOME"] = str(tmp_path / "vigil")
+    env["VIGIL_HOME"] = str(tmp_path_factory.mktemp("host-header") / "vigil")
     subprocess.run([sys.executable, "-m", "vigil.worker", "migrate"], env=env, check=True, capture_output=True,
                    timeout=120)
     process = subprocess.Popen([sys.executable, "-m", "vigil.worker", "report", "--serve", "--port", "0"], env=env,
