@@ -33,7 +33,7 @@ pytest_plugins = ["tests.judge_server"]
 
 # Files of independent tests (nothing module-scoped), each a real process or more, that `make test` spreads over the
 # xdist workers test by test; every other file runs on one worker, so its module-scoped fixtures start once.
-SPREAD_FILES = ("tests/test_cli_mistakes.py", "tests/test_review.py", "tests/test_eval.py", "tests/test_intake.py",
+SPREAD_FILES = ("tests/test_cli_mistakes.py", "tests/test_review.py", "tests/test_eval.py",
                 "tests/test_feedback_pipeline.py", "tests/test_poison.py", "tests/test_pipeline.py",
                 "tests/test_poison_turns.py", "tests/test_documented_commands.py")
 

@@ -67,9 +67,12 @@ def json_span(trace_id: str = TRACE_ID, span_id: str = SPAN_ID, **extra: Any) ->
                            {"key": "gen_ai.usage.input_tokens", "value": {"intValue": "12"}}], **extra}
 
 
-@pytest.fixture
-def intake(redis_url, tmp_path):
-    process = IntakeProcess(redis_url, tmp_path, VIGIL_INTAKE_MAX_BYTES="200000", VIGIL_INTAKE_RETRY_AFTER_S="2")
+@pytest.fixture(scope="module")
+def intake(redis_server, tmp_path_factory):
+    """One intake for the module's tests: it keeps nothing between requests but what it writes to Redis, which each
+    test flushes first (``redis_url``)."""
+    process = IntakeProcess(redis_server.url, tmp_path_factory.mktemp("intake"), VIGIL_INTAKE_MAX_BYTES="200000",
+                            VIGIL_INTAKE_RETRY_AFTER_S="2")
     yield process.start()
     process.stop()
 
