@@ -145,7 +145,7 @@ def assemble_traces() -> dict[str, int]:
             joined, hosts_pending = join_linked(
                 rt.redis, swept, max_spans=settings.max_trace_spans, max_bytes=settings.max_trace_bytes,
                 max_reassemblies=settings.max_reassemblies, keep_s=settings.keep_s, now=time.time(), read=read,
-                wait=lambda name: wait(name, waits))
+                wait=lambda name, waits=waits: wait(name, waits))
             rows["pipeline_events"] += joined
             if hosts_pending:  # hosts a link added spans to, assembled again once they settle
                 schedule_sweep(rt.redis, "vigil.intake.sweep", time.time() + settings.settle_s,
