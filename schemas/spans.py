@@ -265,11 +265,12 @@ def assembly(spans: Iterable[SpanRecord], *, explain: bool = False) -> Assembly:
 
 
 def waiting_for_parent(spans: Iterable[SpanRecord]) -> bool:
-    """Whether a span's parent, in this process (not a remote caller), has not arrived: the trace is unfinished."""
+    """Whether a span's parent, in this process (not a remote caller), has not arrived: the trace is unfinished. A
+    span joined from another trace (``links``) waited in its own trace, when that one was assembled."""
     spans = list(spans)
     ids = {s["span_id"] for s in spans if not s.get("log")}
     return any(s.get("parent_id") and s["parent_id"] not in ids and not s.get("parent_remote")
-               for s in spans if not s.get("log"))
+               for s in spans if not s.get("log") and not s.get("joined"))
 
 
 def log_record(trace_id: str, span_id: str, event: SpanEvent, resource: dict[str, Any],

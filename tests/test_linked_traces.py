@@ -251,17 +251,18 @@ def test_the_decoder_keeps_at_most_max_links_and_says_there_were_more():
 
 @pytest.fixture(scope="module")
 def stored(redis_server, tmp_path_factory):
-    """The default project's orchestrations: one sent whole in one request (``together``), one whose next agent
-    comes after the first agent's turn was stored (``later``), one whose next agent settles before the first agent's
-    root span comes (``settling``: its handler span sent with ``later``'s next agent), one whose host is at its span
-    cap (``full``: 6 spans a trace, the cap 7); then a second project's next agent linked to the default project's ``target`` trace id (which holds a
-    scored turn), with its own trace of that id. The ``traces`` rows and funnel stages by (project, trace id), the
-    judge's requests and the targets' assemblies before and after the rival's."""
+    """The default project's orchestrations: one sent whole in one request (``together``), with a span of its next
+    agent that comes after that one joined (``late_tool``); one whose next agent comes after the first agent's turn
+    was stored (``later``); one whose next agent settles before the first agent's root span comes (``settling``: its
+    handler span sent with ``later``'s next agent); one whose host is at its span cap (``full``: 6 spans, the cap 8).
+    Then a second project's next agent linked to the default project's ``target`` trace id (which holds a scored
+    turn), with its own trace of that id. The ``traces`` rows and funnel stages by (project, trace id), the judge's
+    calls for the target and its assemblies before and after the rival's."""
     home = tmp_path_factory.mktemp("links")
     client = redis.Redis.from_url(redis_server.url)
     client.flushall()
     env = {"VIGIL_INTAKE_SETTLE_S": "1", "VIGIL_INTAKE_PARENT_WAIT_S": "5", "VIGIL_INTAKE_TOKEN": DEFAULT_KEY,
-           "VIGIL_INTAKE_MAX_TRACE_SPANS": "7"}
+           "VIGIL_INTAKE_MAX_TRACE_SPANS": "8"}
     ids = {name: uuid.uuid4().hex for name in ("together", "together_next", "later", "later_next", "settling",
                                                "settling_next", "full", "full_next", "target", "rival_next")}
     now = time.time_ns()
@@ -269,7 +270,7 @@ def stored(redis_server, tmp_path_factory):
     for name in ("together", "later", "settling", "full", "target"):
         made[name], made[f"{name}_send"] = first_agent(ids[name], start=now, question=f"{name}: {QUESTION}")
     made["full"] += [_span(ids["full"], "db query", now + 3 * SECOND, now + 3 * SECOND + 10, made["full"][0]["span_id"])
-                     for _ in range(2)]  # 6 spans: the next agent's 3 are over the cap of 7
+                     for _ in range(2)]  # 6 spans: the next agent's 3 are over the cap of 8
     for name in ("together", "later", "settling", "full"):
         made[f"{name}_next"] = next_agent(ids[f"{name}_next"], [(ids[name], made[f"{name}_send"])], start=now)
     rival_next = next_agent(ids["rival_next"], [(ids["target"], made["target_send"])], start=now,
@@ -284,7 +285,13 @@ def stored(redis_server, tmp_path_factory):
                           made["target"], made["settling"][1:], made["settling_next"]], DEFAULT_KEY)
             wait_while_alive(worker, lambda: all(client.hexists(record_key(ids[name]), "turns") for name in (
                 "together", "later", "full", "target")), "the first traces assembled")
-            send(intake, [made["later_next"], made["settling"][:1]], DEFAULT_KEY)
+            writer = made["together_next"][1]
+            late_tool = _span(ids["together_next"], "execute_tool get_shipping", writer["start"] + 10,
+                              writer["start"] + 20, writer["span_id"], **{
+                                  "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "get_shipping",
+                                  "gen_ai.tool.call.arguments": '{"order_id": "A-1001"}',
+                                  "gen_ai.tool.call.result": "2 days"})
+            send(intake, [made["later_next"], made["settling"][:1], [late_tool]], DEFAULT_KEY)
             settled(redis_server.url, worker)
             before = {"judged": calls(judge, f"target: {QUESTION}"),
                       "target": int(client.hget(record_key(ids["target"]), "assemblies") or 0)}
@@ -299,7 +306,7 @@ def stored(redis_server, tmp_path_factory):
             worker.stop()
     store = connect(worker.dsn)
     found = {(r["project"], r["trace_id"]): r for r in rows(
-        store, "SELECT project, trace_id, span_id, question, output FROM traces FINAL")}
+        store, "SELECT project, trace_id, span_id, question, output, tool_calls_json FROM traces FINAL")}
     stages = {(r["project"], r["trace_id"], r["stage"]) for r in rows(
         store, "SELECT project, trace_id, stage FROM pipeline_events")}
     scored = {(r["project"], r["trace_id"]): r["n"] for r in rows(
@@ -344,3 +351,11 @@ def test_another_projects_linked_span_changes_nothing_of_the_linked_projects_run
     assert (rival["question"], rival["output"]) == ("The rival's own question?", "The rival's answer.")
     assert ("rival", ids["rival_next"]) not in stored["rows"]
     assert json.loads(stored["after"]["rival_record"])[0] == trace_name("rival", ids["target"])
+
+
+def test_a_span_of_a_joined_trace_that_comes_later_joins_the_run_too(stored):
+    row = stored["rows"][("default", stored["ids"]["together"])]
+
+    assert [(c["name"], c.get("result")) for c in json.loads(row["tool_calls_json"])] == [("get_shipping", "2 days")]
+    assert row["output"] == FINAL
+    assert ("default", stored["ids"]["together_next"]) not in stored["rows"]
