@@ -18,7 +18,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest,
 )
 from vigil.schemas import links
-from vigil.schemas.spans import assembly
+from vigil.schemas.spans import assembly, waiting_for_parent
 from vigil.worker.assembly.traces import record_key, trace_name
 from vigil.worker.intake.otlp import decode_traces
 from vigil.worker.store import connect
@@ -359,3 +359,39 @@ def test_a_span_of_a_joined_trace_that_comes_later_joins_the_run_too(stored):
     assert [(c["name"], c.get("result")) for c in json.loads(row["tool_calls_json"])] == [("get_shipping", "2 days")]
     assert row["output"] == FINAL
     assert ("default", stored["ids"]["together_next"]) not in stored["rows"]
+
+
+def test_spans_joined_from_another_trace_never_make_their_host_wait_for_a_parent():
+    a, b = uuid.uuid4().hex, uuid.uuid4().hex
+    first, send = first_agent(a)
+    second = next_agent(b, [(a, send)])
+    second[0]["parent_id"] = _id()  # its own trace's parent, never sent: its trace waited for it already
+
+    assert waiting_for_parent(second)
+    assert not waiting_for_parent([*first, *links.graft(second, a, send)])
+
+
+@pytest.mark.parametrize(("assemblies", "joins"), [(1, True), (21, False)])
+def test_a_linked_trace_joins_a_stored_host_only_within_its_reassembly_cap(redis_url, assemblies, joins):
+    """On a real Redis: the host stored with a turn, assembled ``assemblies`` times (the cap: 20 re-assemblies)."""
+    from vigil.worker.assembly.links import Trace, join_linked
+    from vigil.worker.assembly.traces import Spans, assembly_of, store_spans, trace_key
+
+    a, b = uuid.uuid4().hex, uuid.uuid4().hex
+    first, send = first_agent(a)
+    second = next_agent(b, [(a, send)])
+    client = redis.Redis.from_url(redis_url)
+    store_spans(client, first, keep_s=600)
+    client.hset(record_key(a), mapping={"turns": json.dumps({first[1]["span_id"]: "digest"}),
+                                        "assemblies": assemblies})
+    client.delete(trace_key(a))  # assembled: its list was emptied
+    linked = Trace(b, Spans(second), [], assembly_of(second))
+
+    events, pending = join_linked(client, [linked], max_spans=2000, max_bytes=2**22, max_reassemblies=20, keep_s=600,
+                                  now=time.time(), read=lambda name: pytest.fail("no host in the sweep"),
+                                  wait=lambda name: pytest.fail("the host is stored"))
+
+    assert (len(events), pending, not linked.result.turns) == (int(joins), joins, joins)
+    assert client.llen(trace_key(a)) == (len(second) if joins else 0)
+    assert (client.hget(record_key(b), "joined") is not None) == joins
+    client.close()
