@@ -741,3 +741,78 @@ def test_a_genkit_multipart_tools_result_is_what_its_envelope_holds(envelope, re
     call = tool(genkit_action("1", "0", "tool.v2", "lookup_order", 0, ORDER_ARGS, envelope))
 
     assert (call["name"], call["arguments"], call["result"]) == ("lookup_order", ORDER_ARGS, result)
+
+
+# The Langfuse SDK's observations (``schemas/conventions/langfuse.py``), written here as its ``attributes.py`` writes
+# them: ``langfuse.observation.type``, input and output as JSON text, usage and model on generations.
+def langfuse_span(span_id: str, parent: str | None, observation: str, name: str, start: int, given: Any = None,
+                  answered: Any = None, **more: Any) -> dict[str, Any]:
+    attributes = {"langfuse.observation.type": observation, **more}
+    if given is not None:
+        attributes["langfuse.observation.input"] = given if isinstance(given, str) else json.dumps(given)
+    if answered is not None:
+        attributes["langfuse.observation.output"] = answered if isinstance(answered, str) else json.dumps(answered)
+    return span(span_id, parent, name, start, **attributes)
+
+
+TOOLS = [{"type": "function", "function": {"name": "lookup_order", "parameters": {"type": "object"}}}]
+CALLED = {"role": "assistant", "content": None, "tool_calls": [
+    {"id": "call_1", "type": "function", "function": {"name": "lookup_order", "arguments": json.dumps(ORDER_ARGS)}}]}
+OPENAI_TURN = [{"role": "system", "content": "Be kind."}, {"role": "user", "content": ORDER_QUESTION}]
+
+
+def langfuse_generation(span_id: str, parent: str, start: int, messages: list[dict[str, Any]], said: dict[str, Any],
+                        usage: dict[str, Any]) -> dict[str, Any]:
+    """A generation as ``langfuse.openai`` writes one: the messages (with the tools offered), the message answered."""
+    return langfuse_span(span_id, parent, "generation", "OpenAI-generation", start, {"tools": TOOLS, "messages": messages},
+                         said, **{"langfuse.observation.model.name": "m-1",
+                                  "langfuse.observation.usage_details": json.dumps(usage)})
+
+
+def langfuse_loop(usage: dict[str, Any]) -> list[dict[str, Any]]:
+    """An ``@observe()`` function around a tool loop: its arguments as ``{"args", "kwargs"}``, an ``@observe(
+    as_type="tool")`` tool between two generations, the session from ``propagate_attributes``; the agent is the
+    service's (no trace name set)."""
+    spans = [langfuse_span("1", None, "span", "support_bot", 0, {"args": [ORDER_QUESTION, []], "kwargs": {}},
+                          "It shipped.", **{"session.id": "s-1"}),
+            langfuse_generation("2", "1", 1, OPENAI_TURN, CALLED, usage),
+            langfuse_span("3", "1", "tool", "lookup_order", 3, {"args": [], "kwargs": ORDER_ARGS}, "shipped"),
+            langfuse_generation("4", "1", 5, [*OPENAI_TURN, CALLED, {"role": "tool", "tool_call_id": "call_1",
+                                                                     "content": "shipped"}],
+                                {"role": "assistant", "content": "It shipped."}, usage)]
+    for one in spans:
+        one["resource"] = {"service.name": "shop"}
+    return spans
+
+
+@pytest.mark.parametrize("usage", [
+    pytest.param({"prompt_tokens": 40, "completion_tokens": 10, "total_tokens": 50}, id="the provider's usage"),
+    pytest.param({"input": 40, "output": 10}, id="Langfuse's own keys"),
+])
+def test_langfuses_observations_are_read_by_what_its_attributes_mean(usage):
+    [turn] = assembly(langfuse_loop(usage)).turns
+
+    assert (Turn.model_validate(turn).question, turn["output"], turn["system"]) == (ORDER_QUESTION, "It shipped.",
+                                                                                   "Be kind.")
+    assert (turn["agent"], turn["session_id"], turn["model"], turn["usage"]) == (
+        "shop", "s-1", "m-1", {"prompt_tokens": 80, "completion_tokens": 20})
+    assert [(c["name"], c["arguments"], c["id"], c["result"]) for c in turn["tool_calls"]] == [
+        ("lookup_order", ORDER_ARGS, "call_1", "shipped")]
+
+
+def test_the_intake_keeps_langfuses_observations():
+    from vigil.schemas.spans import is_genai
+
+    assert is_genai({"langfuse.observation.type": "span", "langfuse.observation.input": "{}"})
+
+
+def test_a_langfuse_observation_whose_level_is_error_failed_with_its_status_message():
+    """``@observe`` sets the level ``ERROR`` and the status message when its function raises (and the span status,
+    not relied on here): a run whose only model call failed so is a failed run with that error."""
+    failed = {"langfuse.observation.level": "ERROR", "langfuse.observation.status_message": "Error code: 500"}
+    spans = [langfuse_span("1", None, "span", "support_bot", 0, {"args": [ORDER_QUESTION], "kwargs": {}}, **failed),
+             langfuse_span("2", "1", "generation", "OpenAI-generation", 1, OPENAI_TURN, **failed)]
+
+    [turn] = assembly(spans).turns
+
+    assert (turn["metadata"]["vigil.run"], turn["metadata"]["vigil.error"]) == ("failed", "Error code: 500")

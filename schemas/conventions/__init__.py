@@ -1,18 +1,18 @@
 """The span conventions vigil reads, one module each, and the one place that says which wins: OpenLLMetry /
 Traceloop (``openllmetry``), OpenInference (``openinference``, LangChain's, LlamaIndex's, smolagents', CrewAI's and the
 OpenAI Agents SDK's included), the Vercel AI SDK (``vercel``), pydantic-ai (``pydantic_ai``), Haystack's own tracer
-(``haystack``), Firebase Genkit's own tracing (``genkit``), the OpenTelemetry GenAI conventions (``genai``) and openlit
-(``openlit``). Each module's docstring has
+(``haystack``), Firebase Genkit's own tracing (``genkit``), the Langfuse SDK's observations (``langfuse``), the
+OpenTelemetry GenAI conventions (``genai``) and openlit (``openlit``). Each module's docstring has
 its table: which attributes and events mean what. ``schemas.spans`` builds turns from what these functions say of
 each span.
 
 **A registry of small mappers in priority order, ending in a fallback by meaning.** A span's kind is the first
-mapper's that claims it (``MAPPERS``: OpenLLMetry, OpenInference, Vercel, pydantic-ai, Haystack, Genkit, GenAI); a span no
+mapper's that claims it (``MAPPERS``: OpenLLMetry, OpenInference, Vercel, pydantic-ai, Haystack, Genkit, Langfuse, GenAI); a span no
 mapper claims is read by what it says: one that names a model (``gen_ai.request.model``, ``llm.model_name``,
 ``ai.model.id`` ...) is an LLM call, one that names a tool is a tool call, a plain server or consumer span is
 ``server``, anything else ``other``. So a framework nobody listed still lands somewhere sensible, and
 ``explain_kind`` says which mapper decided and on which attribute. Messages: openlit's when it wrote the span, else
-each mapper in turn fills what the ones before left empty (Vercel, pydantic-ai, Haystack, Genkit, GenAI, OpenLLMetry,
+each mapper in turn fills what the ones before left empty (Vercel, pydantic-ai, Haystack, Genkit, Langfuse, GenAI, OpenLLMetry,
 OpenInference); ``io_sources`` says which.
 
 **A final-answer tool is the answer.** A model that ends its run by calling a tool (``final_answer``,
@@ -27,7 +27,7 @@ instrumentation named the span after the method it wrapped (the tool is the obje
 **A span that says it failed, failed** (``error``): by its status, ``error.type`` or ``exception`` event, and also by
 what it reports when its status says OK: a finish reason ``error``, an error object as its output, a tool span's
 own flag (Haystack's ``haystack.tool.error``), an agent turn that resolved failed (Genkit's ``finishReason``
-``failed``).
+``failed``), an observation whose level is ``ERROR`` (Langfuse's).
 """
 
 from __future__ import annotations
@@ -40,6 +40,7 @@ from . import (
     genai,
     genkit,
     haystack,
+    langfuse,
     openinference,
     openlit,
     openllmetry,
@@ -71,6 +72,7 @@ MAPPERS = (
     ("pydantic_ai", pydantic_ai.KIND_KEY, lambda attrs, events, name: pydantic_ai.kind(attrs)),
     ("haystack", haystack.KIND_KEYS, lambda attrs, events, name: haystack.kind(attrs, name)),
     ("genkit", genkit.KIND_KEY, lambda attrs, events, name: genkit.kind(attrs)),
+    ("langfuse", langfuse.KIND_KEY, lambda attrs, events, name: langfuse.kind(attrs)),
     ("genai", "gen_ai.operation.name", lambda attrs, events, name: genai.kind(attrs, events)),
 )
 # the model a call names, the one that answered before the one asked for
@@ -86,7 +88,7 @@ def kind(span: Mapping[str, Any]) -> str:
     answer, without the explanation)."""
     attrs = span["attributes"]
     found = (openllmetry.kind(attrs) or openinference.kind(attrs) or vercel.kind(attrs) or pydantic_ai.kind(attrs)
-             or haystack.kind(attrs, span["name"]) or genkit.kind(attrs))
+             or haystack.kind(attrs, span["name"]) or genkit.kind(attrs) or langfuse.kind(attrs))
     if found:
         return found
     events = span.get("events")
@@ -122,7 +124,7 @@ def io(span: Mapping[str, Any]) -> Io:
 # give system instructions: OpenLLMetry's entity input/output and OpenInference's messages carry none, so once the
 # messages are filled they are not asked (what they would say is dropped anyway).
 _READERS = (("vercel", vercel.io, True), ("pydantic_ai", pydantic_ai.io, True), ("haystack", haystack.io, True),
-            ("genkit", genkit.io, True), ("genai", genai.io, True), ("openllmetry", openllmetry.io, False),
+            ("genkit", genkit.io, True), ("langfuse", langfuse.io, True), ("genai", genai.io, True), ("openllmetry", openllmetry.io, False),
             ("openinference", openinference.io, False))
 _OPENLIT = (("openlit", openlit.io, False), *_READERS)
 
@@ -150,12 +152,14 @@ def io_sources(span: Mapping[str, Any]) -> tuple[Io, dict[str, str]]:
 
 def model(attrs: Mapping[str, Any]) -> Any:
     """The model a call names (the one that answered before the one asked for), whichever convention wrote it:
-    an attribute, else what Haystack's tracer says its replies came from, else the model action Genkit ran (``None``
-    when silent)."""
+    an attribute, else what Haystack's tracer says its replies came from, else the model action Genkit ran, else the
+    model a Langfuse generation names (``None`` when silent)."""
     found = next((attrs[k] for k in _MODEL_KEYS if attrs.get(k) not in (None, "")), None)
     if found is None:
         found = haystack.model(attrs)
-    return found if found is not None else genkit.model(attrs)
+    if found is None:
+        found = genkit.model(attrs)
+    return found if found is not None else langfuse.model(attrs)
 
 
 def usage(attrs: Mapping[str, Any]) -> tuple[Any, Any]:
@@ -166,7 +170,9 @@ def usage(attrs: Mapping[str, Any]) -> tuple[Any, Any]:
     found = vercel.usage(attrs)
     if found == (None, None):
         found = haystack.usage(attrs)
-    return found if found != (None, None) else genkit.usage(attrs)
+    if found == (None, None):
+        found = genkit.usage(attrs)
+    return found if found != (None, None) else langfuse.usage(attrs)
 
 
 def stated_usage(attrs: Mapping[str, Any]) -> tuple[Any, Any]:
@@ -193,7 +199,8 @@ def tool(span: Mapping[str, Any]) -> dict[str, Any]:
     """The tool call a tool span made, with its error when the span says it failed. Arguments no convention names
     are the span's own ``input`` (and its ``output`` the result)."""
     call = (openllmetry.tool(span) or openinference.tool(span) or vercel.tool(span) or pydantic_ai.tool(span)
-            or haystack.tool(span) or genkit.tool(span) or genai.tool(span) or {"name": span["name"], "arguments": {}})
+            or haystack.tool(span) or genkit.tool(span) or langfuse.tool(span) or genai.tool(span)
+            or {"name": span["name"], "arguments": {}})
     if call["name"] == span["name"]:  # no attribute named the tool: its span name does
         call["name"] = span_tool_name(span["name"])
     attrs = span["attributes"]
@@ -207,7 +214,7 @@ def tool(span: Mapping[str, Any]) -> dict[str, Any]:
     return call
 
 
-_WHO = (genai, openllmetry, openinference, vercel, genkit)  # in the order their say wins
+_WHO = (genai, openllmetry, openinference, vercel, genkit, langfuse)  # in the order their say wins
 _WHO_KEYS = tuple(key for convention in _WHO for key in convention.WHO_KEYS)
 
 
@@ -245,6 +252,8 @@ def content_setting(span: Mapping[str, Any]) -> str:
         return haystack.SETTING
     if genkit.kind(span["attributes"]) or scope == "genkit-tracer":
         return genkit.SETTING
+    if langfuse.kind(span["attributes"]) or scope == "langfuse-sdk":
+        return langfuse.SETTING
     if scope.startswith("opentelemetry.instrumentation.openai.v") or any(
             k.startswith("traceloop.") for k in span["attributes"]):
         return openllmetry.SETTING
@@ -285,6 +294,8 @@ def _reported_error(attrs: Mapping[str, Any]) -> str | None:
         return haystack.error(attrs)
     if genkit.KIND_KEY in attrs:
         return genkit.error(attrs)
+    if langfuse.LEVEL_KEY in attrs:
+        return langfuse.error(attrs)
     value = attrs.get("output.value") or attrs.get("output")
     if value.__class__ is str and value.startswith("{") and value.find('"error"', 0, 48) != -1:
         record = json_value(value)
