@@ -816,3 +816,17 @@ def test_a_langfuse_observation_whose_level_is_error_failed_with_its_status_mess
     [turn] = assembly(spans).turns
 
     assert (turn["metadata"]["vigil.run"], turn["metadata"]["vigil.error"]) == ("failed", "Error code: 500")
+
+
+def test_the_input_an_application_states_for_its_langfuse_trace_is_the_question_when_the_prompt_wraps_it():
+    """``update_current_trace(input=…)`` on an ``@observe(as_type="agent")`` function whose own input is its
+    arguments' packaging; the model is sent the question inside a prompt of the application's."""
+    wrapped = [{"role": "user", "content": f"Context: none.\nQuestion: {ORDER_QUESTION}"}]
+    spans = [langfuse_span("1", None, "agent", "support_bot", 0, {"args": [ORDER_QUESTION, []], "kwargs": {}},
+                           "It shipped.", **{"langfuse.trace.input": ORDER_QUESTION, "langfuse.trace.name": "bot"}),
+             langfuse_span("2", "1", "generation", "OpenAI-generation", 1, wrapped,
+                           {"role": "assistant", "content": "It shipped."})]
+
+    [turn] = assembly(spans).turns
+
+    assert (turn["input"][-1]["content"], turn["output"], turn["agent"]) == (ORDER_QUESTION, "It shipped.", "bot")

@@ -10,7 +10,7 @@ as JSON text (a string as itself), usage and model parameters as JSON objects.
 | --- | --- |
 | span kind | ``langfuse.observation.type``: ``generation`` an LLM call; ``tool`` a tool call; ``retriever`` a retriever; ``agent`` an agent; ``span`` (``@observe()``'s default: a function the application chose to observe) and ``chain`` a chain (the run when it is the trace's top span); ``embedding``, ``evaluator``, ``guardrail`` and ``event`` other |
 | messages of a generation | ``langfuse.observation.input``: the messages as the model was sent them (a list of OpenAI-style messages, or ``{"messages": [...], "tools": [...]}`` when tools were offered, as ``langfuse.openai`` writes it; plain text is a user message); ``langfuse.observation.output``: the message the model answered (an OpenAI-style message, ``tool_calls`` with their ids, or plain text) |
-| a run's input and output | a span's, chain's or agent's ``langfuse.observation.input`` / ``.output`` (else ``langfuse.trace.input`` / ``.output``, set by ``update_current_trace``), evidence of words as ``_parse.value_messages`` says: ``@observe`` records a function's arguments as ``{"args": [...], "kwargs": {...}}``, its keyword arguments, which say nothing (the LLM calls are read), and its return value as itself |
+| a run's input and output | a span's, chain's or agent's ``langfuse.observation.input`` / ``.output`` when it is evidence of words as ``_parse.value_messages`` says, else ``langfuse.trace.input`` / ``.output`` on it (what the application stated as the trace's, ``update_current_trace``): ``@observe`` records a function's arguments as ``{"args": [...], "kwargs": {...}}``, a call's packaging, which says nothing (then the trace's input, else the LLM calls, are read), and its return value as itself |
 | model, usage | ``langfuse.observation.model.name``; ``langfuse.observation.usage_details``, an object of token counts: input ``input`` (Langfuse's own key), ``prompt_tokens`` or ``input_tokens`` (the provider's, as the OpenAI integration passes its usage on), output ``output``, ``completion_tokens`` or ``output_tokens`` |
 | a tool span | its span name (the function's, or ``name=``) the tool; ``langfuse.observation.input`` the call's arguments (``{"args", "kwargs"}`` as ``_parse.call_arguments`` reads it), ``.output`` its result; no id (paired with the model's tool calls by name and arguments) |
 | errors | ``langfuse.observation.level`` ``ERROR`` with ``langfuse.observation.status_message`` (``@observe`` sets both when the function raises, and the span status ERROR with the message) |
@@ -78,14 +78,17 @@ def io(span: Mapping[str, Any]) -> Io:
         else:
             outputs = [msg("assistant", answered)] if isinstance(answered, str) and answered else []
     elif found in ("chain", "agent"):
-        said_in = attrs.get(_INPUT, attrs.get(_TRACE_INPUT))
-        said_out = attrs.get(_OUTPUT, attrs.get(_TRACE_OUTPUT))
-        inputs = value_messages(said_in, "user") if said_in not in (None, "") else []
-        outputs = value_messages(said_out, "assistant") if said_out not in (None, "") else []
+        inputs = _stated(attrs, _INPUT, "user") or _stated(attrs, _TRACE_INPUT, "user")
+        outputs = _stated(attrs, _OUTPUT, "assistant") or _stated(attrs, _TRACE_OUTPUT, "assistant")
     else:
         return [], [], ""
     system = "\n".join(m["content"] for m in inputs if m["role"] == "system" and m["content"])
     return inputs, outputs, system
+
+
+def _stated(attrs: Mapping[str, Any], key: str, default_role: str) -> list:
+    said = attrs.get(key)
+    return value_messages(said, default_role) if said not in (None, "") else []
 
 
 def tool(span: Mapping[str, Any]) -> dict[str, Any] | None:
