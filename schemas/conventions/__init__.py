@@ -12,8 +12,8 @@ mapper claims is read by what it says: one that names a model (``gen_ai.request.
 ``ai.model.id`` ...) is an LLM call, one that names a tool is a tool call, a plain server or consumer span is
 ``server``, anything else ``other``. So a framework nobody listed still lands somewhere sensible, and
 ``explain_kind`` says which mapper decided and on which attribute. Messages: openlit's when it wrote the span, else
-each mapper in turn fills what the ones before left empty (Vercel, pydantic-ai, Haystack, Genkit, Langfuse, GenAI, OpenLLMetry,
-OpenInference); ``io_sources`` says which.
+each mapper in turn fills what the ones before left empty (Vercel, pydantic-ai, Haystack, Genkit, GenAI, OpenLLMetry,
+OpenInference, Langfuse); ``io_sources`` says which.
 
 **A final-answer tool is the answer.** A model that ends its run by calling a tool (``final_answer``,
 ``final_result``, ReAct's ``finish``: ``_parse.is_final_tool``) answered: that call becomes the assistant's text (its
@@ -122,10 +122,11 @@ def io(span: Mapping[str, Any]) -> Io:
 
 # The readers of a span's messages in the order they fill what the ones before left empty, each with whether it can
 # give system instructions: OpenLLMetry's entity input/output and OpenInference's messages carry none, so once the
-# messages are filled they are not asked (what they would say is dropped anyway).
+# messages are filled they are not asked (what they would say is dropped anyway). Langfuse's, whose keys only its
+# SDK writes, last: the spans of the common conventions are filled before it is asked.
 _READERS = (("vercel", vercel.io, True), ("pydantic_ai", pydantic_ai.io, True), ("haystack", haystack.io, True),
-            ("genkit", genkit.io, True), ("langfuse", langfuse.io, True), ("genai", genai.io, True), ("openllmetry", openllmetry.io, False),
-            ("openinference", openinference.io, False))
+            ("genkit", genkit.io, True), ("genai", genai.io, True), ("openllmetry", openllmetry.io, False),
+            ("openinference", openinference.io, False), ("langfuse", langfuse.io, True))
 _OPENLIT = (("openlit", openlit.io, False), *_READERS)
 
 
