@@ -91,7 +91,7 @@ The turn keeps the root's trace id and span id: assembling the same trace again,
 the same turn id, so its row and its scores are replaced, not duplicated.
 
 Agent name, session and metadata: the conventions' (``gen_ai.agent.name``, ``agent.name``, OpenLLMetry's agent entity
-name, ``ai.telemetry.functionId``; ``gen_ai.conversation.id``, ``session.id``,
+name, ``ai.telemetry.functionId``, Langfuse's ``langfuse.trace.name``; ``gen_ai.conversation.id``, ``session.id``,
 ``traceloop.association.properties.session_id``, ``ai.telemetry.metadata.sessionId``), else the resource's
 ``service.name``; a conversation id that is a model call's response id (the Responses API's ``previous_response_id``)
 is no session by itself: ``Assembly.chains`` holds what each run says of it, and ``vigil.schemas.chains.join``
