@@ -20,6 +20,7 @@ __all__ = [
     "indexed",
     "is_final_tool",
     "is_repr",
+    "json_messages",
     "json_value",
     "message",
     "msg",
@@ -169,6 +170,21 @@ def message(raw: Any, default_role: str) -> Msg:
         if role_ is None:  # not a role's usual spelling: ``role`` reads it
             role_ = role(said, default_role)
     return msg(role_, texts[0] if len(texts) == 1 else "\n".join(texts or results), calls, call_id)
+
+
+def json_messages(raw: Any, default_role: str) -> list[Msg]:
+    """Messages written as JSON text (or as the value itself): a list of messages, one message, or a request's body
+    holding them (``{"messages": [...], ...}``); any other value is one message of that text. Nothing: ``[]``."""
+    if raw in (None, ""):
+        return []
+    parsed = json_value(raw)
+    if isinstance(parsed, dict) and isinstance(parsed.get("messages"), list):
+        parsed = parsed["messages"]  # a request's body: the messages it holds
+    if isinstance(parsed, dict):
+        parsed = [parsed]
+    if not isinstance(parsed, list):
+        return [msg(default_role, str(raw))]
+    return [message(m, default_role) for m in parsed]
 
 
 _LC_CLASSES = {"HumanMessage": "user", "AIMessage": "assistant", "ToolMessage": "tool", "SystemMessage": "system",

@@ -25,6 +25,7 @@ from ._parse import (
     Io,
     Msg,
     indexed,
+    json_messages,
     json_value,
     message,
     msg,
@@ -127,17 +128,7 @@ def identity(attrs: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _json_messages(attrs: Mapping[str, Any], key: str, default_role: str) -> list[Msg]:
-    raw = attrs.get(key)
-    if raw in (None, ""):
-        return []
-    parsed = json_value(raw)
-    if isinstance(parsed, dict) and isinstance(parsed.get("messages"), list):
-        parsed = parsed["messages"]  # a request's body: the messages it holds
-    if isinstance(parsed, dict):
-        parsed = [parsed]
-    if not isinstance(parsed, list):
-        return [msg(default_role, str(raw))]
-    return [message(m, default_role) for m in parsed]
+    return json_messages(attrs.get(key), default_role)
 
 
 def _flat_indexed(attrs: Mapping[str, Any], prefix: str, default_role: str) -> list[Msg]:

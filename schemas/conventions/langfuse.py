@@ -26,9 +26,8 @@ from typing import Any
 from ._parse import (
     Io,
     call_arguments,
+    json_messages,
     json_value,
-    message,
-    msg,
     result_text,
     text,
     value_messages,
@@ -63,20 +62,7 @@ def io(span: Mapping[str, Any]) -> Io:
     attrs = span["attributes"]
     found = kind(attrs)
     if found == "llm":
-        sent = json_value(attrs.get(_INPUT))
-        if isinstance(sent, dict) and isinstance(sent.get("messages"), list):
-            sent = sent["messages"]
-        if isinstance(sent, list):
-            inputs = [message(m, "user") for m in sent]
-        else:
-            inputs = [msg("user", sent)] if isinstance(sent, str) and sent else []
-        answered = json_value(attrs.get(_OUTPUT))
-        if isinstance(answered, dict):
-            outputs = [message(answered, "assistant")]
-        elif isinstance(answered, list):
-            outputs = [message(m, "assistant") for m in answered]
-        else:
-            outputs = [msg("assistant", answered)] if isinstance(answered, str) and answered else []
+        inputs, outputs = json_messages(attrs.get(_INPUT), "user"), json_messages(attrs.get(_OUTPUT), "assistant")
     elif found in ("chain", "agent"):
         inputs = _stated(attrs, _INPUT, "user") or _stated(attrs, _TRACE_INPUT, "user")
         outputs = _stated(attrs, _OUTPUT, "assistant") or _stated(attrs, _TRACE_OUTPUT, "assistant")
