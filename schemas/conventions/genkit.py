@@ -81,7 +81,7 @@ def tool(span: Mapping[str, Any]) -> dict[str, Any] | None:
         if attrs.get(_SUBTYPE) == "tool.v2" and isinstance(result, dict):  # the multipart envelope
             said = [p["text"] for p in result.get("content") or () if isinstance(p, dict) and isinstance(p.get("text"), str)]
             result = result["output"] if result.get("output") is not None else "\n".join(said)
-        call["result"] = result if isinstance(result, str) else text(result)
+        call["result"] = text(result)
     return call
 
 
