@@ -354,12 +354,11 @@ class _Trace:
             self.children[parent if parent in self.by_id else None].append(span)
         for siblings in self.children.values():
             siblings.sort(key=_BY_TIME)
-        self.kinds = {}
-        for span_id, span in self.by_id.items():
-            found = conventions.kind(span)
-            if found == "chain" and span.get("parent_id") not in self.by_id:
-                found = "agent"  # a framework's chain at the top of the trace is the run
-            self.kinds[span_id] = found
+        self.stated = {span_id: conventions.kind(span) for span_id, span in self.by_id.items()}  # as its convention
+        self.kinds = {span_id: "agent" if found == "chain" and self.by_id[span_id].get("parent_id") not in self.by_id
+                      else found for span_id, found in self.stated.items()}  # a framework's chain at the top of the
+        # trace is the run
+        self._errors: dict[str, str | None] = {}
         self._io: dict[str, tuple[conventions.Io, dict[str, str]]] = {}
         self.read: dict[str, dict[str, str]] = {}
         self.explain = False
@@ -374,6 +373,14 @@ class _Trace:
     def io(self, span: SpanRecord) -> conventions.Io:
         found = self._io.get(span["span_id"])
         return (found if found is not None else self.io_sources(span))[0]
+
+    def error(self, span: SpanRecord) -> str | None:
+        """Why a span failed, or ``None`` (``conventions.error``, once per span)."""
+        span_id = span["span_id"]
+        if span_id in self._errors:
+            return self._errors[span_id]
+        found = self._errors[span_id] = conventions.error(span)
+        return found
 
     def identity(self, span: SpanRecord) -> dict[str, Any]:
         """The agent, session and metadata a span states (once per span)."""
@@ -456,6 +463,8 @@ class _Trace:
             if parent is not None:
                 self.children[parent] = children
         self.kinds.update(sub.kinds)
+        self.stated.update(sub.stated)
+        self._errors.update(sub._errors)
         self._io.update(sub._io)
         self._identity.update(sub._identity)
         self._answers.update(sub._answers)
@@ -562,7 +571,7 @@ class _Trace:
 
     def _explicit_failure(self, span: SpanRecord) -> bool:
         """An agent span that says it is one (not a chain promoted for being on top) and failed: a failed run."""
-        return conventions.kind(span) == "agent" and conventions.error(span) is not None
+        return self.stated.get(span["span_id"]) == "agent" and self.error(span) is not None
 
     def _answers_itself(self, span: SpanRecord) -> bool:
         """An agent span that states the answer itself (an agent that sets the attributes by hand): a run."""
@@ -599,7 +608,7 @@ class _Trace:
 
     def why_no_turn(self) -> str:
         """Why this trace's spans made no turn, in words for a log line."""
-        kinds = [conventions.kind(s) for s in self.by_id.values()]
+        kinds = list(self.stated.values())
         if "llm" not in kinds:
             known = sorted({k for k in kinds if k not in ("other", "server", "virtual")})
             if known:
@@ -657,7 +666,7 @@ class _Trace:
         root_in, root_out, root_system = self.io(root) if self.kind(root) != "llm" else ([], [], "")
         if not self._words_of(root_in, llms):
             root_in = []  # not evidence of the user's words: the LLM calls say what was asked
-        if last_answer is None and llms and root_out and conventions.error(root) is not None:
+        if last_answer is None and llms and root_out and self.error(root) is not None:
             root_out = []  # a failed root's output when no LLM call answered is its error's text, not an answer
         failure = None
         if last_answer is None and not root_out:
@@ -764,7 +773,7 @@ class _Trace:
                 "duration_ms": max((span["end"] or span["start"]) - span["start"], 0) / 1e6}
             if span.get("parent_id"):
                 summary["parent_id"] = span["parent_id"]
-            if error := conventions.error(span):
+            if error := self.error(span):
                 summary["error"] = str(error)[:1000]
             out.append(summary)
         return out
@@ -783,7 +792,7 @@ class _Trace:
         found = self._answers.get(llm["span_id"])
         if found is None:
             found = self._answers[llm["span_id"]] = any(
-                m["role"] == "assistant" and m["content"] for m in self.io(llm)[1]) and conventions.error(llm) is None
+                m["role"] == "assistant" and m["content"] for m in self.io(llm)[1]) and self.error(llm) is None
         return found
 
     def _words_of(self, root_in: list[conventions.Msg], llms: list[SpanRecord]) -> bool:
@@ -798,8 +807,8 @@ class _Trace:
     def _failure(self, root: SpanRecord, members: list[SpanRecord]) -> str | None:
         """Why a run with no answer failed: its root's error, else the last error among its spans; ``None`` when
         nothing failed (its answer has not arrived)."""
-        said = conventions.error(root)
-        errors = [e for e in map(conventions.error, reversed(members)) if e is not None]
+        said = self.error(root)
+        errors = [e for e in map(self.error, reversed(members)) if e is not None]
         if said is not None and errors and errors[0] not in said:
             return f"{said}: {errors[0]}"  # the root says the run failed, the span under it why (Agno)
         return said if said is not None else (errors[0] if errors else None)

@@ -92,7 +92,7 @@ def kind(span: Mapping[str, Any]) -> str:
     if found:
         return found
     events = span.get("events")
-    return genai.kind(attrs, [e["name"] for e in events] if events else ()) or explain_kind(span)[0]
+    return genai.kind(attrs, [e["name"] for e in events] if events else ()) or _by_meaning(span)[0]
 
 
 def explain_kind(span: Mapping[str, Any]) -> tuple[str, str, str]:
@@ -104,6 +104,12 @@ def explain_kind(span: Mapping[str, Any]) -> tuple[str, str, str]:
         if found:
             said = next((k for k in ((keys,) if isinstance(keys, str) else keys) if k in attrs), None)
             return found, name, said or ("its span name" if name == "haystack" else "message attributes or events")
+    return _by_meaning(span)
+
+
+def _by_meaning(span: Mapping[str, Any]) -> tuple[str, str, str]:
+    """The kind of a span no mapper claims, read by what it says (the module's fallback)."""
+    attrs = span["attributes"]
     model = next((k for k in _MODEL_KEYS if attrs.get(k) not in (None, "")), None)
     if model:
         return "llm", "fallback", model

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
+from itertools import repeat
 from typing import Any
 
 from ._parse import (
@@ -75,8 +76,15 @@ def _by_words(operation: str) -> str:
     return "other"
 
 
+_IO_KEYS = (*_MESSAGE_KEYS, "gen_ai.system_instructions")  # what every key ``io`` reads starts with
+
+
 def io(span: Mapping[str, Any]) -> Io:
+    """A span with no key that starts as one ``io`` reads and no events says nothing: found in one pass."""
     attrs = span["attributes"]
+    events = span.get("events")
+    if not events and not any(map(str.startswith, attrs, repeat(_IO_KEYS))):
+        return [], [], ""
     system = _system_instructions(attrs.get("gen_ai.system_instructions"))
     inputs = _json_messages(attrs, "gen_ai.input.messages", "user") or _json_messages(attrs, "gen_ai.prompt", "user")
     outputs = (_json_messages(attrs, "gen_ai.output.messages", "assistant")
@@ -86,7 +94,7 @@ def io(span: Mapping[str, Any]) -> Io:
     if not outputs:
         outputs = _flat_indexed(attrs, "gen_ai.completion", "assistant")
     if not inputs or not outputs:
-        event_in, event_out = _event_messages(span.get("events") or ())
+        event_in, event_out = _event_messages(events or ())
         inputs, outputs = inputs or event_in, outputs or event_out
     return inputs, outputs, system
 
