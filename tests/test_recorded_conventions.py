@@ -830,3 +830,20 @@ def test_the_input_an_application_states_for_its_langfuse_trace_is_the_question_
     [turn] = assembly(spans).turns
 
     assert (turn["input"][-1]["content"], turn["output"], turn["agent"]) == (ORDER_QUESTION, "It shipped.", "bot")
+
+
+@pytest.mark.parametrize(("said", "agent"), [
+    pytest.param({"gen_ai.agent.id": "support-bot"}, "support-bot", id="only an id: the id names the agent"),
+    pytest.param({"gen_ai.agent.id": "asst_7Qx", "agent.name": "Support bot"}, "Support bot",
+                 id="a name any convention states wins over the id"),
+])
+def test_an_agent_that_states_only_its_id_is_named_by_it(said, agent):
+    """The GenAI conventions' ``gen_ai.agent.id`` (Mastra's agent runs state it and no name): the run is that agent's,
+    not the service's."""
+    spans = [span("1", None, "agent.support-bot", 0, **{"gen_ai.operation.name": "invoke_agent", **said}),
+             llm("2", "1", 1, QUESTION, ANSWER)]
+    spans[0]["resource"] = {"service.name": "shop"}
+
+    [turn] = assembly(spans).turns
+
+    assert turn["agent"] == agent

@@ -226,7 +226,8 @@ _WHO_KEYS = tuple(key for convention in _WHO for key in convention.WHO_KEYS)
 
 
 def identity(attrs: Mapping[str, Any]) -> dict[str, Any]:
-    """Agent name, session id and metadata a span states (``None`` / empty where it states nothing). A span with no
+    """Agent name, session id and metadata a span states (``None`` / empty where it states nothing); the agent's id
+    (``gen_ai.agent.id``) names it only when no convention states its name. A span with no
     key that starts as one a convention reads (its ``WHO_KEYS``) states nothing: found in one pass, the readers not
     asked (most spans of a run: its LLM calls, tools and retrievers)."""
     if not any(map(str.startswith, attrs, repeat(_WHO_KEYS))):
@@ -241,6 +242,8 @@ def identity(attrs: Mapping[str, Any]) -> dict[str, Any]:
             session = text(found["session_id"])
         if found.get("metadata"):  # the earlier convention's say wins
             metadata = {**found["metadata"], **metadata}
+    if agent is None and attrs.get(genai.AGENT_ID) not in (None, ""):
+        agent = text(attrs[genai.AGENT_ID])  # nothing names the agent: its id stands for it
     return {"agent": agent, "session_id": session, "metadata": metadata}
 
 

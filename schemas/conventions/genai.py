@@ -10,7 +10,7 @@
 | contexts | ``gen_ai.retrieval.documents`` (JSON: ``content`` / ``text``, ``id``, ``score``) |
 | a tool span | ``gen_ai.tool.name``, ``gen_ai.tool.call.id``, ``gen_ai.tool.call.arguments``, ``gen_ai.tool.call.result``, or as the older events on the span: ``gen_ai.tool.message`` (``content`` = the arguments) and ``gen_ai.choice`` (``message`` = the result); its error from the span status and ``error.type`` |
 | content blocks | a message's ``content`` (or a choice's ``message``) as the JSON text of a list of blocks (``[{"text": ...}]``, ``{"toolUse": ...}``, ``{"toolResult": ...}``) is read as those parts; a choice's ``message`` as plain text is the message's text (Strands Agents' default spans) |
-| who | agent ``gen_ai.agent.name``; session ``gen_ai.conversation.id`` |
+| who | agent ``gen_ai.agent.name``, else its id ``gen_ai.agent.id`` (on one span, a name any convention states wins over an id: ``conventions.identity``); session ``gen_ai.conversation.id`` |
 | response | ``gen_ai.response.id``, a model call's id, which a Responses API conversation id may name (``schemas.chains``) |
 | content off | ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT`` unset (the default); or the content captured as log records that were never exported to the intake (``SETTING`` names both) |
 """
@@ -36,7 +36,7 @@ from ._parse import (
     tool_call,
 )
 
-__all__ = ["DOCUMENT_KEYS", "INPUT_EVENTS", "LLM_OPERATIONS", "RESPONSE_ID", "SETTING", "WHO_KEYS", "documents", "identity", "io", "kind", "tool"]
+__all__ = ["AGENT_ID", "DOCUMENT_KEYS", "INPUT_EVENTS", "LLM_OPERATIONS", "RESPONSE_ID", "SETTING", "WHO_KEYS", "documents", "identity", "io", "kind", "tool"]
 
 SETTING = ("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true (or span_only with "
            "OTEL_SEMCONV_STABILITY_OPT_IN=gen_ai_latest_experimental); content sent as log records reaches vigil "
@@ -127,8 +127,9 @@ def tool(span: Mapping[str, Any]) -> dict[str, Any] | None:
 
 
 _AGENT, _SESSION = "gen_ai.agent.name", "gen_ai.conversation.id"
+AGENT_ID = "gen_ai.agent.id"  # the agent when nothing names it (``conventions.identity``)
 RESPONSE_ID = "gen_ai.response.id"
-WHO_KEYS = (_AGENT, _SESSION)  # what every key ``identity`` reads starts with
+WHO_KEYS = (_AGENT, _SESSION, AGENT_ID)  # what every key ``identity`` reads starts with
 
 
 def identity(attrs: Mapping[str, Any]) -> dict[str, Any]:
