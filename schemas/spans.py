@@ -58,8 +58,9 @@ which saw the wire (the tool calls' ids, the tool messages' text), and its token
 - *tool calls*: the tool spans' calls (no tool above them in the run; a final-answer tool is none), in start order,
   each named by its tool (``conventions.tool``: the convention's name attribute, else what the span name says), with
   the call's own arguments (the LLM's tool call it ran, else the span's input unwrapped from a Python call's ``args``
-  / ``kwargs`` packaging; never the tool's parameter schema), ids paired with the LLM's tool calls by name and
-  arguments, results (a serialized tool message is its content), and errors from the span status, an ``exception``
+  / ``kwargs`` packaging; never the tool's parameter schema), paired with the LLM's tool calls by name and
+  arguments (their ids, and the model's arguments where a span holds a bare value: also when the LLM's calls carry
+  no ids), results (a serialized tool message is its content), and errors from the span status, an ``exception``
   event (``exception.type``: ``exception.message``) or ``error.type``; with no tool spans, the calls the LLM calls
   asked for, with the results the tool messages give them (by ``tool_call_id``). **Two spans of one call are one
   call**: spans of the same tool under a tool span (an instrumentation's span around the framework's own) give the
@@ -1002,12 +1003,13 @@ class _Group:
 
 
 def _paired(spans: list[dict[str, Any]], asked: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Tool spans' calls with the id of the LLM's tool call each one ran (same name and arguments, else the next
-    unpaired call of that name), where the span did not say it; the arguments are then the ones the model asked
-    for (a span may hold the framework's packaging of them)."""
-    free = [call for call in asked if call.get("id")]
+    """Tool spans' calls paired with the LLM's tool call each one ran (same name and arguments, else the next
+    unpaired call of that name), where the span did not say its id: the call takes its id, and the arguments the
+    model asked for (a span may hold the framework's packaging of them, or one argument's bare value:
+    OpenInference's LangChain.js tracer writes a run's inputs of one text value as that text). The LLM's calls
+    are paired whether or not they carry ids (OpenInference's LangChain.js instrumentation writes none)."""
     taken = {call["id"] for call in spans if call.get("id")}
-    free = [call for call in free if call["id"] not in taken]
+    free = [call for call in asked if call.get("id") not in taken]
     for call in spans:
         if call.get("id"):
             continue
@@ -1015,7 +1017,8 @@ def _paired(spans: list[dict[str, Any]], asked: list[dict[str, Any]]) -> list[di
         match = match or next((c for c in free if c["name"] == call["name"]), None)
         if match is not None:
             free.remove(match)
-            call["id"] = match["id"]
+            if match.get("id"):
+                call["id"] = match["id"]
             if match["arguments"]:  # what the model asked for: the call's own arguments
                 call["arguments"] = match["arguments"]
     return spans

@@ -585,6 +585,37 @@ def test_a_langchain_callbacks_packaging_on_an_openllmetry_tool_span_is_not_the_
         ("lookup_order", ORDER_ARGS, "call_1", '{"status": "shipped"}')]
 
 
+def langchainjs_tool_span(span_id: str, parent: str, start: int) -> dict[str, Any]:
+    """A LangGraph.js tool call as @arizeai/openinference-instrumentation-langchain writes it: LangChain's tracer
+    keeps the call's arguments as the run's inputs, and the instrumentation writes inputs of one text value as that
+    text (``A-1001``); the output is the callback's ``{"output": <the ToolMessage it made, serialized>}``."""
+    message = {"lc": 1, "type": "constructor", "id": ["langchain_core", "messages", "ToolMessage"],
+               "kwargs": {"status": "success", "content": '{"status": "shipped"}', "tool_call_id": "call_1",
+                          "name": "lookup_order", "additional_kwargs": {}, "response_metadata": {}}}
+    return tool_span(span_id, parent, "lookup_order", start, **{
+        "tool.name": "lookup_order", "input.value": "A-1001", "input.mime_type": "text/plain",
+        "output.value": json.dumps({"output": message}), "output.mime_type": "application/json"})
+
+
+def test_a_tool_result_in_a_callbacks_envelope_around_the_tool_message_is_the_messages_content():
+    from vigil.schemas.conventions import tool as tool_of
+
+    assert tool_of(langchainjs_tool_span("3", "1", 2))["result"] == '{"status": "shipped"}'
+
+
+def test_a_tool_span_that_holds_no_arguments_object_takes_the_ones_the_model_asked_for_with_or_without_ids():
+    """LLM spans whose tool calls carry no id (the LangChain.js instrumentation writes none) and a tool span whose
+    input is one argument's bare value: the call is paired with the model's call of that tool, by name."""
+    spans = [span("1", None, "support-bot", 0, **{"openinference.span.kind": "CHAIN"}),
+             model_call("2", "1", 1, wire=False), langchainjs_tool_span("3", "1", 2),
+             model_call("4", "1", 5, wire=False, answer="It shipped.")]
+
+    [turn] = assembly(spans).turns
+
+    assert [(c["name"], c["arguments"], c.get("result")) for c in turn["tool_calls"]] == [
+        ("lookup_order", ORDER_ARGS, '{"status": "shipped"}')]
+
+
 @pytest.mark.parametrize(("fixture", "usage"), [
     # Haystack's step span around OpenLLMetry's client call, with no tag of its own (content tracing off): two calls
     pytest.param("haystack_tracer_openllmetry_no_content.json", (84, 34), id="Haystack's tracer around OpenLLMetry"),

@@ -210,7 +210,7 @@ _PACKAGING = ('"data"', '"kwargs"', '"blocks"', '"result"', '"output"', '"conten
 
 def result_text(value: Any) -> str:
     """A tool's result as text: a serialized tool message is its content, content blocks their text, a one-key
-    envelope (``{"result": "..."}``) what it holds; a Python literal of a list or object
+    envelope (``{"result": "..."}``, ``{"output": <a serialized tool message>}``) what it holds; a Python literal of a list or object
     (how some instrumentations print what a tool returned) is written as JSON."""
     if isinstance(value, str) and not (value[:2] in ("[{", "{'", "['") or (
             value[:1] == "{" and any(mark in value[:300] for mark in _PACKAGING))):
@@ -220,9 +220,12 @@ def result_text(value: Any) -> str:
         unpacked = _unpacked(parsed)
         if unpacked is not parsed and "content" in unpacked:
             return text(unpacked["content"])
-        if len(parsed) == 1 and isinstance(only := next(iter(parsed.values())), str) and set(parsed) <= {
-                "result", "output", "content"}:
-            return only  # a framework's envelope around what the tool returned (Google ADK's {"result": ...})
+        if len(parsed) == 1 and set(parsed) <= {"result", "output", "content"}:
+            only = next(iter(parsed.values()))
+            if isinstance(only, str):
+                return only  # a framework's envelope around what the tool returned (Google ADK's {"result": ...})
+            if isinstance(only, dict) and (said := _unpacked(only)) is not only and "content" in said:
+                return text(said["content"])  # around the tool message it made (LangChain.js: {"output": ToolMessage})
         blocks = parsed.get("blocks")  # a result made of content blocks (LlamaIndex's ToolOutput)
         if isinstance(blocks, list) and blocks and all(isinstance(b, dict) and "text" in b for b in blocks):
             return "\n".join(text(b["text"]) for b in blocks)

@@ -7,7 +7,7 @@
 | what a run was asked | where ``input.value`` says nothing, the tasks a crew's kickoff states it was given (``crew_tasks``: a JSON list of tasks, each ``description`` one user message; CrewAI's kickoff has no ``input.value`` unless it was given template variables) |
 | model, usage | ``llm.model_name``, ``llm.token_count.prompt`` / ``completion`` |
 | contexts | ``retrieval.documents.N.document.{content, id, score}``; LangChain puts id and score in ``document.metadata`` (JSON), read there when the fields are missing |
-| a tool span | ``tool.name`` (else the span's name, ``<tool>.__call__``: ``conventions.tool``), ``input.value`` (the call's arguments: ``tool.parameters`` is the tool's schema, never read), ``output.value`` (a JSON string, ``output.mime_type`` ``application/json``, is the text it holds), ``tool_call.id``; its error from the span status or ``exception`` event |
+| a tool span | ``tool.name`` (else the span's name, ``<tool>.__call__``: ``conventions.tool``), ``input.value`` (the call's arguments: ``tool.parameters`` is the tool's schema, never read; inputs of one text value are written as that text, ``A-1001``, no arguments object: the LLM's call gives them), ``output.value`` (a JSON string, ``output.mime_type`` ``application/json``, is the text it holds; the JS instrumentation's ``{"output": <serialized ToolMessage>}`` its content), ``tool_call.id``; its error from the span status or ``exception`` event |
 | who | agent ``agent.name``; session ``session.id``; ``user.id`` and the ``metadata`` JSON object as turn metadata |
 | content off | ``OPENINFERENCE_HIDE_INPUTS`` / ``OPENINFERENCE_HIDE_OUTPUTS`` (or ``..._HIDE_INPUT_MESSAGES`` / ``..._OUTPUT_MESSAGES``) set |
 """
