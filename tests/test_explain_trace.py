@@ -111,9 +111,10 @@ def test_a_run_joined_by_a_linked_trace_says_so_and_the_linked_trace_says_it_mad
     assert run.returncode == 0, run.stderr
     lines = run.stdout.splitlines()
     assert ("  joined by a link: trace 0b7608ed8e6cdc9020815dd1110e682b's runs state no user words and its root is "
-            "linked to a span of this trace, so they are this run's work (its answer is the joined work's last)") in lines
+            "linked to a span of this trace that waited for it, so they are this run's work (its answer is the joined "
+            "work's last)") in lines
     assert ("no turn of its own: its runs state no user words and its root is linked to span 6f4c8d8cdc6d5b01 of "
-            "trace f5bab33b8157e3c5d9019163b4f21634, so its work joined that trace's run") in lines
+            "trace f5bab33b8157e3c5d9019163b4f21634, which waited for it, so its work joined that trace's run") in lines
     assert sum(line.startswith("turn ") for line in lines) == 2
 
 
@@ -139,4 +140,5 @@ def test_a_stored_run_and_a_stored_trace_the_worker_joined_to_it_say_so(redis_ur
     assert f"  answer: {FINAL}" in host.stdout.splitlines()
     assert f"  joined by a link: trace {b}'s runs state no user words" in host.stdout
     assert joined.stdout.splitlines()[-1] == (f"no turn of its own: its runs state no user words and its root is "
-                                              f"linked to span {send} of trace {a}, so its work joined that trace's run")
+                                              f"linked to span {send} of trace {a}, which waited for it, so its work "
+                                              "joined that trace's run")

@@ -10,6 +10,7 @@ import base64
 import json
 import time
 import uuid
+import zlib
 from typing import Any
 
 import pytest
@@ -66,16 +67,19 @@ def _chat(trace_id: str, parent: str, start: int, asked: list[tuple[str, str]], 
         "gen_ai.output.messages": _messages(("assistant", answer)), **more})
 
 
-def first_agent(trace_id: str, start: int = T0, question: str = QUESTION, answer: str = FIRST):
+def first_agent(trace_id: str, start: int = T0, question: str = QUESTION, answer: str = FIRST,
+                waits: int = 6 * SECOND):
     """The first agent's trace: the runtime's handler span, the agent run (asked the user's question) under it, and,
-    after the run, the message the handler sends the next agent. Returns the spans and the sending span's id."""
+    after the run, the message the handler sends the next agent, its span open ``waits`` until that agent's work is
+    done (as an in-process runtime awaits it; ``next_agent`` by default runs within). Returns the spans and the
+    sending span's id."""
     handler, agent, send = _id(), _id(), _id()
     return [
-        _span(trace_id, "process support_bot", start, start + 4 * SECOND, span_id=handler, kind=5),
+        _span(trace_id, "process support_bot", start, start + 4 * SECOND + waits, span_id=handler, kind=5),
         _span(trace_id, "invoke_agent support_bot", start, start + 2 * SECOND, handler, span_id=agent,
               **{"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "support_bot"}),
         _chat(trace_id, agent, start + SECOND // 2, [("user", question)], answer),
-        _span(trace_id, "create writer", start + 3 * SECOND, start + 3 * SECOND + 1000, handler, span_id=send,
+        _span(trace_id, "create writer", start + 3 * SECOND, start + 3 * SECOND + waits, handler, span_id=send,
               kind=4, **{"messaging.operation": "create"}),
     ], send
 
@@ -154,6 +158,35 @@ def test_when_the_joined_work_fails_without_an_answer_the_run_failed_with_its_er
     assert "model overloaded" in turn["metadata"]["vigil.error"]
 
 
+def background_job(trace_id: str, linked: tuple[str, str], start: int, answer: str = "Summary: A-1001 shipped."):
+    """A job a chat run started and did not wait for (a summariser): a trace of its own whose root is linked to a
+    span of the run, its LLM call given the conversation as a system and an assistant message, answering something
+    else, and ending after the span it is linked to ended."""
+    job = _id()
+    return [_span(trace_id, "summarise conversation", start, start + 4 * SECOND, span_id=job, links_to=[linked],
+                  kind=5),
+            _span(trace_id, "chat m", start + SECOND, start + 3 * SECOND, job, **{
+                "gen_ai.operation.name": "chat", "gen_ai.request.model": "m",
+                "gen_ai.system_instructions": json.dumps([{"type": "text", "content": "Summarise the conversation."}]),
+                "gen_ai.input.messages": _messages(("assistant", FIRST)),
+                "gen_ai.output.messages": _messages(("assistant", answer))})]
+
+
+@pytest.mark.parametrize("linked", ["the run's root", "its LLM call", "a producer span that ended on sending"])
+def test_a_job_the_run_did_not_wait_for_never_changes_its_answer_and_is_a_run_of_its_own(linked):
+    a, b = uuid.uuid4().hex, uuid.uuid4().hex
+    chat, _ = first_agent(a)
+    chat = chat[:3]  # the handler, the run and its LLM call: no next agent
+    publish = _span(a, "publish summarise", T0 + 2 * SECOND - 1000, T0 + 2 * SECOND - 900, chat[1]["span_id"],
+                    kind=4, **{"messaging.operation": "publish"})
+    span = {"the run's root": chat[1], "its LLM call": chat[2], "a producer span that ended on sending": publish}
+    job = background_job(b, (a, span[linked]["span_id"]), start=T0 + 2 * SECOND)
+
+    assert assembly(job).link == (a, span[linked]["span_id"])  # its runs state no user words: the rule looks
+    assert sorted((t["trace_id"], words(t)) for t in turns([*chat, publish], job)) == sorted(
+        [(a, (QUESTION, FIRST)), (b, ("", "Summary: A-1001 shipped."))])
+
+
 def test_a_linked_run_asked_user_words_of_its_own_stays_a_run_of_its_own():
     a, b = uuid.uuid4().hex, uuid.uuid4().hex
     first, send = first_agent(a)
@@ -191,9 +224,10 @@ def test_a_trace_with_no_run_linked_to_a_run_stays_a_non_run():
 
 def test_a_chain_of_agents_joins_through_to_the_run_that_started_it():
     a, b, c = (uuid.uuid4().hex for _ in range(3))
-    first, send = first_agent(a)
+    first, send = first_agent(a, waits=20 * SECOND)  # the first waits for the second, the second for the third
     second = next_agent(b, [(a, send)], answer="A draft.")
-    send_on = _span(b, "create editor", T0 + 8 * SECOND, T0 + 8 * SECOND + 1000, second[0]["span_id"], kind=4)
+    second[0]["end"] = T0 + 20 * SECOND
+    send_on = _span(b, "create editor", T0 + 8 * SECOND, T0 + 19 * SECOND, second[0]["span_id"], kind=4)
     third = next_agent(c, [(b, send_on["span_id"])], start=T0 + 10 * SECOND, handed="A draft.", answer=FINAL)
 
     [turn] = turns(first, [*second, send_on], third)
@@ -255,16 +289,18 @@ def stored(redis_server, tmp_path_factory):
     agent that comes after that one joined (``late_tool``); one whose next agent comes after the first agent's turn
     was stored (``later``); one whose next agent settles before the first agent's root span comes (``settling``: its
     handler span sent with ``later``'s next agent); one whose host is at its span cap (``full``: 6 spans, the cap 8).
-    Then a second project's next agent linked to the default project's ``target`` trace id (which holds a scored
-    turn), with its own trace of that id. The ``traces`` rows and funnel stages by (project, trace id), the judge's
-    calls for the target and its assemblies before and after the rival's."""
+    A chat run (``chat``) and, after its turn was stored, a background job linked to its LLM call (``job``). Then a
+    second project's next agent linked to the default project's ``target`` trace id (which holds a scored turn), with
+    its own trace of that id. The ``traces`` rows and funnel stages by (project, trace id), the judge's calls for the
+    target and its assemblies before and after the rival's, and the chat's assemblies."""
     home = tmp_path_factory.mktemp("links")
     client = redis.Redis.from_url(redis_server.url)
     client.flushall()
     env = {"VIGIL_INTAKE_SETTLE_S": "1", "VIGIL_INTAKE_PARENT_WAIT_S": "5", "VIGIL_INTAKE_TOKEN": DEFAULT_KEY,
            "VIGIL_INTAKE_MAX_TRACE_SPANS": "8"}
     ids = {name: uuid.uuid4().hex for name in ("together", "together_next", "later", "later_next", "settling",
-                                               "settling_next", "full", "full_next", "target", "rival_next")}
+                                               "settling_next", "full", "full_next", "target", "rival_next", "chat",
+                                               "job")}
     now = time.time_ns()
     made = {}
     for name in ("together", "later", "settling", "full", "target"):
@@ -272,8 +308,11 @@ def stored(redis_server, tmp_path_factory):
     made["full"] += [_span(ids["full"], "db query", now + 3 * SECOND, now + 3 * SECOND + 10, made["full"][0]["span_id"])
                      for _ in range(2)]  # 6 spans: the next agent's 3 are over the cap of 8
     for name in ("together", "later", "settling", "full"):
-        made[f"{name}_next"] = next_agent(ids[f"{name}_next"], [(ids[name], made[f"{name}_send"])], start=now)
-    rival_next = next_agent(ids["rival_next"], [(ids["target"], made["target_send"])], start=now,
+        made[f"{name}_next"] = next_agent(ids[f"{name}_next"], [(ids[name], made[f"{name}_send"])],
+                                            start=now + 5 * SECOND)
+    made["chat"] = first_agent(ids["chat"], start=now, question=f"chat: {QUESTION}")[0][:3]
+    made["job"] = background_job(ids["job"], (ids["chat"], made["chat"][2]["span_id"]), start=now + 2 * SECOND)
+    rival_next = next_agent(ids["rival_next"], [(ids["target"], made["target_send"])], start=now + 5 * SECOND,
                             answer="The rival's answer.")
     rival_own = json.loads(json.dumps(made["target"]))  # the same trace and span ids, the rival's own words
     rival_own[2]["attributes"]["gen_ai.input.messages"] = _messages(("user", "The rival's own question?"))
@@ -282,16 +321,16 @@ def stored(redis_server, tmp_path_factory):
         intake, worker = started(redis_server.url, home, judge, env)
         try:
             send(intake, [made["together"], made["together_next"], made["later"], made["full"], made["full_next"],
-                          made["target"], made["settling"][1:], made["settling_next"]], DEFAULT_KEY)
+                          made["target"], made["settling"][1:], made["settling_next"], made["chat"]], DEFAULT_KEY)
             wait_while_alive(worker, lambda: all(client.hexists(record_key(ids[name]), "turns") for name in (
-                "together", "later", "full", "target")), "the first traces assembled")
+                "together", "later", "full", "target", "chat")), "the first traces assembled")
             writer = made["together_next"][1]
             late_tool = _span(ids["together_next"], "execute_tool get_shipping", writer["start"] + 10,
                               writer["start"] + 20, writer["span_id"], **{
                                   "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "get_shipping",
                                   "gen_ai.tool.call.arguments": '{"order_id": "A-1001"}',
                                   "gen_ai.tool.call.result": "2 days"})
-            send(intake, [made["later_next"], made["settling"][:1], [late_tool]], DEFAULT_KEY)
+            send(intake, [made["later_next"], made["settling"][:1], [late_tool], made["job"]], DEFAULT_KEY)
             settled(redis_server.url, worker)
             before = {"judged": calls(judge, f"target: {QUESTION}"),
                       "target": int(client.hget(record_key(ids["target"]), "assemblies") or 0)}
@@ -299,7 +338,9 @@ def stored(redis_server, tmp_path_factory):
             settled(redis_server.url, worker)
             after = {"judged": calls(judge, f"target: {QUESTION}"),
                      "target": int(client.hget(record_key(ids["target"]), "assemblies") or 0),
-                     "rival_record": client.hget(record_key(trace_name("rival", ids["rival_next"])), "joined")}
+                     "rival_record": client.hget(record_key(trace_name("rival", ids["rival_next"])), "joined"),
+                     "chat": int(client.hget(record_key(ids["chat"]), "assemblies") or 0),
+                     "job_record": client.hget(record_key(ids["job"]), "joined")}
             assert worker.stop() == 0
         finally:
             intake.stop()
@@ -328,6 +369,16 @@ def test_the_worker_stores_one_turn_for_an_orchestration_the_first_runs_question
     assert ("default", ids[f"{name}_next"]) not in stored["rows"]
     assert ("default", ids[f"{name}_next"], "joined") in stored["stages"]
     assert stored["scored"][("default", ids[name])] >= 1
+
+
+def test_a_job_linked_to_a_stored_run_that_did_not_wait_for_it_is_stored_on_its_own_and_changes_nothing(stored):
+    ids = stored["ids"]
+    chat = stored["rows"][("default", ids["chat"])]
+
+    assert (chat["question"], chat["output"]) == (f"chat: {QUESTION}", FIRST)
+    assert stored["after"]["chat"] == 1  # never assembled again, so never scored again
+    assert stored["rows"][("default", ids["job"])]["output"] == "Summary: A-1001 shipped."
+    assert ("default", ids["job"], "joined") not in stored["stages"] and stored["after"]["job_record"] is None
 
 
 def test_a_linked_trace_over_its_hosts_span_cap_is_assembled_on_its_own(stored):
@@ -373,7 +424,9 @@ def test_spans_joined_from_another_trace_never_make_their_host_wait_for_a_parent
 
 @pytest.mark.parametrize(("assemblies", "joins"), [(1, True), (21, False)])
 def test_a_linked_trace_joins_a_stored_host_only_within_its_reassembly_cap(redis_url, assemblies, joins):
-    """On a real Redis: the host stored with a turn, assembled ``assemblies`` times (the cap: 20 re-assemblies)."""
+    """On a real Redis: the host stored with a turn and its spans' record (``late.compact``), assembled ``assemblies``
+    times (the cap: 20 re-assemblies)."""
+    from vigil.worker.assembly.late import compact
     from vigil.worker.assembly.links import Trace, join_linked
     from vigil.worker.assembly.traces import Spans, assembly_of, store_spans, trace_key
 
@@ -383,6 +436,7 @@ def test_a_linked_trace_joins_a_stored_host_only_within_its_reassembly_cap(redis
     client = redis.Redis.from_url(redis_url)
     store_spans(client, first, keep_s=600)
     client.hset(record_key(a), mapping={"turns": json.dumps({first[1]["span_id"]: "digest"}),
+                                        "assembled": zlib.compress(json.dumps(compact(first, set())).encode()),
                                         "assemblies": assemblies})
     client.delete(trace_key(a))  # assembled: its list was emptied
     linked = Trace(b, Spans(second), [], assembly_of(second))

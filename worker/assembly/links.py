@@ -1,6 +1,6 @@
 """The worker's side of traces joined by span links (the rule is ``vigil.schemas.links``): a trace whose runs state no
-user words, linked to a span of another trace, joins the run that holds that span, which is assembled again with its
-spans; the linked trace makes no turn of its own.
+user words, linked to a span of another trace that waited for it, joins the run that holds that span, which is
+assembled again with its spans; the linked trace makes no turn of its own.
 
 - **Per project.** A link names a trace of the linking trace's own project (``traces.trace_name`` of the linked id
   under the sender's project): trace ids are not secrets, and another project's trace with the same id is another
@@ -8,6 +8,11 @@ spans; the linked trace makes no turn of its own.
 - **Decided once, at a trace's first assembly.** A trace whose runs were stored as turns of their own stays so (a
   stored turn is never removed by a join). A trace that joined a run keeps its host in its record (``joined``: the
   host's name and the linked span), and its spans that arrive later follow it there.
+- **Only work the linked span waited for** (``links.waited``): the linked span is read from its trace's spans when
+  this sweep holds it, else from the record of its last assembly (``late.compact`` keeps every span's times), and the
+  linked trace's spans at hand are compared with it. A job a stored run started and left (its work ended after the
+  span it is linked to) is assembled on its own, however late it comes: the stored turn is neither assembled nor
+  scored again.
 - **Only a run that is known.** The host is a trace this sweep assembles into a turn, or one whose record holds a
   stored turn; a host that itself joined another is followed to that one (``links.hosts``). A host still settling
   (its spans wait to be assembled, none stored as a turn yet: its root is often exported after the work it started)
@@ -28,6 +33,7 @@ spans; the linked trace makes no turn of its own.
 from __future__ import annotations
 
 import json
+import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -122,6 +128,9 @@ def join_linked(client: redis.Redis, traces: list[Trace], *, max_spans: int, max
         if wait(name):  # its host has spans but no turn yet: wait for it as for a late parent
             traces.remove(by_name.pop(name))
             del targets[name]
+    linked = _linked_spans(client, targets, by_name)
+    targets = {name: target for name, target in targets.items()
+               if links.waited(linked.get(target), by_name[name].spans)}  # else work of its own: a background job
     joined = links.hosts(targets, lambda name: bool(by_name[name].result.turns) if name in by_name
                          else stored.get(name) == "run")
     events: list[PipelineEvent] = []
@@ -156,6 +165,23 @@ def join_linked(client: redis.Redis, traces: list[Trace], *, max_spans: int, max
         trace.spans, trace.conflicts = read(host)
         trace.result = assembly_of(trace.spans)
     return events, pending
+
+
+def _linked_spans(client: redis.Redis, targets: dict[str, tuple[str, str]], by_name: dict[str, Trace],
+                  ) -> dict[tuple[str, str], dict[str, Any]]:
+    """The spans the links name, by (trace name, span id): from their trace's spans when this sweep holds it, else
+    from the record of its last assembly (``late.compact``: every span's place and times); a span not known is
+    absent."""
+    wanted = set(targets.values())
+    outside = sorted({name for name, _ in wanted if name not in by_name})
+    records = client.pipeline(transaction=False)
+    for name in outside:
+        records.hget(record_key(name), "assembled")
+    spans = {name: by_name[name].spans for name, _ in wanted if name in by_name}
+    spans.update((name, json.loads(zlib.decompress(raw))) for name, raw in zip(
+        outside, records.execute() if outside else [], strict=True) if raw)
+    return {(name, span["span_id"]): span for name, found in spans.items() for span in found
+            if (name, span["span_id"]) in wanted and not span.get("log")}
 
 
 def _stored_hosts(client: redis.Redis, names: set[str], targets: dict[str, tuple[str, str]]) -> dict[str, str]:

@@ -119,7 +119,7 @@ def explain_lines(trace_id: str, spans: list[dict[str, Any]], links: dict[str, s
     walk(None, 0)
     if joined_to is not None:
         lines.append(f"no turn of its own: its runs state no user words and its root is linked to span {joined_to[1]} "
-                     f"of trace {joined_to[0]}, so its work joined that trace's run")
+                     f"of trace {joined_to[0]}, which waited for it, so its work joined that trace's run")
         return lines
     result = assembly(spans, explain=True)
     links = {} if links is None else links
@@ -152,7 +152,8 @@ def explain_lines(trace_id: str, spans: list[dict[str, Any]], links: dict[str, s
             lines.append(f"    session: {chained[turn['span_id']]}")
         for other in result.joined.get(turn["span_id"], []):
             lines.append(f"  joined by a link: trace {other}'s runs state no user words and its root is linked to a "
-                         "span of this trace, so they are this run's work (its answer is the joined work's last)")
+                         "span of this trace that waited for it, so they are this run's work (its answer is the "
+                         "joined work's last)")
     if result.steps:
         lines.append(f"{len(result.steps)} LLM call(s) only asked for tools and nothing in this trace answered: steps, "
                      "not turns")
