@@ -125,7 +125,8 @@ def test_openlit_role_prefixed_text_is_one_message_per_role_line_with_continuati
     pytest.param("haystack_tracer_no_content.json", "HAYSTACK_CONTENT_TRACING_ENABLED=true", "haystack.agent.run",
                  id="Haystack's own tracer"),
     # Semantic Kernel's diagnostics without their sensitive variable: no messages, no tool arguments or results
-    pytest.param("semantic_kernel_no_content.json", "CAPTURE_MESSAGE_CONTENT", "invoke_agent support_bot",
+    pytest.param("semantic_kernel_no_content.json", "SEMANTICKERNEL_EXPERIMENTAL_GENAI_ENABLE_OTEL_DIAGNOSTICS_SENSITIVE",
+                 "invoke_agent support_bot",
                  id="Semantic Kernel, not sensitive"),
     # with it, but only the tracer provider set up: the messages were log records nobody exported; the agent span
     # states its answer, no span the user's words
@@ -878,3 +879,27 @@ def test_an_agent_that_states_only_its_id_is_named_by_it(said, agent):
     [turn] = assembly(spans).turns
 
     assert turn["agent"] == agent
+
+
+@pytest.mark.parametrize(("scope", "setting"), [
+    pytest.param("semantic_kernel.utils.telemetry.agent_diagnostics.decorators",
+                 "SEMANTICKERNEL_EXPERIMENTAL_GENAI_ENABLE_OTEL_DIAGNOSTICS_SENSITIVE=true", id="Semantic Kernel"),
+    pytest.param("Microsoft.SemanticKernel.Diagnostics", "SEMANTICKERNEL_EXPERIMENTAL_GENAI_ENABLE_OTEL_DIAGNOSTICS_SENSITIVE",
+                 id="Semantic Kernel (.NET)"),
+    pytest.param("agent_framework", "enable_sensitive_telemetry()", id="Microsoft Agent Framework"),
+    pytest.param("opentelemetry.instrumentation.genai.openai", "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT",
+                 id="an OTel GenAI instrumentation"),
+])
+def test_a_run_without_content_names_the_switch_of_the_framework_that_wrote_it(scope, setting):
+    """A framework whose own telemetry writes the GenAI conventions has its own content switch: the user is told it,
+    not OTel's variable, which it does not read."""
+    spans = [span("1", None, "invoke_agent support_bot", 0, **{"gen_ai.operation.name": "invoke_agent"}),
+             span("2", "1", "chat m", 1, **{"gen_ai.operation.name": "chat", "gen_ai.request.model": "m"})]
+    for record in spans:
+        record["scope"] = scope
+    spans[1]["end"] = 11
+
+    [turn] = assembly(spans).turns
+
+    assert turn["metadata"]["vigil.content"] == "missing"
+    assert setting in turn["metadata"]["vigil.content_setting"]

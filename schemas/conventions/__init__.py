@@ -267,7 +267,7 @@ def content_setting(span: Mapping[str, Any]) -> str:
     if scope.startswith("opentelemetry.instrumentation.openai.v") or any(
             k.startswith("traceloop.") for k in span["attributes"]):
         return openllmetry.SETTING
-    return genai.SETTING
+    return next((setting for prefix, setting in genai.SCOPE_SETTINGS if scope.startswith(prefix)), genai.SETTING)
 
 
 def error(span: Mapping[str, Any]) -> str | None:

@@ -12,7 +12,7 @@
 | content blocks | a message's ``content`` (or a choice's ``message``) as the JSON text of a list of blocks (``[{"text": ...}]``, ``{"toolUse": ...}``, ``{"toolResult": ...}``) is read as those parts; a choice's ``message`` as plain text is the message's text (Strands Agents' default spans) |
 | who | agent ``gen_ai.agent.name``, else its id ``gen_ai.agent.id`` (on one span, a name any convention states wins over an id: ``conventions.identity``); session ``gen_ai.conversation.id`` |
 | response | ``gen_ai.response.id``, a model call's id, which a Responses API conversation id may name (``schemas.chains``) |
-| content off | ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT`` unset (the default); or the content captured as log records that were never exported to the intake (``SETTING`` names both) |
+| content off | ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT`` unset (the default); or the content captured as log records that were never exported to the intake (``SETTING`` names both). A framework whose own telemetry writes these conventions has a switch of its own, known by the instrumentation scope it writes under (``SCOPE_SETTINGS``): Semantic Kernel's sensitive-diagnostics variable, Microsoft Agent Framework's ``enable_sensitive_telemetry()`` |
 """
 
 from __future__ import annotations
@@ -36,11 +36,17 @@ from ._parse import (
     tool_call,
 )
 
-__all__ = ["AGENT_ID", "DOCUMENT_KEYS", "INPUT_EVENTS", "LLM_OPERATIONS", "RESPONSE_ID", "SETTING", "WHO_KEYS", "documents", "identity", "io", "kind", "tool"]
+__all__ = ["AGENT_ID", "DOCUMENT_KEYS", "INPUT_EVENTS", "LLM_OPERATIONS", "RESPONSE_ID", "SCOPE_SETTINGS", "SETTING", "WHO_KEYS", "documents", "identity", "io", "kind", "tool"]
 
 SETTING = ("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true (or span_only with "
            "OTEL_SEMCONV_STABILITY_OPT_IN=gen_ai_latest_experimental); content sent as log records reaches vigil "
            "only with the logs exported to the intake too")
+_SK_SETTING = ("SEMANTICKERNEL_EXPERIMENTAL_GENAI_ENABLE_OTEL_DIAGNOSTICS_SENSITIVE=true (with "
+               "..._DIAGNOSTICS=true), with its logs exported to the intake too: the messages travel as log records")
+# (instrumentation scope prefix, the setting that turns its message content on): frameworks writing these conventions
+SCOPE_SETTINGS = (("semantic_kernel", _SK_SETTING), ("Microsoft.SemanticKernel", _SK_SETTING),
+                  ("agent_framework", "enable_sensitive_telemetry() (agent_framework.observability), or "
+                                      "ENABLE_SENSITIVE_DATA=true"))
 INPUT_EVENTS = {"gen_ai.system.message": "system", "gen_ai.user.message": "user",
                 "gen_ai.assistant.message": "assistant", "gen_ai.tool.message": "tool"}
 OUTPUT_EVENTS = frozenset({"gen_ai.choice", "gen_ai.content.prompt", "gen_ai.content.completion"})
