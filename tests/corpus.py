@@ -12,8 +12,9 @@ A manifest entry is the turn one agent run must make, stated by the client that 
   calls have no order), the result as the tool returned it (compared as a value when it reads as JSON or a Python
   literal: the same list may travel in either notation), an error text when the tool raised (the text the framework
   reported: some redact the message); a framework's answer tool (smolagents' ``final_answer``) is not one;
-- the contexts are the retrieved documents' texts (as a set); the session, when the manifest names one, is the
-  turn's; runs the manifest puts in one ``conversation`` (a framework that groups them without naming the group)
+- the contexts are the retrieved documents' texts (as a set); the usage, when the manifest states one (the prompt
+  and completion tokens of the run's model calls, summed by the application from what its client returned), is the
+  turn's; the session, when the manifest names one, is the turn's; runs the manifest puts in one ``conversation`` (a framework that groups them without naming the group)
   share one session, and runs of different conversations do not;
 - the recording makes exactly as many turns as its manifest lists: an index build, an embedding batch or any other
   trace listed under ``non_runs`` makes none.
@@ -76,6 +77,7 @@ class Seen:
     session: str | None
     tools: list[dict[str, Any]] = field(default_factory=list)
     contexts: list[str] = field(default_factory=list)
+    usage: dict[str, int] | None = None
 
 
 def _value(value: Any) -> Any:
@@ -166,6 +168,8 @@ def _turn_differences(want: dict[str, Any], got: Seen) -> list[str]:
                 out.append(f"{w['name']} error {c['error']!r}, want none")
             elif _value(c.get("result")) != _value(w["result"]):
                 out.append(f"{w['name']} result {str(c.get('result'))[:80]!r}, want {str(w['result'])[:80]!r}")
+    if want.get("usage") and got.usage != want["usage"]:
+        out.append(f"usage {got.usage}, want {want['usage']}")
     if set(got.contexts) != set(want["contexts"]):
         out.append(f"contexts {[t[:30] for t in got.contexts]}, want {[t[:30] for t in want['contexts']]}")
     return out
@@ -181,7 +185,9 @@ def seen_from_turn(turn: Any) -> Seen:
                 error=turn.metadata.get(ERROR_METADATA), session=turn.session_id,
                 tools=[{"name": c.name, "arguments": c.arguments, "result": c.result, "error": c.error}
                        for c in turn.tool_calls],
-                contexts=[d.text for d in turn.contexts])
+                contexts=[d.text for d in turn.contexts],
+                usage=turn.usage and {"prompt_tokens": turn.usage.prompt_tokens,
+                                      "completion_tokens": turn.usage.completion_tokens})
 
 
 def seen_from_row(row: dict[str, Any]) -> Seen:
@@ -191,4 +197,5 @@ def seen_from_row(row: dict[str, Any]) -> Seen:
                 error=metadata.get(ERROR_METADATA), session=row["session_id"] or None,
                 tools=[{"name": c["name"], "arguments": c.get("arguments") or {}, "result": c.get("result"),
                         "error": c.get("error")} for c in json.loads(row["tool_calls_json"] or "[]")],
-                contexts=[d["text"] for d in json.loads(row["contexts_json"] or "[]")])
+                contexts=[d["text"] for d in json.loads(row["contexts_json"] or "[]")],
+                usage={"prompt_tokens": row["prompt_tokens"], "completion_tokens": row["completion_tokens"]})
