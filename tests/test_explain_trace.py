@@ -142,3 +142,15 @@ def test_a_stored_run_and_a_stored_trace_the_worker_joined_to_it_say_so(redis_ur
     assert joined.stdout.splitlines()[-1] == (f"no turn of its own: its runs state no user words and its root is "
                                               f"linked to span {send} of trace {a}, which waited for it, so its work "
                                               "joined that trace's run")
+
+
+def test_a_turn_that_continues_a_step_of_another_trace_says_whose_usage_it_adds():
+    recording = ROOT / "tests/fixtures/otlp/frameworks/litellm/tool.json"  # each completion() a trace of its own
+
+    run = vigil("explain-trace", str(recording))
+
+    assert run.returncode == 0, run.stderr
+    lines = run.stdout.splitlines()
+    joined = [line for line in lines if line.startswith("    usage: it continues a run whose earlier model calls")]
+    assert len(joined) == 3  # one per run, each naming the trace of the call that asked for the tool
+    assert sum('usage={"prompt_tokens": 84, "completion_tokens": 34}' in line for line in lines) == 3

@@ -6,7 +6,7 @@
 | span kind | ``gen_ai.operation.name``: ``invoke_agent`` / ``create_agent`` agent, ``execute_tool`` tool, ``retrieval`` retriever, ``chat`` / ``text_completion`` / ``generate_content`` / ``completion`` LLM; an operation the spec does not list is read by its words (``agent.run`` an agent, ``tool.execute`` a tool, ``...generation`` an LLM call, anything else other); no operation: message attributes or events make an LLM span |
 | messages, current | ``gen_ai.input.messages``, ``gen_ai.output.messages``, ``gen_ai.system_instructions`` (JSON messages of typed parts: ``text``, ``tool_call`` with its id, ``tool_call_response``) |
 | messages, as events | span events or log records ``gen_ai.system.message``, ``gen_ai.user.message``, ``gen_ai.assistant.message`` (``tool_calls``), ``gen_ai.tool.message`` (``id``), ``gen_ai.choice``; ``gen_ai.content.prompt`` / ``gen_ai.content.completion``; ``gen_ai.client.inference.operation.details`` (attached by ``schemas.spans.attach_logs``) |
-| messages, oldest | ``gen_ai.prompt`` / ``gen_ai.completion`` (JSON messages, or indexed ``.N.role`` / ``.N.content`` / ``.N.tool_calls.K.*``) |
+| messages, oldest | ``gen_ai.prompt`` / ``gen_ai.completion`` (JSON messages, or indexed ``.N.role`` / ``.N.content`` / ``.N.tool_calls.K.*`` / ``.N.function_call.*``), also where the current attributes are there but say nothing (messages with no text and no tool call) |
 | contexts | ``gen_ai.retrieval.documents`` (JSON: ``content`` / ``text``, ``id``, ``score``) |
 | a tool span | ``gen_ai.tool.name``, ``gen_ai.tool.call.id``, ``gen_ai.tool.call.arguments``, ``gen_ai.tool.call.result``, or as the older events on the span: ``gen_ai.tool.message`` (``content`` = the arguments) and ``gen_ai.choice`` (``message`` = the result); its error from the span status and ``error.type`` |
 | content blocks | a message's ``content`` (or a choice's ``message``) as the JSON text of a list of blocks (``[{"text": ...}]``, ``{"toolUse": ...}``, ``{"toolResult": ...}``) is read as those parts; a choice's ``message`` as plain text is the message's text (Strands Agents' default spans) |
@@ -95,10 +95,10 @@ def io(span: Mapping[str, Any]) -> Io:
     inputs = _json_messages(attrs, "gen_ai.input.messages", "user") or _json_messages(attrs, "gen_ai.prompt", "user")
     outputs = (_json_messages(attrs, "gen_ai.output.messages", "assistant")
                or _json_messages(attrs, "gen_ai.completion", "assistant"))
-    if not inputs:
-        inputs = _flat_indexed(attrs, "gen_ai.prompt", "user")
-    if not outputs:
-        outputs = _flat_indexed(attrs, "gen_ai.completion", "assistant")
+    if not _says_anything(inputs):
+        inputs = _flat_indexed(attrs, "gen_ai.prompt", "user") or inputs
+    if not _says_anything(outputs):
+        outputs = _flat_indexed(attrs, "gen_ai.completion", "assistant") or outputs
     if not inputs or not outputs:
         event_in, event_out = _event_messages(events or ())
         inputs, outputs = inputs or event_in, outputs or event_out
@@ -146,11 +146,21 @@ def _json_messages(attrs: Mapping[str, Any], key: str, default_role: str) -> lis
     return json_messages(attrs.get(key), default_role)
 
 
+def _says_anything(messages: list[Msg]) -> bool:
+    """Whether messages hold any text or tool call: a list of empty messages (LiteLLM's ``gen_ai.output.messages``
+    of a call that answered only tool calls: ``"parts": []``) says nothing, and loses to the flat attributes."""
+    return any(m["content"] or m["tool_calls"] for m in messages)
+
+
 def _flat_indexed(attrs: Mapping[str, Any], prefix: str, default_role: str) -> list[Msg]:
-    """``gen_ai.prompt.0.role`` / ``.0.content`` / ``.0.tool_calls.0.name`` as OpenLLMetry's older versions write."""
+    """``gen_ai.prompt.0.role`` / ``.0.content`` / ``.0.tool_calls.0.name`` as OpenLLMetry's older versions write;
+    ``.N.function_call.name`` / ``.arguments`` (OpenAI's older function calling) is a tool call of message N (LiteLLM
+    writes each tool call of its answer so, one N each)."""
     out = []
     for group in indexed(attrs, prefix):
         calls = [tool_call(c.get("name"), c.get("arguments"), c.get("id")) for c in indexed(group, "tool_calls")]
+        if group.get("function_call.name"):
+            calls.append(tool_call(group["function_call.name"], group.get("function_call.arguments")))
         out.append(msg(role(group.get("role"), default_role), text(group.get("content", "")), calls,
                        group.get("tool_call_id")))
     return out

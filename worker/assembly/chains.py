@@ -37,7 +37,7 @@ from vigil.schemas.chains import MAX_ID, join, named
 from vigil.schemas.spans import Assembly
 from vigil.worker.logs import Every
 
-__all__ = ["EVICTED", "LINKS", "LINKS_BYTES", "LINKS_BY_TIME", "LINK_OVERHEAD", "chain_sessions", "links_of"]
+__all__ = ["BOUND", "EVICTED", "LINKS", "LINKS_BYTES", "LINKS_BY_TIME", "LINK_OVERHEAD", "chain_sessions", "links_of"]
 
 log = structlog.get_logger("vigil.intake")
 
@@ -47,21 +47,14 @@ LINKS_BYTES = "vigil.chains.bytes"
 EVICTED = "vigil.chains.evicted"
 LINK_OVERHEAD = 220  # Redis bytes a link costs beyond its member and session (a hash field, a sorted-set entry: 218 measured)
 
-# Keep new links (the first link of a member wins), forget links past the keep time, drop the oldest over the
-# budget. KEYS: LINKS, LINKS_BY_TIME, LINKS_BYTES; ARGV: now, keep seconds, budget, overhead, member, session, ...
-# Returns how many were dropped for the budget.
-_RECORD = """
-local now, keep, budget, overhead = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
-local total = tonumber(redis.call('GET', KEYS[3]) or '0')
-for i = 5, #ARGV, 2 do
-  if redis.call('HSETNX', KEYS[1], ARGV[i], ARGV[i + 1]) == 1 then
-    redis.call('ZADD', KEYS[2], now, ARGV[i])
-    total = total + #ARGV[i] + #ARGV[i + 1] + overhead
-  end
-end
+# The end of a script that keeps members of a hash (KEYS[1]) by when they were written (KEYS[2], a sorted set) within a
+# byte total (KEYS[3]), with ``total``, ``now``, ``keep``, ``budget`` and ``overhead`` set: forget the members older
+# than the keep time, drop the oldest over the budget, store the total, refresh the keys' time to live; returns how
+# many were dropped for the budget. A member costs ``#member + #value + overhead`` bytes.
+BOUND = """
 local function forget(member)
-  local session = redis.call('HGET', KEYS[1], member)
-  if session then total = total - #member - #session - overhead end
+  local value = redis.call('HGET', KEYS[1], member)
+  if value then total = total - #member - #value - overhead end
   redis.call('HDEL', KEYS[1], member)
   redis.call('ZREM', KEYS[2], member)
 end
@@ -79,6 +72,20 @@ redis.call('SET', KEYS[3], math.max(total, 0))
 for _, key in ipairs(KEYS) do redis.call('EXPIRE', key, keep) end
 return evicted
 """
+
+# Keep new links (the first link of a member wins), forget links past the keep time, drop the oldest over the
+# budget. KEYS: LINKS, LINKS_BY_TIME, LINKS_BYTES; ARGV: now, keep seconds, budget, overhead, member, session, ...
+# Returns how many were dropped for the budget.
+_RECORD = """
+local now, keep, budget, overhead = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+local total = tonumber(redis.call('GET', KEYS[3]) or '0')
+for i = 5, #ARGV, 2 do
+  if redis.call('HSETNX', KEYS[1], ARGV[i], ARGV[i + 1]) == 1 then
+    redis.call('ZADD', KEYS[2], now, ARGV[i])
+    total = total + #ARGV[i] + #ARGV[i + 1] + overhead
+  end
+end
+""" + BOUND
 _evicted_line = Every(60)
 
 

@@ -8,7 +8,8 @@ run and why, where the question, answer and tool calls were read (span and conve
 why its session is not the conversation id its spans state, when a run continues another by response id (the
 file's earlier traces, or the worker's links for a stored trace: ``vigil.schemas.chains``); which traces' work
 joined a run by a span link, and that a joined trace makes no turn of its own (``vigil.schemas.links``: over a file
-the file's traces are joined as the worker joins them, a stored trace says what the worker joined); or why the trace
+the file's traces are joined as the worker joins them, a stored trace says what the worker joined); which traces'
+open steps a turn continues, their usage added to the run's (``vigil.schemas.steps``: over a file); or why the trace
 made no turn. It decodes exactly as ``vigil intake`` does and assembles with the worker's own code.
 """
 
@@ -87,11 +88,14 @@ def _stored(trace_id: str, redis_url: str | None, project: str) -> list[dict[str
 
 
 def explain_lines(trace_id: str, spans: list[dict[str, Any]], links: dict[str, str] | None = None,
-                  joined_to: tuple[str, str] | None = None) -> list[str]:
+                  joined_to: tuple[str, str] | None = None, steps: dict[str, list[dict[str, Any]]] | None = None,
+                  ) -> list[str]:
     """What ``vigil explain-trace`` prints for one trace; ``links``: the conversation links of the runs before it (a
     run's last response id -> its session), which its runs' links are added to; ``joined_to``: the trace (and span)
-    whose run this trace's work joined, when it did."""
+    whose run this trace's work joined, when it did; ``steps``: the open steps of the file's traces
+    (``vigil.schemas.steps.keep``) its turns may continue."""
     from vigil.schemas import conventions
+    from vigil.schemas import steps as run_steps
     from vigil.schemas.chains import join
     from vigil.schemas.spans import assembly
 
@@ -123,6 +127,7 @@ def explain_lines(trace_id: str, spans: list[dict[str, Any]], links: dict[str, s
         return lines
     result = assembly(spans, explain=True)
     links = {} if links is None else links
+    continued = run_steps.take(steps, trace_id, spans, result) if steps else {}
     new, chained = join(result.turns, result.chains, links)
     links.update({k: v for k, v in new.items() if k not in links})  # a response id's first link is kept
     for turn in result.turns:
@@ -150,6 +155,8 @@ def explain_lines(trace_id: str, spans: list[dict[str, Any]], links: dict[str, s
         lines.append(f"  {', '.join(f'{k}={_short(v)}' for k, v in said.items()) or 'no agent, session or model'}")
         if turn["span_id"] in chained:
             lines.append(f"    session: {chained[turn['span_id']]}")
+        if turn["span_id"] in continued:
+            lines.append(f"    usage: {continued[turn['span_id']]}")
         for other in result.joined.get(turn["span_id"], []):
             lines.append(f"  joined by a link: trace {other}'s runs state no user words and its root is linked to a "
                          "span of this trace that waited for it, so they are this run's work (its answer is the "
@@ -180,24 +187,28 @@ def explain_command(source: str, project: str) -> None:
       REDIS_URL=redis://127.0.0.1:6379/0 vigil explain-trace 4bf92f3577b34da6a3ce929d0e0e4736
     """
     from vigil.schemas import links as trace_links
+    from vigil.schemas import steps as run_steps
     from vigil.schemas.spans import assembly
     from vigil.worker.assembly.traces import split_name
 
     redis_url = os.environ.get("REDIS_URL")
     traces = read_source(source, redis_url, project)
     joined: dict[str, tuple[str, str]] = {}
+    steps: dict[str, list[dict[str, Any]]] = {}
     if Path(source).is_file():  # the file's traces joined by their links, as the worker joins them
         results = {trace_id: assembly(spans) for trace_id, spans in traces.items()}
         kept, hosts = trace_links.join(traces, results)
         joined = {trace_id: (host, results[trace_id].link[1]) for trace_id, host in hosts.items()}
         traces = {trace_id: kept.get(trace_id, spans) for trace_id, spans in traces.items()}
         links = {}
+        for trace_id, spans in traces.items():  # the file's open steps, for the turns that continue them
+            run_steps.keep(steps, trace_id, spans, assembly(spans))
     else:
         links = _links(traces, redis_url, project)
         joined = {t: (split_name(s.joined[0])[1], s.joined[1]) for t, s in traces.items()
                   if getattr(s, "joined", None)}
     for trace_id, spans in traces.items():
-        for line in explain_lines(trace_id, spans, links, joined.get(trace_id)):
+        for line in explain_lines(trace_id, spans, links, joined.get(trace_id), steps):
             click.echo(line)
 
 

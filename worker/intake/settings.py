@@ -35,6 +35,9 @@ class IntakeSettings(BaseSettings):
                                    "(all traces) before the intake answers 429 with Retry-After (0: no bound)")
     max_kept_bytes: int = Field(default=16 * 2**20, ge=0, description="bytes of what assembled traces keep for late "
                                 "spans (all traces); over it the oldest are dropped (0: no bound)")
+    max_step_bytes: int = Field(default=16 * 2**20, ge=0, description="bytes of the open steps kept for the turns "
+                                "that continue them in other traces (all projects; ``assembly.steps``); over it the "
+                                "oldest are dropped (0: no bound)")
     retry_after_s: int = Field(default=5, ge=1, description="Retry-After of a 503 while Redis refuses writes")
     publish_timeout_s: float = Field(default=5.0, gt=0, description="per Redis command when publishing")
     settle_s: float = Field(default=10.0, ge=0, description="a trace is assembled this long after its last span")

@@ -1,0 +1,202 @@
+"""A run whose model calls are traces of their own: an application with no span of its own around its tool loop,
+traced only by its model client's instrumentation (LiteLLM's ``otel`` callback: every ``completion()`` is a root),
+exports the call that asks for a tool and the call that is sent the tool's result as two traces. The first makes no
+turn (``Assembly.steps``: it answered nothing, a *step left open*); the second is the turn. Both are one run.
+
+The rule, over traces each assembled by ``vigil.schemas.spans``:
+
+- **A step left open says what it was sent and what it asked for**: the conversation of its model call (the input
+  messages) and the tool calls of its answer (names and arguments), its ``Step.key``; with its usage and when it
+  started.
+- **A turn whose conversation continues a step of another trace continues that step's run.** After the turn's last
+  user words, each assistant message of tool calls is a step of the run; one that no model call of the turn's own
+  trace asked for (``asked_here``) was asked in another trace, by a call that was sent the conversation before that
+  message and asked for those calls: the turn's ``wanted`` keys. The conversation is the evidence, not the tool calls'
+  ids alone: LiteLLM exports the asking call's tool calls without their ids (they travel only in the next call's
+  input), and a whole conversation followed by the same calls is stronger evidence than an id.
+- **The latest such step, started before the turn started, that no other turn took** joins it (``pick``): the same
+  question asked twice by one application leaves two steps with one key, and each run takes its own. A step joins
+  at most one turn; the turn that took it takes it again when its trace is assembled again (late spans), so the
+  join is decided at the turn's first assembly.
+- **The run's usage is summed over its calls**: the turn's own, plus each joined step's once; the turn names the
+  steps' traces in ``metadata["vigil.continues"]``. Its tools are the union
+  of its calls' already: the calls a joined step asked for are in the turn's conversation (that is what matched),
+  and the turn's tool calls are read from it. Its question, answer and start stay the turn's (the started-at of the
+  answering call: a step's earlier start is not read back).
+- **Per project**: a step is its project's (the sender's key); a turn joins only its own project's steps.
+- **What is not joined**: a step whose trace is assembled after the turn that continues it (the turn is stored with
+  its own usage; the step stays a counted step), a step forgotten (expired or evicted: ``vigil.worker.assembly.steps``),
+  a turn whose conversation states no user words, and a step whose call exported no tool call at all.
+
+Pure: ``left`` reads a trace's open steps, ``wanted`` a turn's keys, ``pick`` chooses among the steps of a key;
+``keep`` and ``take`` apply it with a dict for the worker's state, ``join`` to the traces of a file (a test,
+``vigil explain-trace``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from vigil.schemas import conventions
+
+__all__ = ["CONTINUES_METADATA", "Step", "add_usage", "asked_here", "join", "keep", "key", "left", "pick", "start_ns",
+           "take", "wanted"]
+
+CONTINUES_METADATA = "vigil.continues"  # the traces of the steps a turn continues, comma-separated
+
+
+@dataclass(frozen=True)
+class Step:
+    """A step left open: its key (what it was sent and asked for), its trace, when it started (ns: an end can come
+    after the next call started, as a streamed call's span ends when its instrumentation has read the stream), its
+    usage."""
+
+    key: str
+    trace_id: str
+    start: int
+    prompt_tokens: int
+    completion_tokens: int
+
+
+def _message(m: Mapping[str, Any]) -> list[Any]:
+    calls = [[c.get("name"), c.get("arguments"), c.get("id")] for c in m.get("tool_calls") or ()]
+    return [m.get("role"), m.get("content") or "", calls, m.get("tool_call_id")]
+
+
+def key(messages: Iterable[Mapping[str, Any]], calls: Iterable[Mapping[str, Any]]) -> str:
+    """The key of a model call sent ``messages`` that asked for ``calls`` (names and arguments; ids left out)."""
+    text = json.dumps([[_message(m) for m in messages], [[c.get("name"), c.get("arguments")] for c in calls]],
+                      sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+def _asked(outputs: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    return [c for m in outputs if m["role"] == "assistant" for c in m["tool_calls"]]
+
+
+def _count(value: Any) -> int:
+    return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0 else 0
+
+
+def left(spans: Iterable[Mapping[str, Any]], step_ids: Iterable[str]) -> list[Step]:
+    """The steps left open in a trace (``step_ids``: ``Assembly.steps``) that asked for tool calls."""
+    by_id = {s["span_id"]: s for s in spans}
+    out = []
+    for span_id in step_ids:
+        span = by_id.get(span_id)
+        if span is None:
+            continue
+        inputs, outputs, _ = conventions.io(span)
+        calls = _asked(outputs)
+        if not calls:
+            continue
+        prompt, completion = conventions.usage(span["attributes"])
+        out.append(Step(key(inputs, calls), span["trace_id"], int(span["start"]), _count(prompt), _count(completion)))
+    return out
+
+
+def asked_here(spans: Iterable[Mapping[str, Any]]) -> set[str]:
+    """The keys of every model call of a trace that asked for tool calls: steps the trace holds itself."""
+    out = set()
+    for span in spans:
+        if conventions.kind(span) != "llm":
+            continue
+        inputs, outputs, _ = conventions.io(span)
+        if calls := _asked(outputs):
+            out.add(key(inputs, calls))
+    return out
+
+
+def wanted(turn: Mapping[str, Any], here: set[str] | None = None) -> list[str]:
+    """The keys of the steps a turn's conversation continues that its own trace did not ask (``here``:
+    ``asked_here``), in conversation order: the assistant messages of tool calls after its last user words."""
+    messages = list(turn.get("input") or ())
+    users = [i for i, m in enumerate(messages) if m.get("role") == "user" and m.get("content")]
+    if not users:
+        return []
+    out = []
+    for i in range(users[-1] + 1, len(messages)):
+        calls = messages[i].get("tool_calls")
+        if messages[i].get("role") == "assistant" and calls:
+            found = key(messages[:i], calls)
+            if here is None or found not in here:
+                out.append(found)
+    return out
+
+
+def start_ns(turn: Mapping[str, Any]) -> int:
+    """When a turn started, in nanoseconds (its ``started_at``)."""
+    return int(datetime.fromisoformat(turn["started_at"]).timestamp() * 1e9)
+
+
+def pick(candidates: Iterable[Mapping[str, Any]], taker: str, start: int) -> Mapping[str, Any] | None:
+    """Of a key's steps (``{"trace", "start", "taken"}`` each), the one a turn (``taker``: its trace, started at
+    ``start`` ns) joins: one it took already, else the latest that started before it and no other took."""
+    candidates = list(candidates)
+    mine = [c for c in candidates if c.get("taken") == taker]
+    if mine:
+        return mine[0]
+    free = [c for c in candidates if not c.get("taken") and c["start"] < start and c["trace"] != taker]
+    return max(free, key=lambda c: c["start"]) if free else None
+
+
+def add_usage(turn: dict[str, Any], steps: Iterable[Step | Mapping[str, Any]]) -> str:
+    """Add the joined steps' usage to a turn's; returns why, in words (for ``vigil explain-trace``)."""
+    steps = list(steps)
+    get = (lambda s, k: s[k]) if steps and isinstance(steps[0], Mapping) else getattr
+    usage = dict(turn.get("usage") or {"prompt_tokens": 0, "completion_tokens": 0})
+    usage["prompt_tokens"] = usage.get("prompt_tokens", 0) + sum(get(s, "prompt_tokens") for s in steps)
+    usage["completion_tokens"] = usage.get("completion_tokens", 0) + sum(get(s, "completion_tokens") for s in steps)
+    turn["usage"] = usage
+    traces = ", ".join(get(s, "trace_id") for s in steps)
+    turn.setdefault("metadata", {})[CONTINUES_METADATA] = traces.replace(" ", "")
+    return (f"it continues a run whose earlier model calls are traces of their own ({traces}): its conversation "
+            "holds, after its user words, the tool calls those calls asked for, sent the same conversation, so their "
+            "usage is the run's")
+
+
+def keep(pool: dict[str, list[dict[str, Any]]], trace: str, spans: list[dict[str, Any]], result: Any) -> None:
+    """Add a trace's open steps (``result``: its assembly) to ``pool`` (key -> its steps, as the worker keeps them)."""
+    for step in left(spans, result.steps):
+        pool.setdefault(step.key, []).append({**step.__dict__, "trace": trace, "taken": ""})
+
+
+def take(pool: dict[str, list[dict[str, Any]]], trace: str, spans: list[dict[str, Any]], result: Any,
+         ) -> dict[str, str]:
+    """Join a trace's turns (``result``: its assembly, changed in place) to the steps of ``pool`` they continue,
+    by the module's rule; returns why each joined turn's usage is the run's, by span id."""
+    why = {}
+    here = None
+    for turn in result.turns:
+        keys = wanted(turn)
+        if not keys:
+            continue
+        here = asked_here(spans) if here is None else here
+        joined = []
+        for k in (k for k in keys if k not in here):
+            found = pick(pool.get(k, ()), trace, start_ns(turn))
+            if found is not None:
+                found["taken"] = trace
+                joined.append(found)
+        if joined:
+            why[turn["span_id"]] = add_usage(turn, joined)
+    return why
+
+
+def join(traces: Mapping[str, list[dict[str, Any]]], results: Mapping[str, Any]) -> dict[str, str]:
+    """The rule over the traces of a file (``results``: each trace's assembly, changed in place): every open step
+    kept, then the turns joined, in the order the traces started; returns why each joined turn's usage is the run's,
+    by span id."""
+    order = sorted(traces, key=lambda t: min((s["start"] for s in traces[t]), default=0))
+    pool: dict[str, list[dict[str, Any]]] = {}
+    for trace in order:
+        keep(pool, trace, traces[trace], results[trace])
+    why = {}
+    for trace in order:
+        why.update(take(pool, trace, traces[trace], results[trace]))
+    return why

@@ -1,0 +1,165 @@
+"""The worker's side of a run whose model calls are traces of their own (the rule is ``vigil.schemas.steps``): the
+steps left open that a sweep's traces leave are kept in Redis, so that the turn that continues one, in a trace
+assembled in this sweep or a later one, adds the step's usage to the run's.
+
+- **Per project.** A step is kept under its trace's project (the sender's key, ``traces.split_name``), and a turn
+  looks up only its own project's: a sender of another project that sends the same conversation and tool calls
+  neither joins a project's step (its usage stays its own) nor takes it from the turn it belongs to.
+- **One step, one run; decided at the turn's first assembly.** A step records the trace that took it (``taken``):
+  another turn never takes it again, and the same turn, assembled again for late spans, takes it again, so its
+  usage does not change back. A stored turn is never removed or rewritten by a later trace: a step whose trace
+  settles after the turn that continues it stays a counted step (``step`` in the funnel) and the turn keeps its own
+  usage (usage is nothing a scorer reads: the turn is not scored again either way).
+- **Kept as long as a trace is.** A key's steps live ``VIGIL_INTAKE_KEEP_S`` after they were written (the time a
+  trace's spans are kept for late ones), at most ``MAX_PER_KEY`` a key (the latest by start).
+- **Bounded.** Every key's steps, all projects, count their JSON's bytes plus ``STEP_OVERHEAD`` within
+  ``VIGIL_INTAKE_MAX_STEP_BYTES`` (16 MiB); over it the oldest keys are dropped, counted (``vigil.steps.evicted``).
+  A turn that continues a dropped (or expired) step keeps its own usage.
+- **In the order traces started.** A sweep keeps the steps its traces leave before its turns look them up (a run's
+  step and its answer often settle together), with one write and one lookup-and-take for the whole sweep; none for a
+  sweep with no open step and no turn that continues one.
+
+Keys: ``vigil.steps``, a hash of ``[project, key]`` (JSON) to the key's steps (a JSON list of ``{"trace", "start"``
+(milliseconds)``, "prompt_tokens", "completion_tokens", "taken"}``); ``vigil.steps.by_time``, the same members by when they were
+written; ``vigil.steps.bytes``, their total.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterable
+from typing import Any
+
+import redis
+import structlog
+from vigil.schemas import steps
+from vigil.worker.assembly.chains import BOUND
+from vigil.worker.assembly.links import Trace
+from vigil.worker.assembly.traces import split_name
+from vigil.worker.logs import Every
+
+__all__ = ["EVICTED", "MAX_PER_KEY", "STEPS", "STEPS_BYTES", "STEPS_BY_TIME", "STEP_OVERHEAD", "continue_runs"]
+
+log = structlog.get_logger("vigil.intake")
+
+STEPS = "vigil.steps"
+STEPS_BY_TIME = "vigil.steps.by_time"
+STEPS_BYTES = "vigil.steps.bytes"
+EVICTED = "vigil.steps.evicted"
+MAX_PER_KEY = 8  # steps kept under one key: the same question asked again and again, its latest steps
+MS = 1_000_000  # steps start in milliseconds in Redis: Lua's cjson writes 14 digits, a nanosecond time has 19
+STEP_OVERHEAD = 220  # Redis bytes a key costs beyond its member and value (a hash field, a sorted-set entry)
+
+# Keep new steps (a step of a trace already kept under the key is not added twice), at most MAX_PER_KEY a key (the
+# latest by start), forget keys past the keep time, drop the oldest over the budget.
+# KEYS: STEPS, STEPS_BY_TIME, STEPS_BYTES; ARGV: now, keep seconds, budget, overhead, max per key, member, step, ...
+# Returns how many keys were dropped for the budget.
+_RECORD = """
+local now, keep, budget, overhead, most = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]),
+  tonumber(ARGV[4]), tonumber(ARGV[5])
+local total = tonumber(redis.call('GET', KEYS[3]) or '0')
+for i = 6, #ARGV, 2 do
+  local old = redis.call('HGET', KEYS[1], ARGV[i])
+  local list = old and cjson.decode(old) or {}
+  local step = cjson.decode(ARGV[i + 1])
+  local seen = false
+  for _, s in ipairs(list) do if s.trace == step.trace then seen = true end end
+  if not seen then
+    table.insert(list, step)
+    table.sort(list, function(a, b) return a.start > b.start end)
+    while #list > most do table.remove(list) end
+    local value = cjson.encode(list)
+    redis.call('HSET', KEYS[1], ARGV[i], value)
+    redis.call('ZADD', KEYS[2], now, ARGV[i])
+    total = total + #value - (old and #old or 0) + (old and 0 or (#ARGV[i] + overhead))
+  end
+end
+""" + BOUND
+
+# Take, for each turn's wanted key, the step ``schemas.steps.pick`` chooses: one the turn's trace took already, else
+# the latest that started before the turn and no other trace took. KEYS: STEPS, STEPS_BYTES; ARGV: (member, taker,
+# start) triples. Returns, per triple, the step taken (JSON) or ''.
+_TAKE = """
+local out = {}
+local delta = 0
+for i = 1, #ARGV, 3 do
+  local old = redis.call('HGET', KEYS[1], ARGV[i])
+  local found = ''
+  if old then
+    local list = cjson.decode(old)
+    local best = nil
+    for _, s in ipairs(list) do if s.taken == ARGV[i + 1] then best = s end end
+    if not best then
+      for _, s in ipairs(list) do
+        if s.taken == '' and s.trace ~= ARGV[i + 1] and s.start < tonumber(ARGV[i + 2])
+            and (best == nil or s.start > best.start) then best = s end
+      end
+    end
+    if best then
+      best.taken = ARGV[i + 1]
+      local value = cjson.encode(list)
+      redis.call('HSET', KEYS[1], ARGV[i], value)
+      delta = delta + #value - #old
+      found = cjson.encode(best)
+    end
+  end
+  table.insert(out, found)
+end
+if delta ~= 0 then redis.call('INCRBY', KEYS[2], delta) end
+return out
+"""
+_evicted_line = Every(60)
+_joined_line = Every(60)
+
+
+def _member(project: str, key: str) -> str:
+    return json.dumps([project, key])
+
+
+def continue_runs(client: redis.Redis, traces: Iterable[Trace], *, keep_s: int, budget: int,
+                  now: float | None = None) -> dict[str, str]:
+    """Keep the open steps of a sweep's traces and add to each turn that continues steps of other traces their usage
+    (``vigil.schemas.steps``), in place; returns why, by the turn's span id (for ``vigil explain-trace`` and the
+    log)."""
+    traces = sorted(traces, key=lambda t: min((s["start"] for s in t.spans), default=0))
+    args: list[Any] = []
+    for trace in traces:
+        project, trace_id = split_name(trace.name)
+        for step in steps.left(trace.spans, trace.result.steps):
+            args += [_member(project, step.key), json.dumps({
+                "trace": trace_id, "start": step.start // MS, "prompt_tokens": step.prompt_tokens,
+                "completion_tokens": step.completion_tokens, "taken": ""})]
+    if args:
+        evicted = int(client.register_script(_RECORD)(keys=[STEPS, STEPS_BY_TIME, STEPS_BYTES], args=[
+            time.time() if now is None else now, keep_s, budget, STEP_OVERHEAD, MAX_PER_KEY, *args]))
+        if evicted:
+            client.incrby(EVICTED, evicted)
+            if _evicted_line():
+                log.warning("open steps over VIGIL_INTAKE_MAX_STEP_BYTES: the oldest dropped (a turn continuing one "
+                            "keeps its own usage)", dropped=evicted, budget=budget)
+    wanted: list[tuple[dict[str, Any], str]] = []  # (turn, member) for each key a turn wants
+    for trace in traces:
+        project, trace_id = split_name(trace.name)
+        here = None
+        for turn in trace.result.turns:
+            keys = steps.wanted(turn)
+            if keys and here is None:
+                here = steps.asked_here(trace.spans)
+            wanted += [(turn, _member(project, k)) for k in keys if k not in (here or ())]
+    if not wanted:
+        return {}
+    taken = client.register_script(_TAKE)(keys=[STEPS, STEPS_BYTES], args=[
+        x for turn, member in wanted for x in (member, turn["trace_id"], steps.start_ns(turn) // MS)])
+    joined: dict[str, tuple[dict[str, Any], list[dict[str, Any]]]] = {}
+    for (turn, _), found in zip(wanted, taken, strict=True):
+        if found:
+            step = json.loads(found)
+            joined.setdefault(turn["span_id"], (turn, []))[1].append({**step, "trace_id": step["trace"]})
+    why = {}
+    for span_id, (turn, found) in joined.items():
+        why[span_id] = steps.add_usage(turn, found)
+        if _joined_line():
+            log.info("a turn continues a run whose earlier model calls are traces of their own: their usage is the "
+                     "run's", trace_id=turn["trace_id"], steps=[s["trace"] for s in found])
+    return why
