@@ -40,6 +40,7 @@ README = Path(__file__).parent.parent / "README.md"
 # recording -> the number of differences measured on main and the most telling one (`differences` in tests/corpus.py)
 # Emptied as the assembly rules are fixed; a recording that passes while listed fails until it is taken off.
 NOT_YET: dict[str, str] = {
+    "griptape/error": "2: 'What is the status of order A-1001?': OrderTool_lookup_order has no error, want one like 'order database unreachable for A-1001' (the model client's spans carry it only as the tool message's text; Griptape's own `OrderTool.try_run()` span, status ERROR with the `exception` event, is read by no convention)",
     "haystack/error": "2: 'What is the status of order A-1001?': lookup_order has no error, want one like 'order database unreachable for A-1001' (its spans carry the error only as the tool message's text)",
     "litellm/error": "2: 'What is the status of order A-1001?': lookup_order has no error, want one like 'order database unreachable for A-1001' (no tool spans: the loop tells the model the error as the tool message's text)",
     "smolagents/fail": "4: a turn whose question is 'New task:\\nWhat is the status of order A-1001?' is no run of the manifest (its failed runs export no AGENT span: the instrumentation never ends it when run() raises)",
