@@ -199,7 +199,8 @@ _GENAI_PREFIXES = ("gen_ai.", "llm.", "input.value", "output.value", "retrieval.
                    "traceloop.", "ai.", "pydantic_ai.", "all_messages_events", "agent_name",
                    *conventions.haystack.KIND_KEYS,  # Haystack's agent runs and tool calls, not its every span
                    *conventions.genkit.KEEP_KEYS,  # Genkit's actions and chat turns, not its every step
-                   *conventions.langfuse.KEEP_KEYS)  # Langfuse's observations
+                   *conventions.langfuse.KEEP_KEYS,  # Langfuse's observations
+                   *conventions.mlflow.KEEP_KEYS)  # MLflow's traced spans
 _CONTAINERS = ("server", "chain", "step")
 _BY_TIME = itemgetter("start", "end")  # spans in start order, the shorter first
 _BY_START = itemgetter("start", "span_id")

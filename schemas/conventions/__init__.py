@@ -1,19 +1,19 @@
 """The span conventions vigil reads, one module each, and the one place that says which wins: OpenLLMetry /
 Traceloop (``openllmetry``), OpenInference (``openinference``, LangChain's, LlamaIndex's, smolagents', CrewAI's and the
 OpenAI Agents SDK's included), the Vercel AI SDK (``vercel``), pydantic-ai (``pydantic_ai``), Haystack's own tracer
-(``haystack``), Firebase Genkit's own tracing (``genkit``), the Langfuse SDK's observations (``langfuse``), the
-OpenTelemetry GenAI conventions (``genai``) and openlit (``openlit``). Each module's docstring has
-its table: which attributes and events mean what. ``schemas.spans`` builds turns from what these functions say of
-each span.
+(``haystack``), Firebase Genkit's own tracing (``genkit``), the Langfuse SDK's observations (``langfuse``), MLflow
+Tracing (``mlflow``), the OpenTelemetry GenAI conventions (``genai``) and openlit (``openlit``). Each module's
+docstring has its table: which attributes and events mean what. ``schemas.spans`` builds turns from what these
+functions say of each span.
 
 **A registry of small mappers in priority order, ending in a fallback by meaning.** A span's kind is the first
-mapper's that claims it (``MAPPERS``: OpenLLMetry, OpenInference, Vercel, pydantic-ai, Haystack, Genkit, Langfuse, GenAI); a span no
+mapper's that claims it (``MAPPERS``: OpenLLMetry, OpenInference, Vercel, pydantic-ai, Haystack, Genkit, Langfuse, MLflow, GenAI); a span no
 mapper claims is read by what it says: one that names a model (``gen_ai.request.model``, ``llm.model_name``,
 ``ai.model.id`` ...) is an LLM call, one that names a tool is a tool call, a plain server or consumer span is
 ``server``, anything else ``other``. So a framework nobody listed still lands somewhere sensible, and
 ``explain_kind`` says which mapper decided and on which attribute. Messages: openlit's when it wrote the span, else
 each mapper in turn fills what the ones before left empty (Vercel, pydantic-ai, Haystack, Genkit, GenAI, OpenLLMetry,
-OpenInference, Langfuse); ``io_sources`` says which.
+OpenInference, Langfuse, MLflow); ``io_sources`` says which.
 
 **A final-answer tool is the answer.** A model that ends its run by calling a tool (``final_answer``,
 ``final_result``, ReAct's ``finish``: ``_parse.is_final_tool``) answered: that call becomes the assistant's text (its
@@ -41,6 +41,7 @@ from . import (
     genkit,
     haystack,
     langfuse,
+    mlflow,
     openinference,
     openlit,
     openllmetry,
@@ -73,6 +74,7 @@ MAPPERS = (
     ("haystack", haystack.KIND_KEYS, lambda attrs, events, name: haystack.kind(attrs, name)),
     ("genkit", genkit.KIND_KEY, lambda attrs, events, name: genkit.kind(attrs)),
     ("langfuse", langfuse.KIND_KEY, lambda attrs, events, name: langfuse.kind(attrs)),
+    ("mlflow", mlflow.KIND_KEY, lambda attrs, events, name: mlflow.kind(attrs)),
     ("genai", "gen_ai.operation.name", lambda attrs, events, name: genai.kind(attrs, events)),
 )
 # the model a call names, the one that answered before the one asked for
@@ -88,7 +90,7 @@ def kind(span: Mapping[str, Any]) -> str:
     answer, without the explanation)."""
     attrs = span["attributes"]
     found = (openllmetry.kind(attrs) or openinference.kind(attrs) or vercel.kind(attrs) or pydantic_ai.kind(attrs)
-             or haystack.kind(attrs, span["name"]) or genkit.kind(attrs) or langfuse.kind(attrs))
+             or haystack.kind(attrs, span["name"]) or genkit.kind(attrs) or langfuse.kind(attrs) or mlflow.kind(attrs))
     if found:
         return found
     events = span.get("events")
@@ -132,7 +134,7 @@ def io(span: Mapping[str, Any]) -> Io:
 # SDK writes, last: the spans of the common conventions are filled before it is asked.
 _READERS = (("vercel", vercel.io, True), ("pydantic_ai", pydantic_ai.io, True), ("haystack", haystack.io, True),
             ("genkit", genkit.io, True), ("genai", genai.io, True), ("openllmetry", openllmetry.io, False),
-            ("openinference", openinference.io, False), ("langfuse", langfuse.io, True))
+            ("openinference", openinference.io, False), ("langfuse", langfuse.io, True), ("mlflow", mlflow.io, True))
 _OPENLIT = (("openlit", openlit.io, False), *_READERS)
 
 
@@ -160,13 +162,15 @@ def io_sources(span: Mapping[str, Any]) -> tuple[Io, dict[str, str]]:
 def model(attrs: Mapping[str, Any]) -> Any:
     """The model a call names (the one that answered before the one asked for), whichever convention wrote it:
     an attribute, else what Haystack's tracer says its replies came from, else the model action Genkit ran, else the
-    model a Langfuse generation names (``None`` when silent)."""
+    model a Langfuse generation or an MLflow span names (``None`` when silent)."""
     found = next((attrs[k] for k in _MODEL_KEYS if attrs.get(k) not in (None, "")), None)
     if found is None:
         found = haystack.model(attrs)
     if found is None:
         found = genkit.model(attrs)
-    return found if found is not None else langfuse.model(attrs)
+    if found is None:
+        found = langfuse.model(attrs)
+    return found if found is not None else mlflow.model(attrs)
 
 
 def usage(attrs: Mapping[str, Any]) -> tuple[Any, Any]:
@@ -179,7 +183,9 @@ def usage(attrs: Mapping[str, Any]) -> tuple[Any, Any]:
         found = haystack.usage(attrs)
     if found == (None, None):
         found = genkit.usage(attrs)
-    return found if found != (None, None) else langfuse.usage(attrs)
+    if found == (None, None):
+        found = langfuse.usage(attrs)
+    return found if found != (None, None) else mlflow.usage(attrs)
 
 
 def stated_usage(attrs: Mapping[str, Any]) -> tuple[Any, Any]:
@@ -189,7 +195,8 @@ def stated_usage(attrs: Mapping[str, Any]) -> tuple[Any, Any]:
     return found if found != (None, None) else usage(attrs)
 
 
-_DOCUMENT_KEYS = (*openinference.DOCUMENT_KEYS, *genai.DOCUMENT_KEYS, *openllmetry.DOCUMENT_KEYS, *genkit.DOCUMENT_KEYS)
+_DOCUMENT_KEYS = (*openinference.DOCUMENT_KEYS, *genai.DOCUMENT_KEYS, *openllmetry.DOCUMENT_KEYS, *genkit.DOCUMENT_KEYS,
+                  *mlflow.DOCUMENT_KEYS)
 
 
 def documents(attrs: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -198,7 +205,7 @@ def documents(attrs: Mapping[str, Any]) -> list[dict[str, Any]]:
     if not any(map(str.startswith, attrs, repeat(_DOCUMENT_KEYS))):
         return []
     docs = (openinference.documents(attrs) + genai.documents(attrs) + openllmetry.documents(attrs)
-            + genkit.documents(attrs))
+            + genkit.documents(attrs) + mlflow.documents(attrs))
     return [doc for doc in map(_document, docs) if doc["text"]] if docs else []
 
 
@@ -206,7 +213,7 @@ def tool(span: Mapping[str, Any]) -> dict[str, Any]:
     """The tool call a tool span made, with its error when the span says it failed. Arguments no convention names
     are the span's own ``input`` (and its ``output`` the result)."""
     call = (openllmetry.tool(span) or openinference.tool(span) or vercel.tool(span) or pydantic_ai.tool(span)
-            or haystack.tool(span) or genkit.tool(span) or langfuse.tool(span) or genai.tool(span)
+            or haystack.tool(span) or genkit.tool(span) or langfuse.tool(span) or mlflow.tool(span) or genai.tool(span)
             or {"name": span["name"], "arguments": {}})
     if call["name"] == span["name"]:  # no attribute named the tool: its span name does
         call["name"] = span_tool_name(span["name"])
@@ -221,7 +228,7 @@ def tool(span: Mapping[str, Any]) -> dict[str, Any]:
     return call
 
 
-_WHO = (genai, openllmetry, openinference, vercel, genkit, langfuse)  # in the order their say wins
+_WHO = (genai, openllmetry, openinference, vercel, genkit, langfuse, mlflow)  # in the order their say wins
 _WHO_KEYS = tuple(key for convention in _WHO for key in convention.WHO_KEYS)
 
 
@@ -264,6 +271,8 @@ def content_setting(span: Mapping[str, Any]) -> str:
         return genkit.SETTING
     if langfuse.kind(span["attributes"]) or scope == "langfuse-sdk":
         return langfuse.SETTING
+    if mlflow.kind(span["attributes"]) or scope == "mlflow.tracing.provider":
+        return mlflow.SETTING
     if scope.startswith("opentelemetry.instrumentation.openai.v") or any(
             k.startswith("traceloop.") for k in span["attributes"]):
         return openllmetry.SETTING

@@ -1,0 +1,202 @@
+"""MLflow Tracing (``mlflow`` / ``mlflow-tracing`` 3: ``@mlflow.trace``, ``mlflow.start_span`` and the
+``mlflow.<library>.autolog()`` integrations), exported over OTLP: MLflow sends its spans to an OpenTelemetry collector
+instead of its tracking server when ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`` (or ``OTEL_EXPORTER_OTLP_ENDPOINT``) is
+set, from a tracer provider of its own (scope ``mlflow.tracing.provider``). Its spans carry no GenAI or OpenInference
+attribute: what a span is and holds are ``mlflow.*`` attributes (``mlflow/tracing/constant.py``,
+``SpanAttributeKey``), **each value JSON text** (MLflow's span API serializes every value it sets, a string included:
+``mlflow.spanType`` is ``"\\"LLM\\""``); a value some other code set on the span directly is read as it stands.
+
+| what | read from |
+| --- | --- |
+| span kind | ``mlflow.spanType`` (``SpanType``): ``LLM`` and ``CHAT_MODEL`` an LLM call; ``AGENT`` an agent; ``TOOL`` a tool call; ``RETRIEVER`` a retriever; ``CHAIN``, ``WORKFLOW``, ``TASK`` and ``UNKNOWN`` (``@mlflow.trace``'s default: a function the application chose to trace) a chain, the run when it is the trace's top span; ``EMBEDDING``, ``RERANKER``, ``PARSER``, ``MEMORY``, ``GUARDRAIL``, ``EVALUATOR`` and any other other |
+| messages of an LLM call | ``mlflow.spanInputs``: the request as the client was called (``mlflow.openai.autolog``: the keyword arguments of ``chat.completions.create``, ``{"model", "messages", "tools", ...}``, or of ``responses.create``, ``{"input", "instructions", ...}``: ``input`` text a user message, its items messages, ``function_call`` the assistant asking for a tool, ``function_call_output`` the tool's message); ``mlflow.spanOutputs``: the response (a chat completion: its first choice's ``message``; a Responses object: its ``output`` items); a message list, a message or text as themselves |
+| a streamed call | MLflow rebuilds a streamed chat completion's output from its chunks with their text only (``_reconstruct_completion_from_stream``): the tool calls the model streamed are in the chunks, one span event each (``mlflow.chunk.item.<n>``, the chunk's JSON in ``mlflow.chunk.value``), ``choices[0].delta.tool_calls`` by ``index`` (the id and name once, the arguments in pieces): read there when the output has none |
+| a run's input and output | an agent's or chain's ``mlflow.spanInputs``: the traced function's arguments by parameter name (``{"question": …, "history": […]}``), evidence of words as ``_parse.value_messages`` says (a known key holding text or messages; other arguments say nothing, and the LLM calls are read); ``mlflow.spanOutputs``: what it returned, the same way |
+| model, usage | ``mlflow.llm.model`` (the model the response names, set when a call answered), else the request's ``model`` (``mlflow.spanInputs``); ``mlflow.chat.tokenUsage``, ``{"input_tokens", "output_tokens", "total_tokens"}`` |
+| a tool span | its span name (the function's, or ``name=``) the tool; ``mlflow.spanInputs`` the call's arguments (by parameter name), ``mlflow.spanOutputs`` its result; no id (paired with the model's tool calls by name and arguments); its error from the span status and ``exception`` event (``@mlflow.trace`` records both when the function raises) |
+| contexts | a retriever's ``mlflow.spanOutputs``: a list of ``Document`` (``{"page_content", "metadata", "id"}``), the text its ``page_content``, the id its ``id`` else ``metadata.doc_uri``, the score ``metadata.score`` |
+| who | the trace's tags (``mlflow.update_current_trace(tags=…)``), which MLflow's OTLP processor writes on the root span as ``mlflow.traceTag.<key>``: turn metadata under their keys. A trace's metadata (the session, ``mlflow.trace.session``, the user, ``mlflow.trace.user``) is not exported over OTLP: MLflow writes ``session.id`` / ``user.id`` only for its Databricks tables (read, as OpenInference's keys, wherever they appear) |
+| content | always: MLflow records every traced span's inputs and outputs (``SETTING`` names what removes them) |
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ._parse import (
+    Io,
+    Msg,
+    json_messages,
+    json_value,
+    message,
+    msg,
+    result_text,
+    text,
+    tool_call,
+    value_messages,
+)
+
+__all__ = ["DOCUMENT_KEYS", "KEEP_KEYS", "KEY_PREFIXES", "KIND_KEY", "SETTING", "WHO_KEYS", "documents", "identity",
+           "io", "kind", "model", "tool", "usage"]
+
+SETTING = ("MLflow's span inputs and outputs (mlflow.spanInputs / mlflow.spanOutputs, recorded on every traced span "
+           "unless a span processor given to mlflow.tracing.configure removes them)")
+KEY_PREFIXES = ("mlflow.",)  # every attribute this module reads starts so
+KIND_KEY = "mlflow.spanType"
+_INPUTS, _OUTPUTS = "mlflow.spanInputs", "mlflow.spanOutputs"
+_MODEL, _USAGE = "mlflow.llm.model", "mlflow.chat.tokenUsage"
+_TAG = "mlflow.traceTag."
+_CHUNK = "mlflow.chunk.item."
+KEEP_KEYS = (KIND_KEY,)  # every span MLflow's span API makes states its type: the spans the intake keeps
+DOCUMENT_KEYS = (KIND_KEY,)  # ``documents`` reads a retriever's outputs
+_KINDS = {"LLM": "llm", "CHAT_MODEL": "llm", "AGENT": "agent", "TOOL": "tool", "RETRIEVER": "retriever",
+          "CHAIN": "chain", "WORKFLOW": "chain", "TASK": "chain", "UNKNOWN": "chain"}
+
+
+def kind(attrs: Mapping[str, Any]) -> str | None:
+    said = attrs.get(KIND_KEY)
+    if said is None:  # not MLflow's: one lookup
+        return None
+    if said.__class__ is str and said[:1] == '"':
+        said = json_value(said)
+    return _KINDS.get(said, "other")
+
+
+def io(span: Mapping[str, Any]) -> Io:
+    attrs = span["attributes"]
+    found = kind(attrs)
+    if found == "llm":
+        inputs = _request(json_value(attrs.get(_INPUTS)))
+        outputs = _response(json_value(attrs.get(_OUTPUTS)))
+        if not any(m["content"] or m["tool_calls"] for m in outputs) and span.get("events"):
+            streamed = _streamed_calls(span["events"])
+            if streamed:
+                outputs = [msg("assistant", "", streamed)]
+    elif found in ("agent", "chain"):
+        inputs = _stated(attrs.get(_INPUTS), "user")
+        outputs = _stated(attrs.get(_OUTPUTS), "assistant")
+    else:
+        return [], [], ""
+    system = "\n".join(m["content"] for m in inputs if m["role"] == "system" and m["content"])
+    return inputs, outputs, system
+
+
+def _stated(said: Any, default_role: str) -> list[Msg]:
+    return value_messages(said, default_role) if said not in (None, "") else []
+
+
+def _request(request: Any) -> list[Msg]:
+    """The messages a model was sent, from the call's arguments as MLflow recorded them."""
+    if isinstance(request, dict) and "messages" not in request and "input" in request:  # the Responses API
+        said = request["input"]
+        found = [msg("system", request["instructions"])] if isinstance(request.get("instructions"), str) else []
+        return found + (_items(said) if isinstance(said, list) else [msg("user", text(said))])
+    return json_messages(request, "user") if request is not None else []
+
+
+def _response(response: Any) -> list[Msg]:
+    """The message a model answered, from the response as MLflow recorded it."""
+    if isinstance(response, dict):
+        choices = response.get("choices")
+        if isinstance(choices, list):  # a chat completion: its first choice
+            first = choices[0] if choices and isinstance(choices[0], dict) else {}
+            return [message(first["message"], "assistant")] if isinstance(first.get("message"), dict) else []
+        if isinstance(response.get("output"), list):  # a Responses object
+            return _items(response["output"])
+    return json_messages(response, "assistant") if response is not None else []
+
+
+def _items(items: list[Any]) -> list[Msg]:
+    """Responses API items as messages: a ``function_call`` the assistant asking for a tool, a
+    ``function_call_output`` the tool's message, anything else (a ``message``, a plain ``{role, content}``) a
+    message; reasoning and other items that hold no message are left out."""
+    out: list[Msg] = []
+    for item in items:
+        if not isinstance(item, dict):
+            continue
+        kind_ = item.get("type")
+        if kind_ == "function_call":
+            out.append(msg("assistant", "", [tool_call(item.get("name"), item.get("arguments"), item.get("call_id"))]))
+        elif kind_ == "function_call_output":
+            out.append(msg("tool", result_text(item.get("output")), tool_call_id=item.get("call_id")))
+        elif kind_ in (None, "message") or "role" in item:
+            out.append(message(item, "assistant" if kind_ == "message" else "user"))
+    return out
+
+
+def _streamed_calls(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The tool calls a streamed chat completion's chunks carry (``mlflow.chunk.item.<n>`` events, in order), each
+    put together from its pieces by ``index``."""
+    calls: dict[Any, dict[str, Any]] = {}
+    for event in events:
+        if not event["name"].startswith(_CHUNK):
+            continue
+        chunk = json_value((event.get("attributes") or {}).get("mlflow.chunk.value"))
+        choices = chunk.get("choices") if isinstance(chunk, dict) else None
+        delta = choices[0].get("delta") if choices and isinstance(choices[0], dict) else None
+        for part in (delta.get("tool_calls") or ()) if isinstance(delta, dict) else ():
+            if not isinstance(part, dict):
+                continue
+            call = calls.setdefault(part.get("index"), {"id": "", "name": "", "arguments": ""})
+            function = part.get("function") if isinstance(part.get("function"), dict) else {}
+            call["id"] += part.get("id") or ""
+            call["name"] += function.get("name") or ""
+            call["arguments"] += function.get("arguments") or ""
+    return [tool_call(c["name"], c["arguments"], c["id"]) for c in calls.values() if c["name"]]
+
+
+def tool(span: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The call a tool span made: its name, its arguments (the function's, by parameter name), its result."""
+    attrs = span["attributes"]
+    if kind(attrs) != "tool":
+        return None
+    given = json_value(attrs.get(_INPUTS))
+    call: dict[str, Any] = {"name": span["name"], "arguments": given if isinstance(given, dict) else {}}
+    if attrs.get(_OUTPUTS) is not None:
+        call["result"] = result_text(json_value(attrs[_OUTPUTS]))
+    return call
+
+
+def documents(attrs: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The documents a retriever returned, as ``{content, id, score}`` (``[]`` for any other span)."""
+    if kind(attrs) != "retriever":
+        return []
+    found = json_value(attrs.get(_OUTPUTS))
+    out = []
+    for doc in found if isinstance(found, list) else ():
+        if not isinstance(doc, dict):
+            out.append({"content": doc})
+            continue
+        meta = doc.get("metadata") if isinstance(doc.get("metadata"), dict) else {}
+        out.append({"content": doc.get("page_content", doc.get("content", doc.get("text"))),
+                    "id": doc.get("id") or meta.get("doc_uri"), "score": meta.get("score")})
+    return out
+
+
+def model(attrs: Mapping[str, Any]) -> Any:
+    """The model an LLM call names: the response's, else (a call that failed has no response) the request's."""
+    said = attrs.get(_MODEL)
+    if said is not None:
+        return json_value(said)
+    if kind(attrs) != "llm":
+        return None
+    request = json_value(attrs.get(_INPUTS))
+    return request.get("model") if isinstance(request, dict) else None
+
+
+def usage(attrs: Mapping[str, Any]) -> tuple[Any, Any]:
+    """(input tokens, output tokens) a call's ``mlflow.chat.tokenUsage`` states (``None`` when silent)."""
+    said = json_value(attrs[_USAGE]) if _USAGE in attrs else None
+    if not isinstance(said, dict):
+        return None, None
+    return said.get("input_tokens"), said.get("output_tokens")
+
+
+WHO_KEYS = (_TAG,)  # ``identity`` reads nothing of a span without one
+
+
+def identity(attrs: Mapping[str, Any]) -> dict[str, Any]:
+    """The trace's tags as turn metadata (MLflow exports no agent name and no session of its own over OTLP)."""
+    metadata = {key[len(_TAG):]: text(json_value(value)) for key, value in attrs.items() if key.startswith(_TAG)}
+    return {"agent": None, "session_id": None, "metadata": metadata}

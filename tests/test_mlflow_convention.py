@@ -1,0 +1,169 @@
+"""MLflow Tracing's spans exported over OTLP (``vigil.schemas.conventions.mlflow``), hand-made as MLflow 3 writes them:
+every ``mlflow.*`` value JSON text, the LLM calls as ``mlflow.openai.autolog()`` records them, the agent, tools and
+retrievers as ``@mlflow.trace`` does. Each test states one rule of the module's docstring; before the module, MLflow's
+spans made no turn at all (``tests/fixtures/otlp/frameworks/mlflow``: 15 runs, 0 turns)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from vigil.schemas import Turn
+from vigil.schemas.spans import assembly, is_genai
+
+TRACE = "0" * 31 + "7"
+QUESTION = "What is the status of order A-1001?"
+ARGS = {"order_id": "A-1001"}
+SYSTEM = {"role": "system", "content": "Be kind."}
+ASKED = [SYSTEM, {"role": "user", "content": QUESTION}]
+CALLED = {"role": "assistant", "content": None, "tool_calls": [
+    {"id": "call_1", "type": "function", "function": {"name": "lookup_order", "arguments": json.dumps(ARGS)}}]}
+TOLD = {"role": "tool", "tool_call_id": "call_1", "content": "shipped"}
+USAGE = {"input_tokens": 40, "output_tokens": 10, "total_tokens": 50}
+
+
+def mlflow_span(span_id: str, parent: str | None, name: str, start: int, span_type: str, inputs: Any = None,
+                outputs: Any = None, *, failed: str | None = None, events: list[dict[str, Any]] | None = None,
+                **more: Any) -> dict[str, Any]:
+    """A span as MLflow's span API writes it: each value it sets serialized as JSON, a string too."""
+    attributes = {"mlflow.traceRequestId": json.dumps("tr-1"), "mlflow.spanType": json.dumps(span_type),
+                  **{key: json.dumps(value) for key, value in more.items()}}
+    if inputs is not None:
+        attributes["mlflow.spanInputs"] = json.dumps(inputs)
+    if outputs is not None:
+        attributes["mlflow.spanOutputs"] = json.dumps(outputs)
+    record: dict[str, Any] = {"trace_id": TRACE, "span_id": span_id.rjust(16, "0"),
+                              "parent_id": parent and parent.rjust(16, "0"), "name": name, "start": start,
+                              "end": start + 1, "attributes": attributes, "resource": {"service.name": "shop"},
+                              "scope": "mlflow.tracing.provider", "events": events or []}
+    if failed:
+        kind, _, said = failed.partition(": ")
+        record["status"] = {"code": 2, "message": failed}
+        record["events"].append({"name": "exception", "time": start + 1, "attributes": {
+            "exception.type": kind, "exception.message": said}})
+    return record
+
+
+def completion(message: dict[str, Any]) -> dict[str, Any]:
+    """A chat completion as autolog records its output (the response object dumped)."""
+    return {"id": "chatcmpl-1", "object": "chat.completion", "model": "gpt-4o-mini-2024-07-18",
+            "choices": [{"index": 0, "finish_reason": "tool_calls" if message.get("tool_calls") else "stop",
+                         "message": message}]}
+
+
+def chat_model(span_id: str, start: int, messages: list[dict[str, Any]], outputs: Any = None,
+               **more: Any) -> dict[str, Any]:
+    """``mlflow.openai.autolog``'s span of one ``chat.completions.create`` call under the agent span ``1``."""
+    return mlflow_span(span_id, "1", "Completions", start, "CHAT_MODEL", {"model": "gpt-4o-mini", "messages": messages,
+                                                                          "tools": []}, outputs,
+                       **{"mlflow.message.format": "openai", **more})
+
+
+def tool_loop(root_type: str, root_inputs: Any) -> list[dict[str, Any]]:
+    answered = {"mlflow.llm.model": "gpt-4o-mini-2024-07-18", "mlflow.chat.tokenUsage": USAGE}
+    return [mlflow_span("1", None, "support-bot", 0, root_type, root_inputs, "It shipped.",
+                        **{"mlflow.spanFunctionName": "support_bot"}),
+            chat_model("2", 1, ASKED, completion(CALLED), **answered),
+            mlflow_span("3", "1", "lookup_order", 3, "TOOL", ARGS, "shipped"),
+            chat_model("4", 5, [*ASKED, CALLED, TOLD], completion({"role": "assistant", "content": "It shipped."}),
+                       **answered)]
+
+
+@pytest.mark.parametrize(("root_type", "root_inputs"), [
+    pytest.param("AGENT", {"question": QUESTION, "history": [], "session_id": None},
+                 id="an AGENT function, its arguments by name"),
+    pytest.param("UNKNOWN", {"history": [], "user": "u-7"},
+                 id="@mlflow.trace's default type, arguments that say no words"),
+])
+def test_mlflows_traced_spans_are_read_by_what_its_attributes_mean(root_type, root_inputs):
+    [turn] = assembly(tool_loop(root_type, root_inputs)).turns
+
+    assert (Turn.model_validate(turn).question, turn["output"], turn["system"]) == (QUESTION, "It shipped.", "Be kind.")
+    assert (turn["agent"], turn["model"], turn["usage"]) == (
+        "shop", "gpt-4o-mini-2024-07-18", {"prompt_tokens": 80, "completion_tokens": 20})
+    assert [(c["name"], c["arguments"], c["id"], c["result"]) for c in turn["tool_calls"]] == [
+        ("lookup_order", ARGS, "call_1", "shipped")]
+
+
+def test_the_intake_keeps_mlflows_spans_and_a_failed_tool_and_run_keep_their_errors_and_the_model_asked_for():
+    spans = [mlflow_span("1", None, "support-bot", 0, "AGENT", {"question": QUESTION},
+                         failed="InternalServerError: Error code: 500"),
+             chat_model("2", 1, ASKED, completion(CALLED)),
+             mlflow_span("3", "1", "lookup_order", 3, "TOOL", ARGS, failed="ValueError: database unreachable"),
+             chat_model("4", 5, [*ASKED, CALLED, TOLD], failed="InternalServerError: Error code: 500")]
+
+    [turn] = assembly(spans).turns
+
+    assert is_genai({"mlflow.spanType": '"TOOL"'})
+    assert (turn["metadata"]["vigil.run"], turn["metadata"]["vigil.error"]) == (
+        "failed", "InternalServerError: Error code: 500")
+    assert turn["model"] == "gpt-4o-mini"  # the call that failed has no response: the model it asked for
+    assert [(c["name"], c["error"]) for c in turn["tool_calls"]] == [
+        ("lookup_order", "ValueError: database unreachable")]
+
+
+def chunk(delta: dict[str, Any]) -> dict[str, Any]:
+    return {"id": "chatcmpl-1", "object": "chat.completion.chunk", "choices": [{"index": 0, "delta": delta}]}
+
+
+def streamed(index: int, chunk_value: dict[str, Any]) -> dict[str, Any]:
+    return {"name": f"mlflow.chunk.item.{index}", "time": index,
+            "attributes": {"mlflow.chunk.value": json.dumps(chunk_value)}}
+
+
+def test_a_streamed_calls_tool_calls_are_read_from_its_chunks_when_mlflows_rebuilt_output_has_none():
+    """MLflow rebuilds a streamed chat completion's output with the text only: the tool call the model streamed (its
+    id and name in one chunk, its arguments in two) is in the chunk events. With no tool span, the call is the one the
+    model asked for, its result the tool message that answered it."""
+    pieces = [{"role": "assistant", "tool_calls": [{"index": 0, "id": "call_1", "type": "function",
+                                                   "function": {"name": "lookup_order", "arguments": ""}}]},
+              {"tool_calls": [{"index": 0, "function": {"arguments": '{"order_id": '}}]},
+              {"tool_calls": [{"index": 0, "function": {"arguments": '"A-1001"}'}}]}]
+    spans = [mlflow_span("1", None, "support-bot", 0, "AGENT", {"question": QUESTION}, "It shipped."),
+             chat_model("2", 1, ASKED, completion({"role": "assistant", "content": ""}),
+                        events=[streamed(i, chunk(piece)) for i, piece in enumerate(pieces)]),
+             chat_model("4", 5, [*ASKED, CALLED, TOLD], completion({"role": "assistant", "content": "It shipped."}))]
+
+    [turn] = assembly(spans).turns
+
+    assert [(c["name"], c["arguments"], c["id"], c["result"]) for c in turn["tool_calls"]] == [
+        ("lookup_order", ARGS, "call_1", "shipped")]
+
+
+def test_a_responses_api_call_is_read_from_its_input_and_output_items():
+    """``responses.create`` as autolog records it: ``input`` text (then items: the model's ``function_call``, the
+    tool's ``function_call_output``) with ``instructions``; the response's ``output`` items."""
+    call = {"type": "function_call", "call_id": "call_1", "name": "lookup_order", "arguments": json.dumps(ARGS)}
+    answer = {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "It shipped."}]}
+    request = {"model": "gpt-4o-mini", "instructions": "Be kind."}
+    spans = [mlflow_span("1", None, "support-bot", 0, "AGENT", {"history": []}),
+             mlflow_span("2", "1", "Responses", 1, "CHAT_MODEL", {**request, "input": QUESTION},
+                         {"id": "resp_1", "output": [{"type": "reasoning", "summary": []}, call]}),
+             mlflow_span("4", "1", "Responses", 5, "CHAT_MODEL", {**request, "input": [
+                 {"role": "user", "content": QUESTION}, call,
+                 {"type": "function_call_output", "call_id": "call_1", "output": "shipped"}]},
+                 {"id": "resp_2", "output": [answer]})]
+
+    [turn] = assembly(spans).turns
+
+    assert (Turn.model_validate(turn).question, turn["output"], turn["system"]) == (QUESTION, "It shipped.", "Be kind.")
+    assert [(c["name"], c["arguments"], c["id"], c["result"]) for c in turn["tool_calls"]] == [
+        ("lookup_order", ARGS, "call_1", "shipped")]
+
+
+def test_a_retrievers_documents_are_the_contexts_and_the_traces_tags_its_metadata():
+    documents = [{"page_content": "Refunds within 30 days.", "metadata": {"doc_uri": "policies/7", "score": 0.9},
+                  "id": None},
+                 {"page_content": "Bring the order number.", "metadata": {}, "id": "policy-2"}]
+    spans = [mlflow_span("1", None, "support-bot", 0, "AGENT", {"question": QUESTION}, "Within 30 days.",
+                         **{"mlflow.traceTag.tier": "gold"}),
+             mlflow_span("2", "1", "search_docs", 1, "RETRIEVER", {"query": QUESTION}, documents),
+             chat_model("3", 3, ASKED, completion({"role": "assistant", "content": "Within 30 days."}))]
+    spans[0]["attributes"]["mlflow.traceTag.tier"] = "gold"  # MLflow's OTLP processor writes a tag as it is
+
+    [turn] = assembly(spans).turns
+
+    assert turn["contexts"] == [{"text": "Refunds within 30 days.", "id": "policies/7", "score": 0.9},
+                                {"text": "Bring the order number.", "id": "policy-2"}]
+    assert turn["metadata"]["tier"] == "gold"
