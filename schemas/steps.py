@@ -68,11 +68,22 @@ def _message(m: Mapping[str, Any]) -> list[Any]:
     return [m.get("role"), m.get("content") or "", calls, m.get("tool_call_id")]
 
 
+def _line(value: Any) -> bytes:
+    return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str).encode() + b"\n"
+
+
+def _sealed(conversation: Any, calls: Iterable[Mapping[str, Any]]) -> str:
+    """The key: ``conversation`` (a hash of the messages so far) followed by the calls asked."""
+    conversation.update(_line([[c.get("name"), c.get("arguments")] for c in calls]))
+    return conversation.hexdigest()[:32]
+
+
 def key(messages: Iterable[Mapping[str, Any]], calls: Iterable[Mapping[str, Any]]) -> str:
     """The key of a model call sent ``messages`` that asked for ``calls`` (names and arguments; ids left out)."""
-    text = json.dumps([[_message(m) for m in messages], [[c.get("name"), c.get("arguments")] for c in calls]],
-                      sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str)
-    return hashlib.sha256(text.encode()).hexdigest()[:32]
+    conversation = hashlib.sha256()
+    for m in messages:
+        conversation.update(_line(_message(m)))
+    return _sealed(conversation, calls)
 
 
 def _asked(outputs: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
@@ -117,15 +128,16 @@ def wanted(turn: Mapping[str, Any], here: set[str] | None = None) -> list[str]:
     ``asked_here``), in conversation order: the assistant messages of tool calls after its last user words."""
     messages = list(turn.get("input") or ())
     users = [i for i, m in enumerate(messages) if m.get("role") == "user" and m.get("content")]
-    if not users:
+    if not users or not any(m.get("role") == "assistant" and m.get("tool_calls") for m in messages[users[-1]:]):
         return []
     out = []
-    for i in range(users[-1] + 1, len(messages)):
-        calls = messages[i].get("tool_calls")
-        if messages[i].get("role") == "assistant" and calls:
-            found = key(messages[:i], calls)
+    conversation = hashlib.sha256()  # the conversation so far, one message at a time
+    for i, m in enumerate(messages):
+        if i > users[-1] and m.get("role") == "assistant" and m.get("tool_calls"):
+            found = _sealed(conversation.copy(), m["tool_calls"])
             if here is None or found not in here:
                 out.append(found)
+        conversation.update(_line(_message(m)))
     return out
 
 
@@ -173,10 +185,10 @@ def take(pool: dict[str, list[dict[str, Any]]], trace: str, spans: list[dict[str
     why = {}
     here = None
     for turn in result.turns:
-        keys = wanted(turn)
+        keys = [k for k in wanted(turn) if k in pool]
         if not keys:
             continue
-        here = asked_here(spans) if here is None else here
+        here = asked_here(spans) if here is None else here  # only when a step of the pool may be taken
         joined = []
         for k in (k for k in keys if k not in here):
             found = pick(pool.get(k, ()), trace, start_ns(turn))

@@ -203,6 +203,20 @@ def test_a_step_joins_one_turn_and_the_same_turn_assembled_again_takes_it_again(
     assert usage(other[0].result.turns[0]) == (42, 17)
 
 
+def test_a_trace_that_holds_its_own_step_takes_no_kept_step_of_its_conversation(client):
+    stray, _ = run(0, "Where is order A-1001?")
+    trace_id = uuid.uuid4().hex
+    [[step], [answer]] = run(SECOND, "Where is order A-1001?")
+    continue_runs(client, swept("shop", stray), keep_s=600, budget=2**20)
+    whole = swept("shop", [{**step, "trace_id": trace_id}, {**answer, "trace_id": trace_id}])
+
+    continue_runs(client, whole, keep_s=600, budget=2**20)
+
+    assert usage(whole[0].result.turns[0]) == (84, 34)  # its own two calls: the stray step is still open
+    assert json.loads(client.hget(STEPS, json.dumps(["shop", run_steps.left(stray, [stray[0]["span_id"]])[0].key])))[
+        0]["taken"] == ""
+
+
 def test_steps_are_bounded_by_bytes_oldest_first_out_and_forgotten_after_the_keep_time(client):
     steps = [run(i * SECOND, f"Where is order A-{i}?", order=f"A-{i}")[0] for i in range(4)]
     for i, step in enumerate(steps[:3]):

@@ -16,8 +16,9 @@ assembled in this sweep or a later one, adds the step's usage to the run's.
   ``VIGIL_INTAKE_MAX_STEP_BYTES`` (16 MiB); over it the oldest keys are dropped, counted (``vigil.steps.evicted``).
   A turn that continues a dropped (or expired) step keeps its own usage.
 - **In the order traces started.** A sweep keeps the steps its traces leave before its turns look them up (a run's
-  step and its answer often settle together), with one write and one lookup-and-take for the whole sweep; none for a
-  sweep with no open step and no turn that continues one.
+  step and its answer often settle together), with one write, one lookup and one take for the whole sweep; none for
+  a sweep with no open step and no turn whose conversation holds tool calls, and no take when none of the keys its
+  turns want is kept (a trace's own calls are read for what they asked only then).
 
 Keys: ``vigil.steps``, a hash of ``[project, key]`` (JSON) to the key's steps (a JSON list of ``{"trace", "start"``
 (milliseconds)``, "prompt_tokens", "completion_tokens", "taken"}``); ``vigil.steps.by_time``, the same members by when they were
@@ -138,21 +139,26 @@ def continue_runs(client: redis.Redis, traces: Iterable[Trace], *, keep_s: int, 
             if _evicted_line():
                 log.warning("open steps over VIGIL_INTAKE_MAX_STEP_BYTES: the oldest dropped (a turn continuing one "
                             "keeps its own usage)", dropped=evicted, budget=budget)
-    wanted: list[tuple[dict[str, Any], str]] = []  # (turn, member) for each key a turn wants
-    for trace in traces:
-        project, trace_id = split_name(trace.name)
-        here = None
-        for turn in trace.result.turns:
-            keys = steps.wanted(turn)
-            if keys and here is None:
-                here = steps.asked_here(trace.spans)
-            wanted += [(turn, _member(project, k)) for k in keys if k not in (here or ())]
+    wanted = [(trace, turn, k, _member(split_name(trace.name)[0], k))
+              for trace in traces for turn in trace.result.turns for k in steps.wanted(turn)]
     if not wanted:
         return {}
+    members = list(dict.fromkeys(member for *_, member in wanted))
+    kept = {member for member, value in zip(members, client.hmget(STEPS, members), strict=True) if value}
+    here: dict[str, set[str]] = {}  # a trace's own calls' keys, read only when a turn of it may take a kept step
+    taking: list[tuple[dict[str, Any], str]] = []
+    for trace, turn, k, member in wanted:
+        if member in kept:
+            if trace.name not in here:
+                here[trace.name] = steps.asked_here(trace.spans)
+            if k not in here[trace.name]:
+                taking.append((turn, member))
+    if not taking:
+        return {}
     taken = client.register_script(_TAKE)(keys=[STEPS, STEPS_BYTES], args=[
-        x for turn, member in wanted for x in (member, turn["trace_id"], steps.start_ns(turn) // MS)])
+        x for turn, member in taking for x in (member, turn["trace_id"], steps.start_ns(turn) // MS)])
     joined: dict[str, tuple[dict[str, Any], list[dict[str, Any]]]] = {}
-    for (turn, _), found in zip(wanted, taken, strict=True):
+    for (turn, _), found in zip(taking, taken, strict=True):
         if found:
             step = json.loads(found)
             joined.setdefault(turn["span_id"], (turn, []))[1].append({**step, "trace_id": step["trace"]})
