@@ -48,7 +48,7 @@ def series(*, start: datetime, minutes: int, every_s: int, value: Callable[[rand
 
 def seed_everything(client: Client, *, now: datetime) -> None:
     """Two agents, two monitors, two scorer versions; unscored and failed turns; judge errors and a 401; a funnel;
-    four turns a broker reset lost; a firing regression alert and a paused judge; two kept `vigil eval` runs of one scorer by two judges."""
+    four turns a broker reset lost; three traces that joined another trace's run; a firing regression alert and a paused judge; two kept `vigil eval` runs of one scorer by two judges."""
     rows = []
     for agent_i, agent in enumerate(("support-bot", "assistant")):
         for monitor in ("relevancy", "alignment"):
@@ -93,6 +93,10 @@ def seed_everything(client: Client, *, now: datetime) -> None:
     for i in range(2):
         events.append([now - timedelta(hours=1, minutes=i), "shop", "support-bot", "relevancy", "sampled",
                        _id("waiting", i)])
+    # Three traces of support-bot whose work joined its runs in other traces (span links), per turn monitor as the
+    # worker counts them: no turn of their own.
+    events += [[now - timedelta(hours=2, minutes=i), "shop", "support-bot", monitor, "joined", _id("joined", i)]
+               for i in range(3) for monitor in ("relevancy", "alignment")]
     client.insert("pipeline_events", events,
                   column_names=["event_time", "project", "agent", "monitor", "stage", "trace_id"])
     client.insert("broker_epochs", [

@@ -84,6 +84,19 @@ def test_a_panel_narrowed_by_the_monitor_variable_shows_only_that_monitor(seeded
     assert {row[2] for row in rows} == {"relevancy"} and {row[1] for row in rows} == {"assistant", "support-bot"}
 
 
+def test_the_coverage_funnel_panel_counts_the_traces_that_joined_another_traces_run_per_agent(seeded):
+    [panel] = [p for p in _panels() if BY_TITLE[p["title"]].name == "coverage_funnel"]
+    result = seeded.query(render(panel["targets"][0]["rawSql"], start=NOW - timedelta(hours=24), end=NOW,
+                                 interval_s=900))
+
+    joined = {(row["agent"], row["monitor"]): row["joined"]
+              for row in (dict(zip(result.column_names, r, strict=True)) for r in result.result_rows)}
+
+    assert joined == {("support-bot", "relevancy"): 3, ("support-bot", "alignment"): 3,
+                      ("assistant", "relevancy"): 0, ("assistant", "alignment"): 0}
+    assert "joined: traces that joined another trace's run" in panel["description"]
+
+
 QUERY_VARIABLES = [v for v in BOARD["templating"]["list"] if v["type"] == "query"]
 
 

@@ -11,6 +11,7 @@ import json
 import time
 import uuid
 import zlib
+from io import StringIO
 from typing import Any
 
 import pytest
@@ -18,10 +19,13 @@ import redis
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest,
 )
+from rich.console import Console
 from vigil.schemas import links
 from vigil.schemas.spans import assembly, waiting_for_parent
 from vigil.worker.assembly.traces import record_key, trace_name
 from vigil.worker.intake.otlp import decode_traces
+from vigil.worker.report.build import build_report
+from vigil.worker.report.text import render_tables
 from vigil.worker.store import connect
 
 from tests.judge_server import ScriptedJudge
@@ -346,6 +350,8 @@ def stored(redis_server, tmp_path_factory):
             intake.stop()
             worker.stop()
     store = connect(worker.dsn)
+    report = StringIO()
+    Console(file=report, width=400).print(render_tables(build_report(store)))
     found = {(r["project"], r["trace_id"]): r for r in rows(
         store, "SELECT project, trace_id, span_id, question, output, tool_calls_json FROM traces FINAL")}
     stages = {(r["project"], r["trace_id"], r["stage"]) for r in rows(
@@ -356,7 +362,7 @@ def stored(redis_server, tmp_path_factory):
     store.close()
     client.close()
     yield {"ids": ids, "made": made, "rows": found, "stages": stages, "scored": scored, "before": before,
-           "after": after, "log": worker.output()}
+           "after": after, "log": worker.output(), "report": report.getvalue()}
 
 
 @pytest.mark.parametrize("name", ["together", "later", "settling"])
@@ -379,6 +385,18 @@ def test_a_job_linked_to_a_stored_run_that_did_not_wait_for_it_is_stored_on_its_
     assert stored["after"]["chat"] == 1  # never assembled again, so never scored again
     assert stored["rows"][("default", ids["job"])]["output"] == "Summary: A-1001 shipped."
     assert ("default", ids["job"], "joined") not in stored["stages"] and stored["after"]["job_record"] is None
+
+
+def test_the_report_counts_the_traces_that_joined_another_traces_run_in_plain_words(stored):
+    # together_next, later_next and settling_next joined (full_next was over its host's cap, the job ran on its own,
+    # the rival's is another project's), each counted once under the agent its own turn would have had
+    assert ("default/writer: 0 tool step(s) whose answer was in another trace (counted, not turns); 0 turn(s) "
+            "superseded by a late root (removed with their scores); 3 trace(s) joined another trace's run (work that "
+            "run handed on and waited for: scored as part of its turn, not turns of their own)") in stored["report"]
+    assert ("rival/writer: 0 tool step(s) whose answer was in another trace (counted, not turns); 0 turn(s) "
+            "superseded by a late root (removed with their scores); 1 trace(s) joined another trace's run") in stored[
+                "report"]
+    assert "default/support_bot: 0 tool step(s)" not in stored["report"]  # the hosts' agent: nothing joined it
 
 
 def test_a_linked_trace_over_its_hosts_span_cap_is_assembled_on_its_own(stored):
@@ -443,7 +461,7 @@ def test_a_linked_trace_joins_a_stored_host_only_within_its_reassembly_cap(redis
 
     events, pending = join_linked(client, [linked], max_spans=2000, max_bytes=2**22, max_reassemblies=20, keep_s=600,
                                   now=time.time(), read=lambda name: pytest.fail("no host in the sweep"),
-                                  wait=lambda name: pytest.fail("the host is stored"))
+                                  wait=lambda name: pytest.fail("the host is stored"), monitors=[])
 
     assert (len(events), pending, not linked.result.turns) == (int(joins), joins, joins)
     assert client.llen(trace_key(a)) == (len(second) if joins else 0)

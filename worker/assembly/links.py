@@ -26,8 +26,9 @@ assembled again with its spans; the linked trace makes no turn of its own.
   assembles is read again with them before it settles (no second assembly); another is marked pending and assembled
   again after the settle delay, its stored turn replaced, and re-scored only if what a scorer reads changed
   (``late``).
-- **Nothing silent.** The joined trace's funnel stage is ``joined`` (its span id: the linked span), and a line is
-  logged (at most one a minute).
+- **Nothing silent.** The joined trace's funnel stage is ``joined``, once, when it joins (under the agent its own
+  turn would have had, per turn monitor, so that agent's funnel row shows it, as ``no_turn`` does; its span id: the
+  linked span), and a line is logged (at most one a minute).
 """
 
 from __future__ import annotations
@@ -105,11 +106,12 @@ class Trace:
 
 def join_linked(client: redis.Redis, traces: list[Trace], *, max_spans: int, max_bytes: int, max_reassemblies: int,
                 keep_s: int, now: float, read: Callable[[str], tuple[Spans, list[dict[str, Any]]]],
-                wait: Callable[[str], bool]) -> tuple[list[PipelineEvent], bool]:
+                wait: Callable[[str], bool], monitors: list[str]) -> tuple[list[PipelineEvent], bool]:
     """Join the sweep's linked traces to the runs their work belongs to (the module's rule), in place: a joined
     trace's assembly makes no turn, a host of this sweep is read again (``read(name)``: its spans, reconciled, and
     the conflicts) and assembled again, and a trace whose host is still settling is offered to ``wait(name)`` (true:
-    it was put back to be claimed later, and leaves ``traces``); returns the joined traces' funnel events and whether
+    it was put back to be claimed later, and leaves ``traces``); returns the joined traces' funnel events (one per
+    turn monitor in ``monitors``) and whether
     a host outside the sweep was marked pending (a sweep is then due after the settle delay). No Redis call for a
     sweep with no linked trace."""
     by_name = {t.name: t for t in traces}
@@ -151,12 +153,13 @@ def join_linked(client: redis.Redis, traces: list[Trace], *, max_spans: int, max
             continue  # over the host's caps, or the host is gone: assembled on its own
         if not ok and records:
             client.incrby(DROPPED_TOTAL, len(records))
+        if name not in forward:  # counted once, when it joined: its later spans only follow it
+            events += _events(name, trace.result, under, monitors)
         trace.result = Assembly()
         if host in by_name:
             reread.add(host)
         else:
             pending = pending or ok
-        events.append(_event(name, trace.spans, under))
         if _joined_line():
             log.info("a trace whose runs state no user words joined the run its link names", trace=name, host=host,
                      linked_span_id=under)
@@ -209,7 +212,8 @@ def _stored_hosts(client: redis.Redis, names: set[str], targets: dict[str, tuple
     return out
 
 
-def _event(name: str, spans: list[dict[str, Any]], under: str) -> PipelineEvent:
-    resource = next((s["resource"] for s in spans if s.get("resource")), {})
-    return PipelineEvent(project=split_name(name)[0][:128], agent=str(resource.get("service.name") or "unknown")[:128],
-                         stage="joined", trace_id=split_name(name)[1], span_id=under)
+def _events(name: str, result: Assembly, under: str, monitors: list[str]) -> list[PipelineEvent]:
+    """The ``joined`` stage of a trace, under the agent its turn would have had (``result``: its own assembly)."""
+    agent = str(next((t["agent"] for t in result.turns if t.get("agent")), "unknown"))[:128]
+    return [PipelineEvent(project=split_name(name)[0][:128], agent=agent, monitor=monitor, stage="joined",
+                          trace_id=split_name(name)[1], span_id=under) for monitor in monitors or [""]]

@@ -117,6 +117,7 @@ def assemble_traces() -> dict[str, int]:
     scorer, record the stored turns a late root supersedes, the conflicts and the unanswered steps, release."""
     rt, settings, sessions = runtime(), intake_settings(), session_settings()
     metadata_keys = {key for monitor in rt.config.monitors for key in monitor.filters.metadata}
+    turn_monitors = [m.name for m in rt.config.monitors if m.target == "turn"]  # a funnel row's: no_turn, joined
     assembled = turns = 0
 
     def read(name: str) -> tuple[Spans, list[dict[str, Any]]]:  # a trace's spans, each span id once
@@ -147,7 +148,7 @@ def assemble_traces() -> dict[str, int]:
             joined, hosts_pending = join_linked(
                 rt.redis, swept, max_spans=settings.max_trace_spans, max_bytes=settings.max_trace_bytes,
                 max_reassemblies=settings.max_reassemblies, keep_s=settings.keep_s, now=time.time(), read=read,
-                wait=lambda name, waits=waits: wait(name, waits))
+                wait=lambda name, waits=waits: wait(name, waits), monitors=turn_monitors)
             rows["pipeline_events"] += joined
             if hosts_pending:  # hosts a link added spans to, assembled again once they settle
                 schedule_sweep(rt.redis, "vigil.intake.sweep", time.time() + settings.settle_s,
@@ -166,8 +167,7 @@ def assemble_traces() -> dict[str, int]:
                 rows["pipeline_events"] += [*settled.events, *late.conflict_events(trace_id, conflicts),
                                             *_steps(trace_id, spans, result.steps)]
                 if result.no_turn:
-                    rows["pipeline_events"] += _no_turn(trace_id, spans, result.no_turn,
-                                                        [m.name for m in rt.config.monitors if m.target == "turn"])
+                    rows["pipeline_events"] += _no_turn(trace_id, spans, result.no_turn, turn_monitors)
                 _warn_missing_content(settled.turns)
             chain_sessions(rt.redis, assembled_now, keep_s=sessions.keep_s, budget=sessions.max_chain_bytes)
             if batch:

@@ -91,6 +91,7 @@ class FunnelRow(BaseModel):
     superseded: int = 0  # turns a later assembly of their trace replaced (a late root), removed with their scores
     failed_runs: int = 0  # agent runs that ended in error without an answer: recorded, never scored
     no_turn: int = 0  # traces with GenAI spans that made no turn (no LLM call, no known convention)
+    joined: int = 0  # traces that joined another trace's run (span links): its work, no turn of their own
     conflicts: int = 0  # spans or turns resent under a stored id with other content: refused, the stored turn kept
     filtered: int = 0
     skipped: int = 0

@@ -177,13 +177,15 @@ def render_tables(report: Report) -> Group:
             parts.append(Text(f"{d.project}/{d.agent}: {d.lost} turn(s) shipped but never received ({d.shipped} "
                               f"shipped, {d.received} received): the broker lost them (Redis without AOF?)",
                               style="bold red"))
-    assembled = {(f.project, f.agent): (f.steps, f.superseded, f.conflicts) for f in report.funnel
-                 if f.steps or f.superseded or f.conflicts}
-    for (project, agent), (steps, superseded, conflicts) in sorted(assembled.items()):
+    assembled = {(f.project, f.agent): (f.steps, f.superseded, f.conflicts, f.joined) for f in report.funnel
+                 if f.steps or f.superseded or f.conflicts or f.joined}
+    for (project, agent), (steps, superseded, conflicts, joined) in sorted(assembled.items()):
         parts.append(Text(f"{project}/{agent}: {steps} tool step(s) whose answer was in another trace (counted, not "
                           f"turns); {superseded} turn(s) superseded by a late root (removed with their scores)"
                           + (f"; {conflicts} resend(s) with other content refused (the stored turn kept)"
-                             if conflicts else "")))
+                             if conflicts else "")
+                          + (f"; {joined} trace(s) joined another trace's run (work that run handed on and waited "
+                             "for: scored as part of its turn, not turns of their own)" if joined else "")))
     unanswered = {(f.project, f.agent): (f.failed_runs, f.no_turn) for f in report.funnel if f.failed_runs or f.no_turn}
     for (project, agent), (failed, none) in sorted(unanswered.items()):
         parts.append(Text(f"{project}/{agent}: {failed} run(s) failed without an answer (recorded with their error, "

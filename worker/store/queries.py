@@ -230,6 +230,7 @@ SELECT e.project AS project, e.agent AS agent, e.monitor AS monitor,
        any(r.superseded) AS superseded,
        any(r.failed_runs) AS failed_runs,
        any(r.no_turn) AS no_turn,
+       any(r.joined) AS joined,
        any(r.conflicts) AS conflicts,
        uniqExactIf(e.trace_id, e.span_id, e.stage = 'filtered') AS filtered,
        uniqExactIf(e.trace_id, e.span_id, e.stage = 'skipped') AS skipped,
@@ -253,9 +254,11 @@ LEFT JOIN (
            uniqExactIf(trace_id, span_id, stage = 'superseded') AS superseded,
            uniqExactIf(trace_id, span_id, stage = 'failed_run') AS failed_runs,
            uniqExactIf(trace_id, span_id, stage = 'no_turn') AS no_turn,
+           uniqExactIf(trace_id, span_id, stage = 'joined') AS joined,
            countIf(stage = 'conflict') AS conflicts
     FROM pipeline_events
-    WHERE stage IN ('received', 'step', 'superseded', 'failed_run', 'no_turn', 'conflict') AND $__timeFilter(event_time)
+    WHERE stage IN ('received', 'step', 'superseded', 'failed_run', 'no_turn', 'joined', 'conflict')
+      AND $__timeFilter(event_time)
     GROUP BY project, agent
 ) AS r ON r.project = e.project AND r.agent = e.agent
 LEFT JOIN (
@@ -268,14 +271,17 @@ LEFT JOIN (
 WHERE e.monitor != '' AND $__timeFilter(e.event_time) AND {_vars("project", "agent", "monitor", alias="e.")}
 GROUP BY project, agent, monitor
 ORDER BY monitor, agent""",
-        ("project", "agent", "monitor", "received", "steps", "superseded", "failed_runs", "no_turn", "conflicts",
+        ("project", "agent", "monitor", "received", "steps", "superseded", "failed_runs", "no_turn", "joined",
+         "conflicts",
          "filtered", "skipped", "probe", "shed", "budget", "sampled", "scored", "abstained", "unscored",
          "not_applicable", "failed", "coverage", "lost", "dead_lettered"),
         "Distinct turns (trace, span) per stage, exact under redelivery. steps: LLM calls that only asked for a "
         "tool and that no call of their trace answered (each call its own trace), never scored. superseded: turns a "
         "later assembly of their trace replaced (a late root), removed with their scores. failed_runs: agent runs that "
         "ended in error without an answer, recorded with their error and never scored. no_turn: traces with GenAI "
-        "spans that made no turn (no LLM call, or no known convention; the worker logs why). conflicts: spans or turns "
+        "spans that made no turn (no LLM call, or no known convention; the worker logs why). "
+        "joined: traces that joined another trace's run (work that run handed on by a span link and waited for), "
+        "scored as part of its turn, not turns of their own. conflicts: spans or turns "
         "sent again under a stored id with other content, refused (the stored turn kept). probe: vigil's own traffic (probe "
         "follow-ups), never sampled. shed: sampled turns not scored because the score queue was over its bound "
         "(VIGIL_SCORE_QUEUE_MAX). budget: turns the monitor's rate chose but its judge budget did not (paced "
