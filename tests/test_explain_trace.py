@@ -154,3 +154,25 @@ def test_a_turn_that_continues_a_step_of_another_trace_says_whose_usage_it_adds(
     joined = [line for line in lines if line.startswith("    usage: it continues a run whose earlier model calls")]
     assert len(joined) == 3  # one per run, each naming the trace of the call that asked for the tool
     assert sum('usage={"prompt_tokens": 84, "completion_tokens": 34}' in line for line in lines) == 3
+
+
+def test_a_stored_turn_says_which_kept_step_of_the_worker_it_continues(redis_url):
+    from vigil.schemas.spans import assembly
+    from vigil.worker.assembly.links import Trace
+    from vigil.worker.assembly.steps import continue_runs
+    from vigil.worker.assembly.traces import trace_name
+
+    from tests.test_run_steps import run
+
+    step, answer = run(1_700_000_000 * 10**9, "Where is order A-1001?")
+    client = redis.Redis.from_url(redis_url)
+    continue_runs(client, [Trace(trace_name("default", t[0]["trace_id"]), t, [], assembly(t)) for t in (step, answer)],
+                  keep_s=600, budget=2**20)  # what the worker kept and took
+    store_spans(client, answer, keep_s=600)
+    client.close()
+
+    run_ = vigil("explain-trace", answer[0]["trace_id"], REDIS_URL=redis_url)
+
+    assert run_.returncode == 0, run_.stderr
+    assert f"usage: it continues a run whose earlier model calls are traces of their own ({step[0]['trace_id']})" in (
+        run_.stdout)

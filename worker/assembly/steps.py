@@ -20,9 +20,9 @@ assembled in this sweep or a later one, adds the step's usage to the run's.
   a sweep with no open step and no turn whose conversation holds tool calls, and no take when none of the keys its
   turns want is kept (a trace's own calls are read for what they asked only then).
 
-Keys: ``vigil.steps``, a hash of ``[project, key]`` (JSON) to the key's steps (a JSON list of ``{"trace", "start"``
-(milliseconds)``, "prompt_tokens", "completion_tokens", "taken"}``); ``vigil.steps.by_time``, the same members by when they were
-written; ``vigil.steps.bytes``, their total.
+Keys: ``vigil.steps``, a hash of ``[project, key]`` (JSON) to the key's steps (a JSON list of ``{"trace", "start",
+"prompt_tokens", "completion_tokens", "taken"}``, the start in milliseconds); ``vigil.steps.by_time``, the same
+members by when they were written; ``vigil.steps.bytes``, their total.
 """
 
 from __future__ import annotations
@@ -40,7 +40,8 @@ from vigil.worker.assembly.links import Trace
 from vigil.worker.assembly.traces import split_name
 from vigil.worker.logs import Every
 
-__all__ = ["EVICTED", "MAX_PER_KEY", "STEPS", "STEPS_BYTES", "STEPS_BY_TIME", "STEP_OVERHEAD", "continue_runs"]
+__all__ = ["EVICTED", "MAX_PER_KEY", "MS", "STEPS", "STEPS_BYTES", "STEPS_BY_TIME", "STEP_OVERHEAD", "continue_runs",
+           "kept_steps"]
 
 log = structlog.get_logger("vigil.intake")
 
@@ -116,6 +117,14 @@ _joined_line = Every(60)
 
 def _member(project: str, key: str) -> str:
     return json.dumps([project, key])
+
+
+def kept_steps(client: redis.Redis, project: str, keys: list[str]) -> dict[str, list[dict[str, Any]]]:
+    """A project's kept steps under ``keys``, as ``vigil.schemas.steps.keep`` pools them (starts in nanoseconds):
+    what ``vigil explain-trace`` reads for a stored trace."""
+    found = client.hmget(STEPS, [_member(project, k) for k in keys]) if keys else []
+    return {k: [{**step, "start": step["start"] * MS, "trace_id": step["trace"]} for step in json.loads(value)]
+            for k, value in zip(keys, found, strict=True) if value}
 
 
 def continue_runs(client: redis.Redis, traces: Iterable[Trace], *, keep_s: int, budget: int,

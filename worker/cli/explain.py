@@ -9,7 +9,8 @@ why its session is not the conversation id its spans state, when a run continues
 file's earlier traces, or the worker's links for a stored trace: ``vigil.schemas.chains``); which traces' work
 joined a run by a span link, and that a joined trace makes no turn of its own (``vigil.schemas.links``: over a file
 the file's traces are joined as the worker joins them, a stored trace says what the worker joined); which traces'
-open steps a turn continues, their usage added to the run's (``vigil.schemas.steps``: over a file); or why the trace
+open steps a turn continues, their usage added to the run's (``vigil.schemas.steps``: over a file the file's open
+steps, for a stored trace the worker's); or why the trace
 made no turn. It decodes exactly as ``vigil intake`` does and assembles with the worker's own code.
 """
 
@@ -205,6 +206,7 @@ def explain_command(source: str, project: str) -> None:
             run_steps.keep(steps, trace_id, spans, assembly(spans))
     else:
         links = _links(traces, redis_url, project)
+        steps = _steps(traces, redis_url, project)
         joined = {t: (split_name(s.joined[0])[1], s.joined[1]) for t, s in traces.items()
                   if getattr(s, "joined", None)}
     for trace_id, spans in traces.items():
@@ -225,5 +227,24 @@ def _links(traces: dict[str, list[dict[str, Any]]], redis_url: str | None, proje
     client = redis.Redis.from_url(redis_url, socket_connect_timeout=5, socket_timeout=10)
     try:
         return links_of(client, wanted).get(project, {})
+    finally:
+        client.close()
+
+
+def _steps(traces: dict[str, list[dict[str, Any]]], redis_url: str | None, project: str,
+           ) -> dict[str, list[dict[str, Any]]]:
+    """The worker's kept steps (``vigil.worker.assembly.steps``) that a stored trace's turns continue."""
+    import redis
+    from vigil.schemas import steps as run_steps
+    from vigil.schemas.spans import assembly
+    from vigil.worker.assembly.steps import kept_steps
+
+    keys = list(dict.fromkeys(k for spans in traces.values() for turn in assembly(spans).turns
+                              for k in run_steps.wanted(turn)))
+    if not keys or not redis_url:
+        return {}
+    client = redis.Redis.from_url(redis_url, socket_connect_timeout=5, socket_timeout=10)
+    try:
+        return kept_steps(client, project, keys)
     finally:
         client.close()
