@@ -263,6 +263,30 @@ def test_a_trace_with_genai_spans_and_no_llm_call_makes_no_turn_and_says_why(sce
     assert (line["agent"], line["why"]) == ("indexer", "no LLM call (its spans: chain)")
 
 
+def test_with_a_key_the_no_turn_and_step_stages_name_the_service_whatever_span_comes_first():
+    """A sender with a key has every span stamped with its project (``tasks._stamped``), also a span whose resource
+    the intake did not keep (no GenAI attributes: an HTTP root): the stages still name the service."""
+    from vigil.schemas.spans import assembly
+    from vigil.worker.assembly.tasks import _no_turn, _stamped, _steps
+    from vigil.worker.intake.otlp import decode_traces
+
+    def otlp(span_id: str, parent: str, name: str, **attributes: str) -> dict[str, Any]:
+        return {"traceId": INDEX_TRACE, "spanId": span_id, "parentSpanId": parent, "name": name,
+                "startTimeUnixNano": "1", "endTimeUnixNano": "9",
+                "attributes": [{"key": k, "value": {"stringValue": v}} for k, v in attributes.items()]}
+
+    service = [{"key": "service.name", "value": {"stringValue": "indexer"}}]
+    tool = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "split"}
+    body = {"resourceSpans": [{"resource": {"attributes": service}, "scopeSpans": [{"spans": [
+        otlp(INDEX, "", "POST /reindex", **{"http.request.method": "POST"}), otlp(EMBED, INDEX, "split", **tool)]}]}]}
+    spans = [_stamped(s, "", "acme") for s in decode_traces(json.dumps(body).encode(), json_body=True).spans]
+
+    assert spans[0]["resource"] == {"vigil.project": "acme"}  # the root's resource: the stamp alone
+    assert {(e.project, e.agent) for e in _no_turn(INDEX_TRACE, spans, assembly(spans).no_turn, ["relevancy"])} == {
+        ("acme", "indexer")}
+    assert {(e.project, e.agent) for e in _steps(INDEX_TRACE, spans, [EMBED])} == {("acme", "indexer")}
+
+
 def test_the_report_names_the_failed_runs_per_agent(scenario):
     from io import StringIO
 

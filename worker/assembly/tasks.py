@@ -40,6 +40,7 @@ from vigil.worker.assembly.traces import (
     recount_pending,
     release,
     schedule_sweep,
+    service_of,
     split_name,
     store_spans,
     trace_id_of,
@@ -192,7 +193,7 @@ def _steps(trace_id: str, spans: list[dict[str, Any]], steps: list[str]) -> list
     if not steps:
         return []
     resource = next((s["resource"] for s in spans if s.get("resource")), {})
-    agent = str(resource.get("service.name") or "unknown")[:128]
+    agent = str(service_of(spans) or "unknown")[:128]
     project = str(resource.get("vigil.project") or "default")[:128]
     return [PipelineEvent(project=project, agent=agent, stage="step", trace_id=trace_id, span_id=step)
             for step in steps]
@@ -205,7 +206,7 @@ def _no_turn(trace_id: str, spans: list[dict[str, Any]], why: str, monitors: lis
     """A ``no_turn`` stage (per turn monitor, so the agent's funnel row shows it) for a trace with GenAI spans that
     made no turn, and a line saying why (one per agent and reason every ten minutes)."""
     resource = next((s["resource"] for s in spans if s.get("resource")), {})
-    agent = str(resource.get("service.name") or "unknown")[:128]
+    agent = str(service_of(spans) or "unknown")[:128]
     project = str(resource.get("vigil.project") or "default")[:128]
     if _no_turn_lines.setdefault((agent, why), Every(600))():
         log.warning("a trace with GenAI spans made no turn", agent=agent, trace_id=trace_id, why=why)

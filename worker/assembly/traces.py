@@ -43,8 +43,8 @@ from vigil.worker.logs import Every
 
 __all__ = ["DROPPED", "DROPPED_TOTAL", "KEPT", "KEPT_BYTES", "OVER_OPEN", "PENDING", "PENDING_BYTES", "Spans",
            "assembly_of", "claim_due", "keep_record", "project_of", "record_key", "recount_pending", "release",
-           "schedule_sweep", "split_name", "store_spans", "trace_id_of", "trace_key", "trace_name", "trace_spans",
-           "turns_of"]
+           "schedule_sweep", "service_of", "split_name", "store_spans", "trace_id_of", "trace_key", "trace_name",
+           "trace_spans", "turns_of"]
 
 log = structlog.get_logger("vigil.intake")
 
@@ -349,7 +349,7 @@ def assembly_of(spans: list[dict[str, Any]]) -> Assembly:
     result = assembly(spans)
     dropped = getattr(spans, "dropped", 0)
     for turn in result.turns:
-        turn.setdefault("agent", _service(spans) or "unknown")
+        turn.setdefault("agent", service_of(spans) or "unknown")
         turn.setdefault("metadata", {})["source"] = "otlp"
         if dropped:  # assembled from the spans under the cap: say so on the turn
             turn["truncated"] = [*turn.get("truncated", []), "spans"]
@@ -357,7 +357,9 @@ def assembly_of(spans: list[dict[str, Any]]) -> Assembly:
     return result
 
 
-def _service(spans: list[dict[str, Any]]) -> str | None:
+def service_of(spans: list[dict[str, Any]]) -> str | None:
+    """The service that sent a trace: the first ``service.name`` its spans' resources state (a span the intake kept
+    no resource of has only the project it stamps, when the sender presented a key)."""
     for span in spans:
         name = (span.get("resource") or {}).get("service.name")
         if isinstance(name, str) and name:
