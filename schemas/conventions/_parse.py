@@ -59,8 +59,13 @@ def call_arguments(value: Any) -> Any:
 
 
 def tool_call(name: Any, arguments: Any, call_id: Any = None) -> dict[str, Any]:
-    """A requested tool call: its name, its arguments as an object (JSON text is read), its id when it has one."""
-    parsed = call_arguments(json_value(arguments))
+    """A requested tool call: its name, its arguments as an object (JSON text is read, and so is a Python literal of
+    an object: how some instrumentations print the dict a tool was called with, ``{'order_id': 'A-1001'}``), its id
+    when it has one."""
+    parsed = json_value(arguments)
+    if isinstance(parsed, str) and parsed[:2] == "{'":
+        parsed = _literal(parsed)
+    parsed = call_arguments(parsed)
     call: dict[str, Any] = {"name": str(name or ""), "arguments": parsed if isinstance(parsed, dict) else {}}
     if call_id not in (None, ""):
         call["id"] = str(call_id)
@@ -208,10 +213,18 @@ def _unpacked(raw: dict[str, Any]) -> dict[str, Any]:
 _PACKAGING = ('"data"', '"kwargs"', '"blocks"', '"result"', '"output"', '"content"')
 
 
+_PRINTED_MESSAGE = re.compile(r"""content=('(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*")(?= [a-z_]+=|$)""")
+
+
 def result_text(value: Any) -> str:
-    """A tool's result as text: a serialized tool message is its content, content blocks their text, a one-key
-    envelope (``{"result": "..."}``, ``{"output": <a serialized tool message>}``) what it holds; a Python literal of a list or object
-    (how some instrumentations print what a tool returned) is written as JSON."""
+    """A tool's result as text: a serialized tool message is its content, and so is one printed as its fields
+    (``content='…' name='…' tool_call_id='…'``: a LangChain ``ToolMessage`` as ``str()`` gives it), content blocks
+    their text, a one-key envelope (``{"result": "..."}``, ``{"output": <a serialized tool message>}``) what it holds;
+    a Python literal of a list or object (how some instrumentations print what a tool returned) is written as JSON."""
+    if isinstance(value, str) and value[:8] == "content=" and (printed := _PRINTED_MESSAGE.match(value)):
+        content = _literal(printed.group(1))
+        if isinstance(content, str):
+            return content
     if isinstance(value, str) and not (value[:2] in ("[{", "{'", "['") or (
             value[:1] == "{" and any(mark in value[:300] for mark in _PACKAGING))):
         return value  # plain text, or JSON that is the result itself
@@ -229,14 +242,21 @@ def result_text(value: Any) -> str:
         blocks = parsed.get("blocks")  # a result made of content blocks (LlamaIndex's ToolOutput)
         if isinstance(blocks, list) and blocks and all(isinstance(b, dict) and "text" in b for b in blocks):
             return "\n".join(text(b["text"]) for b in blocks)
-    if isinstance(parsed, str) and parsed[:2] in ("[{", "{'", "['") and len(parsed) < 200_000:
-        try:
-            literal = ast.literal_eval(parsed)
-        except (ValueError, SyntaxError, MemoryError, RecursionError):
-            return parsed
+    if isinstance(parsed, str) and parsed[:2] in ("[{", "{'", "['"):
+        literal = _literal(parsed)
         if isinstance(literal, (list, dict)):
             return json.dumps(literal, ensure_ascii=False, default=str)
     return text(value if isinstance(value, str) else parsed)
+
+
+def _literal(value: str) -> Any:
+    """The Python literal ``value`` spells, or ``value`` itself when it spells none (or is too long to try)."""
+    if len(value) >= 200_000:
+        return value
+    try:
+        return ast.literal_eval(value)
+    except (ValueError, SyntaxError, MemoryError, RecursionError):
+        return value
 
 
 def _blocks(content: Any) -> Any:

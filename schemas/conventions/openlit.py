@@ -1,8 +1,12 @@
-"""openlit: GenAI attributes, with the messages flattened to role-prefixed text.
+"""openlit: GenAI attributes, with the messages flattened to role-prefixed text (before 1.35), or the current GenAI
+conventions' messages (``gen_ai.input.messages`` / ``gen_ai.output.messages``, read by ``schemas.conventions.genai``).
 
 | what | read from |
 | --- | --- |
 | which spans | ``telemetry.sdk.name = openlit`` on the span, or a ``gen_ai.prompt`` whose text starts with a role prefix |
+| current format | a span that carries ``gen_ai.input.messages`` or ``gen_ai.output.messages`` is read by ``genai`` alone: the flattened forms beside them (``gen_ai.tool.name`` / ``gen_ai.tool.args`` on an LLM span) say less (one tool of a parallel step, no arguments) |
+| runs | ``invoke_workflow`` (``gen_ai.workflow.name``): the run of a LangGraph graph or an OpenAI Agents SDK trace, its agents' and tools' spans under it (``genai``: an agent span, also when it failed before OpenLIT set its operation); each agent's creation, ``create_agent <name>``, is a trace of its own with no LLM call |
+| LangChain's tool spans | ``gen_ai.tool.call.arguments`` as a printed Python dict (``{'order_id': …}``), ``gen_ai.tool.call.result`` as the printed ``ToolMessage`` (``content='…' name='…' tool_call_id='…'``): read as the object and as the message's content (``_parse.tool_call``, ``_parse.result_text``) |
 | messages | ``gen_ai.prompt`` (and the ``gen_ai.content.prompt`` event's): ``"system: …\\nuser: …\\ntool: …"``, one message per role-prefixed line, continuation lines kept with theirs; openlit writes an assistant message that asked for tools as a ``user:`` line holding the whole message list in Python notation, which is read as the conversation (its tool calls and ids kept); ``gen_ai.completion`` the answer |
 | a step's tool call | ``gen_ai.tool.name``, ``gen_ai.tool.call.id``, ``gen_ai.tool.args`` on the LLM span that asked for it |
 | the rest | as ``schemas.conventions.genai`` (operation, model, usage, tool and retrieval spans) |
@@ -23,6 +27,7 @@ __all__ = ["SETTING", "claims", "io"]
 SETTING = "openlit.init(capture_message_content=True) (the default)"
 _PREFIX = re.compile(r"^(system|user|assistant|tool|developer|human|ai|function): ?", re.IGNORECASE)
 _LIST_REPR_LIMIT = 200_000
+_CURRENT = frozenset({"gen_ai.input.messages", "gen_ai.output.messages"})
 
 
 def claims(span: Mapping[str, Any]) -> bool:
@@ -35,6 +40,8 @@ def claims(span: Mapping[str, Any]) -> bool:
 
 def io(span: Mapping[str, Any]) -> Io:
     attrs = span["attributes"]
+    if _CURRENT.intersection(attrs):
+        return [], [], ""  # the current GenAI messages: genai's to read, whole
     prompt, completion = attrs.get("gen_ai.prompt"), attrs.get("gen_ai.completion")
     for event in span.get("events") or ():
         event_attrs = event.get("attributes") or {}

@@ -1,0 +1,103 @@
+"""OpenLIT as it writes today (``openlit.init()``, 1.45): the current GenAI conventions' messages, a workflow span
+around each run, and LangChain's tool spans printed in Python notation. Hand-made spans for each rule of
+``schemas/conventions/openlit.py`` and ``genai.py`` that the recordings of ``frameworks/*_openlit`` needed; assembled
+by ``vigil.schemas.spans``."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from vigil.schemas import Turn, conventions
+from vigil.schemas.spans import ERROR_METADATA, RUN_METADATA, assembly
+
+from tests.test_recorded_conventions import ORDER_ARGS, ORDER_QUESTION, genai, span
+
+RESULT = json.dumps({"order_id": "A-1001", "status": "shipped"})
+ANSWER = "Order A-1001 has shipped."
+
+
+def messages(role: str, *parts: dict[str, Any]) -> str:
+    return json.dumps([{"role": role, "parts": list(parts)}])
+
+
+def said(content: str) -> dict[str, Any]:
+    return {"type": "text", "content": content}
+
+
+ASKED = {"type": "tool_call", "id": "call_1", "name": "lookup_order", "arguments": json.dumps(ORDER_ARGS)}
+
+
+def langgraph_run(*, failed: bool = False) -> list[dict[str, Any]]:
+    """One LangGraph run as OpenLIT exports it: its ``invoke_workflow`` span, and under it, side by side, LangChain's
+    span of each ``agent`` node (its model call inside), the graph's own span of the same node (the node's messages,
+    no model call under it) and the tool's span (arguments and result printed in Python notation). ``failed``: the
+    tool raised, the graph re-raised, and the workflow span names its workflow but no operation."""
+    question = {"gen_ai.input.messages": messages("user", said(ORDER_QUESTION))}
+    workflow = {"gen_ai.workflow.name": "support-bot"}
+    spans = [span("1", None, "invoke_workflow support-bot", 0, **(workflow if failed else {
+                 **workflow, "gen_ai.operation.name": "invoke_workflow",
+                 "gen_ai.output.messages": messages("assistant", said(ANSWER))})),
+             genai("2", "1", 1, "invoke_agent", **{"gen_ai.agent.name": "agent"}),
+             genai("3", "2", 2, "chat", **{"gen_ai.request.model": "m", **question,
+                                           "gen_ai.output.messages": messages("assistant", ASKED)}),
+             genai("4", "1", 3, "invoke_agent", **{"gen_ai.agent.name": "agent", **question}),
+             genai("5", "1", 4, "execute_tool", **{
+                 "gen_ai.tool.name": "lookup_order", "gen_ai.tool.call.arguments": str(ORDER_ARGS),
+                 **({} if failed else {"gen_ai.tool.call.result":
+                                       f"content={RESULT!r} name='lookup_order' tool_call_id='call_1'"})})]
+    if failed:
+        spans[0]["status"] = spans[4]["status"] = {"code": 2, "message": "ValueError: order database unreachable"}
+        return spans
+    return [*spans,
+            genai("6", "1", 5, "invoke_agent", **{"gen_ai.agent.name": "agent"}),
+            genai("7", "6", 6, "chat", **{"gen_ai.request.model": "m", "gen_ai.input.messages": json.dumps([
+                {"role": "user", "parts": [said(ORDER_QUESTION)]}, {"role": "assistant", "parts": [ASKED]},
+                {"role": "tool", "parts": [{"type": "tool_call_response", "id": "call_1", "response": RESULT}]}]),
+                "gen_ai.output.messages": messages("assistant", said(ANSWER))}),
+            genai("8", "1", 7, "invoke_agent", **{"gen_ai.agent.name": "agent", **question,
+                                                  "gen_ai.output.messages": messages("assistant", said(ANSWER))})]
+
+
+def question(turn: dict[str, Any]) -> str:
+    return Turn.model_validate({"agent": "service", **turn}).question
+
+
+def test_a_workflow_span_is_the_run_and_the_agent_spans_under_it_are_its_steps():
+    [turn] = assembly(langgraph_run()).turns
+
+    assert turn["span_id"] == "1".rjust(16, "0")
+    assert (question(turn), turn["output"]) == (ORDER_QUESTION, ANSWER)
+    assert [(c["name"], c["arguments"]) for c in turn["tool_calls"]] == [("lookup_order", ORDER_ARGS)]
+
+
+def test_a_span_that_names_a_workflow_but_no_operation_is_its_run_and_a_failed_one_is_a_failed_turn():
+    [turn] = assembly(langgraph_run(failed=True)).turns
+
+    assert turn["span_id"] == "1".rjust(16, "0")
+    assert question(turn) == ORDER_QUESTION
+    assert turn["metadata"][RUN_METADATA] == "failed"
+    assert "order database unreachable" in turn["metadata"][ERROR_METADATA]
+
+
+def test_a_tool_span_printed_in_python_notation_gives_the_arguments_object_and_the_tool_messages_content():
+    call = conventions.tool(langgraph_run()[4])
+
+    assert (call["arguments"], call["result"]) == (ORDER_ARGS, RESULT)
+
+
+def test_an_openlit_span_with_the_current_genai_messages_is_read_from_them_not_its_flattened_tool_attributes():
+    """OpenLIT's openai instrumentation names one tool of a parallel step in ``gen_ai.tool.name`` beside the output
+    messages that hold both calls."""
+    both = [ASKED, {**ASKED, "id": "call_2", "name": "get_shipping"}]
+    chat = genai("3", "1", 2, "chat", **{
+        "telemetry.sdk.name": "openlit", "gen_ai.request.model": "m",
+        "gen_ai.input.messages": messages("user", said(ORDER_QUESTION)),
+        "gen_ai.output.messages": messages("assistant", *both),
+        "gen_ai.tool.name": "get_shipping", "gen_ai.tool.call.id": "call_2", "gen_ai.tool.args": json.dumps(ORDER_ARGS)})
+
+    (_, [output], _), sources = conventions.io_sources(chat)
+
+    assert [(c["name"], c["arguments"], c["id"]) for c in output["tool_calls"]] == [
+        ("lookup_order", ORDER_ARGS, "call_1"), ("get_shipping", ORDER_ARGS, "call_2")]
+    assert sources["outputs"] == "genai"
