@@ -54,7 +54,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-__all__ = ["MAX_LINKS", "graft", "hosts", "join", "states_user_words", "target", "waited"]
+__all__ = ["MAX_LINKS", "graft", "hosts", "join", "states_user_words", "target", "waited", "waits"]
 
 MAX_LINKS = 8  # the links of a span the decoder keeps (a batch's beyond it: ``links_more``)
 
@@ -85,6 +85,15 @@ def waited(linked: Mapping[str, Any] | None, work: Iterable[Mapping[str, Any]]) 
     """Whether the span a trace's link names (``None``: not known) waited for the trace's ``work``: it ended no
     earlier than every span of it (its log records aside)."""
     return linked is not None and all(linked["end"] >= span["end"] for span in work if not span.get("log"))
+
+
+def waits(traces: Mapping[str, list[dict[str, Any]]], results: Mapping[str, Any]) -> dict[str, bool]:
+    """Of the traces of a file whose assembly names a link (``results``: each trace's, with its ``link``), whether
+    the span it names, one of the file's, waited for it (``waited``); a trace whose linked span is not in the file is
+    absent."""
+    spans = {(s["trace_id"], s["span_id"]): s for trace in traces.values() for s in trace if not s.get("log")}
+    return {trace: waited(spans[result.link], traces[trace]) for trace, result in results.items()
+            if result.link is not None and result.link in spans}
 
 
 def hosts(targets: Mapping[str, tuple[str, str]], holds_run: Callable[[str], bool]) -> dict[str, str]:
@@ -125,9 +134,7 @@ def join(traces: Mapping[str, list[dict[str, Any]]], results: Mapping[str, Any],
          ) -> tuple[dict[str, list[dict[str, Any]]], dict[str, str]]:
     """The traces of a file with each linked trace's spans grafted into the trace whose run they join (``results``:
     each trace's assembly, with its ``link`` and ``turns``): the traces to assemble, and which trace joined which."""
-    spans = {(s["trace_id"], s["span_id"]): s for trace in traces.values() for s in trace if not s.get("log")}
-    targets = {trace: result.link for trace, result in results.items()
-               if result.link is not None and waited(spans.get(result.link), traces[trace])}
+    targets = {trace: results[trace].link for trace, ok in waits(traces, results).items() if ok}
     joined = hosts(targets, lambda trace: bool(trace in results and results[trace].turns))
     out = {trace: list(spans) for trace, spans in traces.items() if trace not in joined}
     for trace, host in joined.items():

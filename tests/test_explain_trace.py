@@ -118,6 +118,26 @@ def test_a_run_joined_by_a_linked_trace_says_so_and_the_linked_trace_says_it_mad
     assert sum(line.startswith("turn ") for line in lines) == 2
 
 
+def test_a_job_its_run_did_not_wait_for_says_it_is_a_run_of_its_own_and_the_run_keeps_its_answer(tmp_path):
+    from tests.test_linked_traces import FIRST, SECOND, T0, background_job, first_agent
+    from tests.test_session_chains import otlp
+
+    chat, _ = first_agent("c4a7" * 8)
+    job = background_job("10b5" * 8, ("c4a7" * 8, chat[2]["span_id"]), start=T0 + 2 * SECOND)
+    path = tmp_path / "chat_and_job.json"
+    path.write_text(json.dumps({"resourceSpans": [{"scopeSpans": [{"spans": otlp(chat[:3]) + otlp(job)}]}]}))
+
+    run = vigil("explain-trace", str(path))
+
+    assert run.returncode == 0, run.stderr
+    lines = run.stdout.splitlines()
+    assert (f"linked to span {chat[2]['span_id']} of trace {'c4a7' * 8}, which ended before this work did: work that "
+            "run started and did not wait for (a job it left), so these are runs of their own, never its answer"
+            ) in lines
+    assert f"  answer: {FIRST}" in lines and "  answer: Summary: A-1001 shipped." in lines
+    assert not any("joined" in line for line in lines)
+
+
 def test_a_stored_run_and_a_stored_trace_the_worker_joined_to_it_say_so(redis_url):
     from vigil.schemas.links import graft
     from vigil.worker.assembly.traces import record_key

@@ -8,7 +8,8 @@ run and why, where the question, answer and tool calls were read (span and conve
 why its session is not the conversation id its spans state, when a run continues another by response id (the
 file's earlier traces, or the worker's links for a stored trace: ``vigil.schemas.chains``); which traces' work
 joined a run by a span link, and that a joined trace makes no turn of its own (``vigil.schemas.links``: over a file
-the file's traces are joined as the worker joins them, a stored trace says what the worker joined); which traces'
+the file's traces are joined as the worker joins them, and a trace whose linked span ended before its work says so; a
+stored trace says what the worker joined); which traces'
 open steps a turn continues, their usage added to the run's (``vigil.schemas.steps``: over a file the file's open
 steps, for a stored trace the worker's); or why the trace
 made no turn. It decodes exactly as ``vigil intake`` does and assembles with the worker's own code.
@@ -90,11 +91,12 @@ def _stored(trace_id: str, redis_url: str | None, project: str) -> list[dict[str
 
 def explain_lines(trace_id: str, spans: list[dict[str, Any]], links: dict[str, str] | None = None,
                   joined_to: tuple[str, str] | None = None, steps: dict[str, list[dict[str, Any]]] | None = None,
-                  ) -> list[str]:
+                  left_by: tuple[str, str] | None = None) -> list[str]:
     """What ``vigil explain-trace`` prints for one trace; ``links``: the conversation links of the runs before it (a
     run's last response id -> its session), which its runs' links are added to; ``joined_to``: the trace (and span)
     whose run this trace's work joined, when it did; ``steps``: the open steps of the file's traces
-    (``vigil.schemas.steps.keep``) its turns may continue."""
+    (``vigil.schemas.steps.keep``) its turns may continue; ``left_by``: the trace (and span) its link names, when that
+    span ended before this work did (``vigil.schemas.links.waits``)."""
     from vigil.schemas import conventions
     from vigil.schemas import steps as run_steps
     from vigil.schemas.chains import join
@@ -126,6 +128,10 @@ def explain_lines(trace_id: str, spans: list[dict[str, Any]], links: dict[str, s
         lines.append(f"no turn of its own: its runs state no user words and its root is linked to span {joined_to[1]} "
                      f"of trace {joined_to[0]}, which waited for it, so its work joined that trace's run")
         return lines
+    if left_by is not None:
+        lines.append(f"linked to span {left_by[1]} of trace {left_by[0]}, which ended before this work did: work that "
+                     "run started and did not wait for (a job it left), so these are runs of their own, never its "
+                     "answer")
     result = assembly(spans, explain=True)
     links = {} if links is None else links
     continued = run_steps.take(steps, trace_id, spans, result) if steps else {}
@@ -195,11 +201,14 @@ def explain_command(source: str, project: str) -> None:
     redis_url = os.environ.get("REDIS_URL")
     traces = read_source(source, redis_url, project)
     joined: dict[str, tuple[str, str]] = {}
+    left: dict[str, tuple[str, str]] = {}
     steps: dict[str, list[dict[str, Any]]] = {}
     if Path(source).is_file():  # the file's traces joined by their links, as the worker joins them
         results = {trace_id: assembly(spans) for trace_id, spans in traces.items()}
         kept, hosts = trace_links.join(traces, results)
         joined = {trace_id: (host, results[trace_id].link[1]) for trace_id, host in hosts.items()}
+        left = {trace_id: results[trace_id].link for trace_id, ok in trace_links.waits(traces, results).items()
+                if not ok}
         traces = {trace_id: kept.get(trace_id, spans) for trace_id, spans in traces.items()}
         links = {}
         for trace_id, spans in traces.items():  # the file's open steps, for the turns that continue them
@@ -210,7 +219,7 @@ def explain_command(source: str, project: str) -> None:
         joined = {t: (split_name(s.joined[0])[1], s.joined[1]) for t, s in traces.items()
                   if getattr(s, "joined", None)}
     for trace_id, spans in traces.items():
-        for line in explain_lines(trace_id, spans, links, joined.get(trace_id), steps):
+        for line in explain_lines(trace_id, spans, links, joined.get(trace_id), steps, left.get(trace_id)):
             click.echo(line)
 
 
