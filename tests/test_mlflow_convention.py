@@ -54,10 +54,11 @@ def completion(message: dict[str, Any]) -> dict[str, Any]:
 
 def chat_model(span_id: str, start: int, messages: list[dict[str, Any]], outputs: Any = None,
                **more: Any) -> dict[str, Any]:
-    """``mlflow.openai.autolog``'s span of one ``chat.completions.create`` call under the agent span ``1``."""
+    """``mlflow.openai.autolog``'s span of one ``chat.completions.create`` call under the agent span ``1``: the call's
+    arguments its inputs, and each argument but the messages an attribute of its own too."""
     return mlflow_span(span_id, "1", "Completions", start, "CHAT_MODEL", {"model": "gpt-4o-mini", "messages": messages,
                                                                           "tools": []}, outputs,
-                       **{"mlflow.message.format": "openai", **more})
+                       **{"model": "gpt-4o-mini", "tools": [], "mlflow.message.format": "openai", **more})
 
 
 def tool_loop(root_type: str, root_inputs: Any) -> list[dict[str, Any]]:
@@ -167,3 +168,28 @@ def test_a_retrievers_documents_are_the_contexts_and_the_traces_tags_its_metadat
     assert turn["contexts"] == [{"text": "Refunds within 30 days.", "id": "policies/7", "score": 0.9},
                                 {"text": "Bring the order number.", "id": "policy-2"}]
     assert turn["metadata"]["tier"] == "gold"
+
+
+def test_the_openai_agents_sdks_response_spans_are_read_from_their_items_usage_and_model():
+    """``mlflow.openai.autolog()`` with the OpenAI Agents SDK: ``Runner.run`` an AGENT span (its input the question, its
+    output the final output), the agent's own AGENT span under it, each response a CHAT_MODEL span whose inputs and
+    outputs are the items themselves and whose response fields (``model``, ``usage``) MLflow copies onto the span."""
+    call = {"type": "function_call", "call_id": "call_1", "name": "lookup_order", "arguments": json.dumps(ARGS),
+            "id": "fc_1", "status": "completed"}
+    answer = {"type": "message", "role": "assistant", "id": "msg_1",
+              "content": [{"type": "output_text", "text": "It shipped.", "annotations": []}]}
+    said = {"model": "gpt-4o-mini-2024-07-18", "usage": {"input_tokens": 40, "output_tokens": 10, "total_tokens": 50}}
+    asked = [{"role": "user", "content": QUESTION}]
+    spans = [mlflow_span("1", None, "AgentRunner.run", 0, "AGENT", QUESTION, "It shipped."),
+             mlflow_span("2", "1", "support-bot", 1, "AGENT", None, {"output_type": "str"}, tools=["lookup_order"]),
+             mlflow_span("3", "2", "Response", 2, "CHAT_MODEL", asked, [call], **said),
+             mlflow_span("4", "2", "lookup_order", 4, "TOOL", ARGS, "shipped"),
+             mlflow_span("5", "2", "Response", 6, "CHAT_MODEL", [*asked, call, {
+                 "type": "function_call_output", "call_id": "call_1", "output": "shipped"}], [answer], **said)]
+
+    [turn] = assembly(spans).turns
+
+    assert (Turn.model_validate(turn).question, turn["output"]) == (QUESTION, "It shipped.")
+    assert (turn["model"], turn["usage"]) == ("gpt-4o-mini-2024-07-18", {"prompt_tokens": 80, "completion_tokens": 20})
+    assert [(c["name"], c["arguments"], c["id"], c["result"]) for c in turn["tool_calls"]] == [
+        ("lookup_order", ARGS, "call_1", "shipped")]

@@ -9,10 +9,10 @@ attribute: what a span is and holds are ``mlflow.*`` attributes (``mlflow/tracin
 | what | read from |
 | --- | --- |
 | span kind | ``mlflow.spanType`` (``SpanType``): ``LLM`` and ``CHAT_MODEL`` an LLM call; ``AGENT`` an agent; ``TOOL`` a tool call; ``RETRIEVER`` a retriever; ``CHAIN``, ``WORKFLOW``, ``TASK`` and ``UNKNOWN`` (``@mlflow.trace``'s default: a function the application chose to trace) a chain, the run when it is the trace's top span; ``EMBEDDING``, ``RERANKER``, ``PARSER``, ``MEMORY``, ``GUARDRAIL``, ``EVALUATOR`` and any other other |
-| messages of an LLM call | ``mlflow.spanInputs``: the request as the client was called (``mlflow.openai.autolog``: the keyword arguments of ``chat.completions.create``, ``{"model", "messages", "tools", ...}``, or of ``responses.create``, ``{"input", "instructions", ...}``: ``input`` text a user message, its items messages, ``function_call`` the assistant asking for a tool, ``function_call_output`` the tool's message); ``mlflow.spanOutputs``: the response (a chat completion: its first choice's ``message``; a Responses object: its ``output`` items); a message list, a message or text as themselves |
+| messages of an LLM call | ``mlflow.spanInputs``: the request as the client was called (``mlflow.openai.autolog``: the keyword arguments of ``chat.completions.create``, ``{"model", "messages", "tools", ...}``, or of ``responses.create``, ``{"input", "instructions", ...}``: ``input`` text a user message, its items messages, ``function_call`` the assistant asking for a tool, ``function_call_output`` the tool's message; the OpenAI Agents SDK's response spans, traced by the same autolog: the input items themselves); ``mlflow.spanOutputs``: the response (a chat completion: its first choice's ``message``; a Responses object: its ``output`` items; the Agents SDK's: the output items themselves); a message list, a message or text as themselves |
 | a streamed call | MLflow rebuilds a streamed chat completion's output from its chunks with their text only (``_reconstruct_completion_from_stream``): the tool calls the model streamed are in the chunks, one span event each (``mlflow.chunk.item.<n>``, the chunk's JSON in ``mlflow.chunk.value``), ``choices[0].delta.tool_calls`` by ``index`` (the id and name once, the arguments in pieces): read there when the output has none |
 | a run's input and output | an agent's or chain's ``mlflow.spanInputs``: the traced function's arguments by parameter name (``{"question": …, "history": […]}``), evidence of words as ``_parse.value_messages`` says (a known key holding text or messages; other arguments say nothing, and the LLM calls are read); ``mlflow.spanOutputs``: what it returned, the same way |
-| model, usage | ``mlflow.llm.model`` (the model the response names, set when a call answered), else the request's ``model`` (``mlflow.spanInputs``); ``mlflow.chat.tokenUsage``, ``{"input_tokens", "output_tokens", "total_tokens"}`` |
+| model, usage | ``mlflow.llm.model`` (the model the response names, set when a call answered), else ``model``, which MLflow copies onto an LLM span (autolog: the request's arguments but the messages; the Agents SDK's response spans: the response's fields but its output); ``mlflow.chat.tokenUsage``, ``{"input_tokens", "output_tokens", "total_tokens"}``, else the ``usage`` copied so |
 | a tool span | its span name (the function's, or ``name=``) the tool; ``mlflow.spanInputs`` the call's arguments (by parameter name), ``mlflow.spanOutputs`` its result; no id (paired with the model's tool calls by name and arguments); its error from the span status and ``exception`` event (``@mlflow.trace`` records both when the function raises) |
 | contexts | a retriever's ``mlflow.spanOutputs``: a list of ``Document`` (``{"page_content", "metadata", "id"}``), the text its ``page_content``, the id its ``id`` else ``metadata.doc_uri``, the score ``metadata.score`` |
 | who | the trace's tags (``mlflow.update_current_trace(tags=…)``), which MLflow's OTLP processor writes on the root span as ``mlflow.traceTag.<key>``: turn metadata under their keys. A trace's metadata (the session, ``mlflow.trace.session``, the user, ``mlflow.trace.user``) is not exported over OTLP: MLflow writes ``session.id`` / ``user.id`` only for its Databricks tables (read, as OpenInference's keys, wherever they appear) |
@@ -91,7 +91,9 @@ def _request(request: Any) -> list[Msg]:
     if isinstance(request, dict) and "messages" not in request and "input" in request:  # the Responses API
         said = request["input"]
         found = [msg("system", request["instructions"])] if isinstance(request.get("instructions"), str) else []
-        return found + (_items(said) if isinstance(said, list) else [msg("user", text(said))])
+        return found + (_items(said, "user") if isinstance(said, list) else [msg("user", text(said))])
+    if isinstance(request, list):  # the input items themselves (the OpenAI Agents SDK's response spans)
+        return _items(request, "user")
     return json_messages(request, "user") if request is not None else []
 
 
@@ -103,17 +105,21 @@ def _response(response: Any) -> list[Msg]:
             first = choices[0] if choices and isinstance(choices[0], dict) else {}
             return [message(first["message"], "assistant")] if isinstance(first.get("message"), dict) else []
         if isinstance(response.get("output"), list):  # a Responses object
-            return _items(response["output"])
+            return _items(response["output"], "assistant")
+    if isinstance(response, list):  # the output items themselves (the OpenAI Agents SDK's response spans)
+        return _items(response, "assistant")
     return json_messages(response, "assistant") if response is not None else []
 
 
-def _items(items: list[Any]) -> list[Msg]:
-    """Responses API items as messages: a ``function_call`` the assistant asking for a tool, a
-    ``function_call_output`` the tool's message, anything else (a ``message``, a plain ``{role, content}``) a
-    message; reasoning and other items that hold no message are left out."""
+def _items(items: list[Any], default_role: str) -> list[Msg]:
+    """Responses API items (or chat messages) as messages: a ``function_call`` the assistant asking for a tool, a
+    ``function_call_output`` the tool's message, a ``message`` or a plain ``{role, content}`` a message, text a
+    message of ``default_role``; reasoning and other items that hold no message are left out."""
     out: list[Msg] = []
     for item in items:
         if not isinstance(item, dict):
+            if isinstance(item, str):
+                out.append(msg(default_role, item))
             continue
         kind_ = item.get("type")
         if kind_ == "function_call":
@@ -121,7 +127,7 @@ def _items(items: list[Any]) -> list[Msg]:
         elif kind_ == "function_call_output":
             out.append(msg("tool", result_text(item.get("output")), tool_call_id=item.get("call_id")))
         elif kind_ in (None, "message") or "role" in item:
-            out.append(message(item, "assistant" if kind_ == "message" else "user"))
+            out.append(message(item, default_role))
     return out
 
 
@@ -175,19 +181,21 @@ def documents(attrs: Mapping[str, Any]) -> list[dict[str, Any]]:
 
 
 def model(attrs: Mapping[str, Any]) -> Any:
-    """The model an LLM call names: the response's, else (a call that failed has no response) the request's."""
+    """The model an LLM call names: the response's (``mlflow.llm.model``), else the ``model`` MLflow copied onto the
+    span (the request's argument, or the response's field)."""
     said = attrs.get(_MODEL)
-    if said is not None:
-        return json_value(said)
-    if kind(attrs) != "llm":
-        return None
-    request = json_value(attrs.get(_INPUTS))
-    return request.get("model") if isinstance(request, dict) else None
+    if said is None and "model" in attrs and kind(attrs) == "llm":
+        said = attrs["model"]
+    return json_value(said) if said is not None else None
 
 
 def usage(attrs: Mapping[str, Any]) -> tuple[Any, Any]:
-    """(input tokens, output tokens) a call's ``mlflow.chat.tokenUsage`` states (``None`` when silent)."""
-    said = json_value(attrs[_USAGE]) if _USAGE in attrs else None
+    """(input tokens, output tokens) a call's ``mlflow.chat.tokenUsage`` states, else the response's ``usage`` MLflow
+    copied onto the span (``None`` when silent)."""
+    if _USAGE in attrs:
+        said = json_value(attrs[_USAGE])
+    else:
+        said = json_value(attrs["usage"]) if "usage" in attrs and kind(attrs) == "llm" else None
     if not isinstance(said, dict):
         return None, None
     return said.get("input_tokens"), said.get("output_tokens")
