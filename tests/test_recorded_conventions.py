@@ -617,6 +617,83 @@ def test_a_tool_span_that_holds_no_arguments_object_takes_the_ones_the_model_ask
         ("lookup_order", ORDER_ARGS, '{"status": "shipped"}')]
 
 
+def openllmetry_js(span_id: str, parent: str | None, name: str, start: int, kind: str, operation: str | None,
+                   **attributes: Any) -> dict[str, Any]:
+    """A span as OpenLLMetry JS writes it: its LangChain handler marks every runnable ``workflow`` (operation
+    ``workflow``) and a tool's call a ``task`` of ``execute_tool``; ``withWorkflow`` marks the application's run."""
+    operation_ = {"gen_ai.operation.name": operation, "gen_ai.provider.name": "langchain"} if operation else {}
+    return span(span_id, parent, name, start, **{"traceloop.span.kind": kind, **operation_, **attributes})
+
+
+def openllmetry_chat(span_id: str, parent: str, start: int, *, answer: str = "") -> dict[str, Any]:
+    """The model client's call (GenAI attributes): the first asks for ``lookup_order``; ``answer``: the second,
+    sent the tool's error as the tool message."""
+    sent = [{"role": "user", "parts": [{"type": "text", "content": ORDER_QUESTION}]}]
+    asked = {"type": "tool_call", "id": "call_1", "name": "lookup_order", "arguments": ORDER_ARGS}
+    if answer:
+        sent += [{"role": "assistant", "parts": [asked]}, {"role": "tool", "parts": [
+            {"type": "tool_call_response", "id": "call_1", "response": "Error: database down"}]}]
+    said = [{"role": "assistant", "parts": [{"type": "text", "content": answer} if answer else asked]}]
+    return genai(span_id, parent, start, "chat", **{"gen_ai.request.model": "m", "gen_ai.input.messages": json.dumps(
+        sent), "gen_ai.output.messages": json.dumps(said)})
+
+
+def test_openllmetry_jss_tool_span_is_a_call_named_by_the_tool_message_it_returned():
+    from vigil.schemas.conventions import tool as tool_of
+
+    returned = {"lc": 1, "type": "constructor", "id": ["langchain_core", "messages", "ToolMessage"],
+                "kwargs": {"status": "success", "content": '{"status": "shipped"}', "tool_call_id": "call_1",
+                           "name": "lookup_order"}}
+    call = tool_of(openllmetry_js("3", "1", "execute_tool DynamicStructuredTool", 2, "task", "execute_tool", **{
+        "traceloop.entity.name": "DynamicStructuredTool",
+        "traceloop.entity.input": json.dumps({"args": [json.dumps(ORDER_ARGS)]}),
+        "traceloop.entity.output": json.dumps(returned)}))
+
+    assert call == {"name": "lookup_order", "arguments": ORDER_ARGS, "id": "call_1", "result": '{"status": "shipped"}'}
+
+
+@pytest.mark.parametrize("asked_twice", [False, True], ids=["one call with its arguments", "two: nothing says"])
+def test_a_failed_tool_span_named_by_its_class_is_the_call_the_model_asked_for_with_its_arguments(asked_twice):
+    """OpenLLMetry JS inside ``withWorkflow``: the runnables' spans (operation ``workflow``) are chains of the run,
+    and a tool that raised leaves a span named by its class with its arguments and the error, no tool message."""
+    failed = openllmetry_js("4", "1", "execute_tool DynamicStructuredTool", 3, "task", "execute_tool", **{
+        "traceloop.entity.name": "DynamicStructuredTool",
+        "traceloop.entity.input": json.dumps({"args": [json.dumps(ORDER_ARGS)]})})
+    failed["status"] = {"code": 2, "message": "database down"}
+    first = openllmetry_chat("3", "1", 2)
+    if asked_twice:  # a parallel step asking two tools with the same arguments
+        said = json.loads(first["attributes"]["gen_ai.output.messages"])
+        said[0]["parts"].append({"type": "tool_call", "id": "call_2", "name": "get_shipping", "arguments": ORDER_ARGS})
+        first["attributes"]["gen_ai.output.messages"] = json.dumps(said)
+    spans = [openllmetry_js("1", None, "support-bot.workflow", 0, "workflow", None,
+                            **{"traceloop.entity.name": "support-bot"}),
+             openllmetry_js("2", "1", "workflow CompiledStateGraph", 1, "workflow", "workflow", **{
+                 "traceloop.entity.input": json.dumps({"messages": [{"role": "user", "content": ORDER_QUESTION}]})}),
+             first, failed, openllmetry_chat("5", "1", 5, answer="The database is down.")]
+
+    [turn] = assembly(spans).turns
+
+    [call] = turn["tool_calls"]
+    assert (call["name"], call["arguments"], call["error"]) == (
+        "DynamicStructuredTool" if asked_twice else "lookup_order", ORDER_ARGS, "database down")
+
+
+def test_openllmetry_jss_runnables_of_a_run_whose_workflow_span_never_came_are_one_failed_run():
+    """``withWorkflow`` ends its span only when the run resolves: a run that raised exports none, and its
+    runnables' spans (each ``workflow`` to OpenLLMetry JS) wait for it beside the failed model call."""
+    spans = [openllmetry_js(str(i), "9", f"workflow {name}", i, "workflow", "workflow", **{
+        "traceloop.entity.input": json.dumps({"messages": [{"role": "user", "content": ORDER_QUESTION}]})})
+        for i, name in ((1, "CompiledStateGraph"), (2, "RunnableSequence"), (3, "RunnableLambda"))]
+    call = genai("4", "9", 4, "chat", **{"gen_ai.request.model": "m", "gen_ai.input.messages": json.dumps(
+        [{"role": "user", "parts": [{"type": "text", "content": ORDER_QUESTION}]}])})
+    for failed in (spans[0], spans[1], call):
+        failed["status"] = {"code": 2, "message": "500 The model server is overloaded"}
+
+    [turn] = assembly([*spans, call]).turns
+
+    assert (turn["input"][-1]["content"], turn["metadata"]["vigil.run"]) == (ORDER_QUESTION, "failed")
+
+
 @pytest.mark.parametrize(("fixture", "usage"), [
     # Haystack's step span around OpenLLMetry's client call, with no tag of its own (content tracing off): two calls
     pytest.param("haystack_tracer_openllmetry_no_content.json", (84, 34), id="Haystack's tracer around OpenLLMetry"),

@@ -28,6 +28,7 @@ __all__ = [
     "role",
     "span_tool_name",
     "text",
+    "unpacked",
     "tool_call",
     "value_messages",
 ]
@@ -127,7 +128,7 @@ def message(raw: Any, default_role: str) -> Msg:
     if not isinstance(raw, dict):
         return msg(default_role, text(raw))
     if "role" not in raw:
-        raw = _unpacked(raw)
+        raw = unpacked(raw)
     texts, calls, results = [], [], []
     call_id = raw.get("tool_call_id") or raw.get("toolCallId")
     content = raw["content"] if "content" in raw else raw.get("text")  # a result object may hold its text as ``text``
@@ -196,7 +197,7 @@ _LC_CLASSES = {"HumanMessage": "user", "AIMessage": "assistant", "ToolMessage": 
                "AIMessageChunk": "assistant", "FunctionMessage": "tool", "ChatMessage": "user"}
 
 
-def _unpacked(raw: dict[str, Any]) -> dict[str, Any]:
+def unpacked(raw: dict[str, Any]) -> dict[str, Any]:
     """A serialized message (LangChain's ``{"type": "ai", "data": {...}}`` or ``{"lc": 1, "id": [..., "AIMessage"],
     "kwargs": {...}}``) as the plain message it holds."""
     if "role" in raw:
@@ -230,14 +231,14 @@ def result_text(value: Any) -> str:
         return value  # plain text, or JSON that is the result itself
     parsed = json_value(value)
     if isinstance(parsed, dict):
-        unpacked = _unpacked(parsed)
-        if unpacked is not parsed and "content" in unpacked:
-            return text(unpacked["content"])
+        said = unpacked(parsed)
+        if said is not parsed and "content" in said:
+            return text(said["content"])
         if len(parsed) == 1 and set(parsed) <= {"result", "output", "content"}:
             only = next(iter(parsed.values()))
             if isinstance(only, str):
                 return only  # a framework's envelope around what the tool returned (Google ADK's {"result": ...})
-            if isinstance(only, dict) and (said := _unpacked(only)) is not only and "content" in said:
+            if isinstance(only, dict) and (said := unpacked(only)) is not only and "content" in said:
                 return text(said["content"])  # around the tool message it made (LangChain.js: {"output": ToolMessage})
         blocks = parsed.get("blocks")  # a result made of content blocks (LlamaIndex's ToolOutput)
         if isinstance(blocks, list) and blocks and all(isinstance(b, dict) and "text" in b for b in blocks):

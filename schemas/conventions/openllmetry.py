@@ -4,10 +4,10 @@ read by ``schemas.conventions.genai``).
 
 | what | read from |
 | --- | --- |
-| span kind | ``traceloop.span.kind``: ``workflow`` / ``agent`` the turn's root, ``task`` a step (its spans join the turn), ``tool`` a tool call |
+| span kind | ``traceloop.span.kind``: ``workflow`` / ``agent`` the turn's root, ``task`` a step (its spans join the turn), ``tool`` a tool call; **the GenAI operation OpenLLMetry writes beside it says what the span did, where it names one**: ``execute_tool`` a tool call, ``invoke_agent`` an agent, and ``workflow`` (not a GenAI operation: OpenLLMetry JS's LangChain instrumentation writes it, with ``traceloop.span.kind`` ``workflow``, on every runnable of a chain or graph, a tool's call being a ``task`` of ``execute_tool``) a framework's chain, not the application's workflow (``withWorkflow``, ``@workflow``) |
 | question, answer | the root's ``traceloop.entity.input`` (JSON ``{"args": [...], "kwargs": {...}}``: the first text argument, else a ``question`` / ``input`` / ``query`` / ``message`` keyword) and ``traceloop.entity.output`` (JSON: text, or an object's ``answer`` / ``output`` / ``content`` / ``text``) |
 | contexts | a task whose output is a list of documents (objects with ``content`` / ``page_content`` / ``text``, and ``id``, ``score``) |
-| a tool span | ``traceloop.entity.name``, ``traceloop.entity.input`` (the arguments: an object argument or the keywords), ``traceloop.entity.output``; its error from the span status. The LangChain instrumentation writes a callback's own packaging there (``on_tool_start``: ``{"input_str", "tags", "metadata", "inputs", "kwargs"}``; ``on_tool_end``: ``{"output", "kwargs"}``, also as ``gen_ai.tool.call.arguments`` / ``.result``): the arguments are ``inputs`` (else ``input_str``), the call's id ``kwargs.tool_call_id``, the result ``output`` (a serialized ``ToolMessage``: its content), never the packaging around them |
+| a tool span | ``traceloop.entity.name``, ``traceloop.entity.input`` (the arguments: an object argument or the keywords), ``traceloop.entity.output``; its error from the span status. OpenLLMetry JS's LangChain instrumentation names the span by the tool's class (``DynamicStructuredTool``) and writes the arguments as JSON text in ``{"args": ["{…}"]}`` and the result as the ``ToolMessage`` the call returned, serialized: the tool, the call's id and the result are that message's ``name``, ``tool_call_id`` and content. The Python LangChain instrumentation writes a callback's own packaging there (``on_tool_start``: ``{"input_str", "tags", "metadata", "inputs", "kwargs"}``; ``on_tool_end``: ``{"output", "kwargs"}``, also as ``gen_ai.tool.call.arguments`` / ``.result``): the arguments are ``inputs`` (else ``input_str``), the call's id ``kwargs.tool_call_id``, the result ``output`` (a serialized ``ToolMessage``: its content), never the packaging around them |
 | who | agent: the ``agent`` span's ``traceloop.entity.name``, else ``traceloop.workflow.name``; session: ``traceloop.association.properties.session_id`` (or ``conversation_id``, ``thread_id``); the other association properties and the workflow name as turn metadata |
 | content off | ``TRACELOOP_TRACE_CONTENT=false`` |
 """
@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from itertools import repeat
 from typing import Any
 
-from ._parse import Io, json_value, msg, result_text, text, tool_call
+from ._parse import Io, json_value, msg, result_text, text, tool_call, unpacked
 
 __all__ = ["DOCUMENT_KEYS", "SETTING", "WHO_KEYS", "documents", "identity", "io", "kind", "tool"]
 
@@ -30,9 +30,14 @@ _QUESTION_KEYS = ("question", "input", "query", "message", "prompt", "text")
 _ANSWER_KEYS = ("answer", "output", "content", "text", "result", "response")
 
 
+_OPERATIONS = {"execute_tool": "tool", "invoke_agent": "agent", "workflow": "chain"}
+
+
 def kind(attrs: Mapping[str, Any]) -> str | None:
     value = attrs.get("traceloop.span.kind")
-    return _KINDS.get(str(value).lower(), "other") if value else None
+    if not value:
+        return None
+    return _OPERATIONS.get(attrs.get("gen_ai.operation.name")) or _KINDS.get(str(value).lower(), "other")
 
 
 def io(span: Mapping[str, Any]) -> Io:
@@ -67,14 +72,19 @@ def tool(span: Mapping[str, Any]) -> dict[str, Any] | None:
         call_id = (arguments.get("kwargs") or {}).get("tool_call_id")
         arguments = arguments["inputs"] if isinstance(arguments.get("inputs"), dict) else arguments["input_str"]
     elif isinstance(arguments, dict) and ("args" in arguments or "kwargs" in arguments):
-        objects = [a for a in arguments.get("args") or [] if isinstance(a, dict)]
+        objects = [a for a in map(json_value, arguments.get("args") or []) if isinstance(a, dict)]
         arguments = objects[0] if objects else arguments.get("kwargs") or {}
-    call = tool_call(attrs.get("traceloop.entity.name") or span["name"], arguments, call_id)
+    name = attrs.get("traceloop.entity.name") or span["name"]
     output = json_value(attrs.get("traceloop.entity.output"))
     if isinstance(output, dict) and set(output) == {"output", "kwargs"}:  # a LangChain callback's on_tool_end
-        call["result"] = result_text(output["output"])
-    elif output is not None:
-        call["result"] = text(output)
+        output = output["output"]
+    said = unpacked(output) if isinstance(output, dict) else None
+    if said is not None and said is not output and said.get("role") == "tool":
+        name = said.get("name") or name  # the ToolMessage the call returned names its tool and its call
+        call_id = call_id or said.get("tool_call_id")
+    call = tool_call(name, arguments, call_id)
+    if output is not None:
+        call["result"] = result_text(output)
     return call
 
 
