@@ -60,7 +60,8 @@ which saw the wire (the tool calls' ids, the tool messages' text), and its token
   the call's own arguments (the LLM's tool call it ran, else the span's input unwrapped from a Python call's ``args``
   / ``kwargs`` packaging; never the tool's parameter schema), paired with the LLM's tool calls by name and
   arguments (their ids, and the model's arguments where a span holds a bare value: also when the LLM's calls carry
-  no ids; a span that names no tool the model asked for by the arguments alone, when one call has them), results (a serialized tool message is its content), and errors from the span status, an ``exception``
+  no ids; a span that names no tool the model asked for by the arguments alone, when one call no span names has
+  them), results (a serialized tool message is its content), and errors from the span status, an ``exception``
   event (``exception.type``: ``exception.message``) or ``error.type``; with no tool spans, the calls the LLM calls
   asked for, with the results the tool messages give them (by ``tool_call_id``). **Two spans of one call are one
   call**: spans of the same tool under a tool span (an instrumentation's span around the framework's own) give the
@@ -1010,8 +1011,8 @@ def _paired(spans: list[dict[str, Any]], asked: list[dict[str, Any]]) -> list[di
     OpenInference's LangChain.js tracer writes a run's inputs of one text value as that text). The LLM's calls
     are paired whether or not they carry ids (OpenInference's LangChain.js instrumentation writes none). A span
     that names no tool the model asked for (OpenLLMetry JS names a failed call's span by the tool's class,
-    ``DynamicStructuredTool``) is the one call the model asked for with its arguments, and takes its name; with
-    several such calls nothing says which."""
+    ``DynamicStructuredTool``) is the one call the model asked for with its arguments that no span names, and
+    takes its name; with several such calls nothing says which."""
     taken = {call["id"] for call in spans if call.get("id")}
     free = [call for call in asked if call.get("id") not in taken]
     for call in spans:
@@ -1020,7 +1021,9 @@ def _paired(spans: list[dict[str, Any]], asked: list[dict[str, Any]]) -> list[di
         match = next((c for c in free if c["name"] == call["name"] and c["arguments"] == call["arguments"]), None)
         match = match or next((c for c in free if c["name"] == call["name"]), None)
         if match is None and call["arguments"] and all(c["name"] != call["name"] for c in asked):
-            same = {c.get("id") or c["name"]: c for c in free if c["arguments"] == call["arguments"]}
+            named = {c["name"] for c in spans}
+            same = {c.get("id") or c["name"]: c for c in free
+                    if c["arguments"] == call["arguments"] and c["name"] not in named}
             if len(same) == 1:  # a span that names no tool the model asked for (but its class): the call it ran
                 [match] = same.values()
                 call["name"] = match["name"]

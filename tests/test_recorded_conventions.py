@@ -678,6 +678,21 @@ def test_a_failed_tool_span_named_by_its_class_is_the_call_the_model_asked_for_w
         "DynamicStructuredTool" if asked_twice else "lookup_order", ORDER_ARGS, "database down")
 
 
+def test_a_tool_span_named_by_a_tool_the_models_messages_lost_keeps_its_name():
+    """The model's messages name one of a parallel step's two calls (same arguments); each span names its tool."""
+    spans = [genai("1", None, 0, "invoke_agent", **{"gen_ai.agent.name": "bot"}), openllmetry_chat("2", "1", 1)]
+    spans[1]["attributes"]["gen_ai.output.messages"] = json.dumps([{"role": "assistant", "parts": [
+        {"type": "tool_call", "id": "call_2", "name": "get_shipping", "arguments": ORDER_ARGS}]}])
+    spans += [genai(str(3 + i), "1", 2 + i, "execute_tool", **{"gen_ai.tool.name": name,
+                                                              "gen_ai.tool.call.arguments": json.dumps(ORDER_ARGS)})
+              for i, name in enumerate(("lookup_order", "get_shipping"))]
+    spans.append(openllmetry_chat("5", "1", 5, answer="Both shipped."))
+
+    [turn] = assembly(spans).turns
+
+    assert sorted(c["name"] for c in turn["tool_calls"]) == ["get_shipping", "lookup_order"]
+
+
 def test_openllmetry_jss_runnables_of_a_run_whose_workflow_span_never_came_are_one_failed_run():
     """``withWorkflow`` ends its span only when the run resolves: a run that raised exports none, and its
     runnables' spans (each ``workflow`` to OpenLLMetry JS) wait for it beside the failed model call."""
