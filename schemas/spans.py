@@ -52,9 +52,11 @@ which saw the wire (the tool calls' ids, the tool messages' text), and its token
   wraps) or they carry none. Else the LLM calls are read: the conversation of the first call, or of the answering
   call when it extends the first's (so the assistant's tool calls and ``tool_call_id`` are kept).
 - *answer*: the run's final assistant text: the last assistant message with text of the root's output, else of the
-  last LLM call that answers (has assistant text; a step asks only for tools, a failed call says nothing). A model
-  that hands in its answer through a final-answer tool (``final_answer``, ``final_result``) answered: that is the
-  text.
+  last LLM call that answers (has assistant text; a step asks only for tools, a failed call says nothing). A root's
+  text that holds the answering call's text and more wraps it, and loses to it as a template loses to the user's
+  words (OpenLIT's streamed LangGraph run states every chunk of the stream joined, the tool results' among
+  them). A model that hands in its answer through a final-answer tool (``final_answer``, ``final_result``)
+  answered: that is the text.
 - *tool calls*: the tool spans' calls (no tool above them in the run; a final-answer tool is none), in start order,
   each named by its tool (``conventions.tool``: the convention's name attribute, else what the span name says), with
   the call's own arguments (the LLM's tool call it ran, else the span's input unwrapped from a Python call's ``args``
@@ -671,6 +673,9 @@ class _Trace:
             root_in = []  # not evidence of the user's words: the LLM calls say what was asked
         if last_answer is None and llms and root_out and self.error(root) is not None:
             root_out = []  # a failed root's output when no LLM call answered is its error's text, not an answer
+        if root_out and last_answer is not None and _wraps(_assistant_text(root_out),
+                                                           _assistant_text(self.io(last_answer)[1])):
+            root_out = []  # the root's answer wraps the model's: the words it wraps are the answer
         failure = None
         if last_answer is None and not root_out:
             failure = self._failure(root, members)
@@ -689,8 +694,7 @@ class _Trace:
         output_messages = root_out or (self.io(last_answer)[1] if last_answer is not None else [])
         system = root_system or (self.io(last_answer)[2] if last_answer is not None else "") or (
             self.io(llms[-1])[2] if llms else "")
-        output = next((m["content"] for m in reversed(output_messages) if m["role"] == "assistant" and m["content"]),
-                      "")  # the final assistant text
+        output = _assistant_text(output_messages)
         if group.joined:  # work the run started in traces of their own: their last answer is the run's
             output, failure, joined_answer = self._joined_answer(group, output, failure)
             last_answer = joined_answer or last_answer
@@ -1048,3 +1052,13 @@ def _wire_message(message: conventions.Msg) -> dict[str, Any]:
 
 def _iso(nanoseconds: int) -> str:
     return datetime.fromtimestamp(nanoseconds / 1e9, UTC).isoformat()
+
+
+def _assistant_text(messages: list[conventions.Msg]) -> str:
+    """The final assistant text of ``messages`` (``""`` when none has any)."""
+    return next((m["content"] for m in reversed(messages) if m["role"] == "assistant" and m["content"]), "")
+
+
+def _wraps(outer: str, inner: str) -> bool:
+    """``outer`` holds ``inner`` and more (a template or a concatenation around the words)."""
+    return bool(inner) and len(outer) > len(inner) and inner in outer

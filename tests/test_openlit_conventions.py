@@ -101,3 +101,14 @@ def test_an_openlit_span_with_the_current_genai_messages_is_read_from_them_not_i
     assert [(c["name"], c["arguments"], c["id"]) for c in output["tool_calls"]] == [
         ("lookup_order", ORDER_ARGS, "call_1"), ("get_shipping", ORDER_ARGS, "call_2")]
     assert sources["outputs"] == "genai"
+
+
+def test_a_root_answer_that_holds_the_models_answer_and_more_wraps_it_and_the_models_words_are_the_answer():
+    """OpenLIT's streamed LangGraph run: its workflow span states every chunk of the stream joined, the tool's
+    result before the model's answer."""
+    spans = langgraph_run()
+    spans[0]["attributes"]["gen_ai.output.messages"] = messages("assistant", said(RESULT + ANSWER))
+
+    [turn] = assembly(spans).turns
+
+    assert turn["output"] == ANSWER
