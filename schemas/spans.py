@@ -63,7 +63,9 @@ which saw the wire (the tool calls' ids, the tool messages' text), and its token
   / ``kwargs`` packaging; never the tool's parameter schema), paired with the LLM's tool calls by name and
   arguments (their ids, and the model's arguments where a span holds a bare value: also when the LLM's calls carry
   no ids; a span that names no tool the model asked for by the arguments alone, when one call no span names has
-  them), results (a serialized tool message is its content), and errors from the span status, an ``exception``
+  them; a Griptape tool span, which names only its tool, with the model's call of one of its activities), results
+  (a serialized tool message is its content; a span that states none and did not fail, the tool message for its
+  call's id), and errors from the span status, an ``exception``
   event (``exception.type``: ``exception.message``) or ``error.type``; with no tool spans, the calls the LLM calls
   asked for, with the results the tool messages give them (by ``tool_call_id``). **Two spans of one call are one
   call**: spans of the same tool under a tool span (an instrumentation's span around the framework's own) give the
@@ -211,9 +213,10 @@ _END = itemgetter("end")
 
 
 def is_genai(attributes: Mapping[str, Any], event_names: Iterable[str] = ()) -> bool:
-    """Whether a span carries anything this module reads (cheap: key prefixes and event names only)."""
+    """Whether a span carries anything this module reads (cheap: key prefixes and event names, and Griptape's
+    ``tags``, whose values say what its spans are)."""
     return any(key.startswith(_GENAI_PREFIXES) for key in attributes) or any(
-        name.startswith("gen_ai.") for name in event_names)
+        name.startswith("gen_ai.") for name in event_names) or conventions.griptape.wrote({"attributes": attributes})
 
 
 @dataclass
@@ -901,12 +904,12 @@ class _Trace:
         spans = self._span_calls(members, asked)
         if spans and all(call.get("id") for call in spans):
             return spans
+        results = {m["tool_call_id"]: conventions.result_text(m["content"]) for llm in llms for m in self.io(llm)[0]
+                   if m["role"] == "tool" and m.get("tool_call_id")} if asked else {}
         if spans:
-            return _paired(spans, asked)
+            return _paired(spans, asked, results)
         if not asked:
             return []
-        results = {m["tool_call_id"]: conventions.result_text(m["content"]) for llm in llms for m in self.io(llm)[0]
-                   if m["role"] == "tool" and m.get("tool_call_id")}
         calls, seen = [], set()
         for call in asked:
             key = call.get("id") or json.dumps([call["name"], call["arguments"]], sort_keys=True, default=str)
@@ -1008,15 +1011,17 @@ class _Group:
     joined: list[_Group] = field(default_factory=list)  # runs of other traces whose work joined it (``links``)
 
 
-def _paired(spans: list[dict[str, Any]], asked: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _paired(spans: list[dict[str, Any]], asked: list[dict[str, Any]], results: dict[str, str]) -> list[dict[str, Any]]:
     """Tool spans' calls paired with the LLM's tool call each one ran (same name and arguments, else the next
-    unpaired call of that name), where the span did not say its id: the call takes its id, and the arguments the
-    model asked for (a span may hold the framework's packaging of them, or one argument's bare value:
-    OpenInference's LangChain.js tracer writes a run's inputs of one text value as that text). The LLM's calls
-    are paired whether or not they carry ids (OpenInference's LangChain.js instrumentation writes none). A span
-    that names no tool the model asked for (OpenLLMetry JS names a failed call's span by the tool's class,
-    ``DynamicStructuredTool``) is the one call the model asked for with its arguments that no span names, and
-    takes its name; with several such calls nothing says which."""
+    unpaired call of that name, else of a name the span's convention says its tool answers to: Griptape's
+    ``<tool>_<activity>``), where the span did not say its id: the call takes its id, the model's name for it, and the
+    arguments the model asked for (a span may hold the framework's packaging of them, or one argument's bare value:
+    OpenInference's LangChain.js tracer writes a run's inputs of one text value as that text), and a span that states
+    no result and no error the one the tool message answering that id gives (``results``; a failed call's tool
+    message is its error's text). The LLM's calls are paired whether or not they carry ids (OpenInference's
+    LangChain.js instrumentation writes none). A span that names no tool the model asked for (OpenLLMetry JS names a
+    failed call's span by the tool's class, ``DynamicStructuredTool``) is the one call the model asked for with its
+    arguments that no span names, and takes its name; with several such calls nothing says which."""
     taken = {call["id"] for call in spans if call.get("id")}
     free = [call for call in asked if call.get("id") not in taken]
     for call in spans:
@@ -1030,13 +1035,17 @@ def _paired(spans: list[dict[str, Any]], asked: list[dict[str, Any]]) -> list[di
                     if c["arguments"] == call["arguments"] and c["name"] not in named}
             if len(same) == 1:  # a span that names no tool the model asked for (but its class): the call it ran
                 [match] = same.values()
-                call["name"] = match["name"]
+        match = match or next((c for c in free if conventions.griptape.runs(call, c)), None)
+        call.pop("names_tool", None)
         if match is not None:
             free.remove(match)
+            call["name"] = match["name"]
             if match.get("id"):
                 call["id"] = match["id"]
             if match["arguments"]:  # what the model asked for: the call's own arguments
                 call["arguments"] = match["arguments"]
+            if call.get("result") is None and not call.get("error") and match.get("id") in results:
+                call["result"] = results[match["id"]]
     return spans
 
 

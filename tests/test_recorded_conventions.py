@@ -132,6 +132,10 @@ def test_openlit_role_prefixed_text_is_one_message_per_role_line_with_continuati
     # states its answer, no span the user's words
     pytest.param("semantic_kernel_no_logs.json", "logs exported to the intake", "invoke_agent support_bot",
                  id="Semantic Kernel, its log records not exported"),
+    # Griptape's own observability has no setting for content: its spans name the method they time, and the run's
+    # content comes from an instrumentation of the model client its prompt driver calls
+    pytest.param("griptape_no_content.json", "instrument its prompt driver's model client", "Agent.run()",
+                 id="Griptape's own observability"),
 ])
 def test_without_captured_content_each_run_is_a_turn_marked_with_the_setting_that_turns_it_on(fixture, setting, root):
     turns, steps = turns_of(fixture)
@@ -426,8 +430,9 @@ def test_without_the_models_calls_to_compare_every_tool_span_is_a_call():
     assert [c["name"] for c in turn["tool_calls"]] == ["lookup_order", "lookup_order", "(merged tools)"]
 
 
-def model_call(span_id: str, parent: str, start: int, *, wire: bool, answer: str = "") -> dict[str, Any]:
-    """One step of a tool loop as an OpenInference LLM span: the first call asks for ``lookup_order``, the second
+def model_call(span_id: str, parent: str, start: int, *, wire: bool, answer: str = "",
+               tool: str = "lookup_order") -> dict[str, Any]:
+    """One step of a tool loop as an OpenInference LLM span: the first call asks for ``tool``, the second
     (``answer``) sees its result. ``wire``: as the model client's instrumentation saw the request (the call's id, the
     tool message's text); else as a framework's generator component reports it (neither)."""
     said: dict[str, Any] = {"openinference.span.kind": "LLM", "llm.model_name": "m",
@@ -435,7 +440,7 @@ def model_call(span_id: str, parent: str, start: int, *, wire: bool, answer: str
                             "llm.input_messages.0.message.content": ORDER_QUESTION}
     if not answer:
         said.update({"llm.output_messages.0.message.role": "assistant",
-                     "llm.output_messages.0.message.tool_calls.0.tool_call.function.name": "lookup_order",
+                     "llm.output_messages.0.message.tool_calls.0.tool_call.function.name": tool,
                      "llm.output_messages.0.message.tool_calls.0.tool_call.function.arguments": json.dumps(ORDER_ARGS)})
         if wire:
             said["llm.output_messages.0.message.tool_calls.0.tool_call.id"] = "call_1"
@@ -445,7 +450,7 @@ def model_call(span_id: str, parent: str, start: int, *, wire: bool, answer: str
                  "llm.output_messages.0.message.content": answer})
     if wire:
         said.update({"llm.input_messages.1.message.tool_calls.0.tool_call.id": "call_1",
-                     "llm.input_messages.1.message.tool_calls.0.tool_call.function.name": "lookup_order",
+                     "llm.input_messages.1.message.tool_calls.0.tool_call.function.name": tool,
                      "llm.input_messages.1.message.tool_calls.0.tool_call.function.arguments": json.dumps(ORDER_ARGS),
                      "llm.input_messages.2.message.tool_call_id": "call_1",
                      "llm.input_messages.2.message.content": '{"status": "shipped"}'})
@@ -995,3 +1000,51 @@ def test_a_run_without_content_names_the_switch_of_the_framework_that_wrote_it(s
 
     assert turn["metadata"]["vigil.content"] == "missing"
     assert setting in turn["metadata"]["vigil.content_setting"]
+
+
+# Griptape's own observability (``schemas/conventions/griptape.py``): a span per ``@observable`` method, named
+# ``<class>.<method>()``, its only attribute the decorator's ``tags``; the model client's LLM spans under its driver's
+def griptape_run(tool_span: dict[str, Any]) -> list[dict[str, Any]]:
+    """One ``Agent.run()``: a model call asking for ``OrderTool_lookup_order`` (Griptape's name for the activity
+    ``lookup_order`` of the tool ``OrderTool``), the tool's span, the call that answers; each model call the
+    driver's ``PromptDriver.run()`` span around the client's LLM span."""
+    driver = {"tags": ["PromptDriver.run()"]}
+    return [span("1", None, "main", 0), span("2", "1", "Agent.run()", 1), span("3", "2", "Agent.try_run()", 1),
+            span("4", "3", "OpenAiChatPromptDriver.run()", 2, **driver),
+            model_call("5", "4", 2, wire=True, tool="OrderTool_lookup_order"), tool_span,
+            span("7", "3", "OpenAiChatPromptDriver.run()", 5, **driver),
+            model_call("8", "7", 5, wire=True, answer="It shipped.", tool="OrderTool_lookup_order")]
+
+
+@pytest.mark.parametrize(("status", "events", "result", "error"), [
+    pytest.param(None, [], '{"status": "shipped"}', None, id="the tool returned"),
+    pytest.param({"code": 2, "message": ""}, [{"name": "exception", "time": 4, "attributes": {
+        "exception.type": "ValueError", "exception.message": "database down"}}], None, "ValueError: database down",
+        id="the tool raised"),
+])
+def test_griptapes_tool_span_is_the_models_call_of_its_tools_activity_with_the_error_it_raised(
+        status, events, result, error):
+    """Griptape's ``Tool.run()`` span names only its tool's class and says only whether the activity raised (Griptape
+    then sends the model the error's text as the tool's result); the model's call of ``<tool>_<activity>`` gives the
+    name, id and arguments, its tool message the result of a call that did not fail."""
+    tool_span = {**span("6", "3", "OrderTool.try_run()", 4, tags=["Tool.run()"]), "events": events,
+                 **({"status": status} if status else {})}
+
+    [turn] = assembly(griptape_run(tool_span)).turns
+
+    assert (turn["span_id"], turn["input"][0]["content"], turn["output"]) == ("2".rjust(16, "0"), ORDER_QUESTION,
+                                                                            "It shipped.")
+    [call] = turn["tool_calls"]
+    assert (call["name"], call["arguments"], call["id"], call.get("result"), call.get("error")) == (
+        "OrderTool_lookup_order", ORDER_ARGS, "call_1", result, error)
+
+
+def test_a_tool_span_of_another_convention_is_never_paired_by_griptapes_activity_names():
+    """The pairing by ``<tool>_<activity>`` is Griptape's: a tool span another convention names ``OrderTool`` stays a
+    call of its own beside the model's ``OrderTool_lookup_order``."""
+    tool_span = span("6", "3", "OrderTool", 4, **{"openinference.span.kind": "TOOL", "tool.name": "OrderTool",
+                                                  "input.value": json.dumps(ORDER_ARGS)})
+
+    [turn] = assembly(griptape_run(tool_span)).turns
+
+    assert [(c["name"], c.get("id")) for c in turn["tool_calls"]] == [("OrderTool", None)]

@@ -2,16 +2,16 @@
 Traceloop (``openllmetry``), OpenInference (``openinference``, LangChain's, LlamaIndex's, smolagents', CrewAI's and the
 OpenAI Agents SDK's included), the Vercel AI SDK (``vercel``), pydantic-ai (``pydantic_ai``), Haystack's own tracer
 (``haystack``), Firebase Genkit's own tracing (``genkit``), the Langfuse SDK's observations (``langfuse``), MLflow
-Tracing (``mlflow``), the OpenTelemetry GenAI conventions (``genai``) and openlit (``openlit``). Each module's
-docstring has its table: which attributes and events mean what. ``schemas.spans`` builds turns from what these
-functions say of each span.
+Tracing (``mlflow``), Griptape's own observability (``griptape``), the OpenTelemetry GenAI conventions (``genai``)
+and openlit (``openlit``). Each module's docstring has its table: which attributes and events mean what.
+``schemas.spans`` builds turns from what these functions say of each span.
 
 **A registry of small mappers in priority order, ending in a fallback by meaning.** A span's kind is the first
-mapper's that claims it (``MAPPERS``: OpenLLMetry, OpenInference, Vercel, pydantic-ai, Haystack, Genkit, Langfuse, MLflow, GenAI); a span no
-mapper claims is read by what it says: one that names a model (``gen_ai.request.model``, ``llm.model_name``,
-``ai.model.id`` ...) is an LLM call, one that names a tool is a tool call, a plain server or consumer span is
-``server``, anything else ``other``. So a framework nobody listed still lands somewhere sensible, and
-``explain_kind`` says which mapper decided and on which attribute. Messages: openlit's when it wrote the span, else
+mapper's that claims it (``MAPPERS``: OpenLLMetry, OpenInference, Vercel, pydantic-ai, Haystack, Genkit, Langfuse,
+MLflow, Griptape, GenAI); a span no mapper claims is read by what it says: one that names a model
+(``gen_ai.request.model``, ``llm.model_name``, ``ai.model.id`` ...) is an LLM call, one that names a tool is a tool
+call, a plain server or consumer span is ``server``, anything else ``other``. So a framework nobody listed still
+lands somewhere sensible, and ``explain_kind`` says which mapper decided and on which attribute. Messages: openlit's when it wrote the span, else
 each mapper in turn fills what the ones before left empty (Vercel, pydantic-ai, Haystack, Genkit, GenAI, OpenLLMetry,
 OpenInference, Langfuse, MLflow); ``io_sources`` says which.
 
@@ -39,6 +39,7 @@ from typing import Any
 from . import (
     genai,
     genkit,
+    griptape,
     haystack,
     langfuse,
     mlflow,
@@ -75,6 +76,7 @@ MAPPERS = (
     ("genkit", genkit.KIND_KEY, lambda attrs, events, name: genkit.kind(attrs)),
     ("langfuse", langfuse.KIND_KEY, lambda attrs, events, name: langfuse.kind(attrs)),
     ("mlflow", mlflow.KIND_KEY, lambda attrs, events, name: mlflow.kind(attrs)),
+    ("griptape", griptape.TAGS, lambda attrs, events, name: griptape.kind(attrs, name)),
     ("genai", "gen_ai.operation.name", lambda attrs, events, name: genai.kind(attrs, events)),
 )
 # the model a call names, the one that answered before the one asked for
@@ -90,7 +92,8 @@ def kind(span: Mapping[str, Any]) -> str:
     answer, without the explanation)."""
     attrs = span["attributes"]
     found = (openllmetry.kind(attrs) or openinference.kind(attrs) or vercel.kind(attrs) or pydantic_ai.kind(attrs)
-             or haystack.kind(attrs, span["name"]) or genkit.kind(attrs) or langfuse.kind(attrs) or mlflow.kind(attrs))
+             or haystack.kind(attrs, span["name"]) or genkit.kind(attrs) or langfuse.kind(attrs) or mlflow.kind(attrs)
+             or griptape.kind(attrs, span["name"]))
     if found:
         return found
     events = span.get("events")
@@ -105,7 +108,8 @@ def explain_kind(span: Mapping[str, Any]) -> tuple[str, str, str]:
         found = mapper(attrs, events, span["name"])
         if found:
             said = next((k for k in ((keys,) if isinstance(keys, str) else keys) if k in attrs), None)
-            return found, name, said or ("its span name" if name == "haystack" else "message attributes or events")
+            return found, name, said or ("its span name" if name in ("haystack", "griptape")
+                                         else "message attributes or events")
     return _by_meaning(span)
 
 
@@ -213,7 +217,8 @@ def tool(span: Mapping[str, Any]) -> dict[str, Any]:
     """The tool call a tool span made, with its error when the span says it failed. Arguments no convention names
     are the span's own ``input`` (and its ``output`` the result)."""
     call = (openllmetry.tool(span) or openinference.tool(span) or vercel.tool(span) or pydantic_ai.tool(span)
-            or haystack.tool(span) or genkit.tool(span) or langfuse.tool(span) or mlflow.tool(span) or genai.tool(span)
+            or haystack.tool(span) or genkit.tool(span) or langfuse.tool(span) or mlflow.tool(span)
+            or griptape.tool(span) or genai.tool(span)
             or {"name": span["name"], "arguments": {}})
     if call["name"] == span["name"]:  # no attribute named the tool: its span name does
         call["name"] = span_tool_name(span["name"])
@@ -273,6 +278,8 @@ def content_setting(span: Mapping[str, Any]) -> str:
         return langfuse.SETTING
     if mlflow.kind(span["attributes"]) or scope == "mlflow.tracing.provider":
         return mlflow.SETTING
+    if griptape.kind(span["attributes"], span["name"]):
+        return griptape.SETTING
     if scope.startswith("opentelemetry.instrumentation.openai.v") or any(
             k.startswith("traceloop.") for k in span["attributes"]):
         return openllmetry.SETTING
