@@ -11,8 +11,8 @@ mapper's that claims it (``MAPPERS``: OpenLLMetry, OpenInference, Vercel, pydant
 MLflow, Griptape, GenAI); a span no mapper claims is read by what it says: one that names a model
 (``gen_ai.request.model``, ``llm.model_name``, ``ai.model.id`` ...) is an LLM call, one that names a tool is a tool
 call, a plain server or consumer span is ``server``, anything else ``other``. So a framework nobody listed still
-lands somewhere sensible, and ``explain_kind`` says which mapper decided and on which attribute. Messages: openlit's when it wrote the span, else
-each mapper in turn fills what the ones before left empty (Vercel, pydantic-ai, Haystack, Genkit, GenAI, OpenLLMetry,
+lands somewhere sensible, and ``explain_kind`` says which mapper decided and on which attribute. Messages: openlit's
+when it wrote the span, else each mapper in turn fills what the ones before left empty (Vercel, pydantic-ai, Haystack, Genkit, GenAI, OpenLLMetry,
 OpenInference, Langfuse, MLflow); ``io_sources`` says which.
 
 **A final-answer tool is the answer.** A model that ends its run by calling a tool (``final_answer``,
