@@ -1040,10 +1040,10 @@ def test_griptapes_tool_span_is_the_models_call_of_its_tools_activity_with_the_e
 
 
 def test_a_tool_span_of_another_convention_is_never_paired_by_griptapes_activity_names():
-    """The pairing by ``<tool>_<activity>`` is Griptape's: a tool span another convention names ``OrderTool`` stays a
-    call of its own beside the model's ``OrderTool_lookup_order``."""
+    """The pairing by ``<tool>_<activity>`` is Griptape's: a tool span another convention names ``OrderTool``, with
+    arguments of its own, stays a call of its own beside the model's ``OrderTool_lookup_order``."""
     tool_span = span("6", "3", "OrderTool", 4, **{"openinference.span.kind": "TOOL", "tool.name": "OrderTool",
-                                                  "input.value": json.dumps(ORDER_ARGS)})
+                                                  "input.value": json.dumps({"order": "A-1001"})})
 
     [turn] = assembly(griptape_run(tool_span)).turns
 
