@@ -193,3 +193,30 @@ def test_the_openai_agents_sdks_response_spans_are_read_from_their_items_usage_a
     assert (turn["model"], turn["usage"]) == ("gpt-4o-mini-2024-07-18", {"prompt_tokens": 80, "completion_tokens": 20})
     assert [(c["name"], c["arguments"], c["id"], c["result"]) for c in turn["tool_calls"]] == [
         ("lookup_order", ARGS, "call_1", "shipped")]
+
+
+def test_a_genai_tool_result_written_as_the_json_text_of_a_string_is_that_text():
+    """With ``MLFLOW_ENABLE_OTEL_GENAI_SEMCONV=true`` MLflow exports GenAI attributes instead of its own, a tool's
+    result as ``json.dumps(outputs)``: a tool that returned text has the JSON text of that string as its result (the
+    conventions record a result on a span as JSON)."""
+    def genai_span(span_id: str, parent: str | None, name: str, start: int, **attributes: Any) -> dict[str, Any]:
+        return {"trace_id": TRACE, "span_id": span_id.rjust(16, "0"), "parent_id": parent and parent.rjust(16, "0"),
+                "name": name, "start": start, "end": start + 1, "attributes": attributes}
+
+    chat = {"gen_ai.operation.name": "chat", "gen_ai.request.model": "gpt-4o-mini",
+            "gen_ai.input.messages": json.dumps([{"role": "user", "parts": [{"type": "text", "content": QUESTION}]}])}
+    spans = [genai_span("1", None, "invoke_agent support-bot", 0, **{"gen_ai.operation.name": "invoke_agent",
+                                                                     "gen_ai.agent.name": "support-bot"}),
+             genai_span("2", "1", "chat gpt-4o-mini", 1, **chat, **{
+                 "gen_ai.output.messages": json.dumps([{"role": "assistant", "parts": [
+                     {"type": "tool_call", "id": "call_1", "name": "lookup_order", "arguments": ARGS}]}])}),
+             genai_span("3", "1", "execute_tool lookup_order", 3, **{
+                 "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "lookup_order",
+                 "gen_ai.tool.call.arguments": json.dumps(ARGS), "gen_ai.tool.call.result": json.dumps('{"eta": 2}')}),
+             genai_span("4", "1", "chat gpt-4o-mini", 5, **chat, **{
+                 "gen_ai.output.messages": json.dumps([{"role": "assistant", "parts": [
+                     {"type": "text", "content": "It shipped."}]}])})]
+
+    [turn] = assembly(spans).turns
+
+    assert [(c["name"], c["result"]) for c in turn["tool_calls"]] == [("lookup_order", '{"eta": 2}')]
