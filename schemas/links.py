@@ -16,8 +16,8 @@ The rule, over traces each assembled by ``vigil.schemas.spans``:
   user answers what it was handed, the link names who handed it, and a linked span still open when the work was done
   says its run waited for that answer: whatever the run delivered came after it. Its spans join the run that holds
   the linked span, as if its top spans were that span's children (``graft``), and that run is assembled again with
-  them: its question stays its own, its answer is the last answer of the joined work (or, when that work ended in
-  error without one, the run failed with its error), its tool calls, contexts and usage include the joined work's, and
+  them: its question stays its own, its answer is its last in time: the joined work's last answer (or, when that
+  work ended in error without one, the run failed with its error), unless one of its own calls answered after it, its tool calls, contexts and usage include the joined work's, and
   the linked trace makes no turn of its own. One question, one turn, whatever the runtime's traces.
 - **Work the linked span did not wait for is a run of its own**: it ended after the span its link names had ended (a
   job a run started and left, a message published and forgotten), so nothing it answered reached the run's user

@@ -34,7 +34,8 @@ says why a trace made none, for the funnel and the log line.
 user words, linked (an OTel span link) to one span of another trace, joins the run that holds that span. ``Assembly.link``
 says which span a trace's work would join; spans marked ``joined`` (``links.graft``) are assembled as that trace's
 runs (by these rules) and added to the run that holds the span their link names, their top spans under it: the run
-keeps its question, takes the joined work's last answer (or its failure), and its tool calls, contexts and usage.
+keeps its question, takes its last answer in time (the joined work's, or its failure, unless a call of its own answered
+after that work), and its tool calls, contexts and usage.
 
 **The LLM calls are the ground truth** for what the user said and what the model answered. An LLM span with another
 LLM span under it is one model call seen by two layers (a framework's generator component around the model client's
@@ -699,7 +700,7 @@ class _Trace:
             self.io(llms[-1])[2] if llms else "")
         output = _assistant_text(output_messages)
         if group.joined:  # work the run started in traces of their own: their last answer is the run's
-            output, failure, joined_answer = self._joined_answer(group, output, failure)
+            output, failure, joined_answer = self._joined_answer(group, output, failure, answering)
             last_answer = joined_answer or last_answer
         if not input_messages and not output and not llms and failure is None:
             return None
@@ -754,22 +755,31 @@ class _Trace:
                 "usage": "summed over the LLM calls, else the root's stated totals"}
         return turn
 
-    def _joined_answer(self, group: _Group, output: str, failure: str | None,
+    def _joined_answer(self, group: _Group, output: str, failure: str | None, answering: list[SpanRecord],
                        ) -> tuple[str, str | None, SpanRecord | None]:
-        """The answer of a run joined by work it started in other traces (``links``): the last answer of that work
-        (the joined run that ended last), or, when that run ended in error without one, no answer and its error; and
-        the span the answer was read from."""
+        """The answer of a run joined by work it started in other traces (``links``): **the run's last answer in
+        time**, its own or that work's. The work's is the last answer of the joined run that ended last, or, when
+        that run ended in error without one, no answer and its error; the run's own (``output``, ``failure``) stands
+        when one of its own LLM calls (``answering``, less the work's) answered after the work was done. Also the
+        span the answer was read from (``None``: the run's own)."""
         last = max(group.joined, key=lambda g: (g.root["end"], g.root["start"]))
         turn = self.turn(last, [])
         if turn is None:
             return output, failure, None
+        work = {s["span_id"] for g in group.joined for s in (g.root, *g.members)}
+        own_end = max((s["end"] for s in answering if s["span_id"] not in work), default=None)
         metadata = turn.get("metadata") or {}
         if metadata.get(RUN_METADATA) == "failed":
+            if own_end is not None and own_end > last.root["end"]:
+                return output, failure, None
             return "", str(metadata.get(ERROR_METADATA) or ""), None
         if not turn["output"]:
             return output, failure, None
-        answering = [s for s in (last.root, *last.members) if self.kind(s) == "llm" and self.answers(s)]
-        return turn["output"], None, max(answering, key=_END) if answering else last.root
+        said = [s for s in (last.root, *last.members) if self.kind(s) == "llm" and self.answers(s)]
+        span = max(said, key=_END) if said else last.root
+        if own_end is not None and own_end > span["end"]:
+            return output, failure, None
+        return turn["output"], None, span
 
     def _skeleton(self, everyone: list[SpanRecord]) -> list[dict[str, Any]]:
         """The turn's spans for its page (``schemas.trace.SpanSummary``), earliest first, at most ``MAX_SPANS``."""

@@ -148,8 +148,6 @@ def test_a_joined_runs_usage_and_tool_calls_are_the_whole_works():
         ("lookup_order", {"order_id": "A-1001"}, "shipped")]
 
 
-@pytest.mark.xfail(strict=True, reason="not yet: the joined work's last answer is taken whenever it came "
-                   "(vigil.schemas.spans _joined_answer); the run's last answer in time is the rule")
 def test_a_run_that_answers_after_the_work_it_waited_for_keeps_its_own_last_answer():
     """A run hands work on from a tool it waits in (the tool span is the linked span) and answers after it."""
     a, b = uuid.uuid4().hex, uuid.uuid4().hex
