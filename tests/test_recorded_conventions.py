@@ -1016,6 +1016,17 @@ def griptape_run(tool_span: dict[str, Any]) -> list[dict[str, Any]]:
             model_call("8", "7", 5, wire=True, answer="It shipped.", tool="OrderTool_lookup_order")]
 
 
+def test_griptapes_spans_alone_count_each_failed_run_with_its_error():
+    """Griptape's own spans carry no content, but say a model call raised (status ERROR, an ``exception`` event on
+    the driver's ``PromptDriver.run()`` span; Griptape's task catches it and the run ends with an ``ErrorArtifact``):
+    each run is a failed turn with the error's text, so a failure rate can be watched without content."""
+    turns, steps = turns_of("griptape_no_content_fail.json")
+
+    assert len(turns) == 2 and steps == 0
+    assert all(t.metadata["vigil.run"] == "failed" and t.metadata["span_name"] == "Agent.run()" for t in turns)
+    assert all(t.metadata["vigil.error"].startswith("openai.InternalServerError: Error code: 500") for t in turns)
+
+
 @pytest.mark.parametrize(("status", "events", "result", "error"), [
     pytest.param(None, [], '{"status": "shipped"}', None, id="the tool returned"),
     pytest.param({"code": 2, "message": ""}, [{"name": "exception", "time": 4, "attributes": {
