@@ -50,8 +50,10 @@ which saw the wire (the tool calls' ids, the tool messages' text), and its token
   wherever its convention states it (its input, or the tasks a crew's kickoff names: ``crew_tasks``). The root's user
   text counts only where the LLM calls' user words contain it (a framework wraps them: ``New task:\n…``, a prompt
   template such as ``Current Task: <task>\n\nThis is the expected criteria…``: the template loses to the words it
-  wraps) or they carry none. Else the LLM calls are read: the conversation of the first call, or of the answering
-  call when it extends the first's (so the assistant's tool calls and ``tool_call_id`` are kept).
+  wraps) or they carry none; a root that states nothing is spoken for by the first agent span under it that does,
+  where the LLM calls wrap its words (OpenLIT's CrewAI crew span around its agent's). Else the LLM calls are read:
+  the conversation of the first call, or of the answering call when it extends the first's (so the assistant's tool
+  calls and ``tool_call_id`` are kept).
 - *answer*: the run's final assistant text: the last assistant message with text of the root's output, else of the
   last LLM call that answers (has assistant text; a step asks only for tools, a failed call says nothing). A root's
   text that holds the answering call's text and more wraps it, and loses to it as a template loses to the user's
@@ -673,6 +675,8 @@ class _Trace:
         answering = [s for s in llms if self.answers(s)]
         last_answer = max(answering, key=lambda s: s["end"]) if answering else None
         root_in, root_out, root_system = self.io(root) if self.kind(root) != "llm" else ([], [], "")
+        if not root_in and self.kind(root) != "llm":
+            root_in = self._agent_input(members, llms)
         if not self._words_of(root_in, llms):
             root_in = []  # not evidence of the user's words: the LLM calls say what was asked
         if last_answer is None and llms and root_out and self.error(root) is not None:
@@ -814,6 +818,15 @@ class _Trace:
             found = self._answers[llm["span_id"]] = any(
                 m["role"] == "assistant" and m["content"] for m in self.io(llm)[1]) and self.error(llm) is None
         return found
+
+    def _agent_input(self, members: list[SpanRecord], llms: list[SpanRecord]) -> list[conventions.Msg]:
+        """What the run's agent states it was asked, where its root states nothing: the input of the first agent span
+        in the run that states any, when the LLM calls' user words wrap it (a crew's workflow span around its agent's);
+        where they are the same words, the calls' conversation says more."""
+        said = next((given for s in members if self.kind(s) == "agent" and (given := self.io(s)[0])), [])
+        text = next((m["content"] for m in reversed(said) if m["role"] == "user" and m["content"]), "").strip()
+        asked = [m["content"] for llm in llms for m in self.io(llm)[0] if m["role"] == "user" and m["content"]]
+        return said if text and any(text in words and text != words.strip() for words in asked) else []
 
     def _words_of(self, root_in: list[conventions.Msg], llms: list[SpanRecord]) -> bool:
         """Whether a root's input is evidence of the user's words: it has user text, and where the LLM calls carry

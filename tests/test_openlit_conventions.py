@@ -94,7 +94,8 @@ def test_an_openlit_span_with_the_current_genai_messages_is_read_from_them_not_i
         "telemetry.sdk.name": "openlit", "gen_ai.request.model": "m",
         "gen_ai.input.messages": messages("user", said(ORDER_QUESTION)),
         "gen_ai.output.messages": messages("assistant", *both),
-        "gen_ai.tool.name": "get_shipping", "gen_ai.tool.call.id": "call_2", "gen_ai.tool.args": json.dumps(ORDER_ARGS)})
+        "gen_ai.tool.name": "get_shipping", "gen_ai.tool.call.id": "call_2",
+        "gen_ai.tool.args": json.dumps(ORDER_ARGS)})
 
     (_, [output], _), sources = conventions.io_sources(chat)
 
@@ -112,3 +113,48 @@ def test_a_root_answer_that_holds_the_models_answer_and_more_wraps_it_and_the_mo
     [turn] = assembly(spans).turns
 
     assert turn["output"] == ANSWER
+
+
+TEMPLATE = f"\nCurrent Task: {ORDER_QUESTION}\n\nThis is the expected criteria for your final answer: a short answer."
+FAILED = {"code": 2, "message": "InternalServerError: the model server is overloaded"}
+
+
+def crew_run(*, failed: bool = False) -> list[dict[str, Any]]:
+    """A CrewAI kickoff as OpenLIT exports it: the crew's workflow span (no input), its agent's span (the task's
+    words as its input), the agent's executor (a flow: a span per flow method, each stating a coroutine's repr as its
+    output) and the model calls, which are sent the task's prompt template. ``failed``: the model server fails; the
+    crew's, agent's and executor's spans keep only their names and errors, and the executor retries."""
+    if failed:
+        spans = [span("1", None, "invoke_workflow crew", 0), span("2", "1", "invoke_agent support bot", 1)]
+        for attempt, start in (("3", 2), ("6", 10)):
+            spans += [span(attempt, "2", "invoke_workflow AgentExecutor", start),
+                      genai(str(int(attempt) + 1), attempt, start + 1, "invoke_agent", **{"gen_ai.output.messages":
+                            messages("assistant", said("<coroutine object Flow.run at 0x7f>"))}),
+                      genai(str(int(attempt) + 2), attempt, start + 2, "chat", **{"gen_ai.request.model": "m"})]
+        for s in spans:
+            if s["name"] != "invoke_agent":
+                s["status"] = FAILED
+        return spans
+    return [genai("1", None, 0, "invoke_workflow", **{"gen_ai.workflow.name": "crew",
+                                                     "gen_ai.output.messages": messages("assistant", said(ANSWER))}),
+            genai("2", "1", 1, "invoke_agent", **{"gen_ai.agent.name": "support bot",
+                                                  "gen_ai.input.messages": messages("user", said(ORDER_QUESTION)),
+                                                  "gen_ai.output.messages": messages("assistant", said(ANSWER))}),
+            genai("3", "2", 2, "invoke_workflow", **{"gen_ai.workflow.name": "AgentExecutor"}),
+            genai("4", "3", 3, "chat", **{"gen_ai.request.model": "m",
+                                          "gen_ai.input.messages": messages("user", said(TEMPLATE)),
+                                          "gen_ai.output.messages": messages("assistant", said(ANSWER))})]
+
+
+def test_a_root_that_states_nothing_is_spoken_for_by_the_agent_under_it_whose_words_the_prompt_wraps():
+    [turn] = assembly(crew_run()).turns
+
+    assert (turn["span_id"], question(turn), turn["output"]) == ("1".rjust(16, "0"), ORDER_QUESTION, ANSWER)
+
+
+def test_a_span_named_as_the_genai_conventions_name_an_agents_span_is_one_when_it_kept_nothing_else():
+    [turn] = assembly(crew_run(failed=True)).turns
+
+    assert turn["span_id"] == "1".rjust(16, "0")
+    assert turn["metadata"][RUN_METADATA] == "failed"
+    assert "overloaded" in turn["metadata"][ERROR_METADATA]

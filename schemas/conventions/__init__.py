@@ -10,10 +10,12 @@ and openlit (``openlit``). Each module's docstring has its table: which attribut
 mapper's that claims it (``MAPPERS``: OpenLLMetry, OpenInference, Vercel, pydantic-ai, Haystack, Genkit, Langfuse,
 MLflow, Griptape, GenAI); a span no mapper claims is read by what it says: one that names a model
 (``gen_ai.request.model``, ``llm.model_name``, ``ai.model.id`` ...) is an LLM call, one that names a tool is a tool
-call, a plain server or consumer span is ``server``, anything else ``other``. So a framework nobody listed still
-lands somewhere sensible, and ``explain_kind`` says which mapper decided and on which attribute. Messages: openlit's
-when it wrote the span, else each mapper in turn fills what the ones before left empty (Vercel, pydantic-ai, Haystack, Genkit, GenAI, OpenLLMetry,
-OpenInference, Langfuse, MLflow); ``io_sources`` says which.
+call, a plain server or consumer span is ``server``, one named as the GenAI conventions name an agent's or a tool's
+span (``invoke_agent <agent>``, ``invoke_workflow <name>``, ``execute_tool <tool>``) is that span (OpenLIT's CrewAI
+spans that failed keep nothing but their name and error), anything else ``other``. So a framework nobody listed
+still lands somewhere sensible, and ``explain_kind`` says which mapper decided and on which attribute. Messages:
+openlit's when it wrote the span, else each mapper in turn fills what the ones before left empty (Vercel, pydantic-ai,
+Haystack, Genkit, GenAI, OpenLLMetry, OpenInference, Langfuse, MLflow); ``io_sources`` says which.
 
 **A final-answer tool is the answer.** A model that ends its run by calling a tool (``final_answer``,
 ``final_result``, ReAct's ``finish``: ``_parse.is_final_tool``) answered: that call becomes the assistant's text (its
@@ -124,6 +126,9 @@ def _by_meaning(span: Mapping[str, Any]) -> tuple[str, str, str]:
         return "tool", "fallback", named_tool
     if span.get("kind") in _SERVER_KINDS:
         return "server", "fallback", "span kind server/consumer"
+    operation, _, named = span["name"].partition(" ")
+    if named and genai.OPERATIONS.get(operation) in ("agent", "tool"):
+        return genai.OPERATIONS[operation], "fallback", "its span name"
     return "other", "fallback", ""
 
 

@@ -36,7 +36,7 @@ from ._parse import (
     tool_call,
 )
 
-__all__ = ["AGENT_ID", "DOCUMENT_KEYS", "INPUT_EVENTS", "LLM_OPERATIONS", "RESPONSE_ID", "SCOPE_SETTINGS", "SETTING", "WHO_KEYS", "documents", "identity", "io", "kind", "tool"]
+__all__ = ["AGENT_ID", "DOCUMENT_KEYS", "INPUT_EVENTS", "LLM_OPERATIONS", "OPERATIONS", "RESPONSE_ID", "SCOPE_SETTINGS", "SETTING", "WHO_KEYS", "documents", "identity", "io", "kind", "tool"]
 
 SETTING = ("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true (or span_only with "
            "OTEL_SEMCONV_STABILITY_OPT_IN=gen_ai_latest_experimental); content sent as log records reaches vigil "
@@ -57,7 +57,7 @@ _MESSAGE_KEYS = ("gen_ai.input.messages", "gen_ai.output.messages", "gen_ai.prom
 def kind(attrs: Mapping[str, Any], event_names: Iterable[str]) -> str | None:
     operation = str(attrs.get("gen_ai.operation.name", "")).lower()
     if operation:
-        return _KNOWN.get(operation) or _by_words(operation)
+        return OPERATIONS.get(operation) or _by_words(operation)
     if _WORKFLOW in attrs:  # a workflow's run that failed before its operation was set (OpenLIT's LangGraph)
         return "agent"
     if any(key.startswith(_MESSAGE_KEYS) for key in attrs) or any(
@@ -67,8 +67,8 @@ def kind(attrs: Mapping[str, Any], event_names: Iterable[str]) -> str | None:
 
 
 _WORKFLOW = "gen_ai.workflow.name"
-_KNOWN = {"invoke_agent": "agent", "create_agent": "agent", "invoke_workflow": "agent", "execute_tool": "tool", "retrieval": "retriever",
-          **dict.fromkeys(LLM_OPERATIONS, "llm")}
+OPERATIONS = {"invoke_agent": "agent", "create_agent": "agent", "invoke_workflow": "agent", "execute_tool": "tool",
+              "retrieval": "retriever", **dict.fromkeys(LLM_OPERATIONS, "llm")}
 
 
 def _by_words(operation: str) -> str:
