@@ -219,7 +219,7 @@ def is_genai(attributes: Mapping[str, Any], event_names: Iterable[str] = ()) -> 
     """Whether a span carries anything this module reads (cheap: key prefixes and event names, and Griptape's
     ``tags``, whose values say what its spans are)."""
     return any(key.startswith(_GENAI_PREFIXES) for key in attributes) or any(
-        name.startswith("gen_ai.") for name in event_names) or conventions.griptape.wrote({"attributes": attributes})
+        name.startswith("gen_ai.") for name in event_names) or conventions.griptape.tagged(attributes) is not None
 
 
 @dataclass

@@ -25,7 +25,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["SETTING", "TAGS", "kind", "runs", "tool", "wrote"]
+__all__ = ["SETTING", "TAGS", "kind", "runs", "tagged", "tool", "wrote"]
 
 SETTING = ("Griptape's observability exports no content: instrument its prompt driver's model client beside it "
            "(e.g. OpenAIInstrumentor from opentelemetry-instrumentation-genai-openai, with "
@@ -36,7 +36,8 @@ _STRUCTURE_RUN = re.compile(r"^[A-Za-z_]\w*\.run(?:_stream)?\(\)$")
 _TOOL_SPAN = re.compile(r"^([A-Za-z_]\w*)\.try_run\(\)$")
 
 
-def _tagged(attrs: Mapping[str, Any]) -> str | None:
+def tagged(attrs: Mapping[str, Any]) -> str | None:
+    """``llm`` or ``tool`` when a span's ``tags`` say it is Griptape's model call or tool call, else ``None``."""
     tags = attrs.get(TAGS)
     if isinstance(tags, (list, tuple)):
         return next((_TAGGED[tag] for tag in tags if tag in _TAGGED), None)
@@ -45,18 +46,18 @@ def _tagged(attrs: Mapping[str, Any]) -> str | None:
 
 def kind(attrs: Mapping[str, Any], name: str = "") -> str | None:
     if TAGS in attrs:
-        return _tagged(attrs)
-    return "agent" if _STRUCTURE_RUN.match(name) else None
+        return tagged(attrs)
+    return "agent" if name.endswith("()") and _STRUCTURE_RUN.match(name) else None
 
 
 def wrote(span: Mapping[str, Any]) -> bool:
     """Whether Griptape's driver wrote a span that says what it is (a model call or a tool call)."""
-    return _tagged(span["attributes"]) is not None
+    return tagged(span["attributes"]) is not None
 
 
 def tool(span: Mapping[str, Any]) -> dict[str, Any] | None:
     """A tool span's call: its tool, no arguments (its error is the span's, read by ``conventions.error``)."""
-    if _tagged(span["attributes"]) != "tool":
+    if tagged(span["attributes"]) != "tool":
         return None
     found = _TOOL_SPAN.match(str(span.get("name") or ""))
     return {"name": found.group(1) if found else span["name"], "arguments": {}, "names_tool": True}
