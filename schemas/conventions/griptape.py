@@ -25,7 +25,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["SETTING", "TAGS", "kind", "runs", "tagged", "tool", "wrote"]
+__all__ = ["SETTING", "TAGS", "kind", "runs", "tagged", "tool"]
 
 SETTING = ("Griptape's observability exports no content: instrument its prompt driver's model client beside it "
            "(e.g. OpenAIInstrumentor from opentelemetry-instrumentation-genai-openai, with "
@@ -50,13 +50,9 @@ def kind(attrs: Mapping[str, Any], name: str = "") -> str | None:
     return "agent" if name.endswith("()") and _STRUCTURE_RUN.match(name) else None
 
 
-def wrote(span: Mapping[str, Any]) -> bool:
-    """Whether Griptape's driver wrote a span that says what it is (a model call or a tool call)."""
-    return tagged(span["attributes"]) is not None
-
-
 def tool(span: Mapping[str, Any]) -> dict[str, Any] | None:
-    """A tool span's call: its tool, no arguments (its error is the span's, read by ``conventions.error``)."""
+    """A tool span's call: its tool, no arguments (its error is the span's, read by ``conventions.error``);
+    ``names_tool``: the name is the tool's, not the call's (``runs`` pairs it, and assembly drops the mark)."""
     if tagged(span["attributes"]) != "tool":
         return None
     found = _TOOL_SPAN.match(str(span.get("name") or ""))
