@@ -12,7 +12,7 @@ conventions' messages (``gen_ai.input.messages`` / ``gen_ai.output.messages``, r
 | messages | ``gen_ai.prompt`` (and the ``gen_ai.content.prompt`` event's): ``"system: …\\nuser: …\\ntool: …"``, one message per role-prefixed line, continuation lines kept with theirs; openlit writes an assistant message that asked for tools as a ``user:`` line holding the whole message list in Python notation, which is read as the conversation (its tool calls and ids kept); ``gen_ai.completion`` the answer |
 | a step's tool call | ``gen_ai.tool.name``, ``gen_ai.tool.call.id``, ``gen_ai.tool.args`` on the LLM span that asked for it |
 | the rest | as ``schemas.conventions.genai`` (operation, model, usage, tool and retrieval spans) |
-| content off | ``openlit.init(capture_message_content=False)`` (default True) |
+| content off | ``openlit.init(capture_message_content=False)`` (default True), or ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=false``, which ``openlit.init`` obeys |
 """
 
 from __future__ import annotations
@@ -26,7 +26,8 @@ from ._parse import Io, Msg, message, msg, role, tool_call
 
 __all__ = ["SETTING", "claims", "io"]
 
-SETTING = "openlit.init(capture_message_content=True) (the default)"
+SETTING = ("openlit.init(capture_message_content=True) (the default), with "
+           "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT not set to false (OpenLIT obeys it)")
 _PREFIX = re.compile(r"^(system|user|assistant|tool|developer|human|ai|function): ?", re.IGNORECASE)
 _LIST_REPR_LIMIT = 200_000
 _CURRENT = frozenset({"gen_ai.input.messages", "gen_ai.output.messages"})
