@@ -134,7 +134,8 @@ def test_openlit_role_prefixed_text_is_one_message_per_role_line_with_continuati
                  id="Semantic Kernel, its log records not exported"),
     # Griptape's own observability has no setting for content: its spans name the method they time, and the run's
     # content comes from an instrumentation of the model client its prompt driver calls
-    pytest.param("griptape_no_content.json", "instrument its prompt driver's model client", "Agent.run()",
+    pytest.param("griptape_no_content.json", "instrumentation of the model client Griptape's prompt driver calls",
+                 "Agent.run()",
                  id="Griptape's own observability"),
 ])
 def test_without_captured_content_each_run_is_a_turn_marked_with_the_setting_that_turns_it_on(fixture, setting, root):

@@ -27,9 +27,9 @@ from typing import Any
 
 __all__ = ["SETTING", "TAGS", "kind", "runs", "tagged", "tool"]
 
-SETTING = ("Griptape's observability exports no content: instrument its prompt driver's model client beside it "
-           "(e.g. OpenAIInstrumentor from opentelemetry-instrumentation-genai-openai, with "
-           "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=SPAN_ONLY)")
+SETTING = ("OpenAIInstrumentor().instrument(tracer_provider=…) (opentelemetry-instrumentation-genai-openai) with "
+           "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=SPAN_ONLY, or another instrumentation of the model client "
+           "Griptape's prompt driver calls: Griptape's own spans carry no content")
 TAGS = "tags"
 _TAGGED = {"PromptDriver.run()": "llm", "Tool.run()": "tool"}
 _STRUCTURE_RUN = re.compile(r"^[A-Za-z_]\w*\.run(?:_stream)?\(\)$")
