@@ -39,7 +39,8 @@ after that work), and its tool calls, contexts and usage.
 
 **The LLM calls are the ground truth** for what the user said and what the model answered. An LLM span with another
 LLM span under it is one model call seen by two layers (a framework's generator component around the model client's
-request): the conversation, the tool calls the model asked for and the model's name are read from the inner one,
+request; or beside it at the same time with the same conversation, written by another instrumentation that never
+made its span current): the conversation, the tool calls the model asked for and the model's name are read from the inner one,
 which saw the wire (the tool calls' ids, the tool messages' text), and its tokens count once.
 
 - *question*: the user's own words, the last user message with text in the run's conversation. A message made only
@@ -876,7 +877,12 @@ class _Trace:
 
     def _innermost(self, llms: list[SpanRecord]) -> list[SpanRecord]:
         """The LLM calls with no LLM call under them: an LLM span around another is a framework's wrapper of the same
-        model call (a generator component around the client's request), and the inner one saw the wire."""
+        model call (a generator component around the client's request), and the inner one saw the wire. So are two
+        at once (their times overlap), sent the same conversation (its roles and words), written by two
+        instrumentations: a wrapper whose span was never made current (a callback-based instrumentation such as
+        OpenLLMetry JS's LangChain handler) beside the client's span, not above it; the one that started first
+        (together: ended last) is the wrapper (times in milliseconds cannot say more). Calls of one instrumentation
+        never stand for each other (concurrent samples of one prompt are calls of their own)."""
         if len(llms) < 2:
             return llms
         ids = {s["span_id"] for s in llms}
@@ -887,6 +893,14 @@ class _Trace:
                 if parent in ids:
                     around.add(parent)
                 parent, seen = self.by_id[parent].get("parent_id"), seen + 1
+        if len({s.get("scope") for s in llms}) > 1:
+            sent = {s["span_id"]: [(m["role"], m["content"] if m["role"] in ("user", "system") else "")
+                                   for m in self.io(s)[0]] for s in llms}
+            for a in llms:
+                for b in llms:
+                    if (a["start"], -a["end"]) < (b["start"], -b["end"]) and a.get("scope") != b.get("scope") \
+                            and b["start"] <= a["end"] and sent[a["span_id"]] == sent[b["span_id"]] != []:
+                        around.add(a["span_id"])  # the one that started first (together: ended last) is around
         return [s for s in llms if s["span_id"] not in around]
 
     def _has_ancestor_in(self, span: SpanRecord, ids: set[str]) -> bool:

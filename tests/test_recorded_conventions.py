@@ -699,6 +699,34 @@ def test_a_tool_span_named_by_a_tool_the_models_messages_lost_keeps_its_name():
     assert sorted(c["name"] for c in turn["tool_calls"]) == ["get_shipping", "lookup_order"]
 
 
+@pytest.mark.parametrize(("scopes", "usage"), [
+    pytest.param(("langchain", "openai"), (84, 34), id="two instrumentations: one call each step"),
+    pytest.param(("openai", "openai"), (168, 68), id="one instrumentation: concurrent calls of their own"),
+])
+def test_an_llm_span_beside_another_at_once_sent_the_same_conversation_by_another_instrumentation_is_one_call(
+        scopes, usage):
+    """OpenLLMetry JS inside ``withWorkflow``: its LangChain handler's chat span (never made current, no tool calls
+    in its messages) and the openai instrumentation's, siblings, each step; the wrapper starts first."""
+    spans = [openllmetry_js("1", None, "support-bot.workflow", 0, "workflow", None,
+                            **{"traceloop.entity.name": "support-bot"})]
+    for step, (start, answer) in enumerate(((10, ""), (50, "It shipped."))):
+        outer, inner = openllmetry_chat(f"{2 + 2 * step}", "1", start, answer=answer), openllmetry_chat(
+            f"{3 + 2 * step}", "1", start + 2, answer=answer)
+        outer["end"] = inner["end"] + 1
+        if not answer:  # the wrapper's messages hold no tool call
+            outer["attributes"]["gen_ai.output.messages"] = json.dumps([{"role": "assistant", "parts": [
+                {"type": "text", "content": ""}]}])
+        for span_, scope in zip((outer, inner), scopes, strict=True):
+            span_["scope"] = scope
+            span_["attributes"].update({"gen_ai.usage.input_tokens": 42, "gen_ai.usage.output_tokens": 17})
+        spans += [outer, inner]
+
+    [turn] = assembly(spans).turns
+
+    assert (turn["usage"]["prompt_tokens"], turn["usage"]["completion_tokens"]) == usage
+    assert [(c["name"], c.get("id")) for c in turn["tool_calls"]] == [("lookup_order", "call_1")]
+
+
 def test_openllmetry_jss_runnables_of_a_run_whose_workflow_span_never_came_are_one_failed_run():
     """``withWorkflow`` ends its span only when the run resolves: a run that raised exports none, and its
     runnables' spans (each ``workflow`` to OpenLLMetry JS) wait for it beside the failed model call."""
