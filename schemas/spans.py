@@ -826,8 +826,11 @@ class _Trace:
         where they are the same words, the calls' conversation says more."""
         said = next((given for s in members if self.kind(s) == "agent" and (given := self.io(s)[0])), [])
         text = next((m["content"] for m in reversed(said) if m["role"] == "user" and m["content"]), "").strip()
-        asked = [m["content"] for llm in llms for m in self.io(llm)[0] if m["role"] == "user" and m["content"]]
-        return said if text and any(text in words and text != words.strip() for words in asked) else []
+        return said if text and any(text in words and text != words.strip() for words in self._asked(llms)) else []
+
+    def _asked(self, llms: list[SpanRecord]) -> list[str]:
+        """The user words the LLM calls were sent."""
+        return [m["content"] for llm in llms for m in self.io(llm)[0] if m["role"] == "user" and m["content"]]
 
     def _words_of(self, root_in: list[conventions.Msg], llms: list[SpanRecord]) -> bool:
         """Whether a root's input is evidence of the user's words: it has user text, and where the LLM calls carry
@@ -835,7 +838,7 @@ class _Trace:
         said = next((m["content"] for m in reversed(root_in) if m["role"] == "user" and m["content"]), "")
         if not said:
             return False
-        asked = [m["content"] for llm in llms for m in self.io(llm)[0] if m["role"] == "user" and m["content"]]
+        asked = self._asked(llms)
         return not asked or any(said.strip() in words for words in asked)
 
     def _failure(self, root: SpanRecord, members: list[SpanRecord]) -> str | None:
