@@ -644,6 +644,25 @@ def openllmetry_chat(span_id: str, parent: str, start: int, *, answer: str = "")
         sent), "gen_ai.output.messages": json.dumps(said)})
 
 
+@pytest.mark.parametrize(("said", "error"), [
+    pytest.param("database down\n\nError: database down\n    at lookupOrder (file:///app/tools.mjs:35:11)\n"
+                 "    at async DynamicStructuredTool.call (file:///app/node_modules/x.cjs:315:28)", "database down",
+                 id="LangChain.js: the message, a blank line, the stack"),
+    pytest.param("TypeError: x is undefined\n    at f (file:///app/a.js:1:2)", "TypeError: x is undefined",
+                 id="a stack alone: its header is the text"),
+    pytest.param("Failed to invoke Tool at the gate\nretry later", "Failed to invoke Tool at the gate\nretry later",
+                 id="no frame: kept as it is"),
+])
+def test_a_failed_spans_error_is_its_text_not_the_javascript_stack_after_it(said, error):
+    from vigil.schemas.conventions import error as error_of
+
+    failed = tool_span("3", "1", "lookup_order", 2, **{"tool.name": "lookup_order"})
+    failed["status"] = {"code": 2, "message": said}
+    failed["events"] = [{"name": "exception", "time": 3, "attributes": {"exception.message": said}}]
+
+    assert error_of(failed) == error
+
+
 def test_openllmetry_jss_tool_span_is_a_call_named_by_the_tool_message_it_returned():
     from vigil.schemas.conventions import tool as tool_of
 

@@ -60,6 +60,7 @@ from ._parse import (
     json_value,
     result_text,
     span_tool_name,
+    without_stack,
     text,
 )
 
@@ -298,7 +299,8 @@ def error(span: Mapping[str, Any]) -> str | None:
     {"name", "message"}}``: a streamed error part, an API's error body) fails with its text, a model call whose
     finish reason is ``error`` (the GenAI conventions' ``gen_ai.response.finish_reasons``, the Vercel AI SDK's
     ``ai.response.finishReason``) stopped in error, and a tool span flagged failed by its convention (Haystack's
-    ``haystack.tool.error``) failed with the error its output names."""
+    ``haystack.tool.error``) failed with the error its output names. The text is the error's, not the stack
+    written after it (``_parse.without_stack``)."""
     status = span.get("status") or {}
     attrs = span["attributes"]
     error_type = attrs.get("error.type")
@@ -311,6 +313,7 @@ def error(span: Mapping[str, Any]) -> str | None:
         said = ": ".join(str(raised[k]) for k in ("exception.type", "exception.message") if raised.get(k))
         if said and (not message or message in said):
             message = said
+    message = without_stack(message)
     if error_type not in (None, "") and str(error_type) not in message:
         message = f"{error_type}: {message}" if message else str(error_type)
     return message or "error"

@@ -31,6 +31,7 @@ __all__ = [
     "unpacked",
     "tool_call",
     "value_messages",
+    "without_stack",
 ]
 
 Msg = dict[str, Any]  # {"role", "content", "tool_calls": [{"name", "arguments", "id"?}], "tool_call_id"?}
@@ -360,6 +361,23 @@ def value_messages(value: Any, default_role: str) -> list[Msg]:
     if isinstance(parsed, str) and parsed and not is_repr(parsed):
         return [msg(default_role, parsed)]
     return []
+
+
+_FRAME = re.compile(r"^\s+at \S")  # a JavaScript stack frame: "    at lookupOrder (file:///app/tools.js:35:11)"
+
+
+def without_stack(said: str) -> str:
+    """An error's text without the JavaScript stack written after it (LangChain.js writes a run's error as its
+    message, a blank line and ``error.stack``: ``Error: <the message>`` and its ``at`` frames): the words before the
+    first frame, less the stack's own header when words came before it. Text with no frame is kept as it is."""
+    if "\n" not in said or " at " not in said:
+        return said
+    lines = said.split("\n")
+    first = next((i for i, line in enumerate(lines) if _FRAME.match(line)), None)
+    if first is None:
+        return said
+    head = lines[:first - 1] if first > 1 and "\n".join(lines[:first - 1]).strip() else lines[:first]
+    return "\n".join(head).strip() or said
 
 
 def text(value: Any) -> str:
