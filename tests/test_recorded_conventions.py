@@ -1107,3 +1107,15 @@ def test_a_tool_span_of_another_convention_is_never_paired_by_griptapes_activity
     [turn] = assembly(griptape_run(tool_span)).turns
 
     assert [(c["name"], c.get("id")) for c in turn["tool_calls"]] == [("OrderTool", None)]
+
+
+@pytest.mark.parametrize(("attributes", "decided"), [
+    pytest.param({"traceloop.span.kind": "task", "gen_ai.operation.name": "execute_tool"},
+                 ("tool", "openllmetry", "gen_ai.operation.name"), id="the operation beside the span kind decides"),
+    pytest.param({"traceloop.span.kind": "workflow"}, ("agent", "openllmetry", "traceloop.span.kind"),
+                 id="the span kind alone"),
+])
+def test_explain_names_the_attribute_an_openllmetry_span_kind_was_decided_on(attributes, decided):
+    from vigil.schemas.conventions import explain_kind
+
+    assert explain_kind(span("1", None, "lookup_order.tool", 0, **attributes)) == decided

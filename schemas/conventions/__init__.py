@@ -68,10 +68,10 @@ __all__ = ["MAPPERS", "Io", "Msg", "content_setting", "documents", "error", "exp
            "io_sources", "is_final_tool", "json_value", "kind", "model", "result_text", "stated_usage", "tool", "usage"]
 
 _SERVER_KINDS = (2, 5)  # OTLP SPAN_KIND_SERVER, SPAN_KIND_CONSUMER: a request or a message handled
-# (name, the attribute(s) it decides a kind on, its kind function of (attributes, event names, span name)), in
-# priority order
+# (name, the attribute(s) it decides a kind on, or a function of the attributes naming the one it decided on, its kind
+# function of (attributes, event names, span name)), in priority order
 MAPPERS = (
-    ("openllmetry", "traceloop.span.kind", lambda attrs, events, name: openllmetry.kind(attrs)),
+    ("openllmetry", openllmetry.decided_by, lambda attrs, events, name: openllmetry.kind(attrs)),
     ("openinference", "openinference.span.kind", lambda attrs, events, name: openinference.kind(attrs)),
     ("vercel", vercel.KIND_KEY, lambda attrs, events, name: vercel.kind(attrs)),
     ("pydantic_ai", pydantic_ai.KIND_KEY, lambda attrs, events, name: pydantic_ai.kind(attrs)),
@@ -110,7 +110,8 @@ def explain_kind(span: Mapping[str, Any]) -> tuple[str, str, str]:
     for name, keys, mapper in MAPPERS:
         found = mapper(attrs, events, span["name"])
         if found:
-            said = next((k for k in ((keys,) if isinstance(keys, str) else keys) if k in attrs), None)
+            said = keys(attrs) if callable(keys) else next(
+                (k for k in ((keys,) if isinstance(keys, str) else keys) if k in attrs), None)
             return found, name, said or ("its span name" if name in ("haystack", "griptape")
                                          else "message attributes or events")
     return _by_meaning(span)

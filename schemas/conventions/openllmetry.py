@@ -20,7 +20,7 @@ from typing import Any
 
 from ._parse import Io, json_value, msg, result_text, text, tool_call, unpacked
 
-__all__ = ["DOCUMENT_KEYS", "SETTING", "WHO_KEYS", "documents", "identity", "io", "kind", "tool"]
+__all__ = ["DOCUMENT_KEYS", "SETTING", "WHO_KEYS", "decided_by", "documents", "identity", "io", "kind", "tool"]
 
 SETTING = "TRACELOOP_TRACE_CONTENT=true (the default)"
 _KINDS = {"workflow": "agent", "agent": "agent", "task": "step", "tool": "tool"}
@@ -38,6 +38,13 @@ def kind(attrs: Mapping[str, Any]) -> str | None:
     if not value:
         return None
     return _OPERATIONS.get(attrs.get("gen_ai.operation.name")) or _KINDS.get(str(value).lower(), "other")
+
+
+def decided_by(attrs: Mapping[str, Any]) -> str | None:
+    """The attribute ``kind`` decided on: the operation beside the span kind when it names one, else the span kind."""
+    if not attrs.get("traceloop.span.kind"):
+        return None
+    return "gen_ai.operation.name" if attrs.get("gen_ai.operation.name") in _OPERATIONS else "traceloop.span.kind"
 
 
 def io(span: Mapping[str, Any]) -> Io:
