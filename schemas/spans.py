@@ -25,7 +25,8 @@ events, resource attributes). Output: turn dicts shaped like ``schemas.Turn`` (v
 **A span whose children are several agent runs is a container, not a run** (a conversation, an OpenAI Agents
 ``trace(group_id=...)``, a session wrapper): it makes no LLM call of its own, and the runs under it answer different
 user words. Each run is then a turn, and the runs are turns of one session (the container's session id, else the
-trace id). Agents under one another that answer the same words (a hand-off, a delegate) are one run.
+trace id). Agents under one another that answer the same words (a hand-off, a delegate) are one run, and so are an
+agent's own steps: agent spans that name the agent the span above them names (OpenLIT's smolagents ``step_N``).
 
 **A trace with no LLM call is no turn** (an index build, an embedding batch, an ingestion job): ``Assembly.no_turn``
 says why a trace made none, for the funnel and the log line.
@@ -594,7 +595,7 @@ class _Trace:
         LLM call of its own), each of its runs."""
         inner = sorted(self.topmost(lambda s: self.kind(s) == "agent" and self.has_llm(s), under=root["span_id"]),
                        key=_BY_TIME)
-        if len(inner) >= 2 and not self._calls_llm_itself(root, inner):
+        if len(inner) >= 2 and not self._calls_llm_itself(root, inner) and not self._own_steps(root, inner):
             questions = [self.question_of(run) for run in inner]
             if len(set(questions)) == len(inner):
                 return [group for run in inner for group in self._runs(run, root)]
@@ -603,6 +604,11 @@ class _Trace:
             why = (f"an agent run inside container {container['name']!r} ({container['span_id']}), whose runs "
                    "answer different user words")
         return [_Group(root, self.descendants(root), why, container)]
+
+    def _own_steps(self, root: SpanRecord, runs: list[SpanRecord]) -> bool:
+        """Agent spans that name the agent their root names are that agent's steps, never runs it contains."""
+        name = conventions.identity(root["attributes"])["agent"]
+        return name is not None and all(conventions.identity(r["attributes"])["agent"] == name for r in runs)
 
     def _calls_llm_itself(self, root: SpanRecord, runs: list[SpanRecord]) -> bool:
         inside = {m["span_id"] for run in runs for m in (run, *self.descendants(run))}

@@ -10,8 +10,15 @@ from typing import Any
 
 from vigil.schemas import Turn, conventions
 from vigil.schemas.spans import ERROR_METADATA, RUN_METADATA, assembly
+from vigil.worker.intake.otlp import decode_traces
 
-from tests.test_recorded_conventions import ORDER_ARGS, ORDER_QUESTION, genai, span
+from tests.test_recorded_conventions import (
+    ORDER_ARGS,
+    ORDER_QUESTION,
+    TRACE,
+    genai,
+    span,
+)
 
 RESULT = json.dumps({"order_id": "A-1001", "status": "shipped"})
 ANSWER = "Order A-1001 has shipped."
@@ -158,3 +165,49 @@ def test_a_span_named_as_the_genai_conventions_name_an_agents_span_is_one_when_i
     assert turn["span_id"] == "1".rjust(16, "0")
     assert turn["metadata"][RUN_METADATA] == "failed"
     assert "overloaded" in turn["metadata"][ERROR_METADATA]
+
+
+def smolagents_run() -> list[dict[str, Any]]:
+    """A smolagents run as OpenLIT exports it: the agent's span (the task as its input), a span of the same agent
+    per step, each around its model call; smolagents sends the tool's result as a user message (``Observation:``)."""
+    step = {"gen_ai.agent.name": "support_bot"}
+    return [genai("1", None, 0, "invoke_agent", **{**step,
+                                                   "gen_ai.input.messages": messages("user", said(ORDER_QUESTION)),
+                                                   "gen_ai.output.messages": messages("assistant", said(ANSWER))}),
+            span("2", "1", "invoke_agent support_bot step_1", 1, **{"gen_ai.operation.name": "invoke_agent", **step}),
+            genai("3", "2", 2, "chat", **{"gen_ai.request.model": "m", "gen_ai.output.messages": messages(
+                "assistant", ASKED), "gen_ai.input.messages": messages("user", said(f"New task:\n{ORDER_QUESTION}"))}),
+            genai("4", "2", 3, "execute_tool", **{"gen_ai.tool.name": "lookup_order",
+                                                  "gen_ai.tool.call.arguments": json.dumps(ORDER_ARGS),
+                                                  "gen_ai.tool.call.result": RESULT}),
+            span("5", "1", "invoke_agent support_bot step_2", 5, **{"gen_ai.operation.name": "invoke_agent", **step}),
+            genai("6", "5", 6, "chat", **{"gen_ai.request.model": "m",
+                                          "gen_ai.input.messages": messages("user", said(f"Observation:\n{RESULT}")),
+                                          "gen_ai.output.messages": messages("assistant", said(ANSWER))})]
+
+
+def test_agent_spans_that_name_the_agent_above_them_are_its_steps_not_runs_it_contains():
+    [turn] = assembly(smolagents_run()).turns
+
+    assert (turn["span_id"], question(turn), turn["output"]) == ("1".rjust(16, "0"), ORDER_QUESTION, ANSWER)
+    assert [(c["name"], c["arguments"], c["result"]) for c in turn["tool_calls"]] == [
+        ("lookup_order", ORDER_ARGS, RESULT)]
+
+
+def test_the_intake_keeps_the_error_of_a_span_that_kept_nothing_else_and_its_call_failed_with_it():
+    """OpenLIT's smolagents tool span that failed: its name, its status, no attribute vigil reads."""
+    spans = smolagents_run()
+    tool = {"traceId": TRACE, "spanId": "4".rjust(16, "0"), "parentSpanId": "2".rjust(16, "0"), "name":
+            "execute_tool lookup_order", "startTimeUnixNano": "3", "endTimeUnixNano": "4",
+            "attributes": [{"key": "error.type", "value": {"stringValue": "AgentToolExecutionError"}}],
+            "status": {"code": 2, "message": "AgentToolExecutionError: ValueError: order database unreachable"}}
+    body = {"resourceSpans": [{"resource": {}, "scopeSpans": [{"scope": {"name": "openlit"}, "spans": [tool]}]}]}
+    [decoded] = decode_traces(json.dumps(body).encode(), json_body=True).spans
+    spans[3] = decoded
+
+    [turn] = assembly(spans).turns
+
+    assert decoded["status"]["code"] == 2
+    [call] = turn["tool_calls"]
+    assert (call["name"], call["arguments"]) == ("lookup_order", ORDER_ARGS)
+    assert "order database unreachable" in call["error"]

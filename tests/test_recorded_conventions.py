@@ -1072,7 +1072,7 @@ def test_griptapes_spans_alone_count_each_failed_run_with_its_error():
 
     assert len(turns) == 2 and steps == 0
     assert all(t.metadata["vigil.run"] == "failed" and t.metadata["span_name"] == "Agent.run()" for t in turns)
-    assert all(t.metadata["vigil.error"].startswith("openai.InternalServerError: Error code: 500") for t in turns)
+    assert all("InternalServerError: Error code: 500" in t.metadata["vigil.error"] for t in turns)
 
 
 @pytest.mark.parametrize(("status", "events", "result", "error"), [

@@ -260,6 +260,8 @@ def _records(request: ExportTraceServiceRequest, bad: dict[tuple[int, int, int],
                     record["parent_remote"] = True
                 if span.links:
                     _links(record, span.links)
+                if span.status.code == _STATUS_ERROR:  # a bare link's too: a span that kept only its name and error
+                    record["status"] = {"code": _STATUS_ERROR, "message": span.status.message}
                 attributes = _attributes(span.attributes)
                 if is_genai(attributes, (e.name for e in span.events)):
                     record["attributes"] = attributes
@@ -267,8 +269,6 @@ def _records(request: ExportTraceServiceRequest, bad: dict[tuple[int, int, int],
                                          "attributes": _attributes(e.attributes)} for e in span.events]
                     record["resource"] = resource
                     record["scope"] = scope_spans.scope.name
-                    if span.status.code == _STATUS_ERROR:
-                        record["status"] = {"code": _STATUS_ERROR, "message": span.status.message}
                     out.read.add(str(resource.get("service.name") or ""))
                 elif attributes:
                     out.unreadable(str(resource.get("service.name") or ""), attributes)
