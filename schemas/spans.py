@@ -14,7 +14,11 @@ events, resource attributes). Output: turn dicts shaped like ``schemas.Turn`` (v
 2. *container roots*: the topmost plain server or consumer span (an HTTP request, an RPC, a queue message), framework
    chain (OpenInference ``CHAIN``) or OpenLLMetry ``task`` with LLM calls under it;
 3. *waiting roots*: spans whose parent has not arrived (a slow root is exported last) are grouped by that parent,
-   which becomes the turn's span id, so when the root arrives the trace assembles again under the same turn id;
+   which becomes the turn's span id, so when the root arrives the trace assembles again under the same turn id.
+   Those are the pieces of one run: its LLM calls and the spans beside them. A top that holds LLM calls under it (a
+   span around a run: an unclaimed ``Agent.run``) is read where it stands, by rule 4, as it will be when its parent
+   arrives; and so are tops that answer different user words (the container rule below): the parent may be a
+   process-wide span that holds every run of the application and is exported when the application stops;
 4. otherwise, LLM calls with no LLM above them, taken in start order under their common parent: a call whose output
    is only tool calls is a *step* of the next call that answers (its tool calls and the tool spans beside it join
    that turn); a step no call under its parent answers joins the call that was sent its tool calls' results (by
@@ -542,9 +546,11 @@ class _Trace:
         out: list[_Group] = []
         waiting: dict[str, list[SpanRecord]] = defaultdict(list)
         for top in self.children.get(None, []):
-            if top.get("parent_id") and not top.get("log") and self.has_llm(top):
-                waiting[top["parent_id"]].append(top)
+            if top.get("parent_id") and not top.get("log") and self.has_llm(top) and self.kind(top) == "llm":
+                waiting[top["parent_id"]].append(top)  # a span around LLM calls is read by rule 4 where it stands
         for parent_id, tops in waiting.items():
+            if len(tops) >= 2 and len({self.question_of(top) for top in tops}) == len(tops):
+                continue  # a container's runs, not one run: rule 4 reads them
             members = [m for top in tops for m in (top, *self.descendants(top))]
             out.append(_Group(self._stand_in(parent_id, members), members,
                               "the parent of the trace's top spans, not arrived yet"))
@@ -615,8 +621,8 @@ class _Trace:
         return any(self.kind(s) == "llm" and s["span_id"] not in inside for s in self.descendants(root))
 
     def question_of(self, run: SpanRecord) -> str:
-        """The last user words in the conversation of a run's first LLM call."""
-        llms = sorted((s for s in self.descendants(run) if self.kind(s) == "llm"), key=lambda s: s["start"])
+        """The last user words in the conversation of a run's first LLM call (the run's root itself, when it is one)."""
+        llms = sorted((s for s in (run, *self.descendants(run)) if self.kind(s) == "llm"), key=lambda s: s["start"])
         for call in llms:
             users = [m["content"] for m in self.io(call)[0] if m["role"] == "user" and m["content"]]
             if users:

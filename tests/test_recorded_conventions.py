@@ -1119,3 +1119,36 @@ def test_explain_names_the_attribute_an_openllmetry_span_kind_was_decided_on(att
     from vigil.schemas.conventions import explain_kind
 
     assert explain_kind(span("1", None, "lookup_order.tool", 0, **attributes)) == decided
+
+
+def test_runs_under_a_parent_not_arrived_yet_that_answer_different_words_are_each_a_turn():
+    """A process-wide span (Griptape's ``Observability`` block: every run of an application under one ``main`` span,
+    exported when the application stops) arrives long after its runs: each run is its own turn meanwhile, the same
+    turns as when it has arrived, never one turn made of the first run's question and the last run's answer."""
+    runs = [span("a1", "main", "Agent.run", 0), llm("c1", "a1", 1, "Where is A-1001?", "It shipped."),
+            span("a2", "main", "Agent.run", 20), llm("c2", "a2", 21, "Where is B-7?", "It is late.")]
+    main = span("main", None, "main", -1)
+    main["end"] = 40
+
+    first, before, after = assembly(runs[:2]).turns, assembly(runs).turns, assembly([*runs, main]).turns
+
+    assert sorted((t["input"][-1]["content"], t["output"]) for t in before) == [("Where is A-1001?", "It shipped."),
+                                                                                ("Where is B-7?", "It is late.")]
+    assert sorted(t["span_id"] for t in before) == sorted(t["span_id"] for t in after)
+    assert [t["span_id"] for t in first] == [t["span_id"] for t in after if t["output"] == "It shipped."]  # the
+    # first run, alone so far, is already the turn it stays
+
+
+def test_the_spans_of_one_run_whose_root_has_not_arrived_are_still_one_turn_under_its_id():
+    """A slow agent's root is exported last: its step and its answering call, both asked the same words, are one run
+    whose turn already has the root's span id."""
+    step = llm("c1", "agent", 1, "Where is A-1001?", "")
+    step["attributes"].update({"llm.output_messages.0.message.tool_calls.0.tool_call.function.name": "lookup_order",
+                               "llm.output_messages.0.message.tool_calls.0.tool_call.id": "call_1"})
+    spans = [step, span("t1", "agent", "lookup_order", 12, **{"openinference.span.kind": "TOOL",
+                                                             "tool.name": "lookup_order"}),
+             llm("c2", "agent", 30, "Where is A-1001?", "It shipped.")]
+
+    [turn] = assembly(spans).turns
+
+    assert (turn["span_id"], turn["output"]) == ("agent".rjust(16, "0"), "It shipped.")
