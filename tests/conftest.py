@@ -91,6 +91,14 @@ def redis_url(redis_server) -> str:
     return redis_server.url
 
 
+@pytest.fixture
+def client(redis_url):
+    """A Redis client on a flushed server (the worker's kind of client)."""
+    connection = redis.Redis.from_url(redis_url)
+    yield connection
+    connection.close()
+
+
 @pytest.fixture(name="redis")
 async def async_redis(redis_url):
     """An asyncio Redis client on a flushed server (the judge transport's kind of client)."""

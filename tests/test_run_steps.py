@@ -164,13 +164,6 @@ def test_a_trace_that_holds_its_own_step_takes_none_of_another_trace():
 # -- the steps on a real Redis -------------------------------------------------------------------------------------
 
 
-@pytest.fixture
-def client(redis_url):
-    connection = redis.Redis.from_url(redis_url)
-    yield connection
-    connection.close()
-
-
 def swept(project: str, *traces: list[dict[str, Any]]) -> list[Trace]:
     return [Trace(trace_name(project, spans[0]["trace_id"]), spans, [], assembly(spans)) for spans in traces]
 

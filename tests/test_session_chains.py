@@ -119,13 +119,6 @@ def test_a_run_stating_no_conversation_id_has_no_session_and_leaves_no_link():
 # -- the links on a real Redis -------------------------------------------------------------------------------------
 
 
-@pytest.fixture
-def client(redis_url):
-    connection = redis.Redis.from_url(redis_url)
-    yield connection
-    connection.close()
-
-
 def test_links_are_a_projects_own_a_run_of_another_project_naming_the_same_response_starts_its_own_session(client):
     first, second, third = (assembly(spans) for spans in conversation_traces())
     chain_sessions(client, [("shop", first), ("shop", second)], keep_s=600, budget=2**20)
