@@ -142,7 +142,7 @@ def test_connections_over_the_cap_are_answered_503(holder):
     with held_connections(endpoint.port, 6):
         # a connection the kernel took is counted once the server accepts it: probe until the six are
         wait_until(lambda: answers.append(raw_request(endpoint.port, "GET", "/ping", {"Host": "127.0.0.1"}))
-                   or answers[-1][0] == 503, timeout=10, what="a connection over the cap to be answered 503")
+                   or answers[-1][0] == 503, what="a connection over the cap to be answered 503")
 
     status, headers, _ = answers[-1]
     assert status == 503 and headers["retry-after"] == "1"
