@@ -613,8 +613,8 @@ class _Trace:
 
     def _own_steps(self, root: SpanRecord, runs: list[SpanRecord]) -> bool:
         """Agent spans that name the agent their root names are that agent's steps, never runs it contains."""
-        name = conventions.identity(root["attributes"])["agent"]
-        return name is not None and all(conventions.identity(r["attributes"])["agent"] == name for r in runs)
+        name = self.identity(root)["agent"]
+        return name is not None and all(self.identity(r)["agent"] == name for r in runs)
 
     def _calls_llm_itself(self, root: SpanRecord, runs: list[SpanRecord]) -> bool:
         inside = {m["span_id"] for run in runs for m in (run, *self.descendants(run))}
@@ -688,9 +688,10 @@ class _Trace:
         answering = [s for s in llms if self.answers(s)]
         last_answer = max(answering, key=lambda s: s["end"]) if answering else None
         root_in, root_out, root_system = self.io(root) if self.kind(root) != "llm" else ([], [], "")
+        asked = [m["content"] for llm in llms for m in self.io(llm)[0] if m["role"] == "user" and m["content"]]
         if not root_in and self.kind(root) != "llm":
-            root_in = self._agent_input(members, llms)
-        if not self._words_of(root_in, llms):
+            root_in = self._agent_input(members, asked)
+        if not self._words_of(root_in, asked):
             root_in = []  # not evidence of the user's words: the LLM calls say what was asked
         if last_answer is None and llms and root_out and self.error(root) is not None:
             root_out = []  # a failed root's output when no LLM call answered is its error's text, not an answer
@@ -832,25 +833,21 @@ class _Trace:
                 m["role"] == "assistant" and m["content"] for m in self.io(llm)[1]) and self.error(llm) is None
         return found
 
-    def _agent_input(self, members: list[SpanRecord], llms: list[SpanRecord]) -> list[conventions.Msg]:
+    def _agent_input(self, members: list[SpanRecord], asked: list[str]) -> list[conventions.Msg]:
         """What the run's agent states it was asked, where its root states nothing: the input of the first agent span
         in the run that states any, when the LLM calls' user words wrap it (a crew's workflow span around its agent's);
         where they are the same words, the calls' conversation says more."""
         said = next((given for s in members if self.kind(s) == "agent" and (given := self.io(s)[0])), [])
         text = next((m["content"] for m in reversed(said) if m["role"] == "user" and m["content"]), "").strip()
-        return said if text and any(text in words and text != words.strip() for words in self._asked(llms)) else []
+        return said if text and any(text in words and text != words.strip() for words in asked) else []
 
-    def _asked(self, llms: list[SpanRecord]) -> list[str]:
-        """The user words the LLM calls were sent."""
-        return [m["content"] for llm in llms for m in self.io(llm)[0] if m["role"] == "user" and m["content"]]
-
-    def _words_of(self, root_in: list[conventions.Msg], llms: list[SpanRecord]) -> bool:
+    def _words_of(self, root_in: list[conventions.Msg], asked: list[str]) -> bool:
         """Whether a root's input is evidence of the user's words: it has user text, and where the LLM calls carry
-        user text, theirs contains it (a framework wraps the words: ``New task:\n…``, a prompt template)."""
+        user text (``asked``: the user words they were sent), theirs contains it (a framework wraps the words:
+        ``New task:\n…``, a prompt template)."""
         said = next((m["content"] for m in reversed(root_in) if m["role"] == "user" and m["content"]), "")
         if not said:
             return False
-        asked = self._asked(llms)
         return not asked or any(said.strip() in words for words in asked)
 
     def _failure(self, root: SpanRecord, members: list[SpanRecord]) -> str | None:

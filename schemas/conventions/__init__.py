@@ -170,18 +170,21 @@ def io_sources(span: Mapping[str, Any]) -> tuple[Io, dict[str, str]]:
     return (hand_in(inputs), hand_in(outputs), system), sources
 
 
+# the conventions that state a call's model or usage other than by an attribute of their own, in the order they are asked
+_MODEL_READERS = (haystack.model, genkit.model, langfuse.model, mlflow.model)
+_USAGE_READERS = (vercel.usage, haystack.usage, genkit.usage, langfuse.usage, mlflow.usage)
+
+
 def model(attrs: Mapping[str, Any]) -> Any:
     """The model a call names (the one that answered before the one asked for), whichever convention wrote it:
     an attribute, else what Haystack's tracer says its replies came from, else the model action Genkit ran, else the
     model a Langfuse generation or an MLflow span names (``None`` when silent)."""
     found = next((attrs[k] for k in _MODEL_KEYS if attrs.get(k) not in (None, "")), None)
-    if found is None:
-        found = haystack.model(attrs)
-    if found is None:
-        found = genkit.model(attrs)
-    if found is None:
-        found = langfuse.model(attrs)
-    return found if found is not None else mlflow.model(attrs)
+    for reader in _MODEL_READERS:
+        if found is not None:
+            break
+        found = reader(attrs)
+    return found
 
 
 def usage(attrs: Mapping[str, Any]) -> tuple[Any, Any]:
@@ -189,14 +192,11 @@ def usage(attrs: Mapping[str, Any]) -> tuple[Any, Any]:
     for prompt, completion in _USAGE_KEYS:
         if prompt in attrs or completion in attrs:
             return attrs.get(prompt), attrs.get(completion)
-    found = vercel.usage(attrs)
-    if found == (None, None):
-        found = haystack.usage(attrs)
-    if found == (None, None):
-        found = genkit.usage(attrs)
-    if found == (None, None):
-        found = langfuse.usage(attrs)
-    return found if found != (None, None) else mlflow.usage(attrs)
+    for reader in _USAGE_READERS:
+        found = reader(attrs)
+        if found != (None, None):
+            return found
+    return None, None
 
 
 def stated_usage(attrs: Mapping[str, Any]) -> tuple[Any, Any]:

@@ -135,8 +135,7 @@ def decode_logs(body: bytes, *, json_body: bool) -> Decoded:
                 if name not in CONTENT_EVENTS:  # not content (vigil's own gen_ai.evaluation.result among them)
                     continue
                 where = f"resource_logs[{r}].scope_logs[{s}].log_records[{i}] ({name})"
-                if len(record.trace_id) != 16 or record.trace_id == _ZERO_TRACE or len(record.span_id) != 8 \
-                        or record.span_id == _ZERO_SPAN:
+                if not _otlp_ids(record.trace_id, record.span_id):
                     out.reject(where, "a GenAI event needs the trace_id and span_id of its span")
                     continue
                 body_value = _value(record.body) if record.HasField("body") else None
@@ -276,12 +275,16 @@ def _records(request: ExportTraceServiceRequest, bad: dict[tuple[int, int, int],
     return out
 
 
+def _otlp_ids(trace_id: bytes, span_id: bytes) -> bool:
+    """Whether a trace and span id are OTLP ids: 16 and 8 bytes, not all zeros."""
+    return len(trace_id) == 16 and trace_id != _ZERO_TRACE and len(span_id) == 8 and span_id != _ZERO_SPAN
+
+
 def _links(record: SpanRecord, links) -> None:
     """A span's links with OTLP ids, each once, at most ``MAX_LINKS`` (``links_more`` when it had others)."""
     kept: list[dict[str, str]] = []
     for link in links:
-        if len(link.trace_id) != 16 or link.trace_id == _ZERO_TRACE or len(link.span_id) != 8 \
-                or link.span_id == _ZERO_SPAN:
+        if not _otlp_ids(link.trace_id, link.span_id):
             continue
         found = {"trace_id": link.trace_id.hex(), "span_id": link.span_id.hex()}
         if found in kept:
