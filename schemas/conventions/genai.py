@@ -12,7 +12,7 @@
 | content blocks | a message's ``content`` (or a choice's ``message``) as the JSON text of a list of blocks (``[{"text": ...}]``, ``{"toolUse": ...}``, ``{"toolResult": ...}``) is read as those parts; a choice's ``message`` as plain text is the message's text (Strands Agents' default spans) |
 | who | agent ``gen_ai.agent.name``, else its id ``gen_ai.agent.id`` (on one span, a name any convention states wins over an id: ``conventions.identity``); session ``gen_ai.conversation.id`` |
 | response | ``gen_ai.response.id``, a model call's id, which a Responses API conversation id may name (``schemas.chains``) |
-| content off | ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT`` unset (the default); or the content captured as log records that were never exported to the intake (``SETTING`` names both). A framework whose own telemetry writes these conventions has a switch of its own, known by the instrumentation scope it writes under (``SCOPE_SETTINGS``): Semantic Kernel's sensitive-diagnostics variable, Microsoft Agent Framework's ``enable_sensitive_telemetry()`` |
+| content off | ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT`` unset (the default); or the content captured as log records that were never exported to the intake (``SETTING`` names both). The value named is one every instrumentation of these conventions obeys: ``span_only`` with ``OTEL_SEMCONV_STABILITY_OPT_IN=gen_ai_latest_experimental`` (the ``opentelemetry-util-genai`` family, ``opentelemetry-instrumentation-genai-*``, reads only ``span_only`` / ``event_only`` / ``span_and_event`` and takes ``true`` as no content; the older ``-openai-v2`` reads ``span_only`` under the opt-in). A framework whose own telemetry writes these conventions has a switch of its own, known by the instrumentation scope it writes under (``SCOPE_SETTINGS``): Semantic Kernel's sensitive-diagnostics variable, Microsoft Agent Framework's ``enable_sensitive_telemetry()`` |
 """
 
 from __future__ import annotations
@@ -38,9 +38,10 @@ from ._parse import (
 
 __all__ = ["AGENT_ID", "DOCUMENT_KEYS", "INPUT_EVENTS", "LLM_OPERATIONS", "OPERATIONS", "RESPONSE_ID", "SCOPE_SETTINGS", "SETTING", "WHO_KEYS", "documents", "identity", "io", "kind", "tool"]
 
-SETTING = ("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true (or span_only with "
-           "OTEL_SEMCONV_STABILITY_OPT_IN=gen_ai_latest_experimental); content sent as log records reaches vigil "
-           "only with the logs exported to the intake too")
+SETTING = ("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=span_only with "
+           "OTEL_SEMCONV_STABILITY_OPT_IN=gen_ai_latest_experimental (the opentelemetry-instrumentation-genai-* "
+           "packages take span_only, event_only or span_and_event and read true as off); content sent as log records "
+           "reaches vigil only with the logs exported to the intake too")
 _SK_SETTING = ("SEMANTICKERNEL_EXPERIMENTAL_GENAI_ENABLE_OTEL_DIAGNOSTICS_SENSITIVE=true (with "
                "..._DIAGNOSTICS=true), with its logs exported to the intake too: the messages travel as log records")
 # (instrumentation scope prefix, the setting that turns its message content on): frameworks writing these conventions
