@@ -28,9 +28,40 @@ The rule, over traces each assembled by ``vigil.schemas.spans``:
   its own usage; the step stays a counted step), a step forgotten (expired or evicted: ``vigil.worker.assembly.steps``),
   a turn whose conversation states no user words, and a step whose call exported no tool call at all.
 
+**One model call written by two instrumentations, each in a trace of its own, is one call.** An instrumentation
+that never makes its span current (OpenLLMetry JS's LangChain handler: a callback opens each span with no parent)
+writes a model call's span as a trace of its own, and the model client's instrumentation writes the same call's span
+as another: two turns of the same words and the same answer. The rule within a trace (``vigil.schemas.spans``: an
+LLM span beside another at the same time, sent the same conversation, written by another instrumentation) holds
+across traces:
+
+- **A trace that is one model call** (``lone``): its only turn's root is an LLM span with no parent, the turn holds
+  no other GenAI span (no agent, tool, retriever or other LLM call), states user words and answered (assistant text).
+- **Two such traces are one call** when they belong to one project (the sender's key) and one service
+  (``service.name``), were written by two instrumentations (their scopes, both stated, differ), were sent the same
+  conversation (its roles, and the words of its user and system messages: each layer writes the assistant's tool
+  calls and the tool messages its own way, as within a trace) and gave the same answer text, at the same time (their
+  times overlap): their ``Call.key`` (service, conversation, answer) is one.
+- **The one around the other is the wrapper** and makes no turn: it started first (together: ended last), as within
+  a trace; the other saw the wire (the tool calls' ids, its own usage) and is the run's turn. The wrapper's trace is
+  counted ``joined`` (to the call it is), never silent.
+- **One call is written once by each instrumentation**: a call stands for at most one call of each other
+  instrumentation (``Call.took``), so two users who ask the same words at once through both layers make two turns;
+  calls of one instrumentation never stand for each other (concurrent samples of one prompt are calls of their own).
+- **Decided once, at a trace's first assembly; a stored turn is never removed.** A call whose twin was already
+  decided (a trace assembled in an earlier sweep) yields to it, wrapper or not: the turn stored stays, and the later
+  trace is the one counted ``joined``. A trace assembled again (late spans) decides as it did; a trace whose turn was
+  stored before its call was known never yields.
+- **What is not one call**: a call inside a run (its trace holds more than the call), a failed call (no answer),
+  calls of one instrumentation, of another service or project, at other times, or a call forgotten (expired or
+  evicted with the steps: ``vigil.worker.assembly.steps``).
+
+``once`` is run before the steps rule, so a wrapper's turn takes no step.
+
 Pure: ``left`` reads a trace's open steps, ``wanted`` a turn's keys, ``pick`` chooses among the steps of a key;
 ``keep`` and ``take`` apply it with a dict for the worker's state, ``join`` to the traces of a file (a test,
-``vigil explain-trace``).
+``vigil explain-trace``); ``lone`` reads the call a trace is, ``decide`` settles a call among the calls of its key,
+``once`` applies it to the traces of a file.
 """
 
 from __future__ import annotations
@@ -43,9 +74,11 @@ from datetime import datetime
 from typing import Any
 
 from vigil.schemas import conventions
+from vigil.schemas.links import states_user_words
+from vigil.schemas.trace import MAX_SPANS
 
-__all__ = ["CONTINUES_METADATA", "Step", "add_usage", "asked_here", "join", "keep", "key", "left", "pick", "start_ns",
-           "take", "wanted"]
+__all__ = ["CONTINUES_METADATA", "Call", "Step", "add_usage", "asked_here", "call_key", "decide", "drop", "inner_first",
+           "join", "keep", "key", "left", "lone", "once", "pick", "start_ns", "take", "wanted"]
 
 CONTINUES_METADATA = "vigil.continues"  # the traces of the steps a turn continues, comma-separated
 
@@ -201,9 +234,10 @@ def take(pool: dict[str, list[dict[str, Any]]], trace: str, spans: list[dict[str
 
 
 def join(traces: Mapping[str, list[dict[str, Any]]], results: Mapping[str, Any]) -> dict[str, str]:
-    """The rule over the traces of a file (``results``: each trace's assembly, changed in place): every open step
-    kept, then the turns joined, in the order the traces started; returns why each joined turn's usage is the run's,
-    by span id."""
+    """The rule over the traces of a file (``results``: each trace's assembly, changed in place): one model call
+    written twice made one turn (``once``), every open step kept, then the turns joined, in the order the traces
+    started; returns why each joined turn's usage is the run's, by span id."""
+    once(traces, results)
     order = sorted(traces, key=lambda t: min((s["start"] for s in traces[t]), default=0))
     pool: dict[str, list[dict[str, Any]]] = {}
     for trace in order:
@@ -212,3 +246,98 @@ def join(traces: Mapping[str, list[dict[str, Any]]], results: Mapping[str, Any])
     for trace in order:
         why.update(take(pool, trace, traces[trace], results[trace]))
     return why
+
+
+# -- one model call written by two instrumentations ---------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Call:
+    """A trace that is one model call that answered (``lone``): its key (``call_key``), its trace and span, the
+    instrumentation that wrote it (its scope) and when it ran (ns)."""
+
+    key: str
+    trace_id: str
+    span_id: str
+    scope: str
+    start: int
+    end: int
+
+
+def call_key(service: str, turn: Mapping[str, Any]) -> str:
+    """What two layers of one model call both say: the service, the conversation sent (its roles, and the words of
+    its user and system messages) and the answer."""
+    digest = hashlib.sha256(_line(["service", service]))
+    for m in turn.get("input") or ():
+        role = m.get("role")
+        digest.update(_line([role, (m.get("content") or "") if role in ("user", "system") else ""]))
+    digest.update(_line(["answer", turn.get("output") or ""]))
+    return digest.hexdigest()[:32]
+
+
+def lone(spans: Iterable[Mapping[str, Any]], result: Any) -> Call | None:
+    """The model call a trace is (``result``: its assembly), or ``None``: its only turn's root is an LLM span with no
+    parent and a stated scope, the turn holds no other GenAI span, states user words and answered."""
+    if len(result.turns) != 1 or result.joined:
+        return None
+    turn = result.turns[0]
+    if not turn.get("output") or not states_user_words(turn):
+        return None
+    skeleton = turn.get("spans") or ()
+    kinds = [s.get("kind") for s in skeleton]
+    if len(kinds) >= MAX_SPANS or kinds.count("llm") != 1 or any(k not in ("llm", "other") for k in kinds) or next(
+            (s.get("kind") for s in skeleton if s.get("span_id") == turn["span_id"]), None) != "llm":
+        return None
+    root = next((s for s in spans if s["span_id"] == turn["span_id"] and not s.get("log")), None)
+    if root is None or root.get("parent_id") or root.get("joined") or not root.get("scope"):
+        return None
+    service = str((root.get("resource") or {}).get("service.name") or "")
+    return Call(call_key(service, turn), root["trace_id"], root["span_id"], str(root["scope"]), int(root["start"]),
+                int(root["end"]))
+
+
+def inner_first(calls: Iterable[Call]) -> list[Call]:
+    """Calls in the order they are decided: the one that started last first (together: the one that ended first),
+    so a wrapper finds the call it wraps decided before it."""
+    return sorted(calls, key=lambda c: (-c.start, c.end, c.trace_id))
+
+
+def decide(entries: list[dict[str, Any]], call: Call, *, fixed: bool = False) -> tuple[str, str] | None:
+    """Settle ``call`` among the calls of its key (``entries``, latest start first, each ``{"trace", "span", "scope",
+    "start", "end", "yielded", "to", "took"}``, changed in place): the (trace, span) of the call it is one with, or
+    ``None`` (its turn is its own). A call decided before decides as it did; ``fixed`` (its turn is stored): none."""
+    for entry in entries:
+        if entry["trace"] == call.trace_id:
+            return (entry["yielded"], entry["to"]) if entry["yielded"] else None
+    found = None
+    if not fixed:
+        found = next((e for e in entries if not e["yielded"] and e["scope"] != call.scope and call.scope not in e["took"]
+                      and e["start"] <= call.end and call.start <= e["end"]), None)
+    if found is not None:
+        found["took"].append(call.scope)
+    entries.append({"trace": call.trace_id, "span": call.span_id, "scope": call.scope, "start": call.start,
+                    "end": call.end, "yielded": found["trace"] if found else "", "to": found["span"] if found else "",
+                    "took": []})
+    entries.sort(key=lambda e: -e["start"])
+    return (found["trace"], found["span"]) if found else None
+
+
+def drop(result: Any) -> None:
+    """A trace's assembly once its call is another trace's turn: no turn (the spans it read are still its own)."""
+    result.turns = []
+    result.chains = {}
+    result.why = {}
+
+
+def once(traces: Mapping[str, list[dict[str, Any]]], results: Mapping[str, Any]) -> dict[str, tuple[str, str]]:
+    """The rule over the traces of a file (``results``: each trace's assembly, changed in place): each trace that is
+    one model call written twice, by the wrapper, makes no turn; returns, by such trace, the (trace, span) of the
+    call it is."""
+    pool: dict[str, list[dict[str, Any]]] = {}
+    out = {}
+    for call in inner_first(c for t in traces if (c := lone(traces[t], results[t])) is not None):
+        found = decide(pool.setdefault(call.key, []), call)
+        if found is not None:
+            drop(results[call.trace_id])
+            out[call.trace_id] = found
+    return out

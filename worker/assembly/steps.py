@@ -20,9 +20,25 @@ assembled in this sweep or a later one, adds the step's usage to the run's.
   a sweep with no open step and no turn whose conversation holds tool calls, and no take when none of the keys its
   turns want is kept (a trace's own calls are read for what they asked only then).
 
+One model call written by two instrumentations, each in a trace of its own (``vigil.schemas.steps.once``), is
+decided here before the steps are (``one_call_once``), so a wrapper's turn takes no step:
+
+- **Per project, kept with the steps.** A trace that is one model call is kept under its project and its call's key
+  (service, conversation, answer), in the steps' hash, within their keep time and bytes (``MAX_PER_KEY`` a key, the
+  latest): a sender of another project that sends the same words and answer at the same time neither removes a
+  project's turn nor is removed by it.
+- **Decided once, atomically.** One script decides a sweep's calls, inner first, against the calls kept before them
+  (two workers never both keep, or both drop, one call's two traces): a call decided before decides as it did; a
+  trace whose turn was stored before its call was kept never yields. A trace that yields makes no turn (the spans
+  it read are kept for late spans as ever) and is counted ``joined`` once, when it yields, with a line logged.
+- **A stored turn is never removed**: a call whose twin was kept in an earlier sweep yields to it, whichever wrapped
+  the other.
+
 Keys: ``vigil.steps``, a hash of ``[project, key]`` (JSON) to the key's steps (a JSON list of ``{"trace", "start",
-"prompt_tokens", "completion_tokens", "taken"}``, the start in milliseconds); ``vigil.steps.by_time``, the same
-members by when they were written; ``vigil.steps.bytes``, their total.
+"prompt_tokens", "completion_tokens", "taken"}``, the start in milliseconds), and of ``[project, "call", key]`` to
+the key's calls (``{"trace", "span", "scope", "start", "end", "yielded", "to", "took"}``: ``vigil.schemas.steps.decide``,
+times in milliseconds); ``vigil.steps.by_time``, the same members by when they were written; ``vigil.steps.bytes``,
+their total.
 """
 
 from __future__ import annotations
@@ -35,13 +51,14 @@ from typing import Any
 import redis
 import structlog
 from vigil.schemas import steps
+from vigil.schemas.rows import PipelineEvent
 from vigil.worker.assembly.chains import BOUND
 from vigil.worker.assembly.links import Trace
 from vigil.worker.assembly.traces import split_name
 from vigil.worker.logs import Every
 
 __all__ = ["EVICTED", "MAX_PER_KEY", "MS", "STEPS", "STEPS_BYTES", "STEPS_BY_TIME", "STEP_OVERHEAD", "continue_runs",
-           "kept_steps"]
+           "kept_steps", "one_call_once"]
 
 log = structlog.get_logger("vigil.intake")
 
@@ -111,12 +128,61 @@ end
 if delta ~= 0 then redis.call('INCRBY', KEYS[2], delta) end
 return out
 """
+# Decide each call of a sweep (``schemas.steps.decide``, inner first) against its key's calls, keep it, and bound the
+# hash as ``_RECORD`` does. KEYS: STEPS, STEPS_BY_TIME, STEPS_BYTES; ARGV: now, keep seconds, budget, overhead, max
+# per key, then (member, call, fixed) triples. Returns {dropped for the budget, per call '' (its own turn) or the JSON
+# [trace, span, 1 when decided now] of the call it is one with}.
+_ONCE = """
+local now, keep, budget, overhead, most = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]),
+  tonumber(ARGV[4]), tonumber(ARGV[5])
+local total = tonumber(redis.call('GET', KEYS[3]) or '0')
+local out = {}
+for i = 6, #ARGV, 3 do
+  local old = redis.call('HGET', KEYS[1], ARGV[i])
+  local list = old and cjson.decode(old) or {}
+  local call = cjson.decode(ARGV[i + 1])
+  local said = nil
+  for _, e in ipairs(list) do
+    if e.trace == call.trace then said = e.yielded ~= '' and cjson.encode({e.yielded, e.to, 0}) or '' end
+  end
+  if said == nil then
+    local found = nil
+    if ARGV[i + 2] ~= '1' then
+      for _, e in ipairs(list) do
+        if found == nil and e.yielded == '' and e.scope ~= call.scope and e.start <= call['end']
+            and call.start <= e['end'] then
+          local taken = false
+          for _, scope in ipairs(e.took) do if scope == call.scope then taken = true end end
+          if not taken then found = e end
+        end
+      end
+    end
+    if found then table.insert(found.took, call.scope) end
+    call.yielded = found and found.trace or ''
+    call.to = found and found.span or ''
+    table.insert(list, call)
+    table.sort(list, function(a, b) return a.start > b.start end)
+    while #list > most do table.remove(list) end
+    local value = cjson.encode(list)
+    redis.call('HSET', KEYS[1], ARGV[i], value)
+    redis.call('ZADD', KEYS[2], now, ARGV[i])
+    total = total + #value - (old and #old or 0) + (old and 0 or (#ARGV[i] + overhead))
+    said = found and cjson.encode({found.trace, found.span, 1}) or ''
+  end
+  table.insert(out, said)
+end
+local evicted = (function()
+""" + BOUND + """
+end)()
+return {evicted, out}
+"""
 _evicted_line = Every(60)
 _joined_line = Every(60)
+_once_line = Every(60)
 
 
-def _member(project: str, key: str) -> str:
-    return json.dumps([project, key])
+def _member(project: str, *key: str) -> str:
+    return json.dumps([project, *key])
 
 
 def kept_steps(client: redis.Redis, project: str, keys: list[str]) -> dict[str, list[dict[str, Any]]]:
@@ -178,3 +244,47 @@ def continue_runs(client: redis.Redis, traces: Iterable[Trace], *, keep_s: int, 
             log.info("a turn continues a run whose earlier model calls are traces of their own: their usage is the "
                      "run's", trace_id=turn["trace_id"], steps=[s["trace"] for s in found])
     return why
+
+
+def one_call_once(client: redis.Redis, traces: Iterable[Trace], *, keep_s: int, budget: int, monitors: list[str],
+                  now: float | None = None) -> list[PipelineEvent]:
+    """Of a sweep's traces that are one model call each (``vigil.schemas.steps.lone``), those whose call is already
+    another trace's turn make none (in place); returns their ``joined`` stage, once per trace, per turn monitor in
+    ``monitors``. No Redis call for a sweep with no such trace."""
+    calls = []
+    for trace in traces:
+        call = steps.lone(trace.spans, trace.result)
+        if call is not None:
+            calls.append((trace, call))
+    if not calls:
+        return []
+    by_trace = {call.trace_id: trace for trace, call in calls}
+    ordered = steps.inner_first(call for _, call in calls)
+    args: list[Any] = []
+    for call in ordered:
+        trace = by_trace[call.trace_id]
+        fixed = call.span_id in (getattr(trace.spans, "stored", None) or {})  # its turn is stored: it stays
+        args += [_member(split_name(trace.name)[0], "call", call.key), json.dumps({
+            "trace": call.trace_id, "span": call.span_id, "scope": call.scope, "start": call.start // MS,
+            "end": -(-call.end // MS), "yielded": "", "to": "", "took": []}), "1" if fixed else "0"]
+    evicted, decided = client.register_script(_ONCE)(keys=[STEPS, STEPS_BY_TIME, STEPS_BYTES], args=[
+        time.time() if now is None else now, keep_s, budget, STEP_OVERHEAD, MAX_PER_KEY, *args])
+    if int(evicted):
+        client.incrby(EVICTED, int(evicted))
+    events: list[PipelineEvent] = []
+    for call, said in zip(ordered, decided, strict=True):
+        if not said:
+            continue
+        trace = by_trace[call.trace_id]
+        other, span, now_decided = json.loads(said)
+        agent = str(trace.result.turns[0].get("agent") or "unknown")[:128]
+        steps.drop(trace.result)
+        if not now_decided:
+            continue
+        project = split_name(trace.name)[0]
+        events += [PipelineEvent(project=project[:128], agent=agent, monitor=monitor, stage="joined",
+                                 trace_id=call.trace_id, span_id=span) for monitor in monitors or [""]]
+        if _once_line():
+            log.info("a model call written by two instrumentations in traces of their own is one call: the wrapper's "
+                     "trace makes no turn", trace_id=call.trace_id, call_of=other, scope=call.scope)
+    return events
