@@ -24,13 +24,12 @@ from tests.judge_server import ScriptedJudge
 from tests.security.test_turn_ownership import (
     DEFAULT_KEY,
     RIVAL_KEY,
-    _attrs,
-    _post,
     _reply,
     rows,
     settled,
     started,
 )
+from tests.test_run_steps import send
 
 MS = 1_000_000
 SECOND = 1000 * MS
@@ -216,21 +215,6 @@ def test_calls_are_kept_with_the_steps_bounded_by_bytes_and_the_keep_time(client
 # -- through a real intake and worker ------------------------------------------------------------------------------
 
 
-def send(intake, key: str, *traces: list[dict[str, Any]]) -> None:
-    """Span records as one OTLP/JSON export under ``key``, each in its scope (numbers as ``intValue``)."""
-    def value(v: Any) -> dict[str, Any]:
-        return {"intValue": str(v)} if isinstance(v, int) else {"stringValue": str(v)}
-    spans = [s for spans in traces for s in spans]
-    answer = _post(f"{intake.url}/v1/traces", key=key, body={"resourceSpans": [{
-        "resource": {"attributes": _attrs(service__name="shop-bot")}, "scopeSpans": [
-            {"scope": {"name": s["scope"]}, "spans": [
-                {"traceId": s["trace_id"], "spanId": s["span_id"], "parentSpanId": "", "name": s["name"], "kind": 3,
-                 "startTimeUnixNano": str(s["start"]), "endTimeUnixNano": str(s["end"]),
-                 "attributes": [{"key": k, "value": value(v)} for k, v in s["attributes"].items()]}]}
-            for s in spans]}]})
-    assert "partialSuccess" not in answer, answer
-
-
 @pytest.fixture(scope="module")
 def stored(redis_server, tmp_path_factory):
     """Another project's LangChain-layer call first; then the default project's client-layer call of the same words
@@ -249,7 +233,7 @@ def stored(redis_server, tmp_path_factory):
         try:
             for key, traces in ((RIVAL_KEY, [rival]), (DEFAULT_KEY, [inner]), (DEFAULT_KEY, [wrapper]),
                                 (DEFAULT_KEY, list(together))):
-                send(intake, key, *traces)
+                send(intake, [s for spans in traces for s in spans], key)
                 settled(redis_server.url, worker)
             assert worker.stop() == 0
         finally:

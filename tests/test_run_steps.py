@@ -231,14 +231,17 @@ def test_steps_are_bounded_by_bytes_oldest_first_out_and_forgotten_after_the_kee
 
 
 def send(intake, spans: list[dict[str, Any]], key: str) -> None:
-    """Span records as one OTLP/JSON export (numbers as ``intValue``, as an SDK sends usage) under ``key``."""
+    """Span records as one OTLP/JSON export (numbers as ``intValue``, as an SDK sends usage) under ``key``, each in
+    its ``scope`` (the instrumentation that wrote it) when it names one."""
     def value(v: Any) -> dict[str, Any]:
         return {"intValue": str(v)} if isinstance(v, int) else {"stringValue": str(v)}
     answer = _post(f"{intake.url}/v1/traces", key=key, body={"resourceSpans": [{
-        "resource": {"attributes": _attrs(service__name="shop-bot")}, "scopeSpans": [{"spans": [
-            {"traceId": s["trace_id"], "spanId": s["span_id"], "parentSpanId": "", "name": s["name"], "kind": 3,
-             "startTimeUnixNano": str(s["start"]), "endTimeUnixNano": str(s["end"]),
-             "attributes": [{"key": k, "value": value(v)} for k, v in s["attributes"].items()]} for s in spans]}]}]})
+        "resource": {"attributes": _attrs(service__name="shop-bot")}, "scopeSpans": [
+            {"scope": {"name": s.get("scope", "")}, "spans": [
+                {"traceId": s["trace_id"], "spanId": s["span_id"], "parentSpanId": "", "name": s["name"], "kind": 3,
+                 "startTimeUnixNano": str(s["start"]), "endTimeUnixNano": str(s["end"]),
+                 "attributes": [{"key": k, "value": value(v)} for k, v in s["attributes"].items()]}]}
+            for s in spans]}]})
     assert "partialSuccess" not in answer, answer
 
 

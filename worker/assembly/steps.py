@@ -70,29 +70,36 @@ MAX_PER_KEY = 8  # steps kept under one key: the same question asked again and a
 MS = 1_000_000  # steps start in milliseconds in Redis: Lua's cjson writes 14 digits, a nanosecond time has 19
 STEP_OVERHEAD = 220  # Redis bytes a key costs beyond its member and value (a hash field, a sorted-set entry)
 
+# The start of a script that keeps lists of entries (steps, calls) under members of STEPS: its arguments (now, keep
+# seconds, budget, overhead, max per key), the bytes kept, and ``put``: an entry added to a member's list (``old``:
+# its value before, ``list``: decoded), at most ``most`` a member (the latest by start), written and counted.
+_KEEP = """
+local now, keep, budget, overhead, most = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]),
+  tonumber(ARGV[4]), tonumber(ARGV[5])
+local total = tonumber(redis.call('GET', KEYS[3]) or '0')
+local function put(member, old, list, entry)
+  table.insert(list, entry)
+  table.sort(list, function(a, b) return a.start > b.start end)
+  while #list > most do table.remove(list) end
+  local value = cjson.encode(list)
+  redis.call('HSET', KEYS[1], member, value)
+  redis.call('ZADD', KEYS[2], now, member)
+  total = total + #value - (old and #old or 0) + (old and 0 or (#member + overhead))
+end
+"""
+
 # Keep new steps (a step of a trace already kept under the key is not added twice), at most MAX_PER_KEY a key (the
 # latest by start), forget keys past the keep time, drop the oldest over the budget.
 # KEYS: STEPS, STEPS_BY_TIME, STEPS_BYTES; ARGV: now, keep seconds, budget, overhead, max per key, member, step, ...
 # Returns how many keys were dropped for the budget.
-_RECORD = """
-local now, keep, budget, overhead, most = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]),
-  tonumber(ARGV[4]), tonumber(ARGV[5])
-local total = tonumber(redis.call('GET', KEYS[3]) or '0')
+_RECORD = _KEEP + """
 for i = 6, #ARGV, 2 do
   local old = redis.call('HGET', KEYS[1], ARGV[i])
   local list = old and cjson.decode(old) or {}
   local step = cjson.decode(ARGV[i + 1])
   local seen = false
   for _, s in ipairs(list) do if s.trace == step.trace then seen = true end end
-  if not seen then
-    table.insert(list, step)
-    table.sort(list, function(a, b) return a.start > b.start end)
-    while #list > most do table.remove(list) end
-    local value = cjson.encode(list)
-    redis.call('HSET', KEYS[1], ARGV[i], value)
-    redis.call('ZADD', KEYS[2], now, ARGV[i])
-    total = total + #value - (old and #old or 0) + (old and 0 or (#ARGV[i] + overhead))
-  end
+  if not seen then put(ARGV[i], old, list, step) end
 end
 """ + BOUND
 
@@ -132,10 +139,7 @@ return out
 # hash as ``_RECORD`` does. KEYS: STEPS, STEPS_BY_TIME, STEPS_BYTES; ARGV: now, keep seconds, budget, overhead, max
 # per key, then (member, call, fixed) triples. Returns {dropped for the budget, per call '' (its own turn) or the JSON
 # [trace, span, 1 when decided now] of the call it is one with}.
-_ONCE = """
-local now, keep, budget, overhead, most = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]),
-  tonumber(ARGV[4]), tonumber(ARGV[5])
-local total = tonumber(redis.call('GET', KEYS[3]) or '0')
+_ONCE = _KEEP + """
 local out = {}
 for i = 6, #ARGV, 3 do
   local old = redis.call('HGET', KEYS[1], ARGV[i])
@@ -160,13 +164,7 @@ for i = 6, #ARGV, 3 do
     if found then table.insert(found.took, call.scope) end
     call.yielded = found and found.trace or ''
     call.to = found and found.span or ''
-    table.insert(list, call)
-    table.sort(list, function(a, b) return a.start > b.start end)
-    while #list > most do table.remove(list) end
-    local value = cjson.encode(list)
-    redis.call('HSET', KEYS[1], ARGV[i], value)
-    redis.call('ZADD', KEYS[2], now, ARGV[i])
-    total = total + #value - (old and #old or 0) + (old and 0 or (#ARGV[i] + overhead))
+    put(ARGV[i], old, list, call)
     said = found and cjson.encode({found.trace, found.span, 1}) or ''
   end
   table.insert(out, said)
