@@ -371,7 +371,9 @@ class _Trace:
             self.children[parent if parent in self.by_id else None].append(span)
         for siblings in self.children.values():
             siblings.sort(key=_BY_TIME)
-        self.stated = {span_id: conventions.kind(span) for span_id, span in self.by_id.items()}  # as its convention
+        decided = {span_id: conventions.decided_kind(span) for span_id, span in self.by_id.items()}
+        self.decider = {span_id: found[1] for span_id, found in decided.items()}  # which mapper decided it
+        self.stated = {span_id: found[0] for span_id, found in decided.items()}  # as its convention
         self.kinds = {span_id: "agent" if found == "chain" and self.by_id[span_id].get("parent_id") not in self.by_id
                       else found for span_id, found in self.stated.items()}  # a framework's chain at the top of the
         # trace is the run
@@ -481,6 +483,7 @@ class _Trace:
                 self.children[parent] = children
         self.kinds.update(sub.kinds)
         self.stated.update(sub.stated)
+        self.decider.update(sub.decider)
         self._errors.update(sub._errors)
         self._io.update(sub._io)
         self._identity.update(sub._identity)
@@ -492,7 +495,7 @@ class _Trace:
         if span["span_id"] not in self.by_id:
             return ([], [], ""), {}
         if span["span_id"] not in self._io:
-            self._io[span["span_id"]] = conventions.io_sources(span)
+            self._io[span["span_id"]] = conventions.io_sources(span, self.decider.get(span["span_id"]))
         return self._io[span["span_id"]]
 
     def descendants(self, span: SpanRecord) -> list[SpanRecord]:

@@ -64,7 +64,7 @@ from ._parse import (
     text,
 )
 
-__all__ = ["MAPPERS", "Io", "Msg", "content_setting", "documents", "error", "explain_kind", "identity", "io",
+__all__ = ["MAPPERS", "Io", "Msg", "content_setting", "decided_kind", "documents", "error", "explain_kind", "identity", "io",
            "io_sources", "is_final_tool", "json_value", "kind", "model", "result_text", "stated_usage", "tool", "usage"]
 
 _SERVER_KINDS = (2, 5)  # OTLP SPAN_KIND_SERVER, SPAN_KIND_CONSUMER: a request or a message handled
@@ -93,14 +93,45 @@ _USAGE_KEYS = (("gen_ai.usage.input_tokens", "gen_ai.usage.output_tokens"),
 def kind(span: Mapping[str, Any]) -> str:
     """``agent``, ``chain``, ``step``, ``server``, ``llm``, ``tool``, ``retriever`` or ``other`` (``explain_kind``'s
     answer, without the explanation)."""
+    return decided_kind(span)[0]
+
+
+def decided_kind(span: Mapping[str, Any]) -> tuple[str, int]:
+    """``kind(span)`` and the position in ``MAPPERS`` of the mapper that decided it (``len(MAPPERS)``: the fallback).
+    Every mapper before it claimed nothing: ``io_sources`` asks no reader whose convention's kind is its gate."""
     attrs = span["attributes"]
-    found = (openllmetry.kind(attrs) or openinference.kind(attrs) or vercel.kind(attrs) or pydantic_ai.kind(attrs)
-             or haystack.kind(attrs, span["name"]) or genkit.kind(attrs) or langfuse.kind(attrs) or mlflow.kind(attrs)
-             or griptape.kind(attrs, span["name"]))
+    found = openllmetry.kind(attrs)
     if found:
-        return found
+        return found, 0
+    found = openinference.kind(attrs)
+    if found:
+        return found, 1
+    found = vercel.kind(attrs)
+    if found:
+        return found, 2
+    found = pydantic_ai.kind(attrs)
+    if found:
+        return found, 3
+    found = haystack.kind(attrs, span["name"])
+    if found:
+        return found, 4
+    found = genkit.kind(attrs)
+    if found:
+        return found, 5
+    found = langfuse.kind(attrs)
+    if found:
+        return found, 6
+    found = mlflow.kind(attrs)
+    if found:
+        return found, 7
+    found = griptape.kind(attrs, span["name"])
+    if found:
+        return found, 8
     events = span.get("events")
-    return genai.kind(attrs, [e["name"] for e in events] if events else ()) or _by_meaning(span)[0]
+    found = genai.kind(attrs, [e["name"] for e in events] if events else ())
+    if found:
+        return found, 9
+    return _by_meaning(span)[0], len(MAPPERS)
 
 
 def explain_kind(span: Mapping[str, Any]) -> tuple[str, str, str]:
@@ -140,22 +171,38 @@ def io(span: Mapping[str, Any]) -> Io:
 
 
 # The readers of a span's messages in the order they fill what the ones before left empty, each with whether it can
-# give system instructions: OpenLLMetry's entity input/output and OpenInference's messages carry none, so once the
-# messages are filled they are not asked (what they would say is dropped anyway). Langfuse's, whose keys only its
-# SDK writes, last: the spans of the common conventions are filled before it is asked.
-_READERS = (("vercel", vercel.io, True), ("pydantic_ai", pydantic_ai.io, True), ("haystack", haystack.io, True),
-            ("genkit", genkit.io, True), ("genai", genai.io, True), ("openllmetry", openllmetry.io, False),
-            ("openinference", openinference.io, False), ("langfuse", langfuse.io, True), ("mlflow", mlflow.io, True))
-_OPENLIT = (("openlit", openlit.io, False), *_READERS)
+# give system instructions (OpenLLMetry's entity input/output and OpenInference's messages carry none, so once the
+# messages are filled they are not asked: what they would say is dropped anyway), and the mapper whose kind gates it:
+# a reader that reads only spans its convention's ``kind`` claims says nothing of a span a mapper before that one
+# decided (``decided_kind``), and is not asked. Langfuse's, whose keys only its SDK writes, last: the spans of the
+# common conventions are filled before it is asked.
+_READERS = (("vercel", vercel.io, True, "vercel"), ("pydantic_ai", pydantic_ai.io, True, None),
+            ("haystack", haystack.io, True, "haystack"), ("genkit", genkit.io, True, "genkit"),
+            ("genai", genai.io, True, None), ("openllmetry", openllmetry.io, False, "openllmetry"),
+            ("openinference", openinference.io, False, None), ("langfuse", langfuse.io, True, "langfuse"),
+            ("mlflow", mlflow.io, True, "mlflow"))
+_OPENLIT = (("openlit", openlit.io, False, None), *_READERS)
+_DECIDER = {name: position for position, (name, _keys, _mapper) in enumerate(MAPPERS)}
 
 
-def io_sources(span: Mapping[str, Any]) -> tuple[Io, dict[str, str]]:
-    """``io(span)`` and which module gave each of its parts (``inputs``, ``outputs``, ``system``)."""
+def _asked(readers: tuple, decided: int) -> tuple[tuple[str, Any, bool], ...]:
+    return tuple((name, reader, system) for name, reader, system, gate in readers
+                 if gate is None or _DECIDER[gate] >= decided)
+
+
+# by the mapper that decided a span's kind (its position; ``None``: not known, every reader asked)
+_ASKED = {decided: (_asked(_READERS, decided), _asked(_OPENLIT, decided)) for decided in (*range(len(MAPPERS) + 1),)}
+_ASKED[None] = _ASKED[0]
+
+
+def io_sources(span: Mapping[str, Any], decided: int | None = None) -> tuple[Io, dict[str, str]]:
+    """``io(span)`` and which module gave each of its parts (``inputs``, ``outputs``, ``system``). ``decided``: the
+    mapper that decided the span's kind (``decided_kind``), when the caller knows it."""
     sources: dict[str, str] = {}
     inputs: list[Msg] = []
     outputs: list[Msg] = []
     system = ""
-    for name, reader, gives_system in _OPENLIT if openlit.claims(span) else _READERS:
+    for name, reader, gives_system in _ASKED[decided][1 if openlit.claims(span) else 0]:
         if inputs and outputs and (system or not gives_system):
             continue
         more_in, more_out, more_system = reader(span)
