@@ -253,14 +253,27 @@ def stated_usage(attrs: Mapping[str, Any]) -> tuple[Any, Any]:
     return found if found != (None, None) else usage(attrs)
 
 
-_DOCUMENT_KEYS = (*openinference.DOCUMENT_KEYS, *genai.DOCUMENT_KEYS, *openllmetry.DOCUMENT_KEYS, *genkit.DOCUMENT_KEYS,
-                  *mlflow.DOCUMENT_KEYS)
+def _keys(*groups: tuple[str, ...]) -> tuple[frozenset[str], tuple[str, ...]]:
+    """The conventions' ``DOCUMENT_KEYS`` or ``WHO_KEYS`` as (keys, prefixes): an entry that ends in ``.`` opens a
+    group of keys (``traceloop.association.properties.*``), any other is one key, read as it stands."""
+    entries = [key for group in groups for key in group]
+    return frozenset(k for k in entries if not k.endswith(".")), tuple(k for k in entries if k.endswith("."))
+
+
+def _states(attrs: Mapping[str, Any], keys: tuple[frozenset[str], tuple[str, ...]]) -> bool:
+    """Whether a span has a key of ``keys`` (``_keys``): the one key looked up, then the prefixes, in one pass each."""
+    exact, prefixes = keys
+    return not exact.isdisjoint(attrs) or any(map(str.startswith, attrs, repeat(prefixes)))
+
+
+_DOCUMENT_KEYS = _keys(openinference.DOCUMENT_KEYS, genai.DOCUMENT_KEYS, openllmetry.DOCUMENT_KEYS, genkit.DOCUMENT_KEYS,
+                       mlflow.DOCUMENT_KEYS)
 
 
 def documents(attrs: Mapping[str, Any]) -> list[dict[str, Any]]:
     """The retrieved documents a span holds, as ``ContextDoc`` fields (documents without text are left out). A span
-    with no key that starts as one a convention reads (its ``DOCUMENT_KEYS``) holds none: found in one pass."""
-    if not any(map(str.startswith, attrs, repeat(_DOCUMENT_KEYS))):
+    with none of the keys a convention reads (its ``DOCUMENT_KEYS``) holds none: found in one pass."""
+    if not _states(attrs, _DOCUMENT_KEYS):
         return []
     docs = (openinference.documents(attrs) + genai.documents(attrs) + openllmetry.documents(attrs)
             + genkit.documents(attrs) + mlflow.documents(attrs))
@@ -288,15 +301,15 @@ def tool(span: Mapping[str, Any]) -> dict[str, Any]:
 
 
 _WHO = (genai, openllmetry, openinference, vercel, genkit, langfuse, mlflow)  # in the order their say wins
-_WHO_KEYS = tuple(key for convention in _WHO for key in convention.WHO_KEYS)
+_WHO_KEYS = _keys(*(convention.WHO_KEYS for convention in _WHO))
 
 
 def identity(attrs: Mapping[str, Any]) -> dict[str, Any]:
     """Agent name, session id and metadata a span states (``None`` / empty where it states nothing); the agent's id
-    (``gen_ai.agent.id``) names it only when no convention states its name. A span with no
-    key that starts as one a convention reads (its ``WHO_KEYS``) states nothing: found in one pass, the readers not
-    asked (most spans of a run: its LLM calls, tools and retrievers)."""
-    if not any(map(str.startswith, attrs, repeat(_WHO_KEYS))):
+    (``gen_ai.agent.id``) names it only when no convention states its name. A span with none
+    of the keys a convention reads (its ``WHO_KEYS``) states nothing: found in one pass, the readers not asked (most
+    spans of a run: its LLM calls, tools and retrievers)."""
+    if not _states(attrs, _WHO_KEYS):
         return {"agent": None, "session_id": None, "metadata": {}}
     agent = session = None
     metadata: dict[str, Any] = {}

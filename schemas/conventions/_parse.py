@@ -292,6 +292,8 @@ def _first(body: dict[str, Any], *keys: str) -> Any:
 
 def hand_in(messages: list[Msg]) -> list[Msg]:
     """Messages with each final-answer tool call (``is_final_tool``) made the assistant's text: the run's answer."""
+    if not any(m["tool_calls"] for m in messages):
+        return list(messages)  # no call to hand in: one pass, in C
     out = []
     for m in messages:
         final = [c for c in m["tool_calls"] if is_final_tool(c.get("name"))] if m["tool_calls"] else None

@@ -110,7 +110,7 @@ def io(span: Mapping[str, Any]) -> Io:
 
 
 _DOCUMENTS = "gen_ai.retrieval.documents"
-DOCUMENT_KEYS = (_DOCUMENTS,)  # what every key ``documents`` reads starts with
+DOCUMENT_KEYS = (_DOCUMENTS,)  # the key ``documents`` reads
 
 
 def documents(attrs: Mapping[str, Any]) -> list[Any]:
@@ -141,7 +141,7 @@ def tool(span: Mapping[str, Any]) -> dict[str, Any] | None:
 _AGENT, _SESSION = "gen_ai.agent.name", "gen_ai.conversation.id"
 AGENT_ID = "gen_ai.agent.id"  # the agent when nothing names it (``conventions.identity``)
 RESPONSE_ID = "gen_ai.response.id"
-WHO_KEYS = (_AGENT, _SESSION, AGENT_ID)  # what every key ``identity`` reads starts with
+WHO_KEYS = (_AGENT, _SESSION, AGENT_ID)  # the keys ``identity`` reads
 
 
 def identity(attrs: Mapping[str, Any]) -> dict[str, Any]:

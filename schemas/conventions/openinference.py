@@ -56,7 +56,7 @@ def io(span: Mapping[str, Any]) -> Io:
     return inputs, outputs, ""
 
 
-DOCUMENT_KEYS = ("retrieval.documents.",)  # what every key ``documents`` reads starts with
+DOCUMENT_KEYS = ("retrieval.documents.",)  # what every key ``documents`` reads starts with (a prefix: it ends in ".")
 
 
 def documents(attrs: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -84,7 +84,7 @@ def tool(span: Mapping[str, Any]) -> dict[str, Any] | None:
     return call
 
 
-WHO_KEYS = ("metadata", "user.id", "agent.name", "session.id")  # what every key ``identity`` reads starts with
+WHO_KEYS = ("metadata", "user.id", "agent.name", "session.id")  # the keys ``identity`` reads
 
 
 def identity(attrs: Mapping[str, Any]) -> dict[str, Any]:

@@ -95,7 +95,7 @@ def tool(span: Mapping[str, Any]) -> dict[str, Any] | None:
     return call
 
 
-WHO_KEYS = ("traceloop.",)  # what every key ``identity`` reads starts with
+WHO_KEYS = ("traceloop.",)  # what every key ``identity`` reads starts with (a prefix: it ends in ".")
 
 
 def identity(attrs: Mapping[str, Any]) -> dict[str, Any]:
