@@ -58,10 +58,31 @@ across traces:
 
 ``once`` is run before the steps rule, so a wrapper's turn takes no step.
 
+**A tool that failed in a trace of its own failed in the run that was told so.** The same instrumentations write a
+tool's call as a trace of its own too; a run's turn then reads its tool calls from its model calls' conversation (the
+call asked, the tool message sent back), which states a tool's error only as the text the model was sent. Across
+traces, as within one (``vigil.schemas.spans``: a tool span paired with the model's call by its tool and arguments,
+its error from its status or ``exception`` event):
+
+- **A failed tool call in a trace of its own** (``failure``): the trace made no turn and holds no LLM call, its one
+  top span is a tool span that failed (``conventions.error``), stating the call's arguments; kept with what it
+  said of its error (the error, its status message, its ``exception`` event's message) under its ``failure_key``
+  (service, arguments).
+- **It is the call of a turn of its project and service** (``failed_here``) whose trace holds no tool span of its own,
+  whose conversation holds a call of those arguments with no error, of its tool (or the span names no tool any call
+  of the turn names: LangChain.js names a tool span by its class), of its id when the span states one, **whose tool
+  message states what the span said of its error** (the model was told of this failure), and that ended before the
+  turn's answering call started. Of several, the one the turn took already, else the latest no other turn took
+  (the same call failing the same way in two runs: each run takes its own).
+- The call's error is the span's; the turn names the tool spans' traces in ``metadata["vigil.tool_errors_from"]``.
+  Not joined: a span whose trace is assembled after the turn (the stored turn is not scored again), a span
+  forgotten (expired or evicted with the steps), a span that succeeded (the tool message already says its result).
+
 Pure: ``left`` reads a trace's open steps, ``wanted`` a turn's keys, ``pick`` chooses among the steps of a key;
 ``keep`` and ``take`` apply it with a dict for the worker's state, ``join`` to the traces of a file (a test,
 ``vigil explain-trace``); ``lone`` reads the call a trace is, ``decide`` settles a call among the calls of its key,
-``once`` applies it to the traces of a file.
+``once`` applies it to the traces of a file; ``failure`` reads the failed tool call a trace is, ``failed_here``
+and ``evidence`` which calls of a turn it may be, ``tell`` gives a turn the failures of a pool (``join``: a file).
 """
 
 from __future__ import annotations
@@ -74,13 +95,16 @@ from datetime import datetime
 from typing import Any
 
 from vigil.schemas import conventions
+from vigil.schemas.conventions import without_stack
 from vigil.schemas.links import states_user_words
 from vigil.schemas.trace import MAX_SPANS
 
-__all__ = ["CONTINUES_METADATA", "Call", "Step", "add_usage", "asked_here", "call_key", "decide", "drop", "inner_first",
-           "join", "keep", "key", "left", "lone", "once", "pick", "start_ns", "take", "wanted"]
+__all__ = ["CONTINUES_METADATA", "FAILURES_METADATA", "Call", "Failure", "Step", "add_usage", "asked_here", "call_key",
+           "decide", "drop", "evidence", "failed_here", "failure", "failure_key", "give", "inner_first", "join", "keep", "key",
+           "left", "lone", "once", "pick", "start_ns", "take", "tell", "wanted"]
 
 CONTINUES_METADATA = "vigil.continues"  # the traces of the steps a turn continues, comma-separated
+FAILURES_METADATA = "vigil.tool_errors_from"  # the traces of the failed tool calls a turn's calls are, comma-separated
 
 
 @dataclass(frozen=True)
@@ -240,11 +264,16 @@ def join(traces: Mapping[str, list[dict[str, Any]]], results: Mapping[str, Any])
     once(traces, results)
     order = sorted(traces, key=lambda t: min((s["start"] for s in traces[t]), default=0))
     pool: dict[str, list[dict[str, Any]]] = {}
+    failures: dict[str, list[dict[str, Any]]] = {}
     for trace in order:
         keep(pool, trace, traces[trace], results[trace])
+        if (found := failure(traces[trace], results[trace])) is not None:
+            failures.setdefault(found.key, []).append({**found.__dict__, "taken": ""})
     why = {}
     for trace in order:
         why.update(take(pool, trace, traces[trace], results[trace]))
+        for turn in results[trace].turns:
+            tell(turn, _service(traces[trace]), failures, trace)
     return why
 
 
@@ -341,3 +370,100 @@ def once(traces: Mapping[str, list[dict[str, Any]]], results: Mapping[str, Any])
             drop(results[call.trace_id])
             out[call.trace_id] = found
     return out
+
+
+# -- a tool that failed in a trace of its own ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Failure:
+    """A tool call that failed in a trace of its own (``failure``): its key (``failure_key``), its trace and span, the
+    tool its span names, the call id it states (``""``: none), its error, what it said of the error (the texts a
+    tool message may quote), when it ran (ns)."""
+
+    key: str
+    trace_id: str
+    span_id: str
+    name: str
+    call_id: str
+    error: str
+    said: tuple[str, ...]
+    start: int
+    end: int
+
+
+def failure_key(service: str, arguments: Any) -> str:
+    """What a failed tool span and the model's call of it both say: the service and the call's arguments."""
+    return hashlib.sha256(_line(["tool", service, arguments])).hexdigest()[:32]
+
+
+def _service(spans: Iterable[Mapping[str, Any]]) -> str:
+    return next((str(name) for s in spans if (name := (s.get("resource") or {}).get("service.name"))), "")
+
+
+def failure(spans: list[Mapping[str, Any]], result: Any) -> Failure | None:
+    """The failed tool call a trace is (``result``: its assembly), or ``None``: the trace made no turn and holds no
+    LLM call, and its one top span is a tool span that failed, stating its arguments."""
+    if result.turns or result.steps or not result.no_turn.startswith("no LLM call"):
+        return None
+    tops = [s for s in spans if not s.get("log") and not s.get("parent_id")]
+    if len(tops) != 1 or conventions.kind(tops[0]) != "tool":
+        return None
+    span = tops[0]
+    call = conventions.tool(span)
+    if not call.get("error") or not isinstance(call.get("arguments"), dict) or not call["arguments"]:
+        return None
+    raised = [e.get("attributes") or {} for e in span.get("events") or () if e.get("name") == "exception"]
+    said = [call["error"], (span.get("status") or {}).get("message"), *(r.get("exception.message") for r in raised)]
+    said = tuple(dict.fromkeys(without_stack(str(t)).strip()[:1000] for t in said if t and str(t).strip()))
+    return Failure(failure_key(_service(spans), call["arguments"]), span["trace_id"], span["span_id"],
+                   str(call.get("name") or ""), str(call.get("id") or ""), str(call["error"])[:1000], said,
+                   int(span["start"]), int(span["end"]))
+
+
+def failed_here(turn: Mapping[str, Any], service: str) -> list[tuple[int, str]]:
+    """The calls of a turn (index, ``failure_key``) that may have failed in a trace of their own: the turn's trace
+    holds no tool span (its calls are read from its model calls' conversation), and the call has arguments, no
+    error, and a tool message's text."""
+    if any(s.get("kind") == "tool" for s in turn.get("spans") or ()):
+        return []
+    return [(i, failure_key(service, c["arguments"])) for i, c in enumerate(turn.get("tool_calls") or ())
+            if not c.get("error") and isinstance(c.get("arguments"), dict) and c["arguments"]
+            and isinstance(c.get("result"), str)]
+
+
+def evidence(turn: Mapping[str, Any], index: int, entry: Mapping[str, Any], start: int) -> bool:
+    """Whether a kept failure (``entry``: a ``Failure``'s fields, its end in the unit of ``start``) is the turn's
+    call at ``index``: it ended before the turn (started at ``start``) started, it names the call's tool (or no tool
+    any call of the turn names) and its id (when it states one), and the call's tool message states what it said."""
+    calls = turn.get("tool_calls") or ()
+    call = calls[index]
+    named = entry["name"] == call.get("name") or entry["name"] not in {c.get("name") for c in calls}
+    return (entry["end"] <= start and named and (not entry["call_id"] or entry["call_id"] == call.get("id"))
+            and any(text in call["result"] for text in entry["said"]))
+
+
+def tell(turn: dict[str, Any], service: str, pool: Mapping[str, list[dict[str, Any]]], taker: str) -> list[str]:
+    """Give a turn (of trace ``taker``) the errors of the failures of ``pool`` (key -> kept failures, each with its
+    ``taken``) its calls are, by the module's rule; returns the traces they came from."""
+    start, given = start_ns(turn), []
+    for index, k in failed_here(turn, service):
+        fits = [e for e in pool.get(k, ()) if evidence(turn, index, e, start) and e["taken"] in ("", taker)
+                and all(e is not g for _, g in given)]
+        if fits:
+            entry = max(fits, key=lambda e: (e["taken"] == taker, e["start"]))
+            entry["taken"] = taker
+            given.append((index, entry))
+    return give(turn, given)
+
+
+def give(turn: dict[str, Any], given: Iterable[tuple[int, Mapping[str, Any]]]) -> list[str]:
+    """Each call of a turn (by index) the error of the failure it is (``tell``); returns the failures' traces, which
+    the turn names in ``metadata["vigil.tool_errors_from"]``."""
+    traces = []
+    for index, entry in given:
+        turn["tool_calls"][index]["error"] = entry["error"]
+        traces.append(entry["trace_id"])
+    if traces:
+        turn.setdefault("metadata", {})[FAILURES_METADATA] = ",".join(traces)
+    return traces

@@ -1,8 +1,10 @@
 """One model call written by two instrumentations, each in a trace of its own, is one call
 (``vigil.schemas.steps.once``, ``vigil.worker.assembly.steps.one_call_once``): OpenLLMetry JS's LangChain handler
 opens its chat span with no parent and never makes it current, so the openai instrumentation's span of the same call
-is a trace of its own too. The rule on hand-made spans in that shape, the calls on a real Redis, and the whole path
-through a real ``vigil intake`` and ``vigil worker`` with a second project (its own key) sending the same words."""
+is a trace of its own too; and a tool that failed in a trace of its own failed in the run whose model was told so
+(``vigil.schemas.steps.tell``, ``tell_failures``): the same handler's tool spans are traces of their own. The rules
+on hand-made spans in that shape, on a real Redis, and the whole path through a real ``vigil intake`` and
+``vigil worker`` with a second project (its own key) sending the same words."""
 
 from __future__ import annotations
 
@@ -16,7 +18,13 @@ import redis
 from vigil.schemas import steps as run_steps
 from vigil.schemas.spans import assembly
 from vigil.worker.assembly.links import Trace
-from vigil.worker.assembly.steps import EVICTED, STEPS, STEPS_BYTES, one_call_once
+from vigil.worker.assembly.steps import (
+    EVICTED,
+    STEPS,
+    STEPS_BYTES,
+    one_call_once,
+    tell_failures,
+)
 from vigil.worker.assembly.traces import Spans, trace_name
 from vigil.worker.store import connect
 
@@ -36,6 +44,8 @@ SECOND = 1000 * MS
 LANGCHAIN, OPENAI = "@traceloop/instrumentation-langchain", "@traceloop/instrumentation-openai"
 SYSTEM = {"role": "system", "parts": [{"type": "text", "content": "You are Acme's support bot."}]}
 ANSWER = "A-1001 has shipped."
+ERROR = "order database unreachable for A-1001"
+TOLD = f"Error: {ERROR}\n Please fix your mistakes."  # LangGraph.js's ToolNode tells the model a tool's error so
 
 
 def text(role: str, words: str) -> dict[str, Any]:
@@ -65,20 +75,37 @@ def asks(start: int, question: str = "Where is order A-1001?", **kw: Any) -> tup
     return wrapper, inner
 
 
-def answers(start: int, question: str = "Where is order A-1001?", answer: str = ANSWER, **kw: Any,
-            ) -> tuple[list[dict], list[dict]]:
+def answers(start: int, question: str = "Where is order A-1001?", answer: str = ANSWER, result: str = "A-1001 shipped",
+            **kw: Any) -> tuple[list[dict], list[dict]]:
     """The call sent the tool's result, which answers: LangChain's span (its assistant message an empty text, its
     tool message bare text) around the openai instrumentation's (the tool call and its result by id)."""
     wrapper = chat(LANGCHAIN, start, start + 80 * MS, [SYSTEM, text("user", question), text("assistant", ""),
-                                                       text("tool", "A-1001 shipped")],
+                                                       text("tool", result)],
                    [text("assistant", answer)], **kw)
     inner = chat(OPENAI, start + MS, start + 80 * MS + MS // 3, [
         SYSTEM, text("user", question),
         {"role": "assistant", "parts": [{"type": "tool_call", "id": "call_1", "name": "lookup_order",
                                          "arguments": {"order_id": "A-1001"}}]},
-        {"role": "tool", "parts": [{"type": "tool_call_response", "id": "call_1", "response": "A-1001 shipped"}]}],
+        {"role": "tool", "parts": [{"type": "tool_call_response", "id": "call_1", "response": result}]}],
         [text("assistant", answer)], **kw)
     return wrapper, inner
+
+
+def failed(start: int, *, service: str = "shop-bot", order: str = "A-1001") -> list[dict[str, Any]]:
+    """A tool's call that raised, as LangChain.js's handler writes it: a trace of its own, named by the tool's class,
+    its arguments as the call's JSON text, its error as the status and an ``exception`` event; no call id."""
+    return [{"trace_id": uuid.uuid4().hex, "span_id": uuid.uuid4().hex[:16], "parent_id": None,
+             "name": "execute_tool DynamicStructuredTool", "start": start, "end": start + 2 * MS, "scope": LANGCHAIN,
+             "resource": {"service.name": service}, "status": {"code": 2, "message": ERROR},
+             "events": [{"name": "exception", "time": start + MS, "attributes": {
+                 "exception.type": "Error", "exception.message": ERROR}}],
+             "attributes": {"gen_ai.operation.name": "execute_tool", "gen_ai.provider.name": "langchain",
+                            "traceloop.span.kind": "task", "traceloop.entity.name": "DynamicStructuredTool",
+                            "traceloop.entity.input": json.dumps({"args": [json.dumps({"order_id": order})]})}}]
+
+
+def errors(turn: dict[str, Any]) -> list[str | None]:
+    return [c.get("error") for c in turn.get("tool_calls") or ()]
 
 
 def turns_of(*traces: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
@@ -139,6 +166,32 @@ def test_only_a_twin_yields_another_answer_service_time_or_a_run_around_the_call
 
     assert trace_of(wrapper) not in turns
     assert sorted(turns) == sorted(map(trace_of, (inner, same_layer, other_answer, other_service, later, run)))
+
+
+def test_a_tool_that_failed_in_a_trace_of_its_own_failed_in_the_run_whose_model_was_told_so():
+    tool = failed(100 * MS)
+    run = answers(200 * MS, result=TOLD)
+
+    turns = turns_of(tool, *run)
+
+    [turn] = turns.values()
+    assert errors(turn) == [f"Error: {ERROR}"]
+    assert turn["metadata"][run_steps.FAILURES_METADATA] == trace_of(tool)
+
+
+def test_each_run_takes_its_own_failure_and_no_run_takes_one_it_was_not_told_of():
+    first, second = failed(100 * MS), failed(SECOND + 100 * MS)  # the same call failing the same way, twice
+    told = [answers(200 * MS, result=TOLD)[1], answers(SECOND + 200 * MS, question="Is A-1001 late?", result=TOLD)[1]]
+    ok = answers(2 * SECOND, question="Has A-1001 left?")[1]  # told the tool's result, not an error
+    early = answers(2 * SECOND + 100 * MS, question="Where is A-1001 now?", result=TOLD)[1]  # its failure came after
+    after = failed(2 * SECOND + 150 * MS)
+    other_service = failed(2 * SECOND, service="billing-bot")
+
+    turns = turns_of(first, second, *told, ok, early, after, other_service)
+
+    assert [turns[trace_of(t)]["metadata"].get(run_steps.FAILURES_METADATA) for t in told] == [
+        trace_of(first), trace_of(second)]
+    assert errors(turns[trace_of(ok)]) == errors(turns[trace_of(early)]) == [None]
 
 
 # -- the calls on a real Redis -------------------------------------------------------------------------------------
@@ -212,6 +265,31 @@ def test_calls_are_kept_with_the_steps_bounded_by_bytes_and_the_keep_time(client
     assert client.hlen(STEPS) == 1  # the others were older than the keep time
 
 
+def test_failures_are_a_projects_own_a_rivals_failure_is_no_error_of_a_projects_run(client):
+    tell_failures(client, swept("rival", failed(100 * MS)), keep_s=600, budget=2**20)
+    untold = swept("shop", answers(200 * MS, result=TOLD)[1])
+    tell_failures(client, untold, keep_s=600, budget=2**20)
+    told = swept("shop", failed(SECOND), answers(SECOND + 100 * MS, question="Is A-1001 late?", result=TOLD)[1])
+    tell_failures(client, told, keep_s=600, budget=2**20)
+
+    assert errors(untold[0].result.turns[0]) == [None]  # the rival's failure is not its
+    assert errors(told[1].result.turns[0]) == [f"Error: {ERROR}"]  # its own project's is
+
+
+def test_a_stored_turn_assembled_again_takes_what_it_took_and_nothing_new(client):
+    tool, run = failed(100 * MS), answers(200 * MS, result=TOLD)[1]
+    tell_failures(client, swept("shop", tool, run), keep_s=600, budget=2**20)
+    bare = answers(SECOND, question="Is A-1001 late?", result=TOLD)[1]
+    tell_failures(client, swept("shop", bare), keep_s=600, budget=2**20)  # stored with no error: none was kept
+    tell_failures(client, swept("shop", failed(SECOND - 50 * MS)), keep_s=600, budget=2**20)  # one comes later
+
+    again = swept("shop", run, bare, stored=True)
+    tell_failures(client, again, keep_s=600, budget=2**20)
+
+    assert errors(again[0].result.turns[0]) == [f"Error: {ERROR}"]  # what it took: what it was scored with
+    assert errors(again[1].result.turns[0]) == [None]  # a failure that settled after it changes nothing scored
+
+
 # -- through a real intake and worker ------------------------------------------------------------------------------
 
 
@@ -228,11 +306,15 @@ def stored(redis_server, tmp_path_factory):
     wrapper, inner = answers(now)
     rival = [{**wrapper[0], "trace_id": uuid.uuid4().hex}]
     together = answers(now + SECOND, question="Can I return the kettle?")
+    rival_failure, failure = failed(now + 2 * SECOND), failed(now + 3 * SECOND)
+    told = answers(now + 3 * SECOND + 100 * MS, question="Is A-1001 late?", result=TOLD)
+    untold = answers(now + 4 * SECOND, question="Has A-1001 left?", result=TOLD)  # the shop's failure is taken
     with ScriptedJudge(_reply) as judge:
         intake, worker = started(redis_server.url, home, judge, env)
         try:
-            for key, traces in ((RIVAL_KEY, [rival]), (DEFAULT_KEY, [inner]), (DEFAULT_KEY, [wrapper]),
-                                (DEFAULT_KEY, list(together))):
+            for key, traces in ((RIVAL_KEY, [rival, rival_failure]), (DEFAULT_KEY, [inner]), (DEFAULT_KEY, [wrapper]),
+                                (DEFAULT_KEY, list(together)), (DEFAULT_KEY, [failure, *told]),
+                                (DEFAULT_KEY, list(untold))):
                 send(intake, [s for spans in traces for s in spans], key)
                 settled(redis_server.url, worker)
             assert worker.stop() == 0
@@ -246,16 +328,19 @@ def stored(redis_server, tmp_path_factory):
     store.close()
     client.close()
     yield {"wrapper": trace_of(wrapper), "inner": trace_of(inner), "rival": trace_of(rival),
-           "together": list(map(trace_of, together)), "rows": found, "joined": joined}
+           "together": list(map(trace_of, together)), "told": trace_of(told[1]), "untold": trace_of(untold[1]),
+           "wrappers": [trace_of(w) for w in (wrapper, together[0], told[0], untold[0])], "rows": found,
+           "joined": joined}
 
 
 def test_the_worker_stores_each_call_of_two_layers_once_and_counts_the_other_trace_joined(stored):
     shop = sorted(trace for project, trace in stored["rows"] if project == "default")
-    wrapper, inner = stored["together"]
+    inner = stored["together"][1]
 
-    assert shop == sorted([stored["inner"], inner])  # the first call's client layer, stored before its wrapper came
+    # the first call's client layer, stored before its wrapper came; each other call's client layer
+    assert shop == sorted([stored["inner"], inner, stored["told"], stored["untold"]])
     assert json.loads(stored["rows"]["default", inner]["tool_calls_json"])[0]["id"] == "call_1"
-    assert sorted(stored["joined"]) == sorted([stored["wrapper"], wrapper])  # once each (one turn monitor)
+    assert sorted(stored["joined"]) == sorted(stored["wrappers"])  # once each (one turn monitor)
 
 
 def test_another_projects_call_of_the_same_words_at_the_same_time_neither_removes_a_turn_nor_is_removed(stored):
@@ -263,3 +348,11 @@ def test_another_projects_call_of_the_same_words_at_the_same_time_neither_remove
     # its LangChain-layer call, kept first, made the default project's client layer yield to nothing: that one is
     # stored, and it is the default project's own wrapper that yields to it
     assert ("default", stored["inner"]) in stored["rows"] and ("default", stored["wrapper"]) not in stored["rows"]
+
+
+def test_the_worker_gives_a_run_the_error_of_its_tool_that_failed_in_a_trace_of_its_own_and_no_other(stored):
+    told, untold = (json.loads(stored["rows"]["default", stored[k]]["tool_calls_json"]) for k in ("told", "untold"))
+
+    assert [c.get("error") for c in told] == [f"Error: {ERROR}"]
+    assert [c.get("error") for c in untold] == [None]  # its project's one failure was the other run's; the rival's
+    # is not its

@@ -232,15 +232,21 @@ def test_steps_are_bounded_by_bytes_oldest_first_out_and_forgotten_after_the_kee
 
 def send(intake, spans: list[dict[str, Any]], key: str) -> None:
     """Span records as one OTLP/JSON export (numbers as ``intValue``, as an SDK sends usage) under ``key``, each in
-    its ``scope`` (the instrumentation that wrote it) when it names one."""
+    its ``scope`` (the instrumentation that wrote it) when it names one, with its ``status`` and ``events``."""
     def value(v: Any) -> dict[str, Any]:
         return {"intValue": str(v)} if isinstance(v, int) else {"stringValue": str(v)}
+
+    def attributes(found: dict[str, Any]) -> list[dict[str, Any]]:
+        return [{"key": k, "value": value(v)} for k, v in found.items()]
+
     answer = _post(f"{intake.url}/v1/traces", key=key, body={"resourceSpans": [{
         "resource": {"attributes": _attrs(service__name="shop-bot")}, "scopeSpans": [
             {"scope": {"name": s.get("scope", "")}, "spans": [
                 {"traceId": s["trace_id"], "spanId": s["span_id"], "parentSpanId": "", "name": s["name"], "kind": 3,
                  "startTimeUnixNano": str(s["start"]), "endTimeUnixNano": str(s["end"]),
-                 "attributes": [{"key": k, "value": value(v)} for k, v in s["attributes"].items()]}]}
+                 "attributes": attributes(s["attributes"]), "status": s.get("status", {}),
+                 "events": [{"name": e["name"], "timeUnixNano": str(e["time"]), "attributes": attributes(
+                     e["attributes"])} for e in s.get("events", ())]}]}
             for s in spans]}]})
     assert "partialSuccess" not in answer, answer
 

@@ -34,10 +34,17 @@ decided here before the steps are (``one_call_once``), so a wrapper's turn takes
 - **A stored turn is never removed**: a call whose twin was kept in an earlier sweep yields to it, whichever wrapped
   the other.
 
+A tool call that failed in a trace of its own (``vigil.schemas.steps.failure``) is kept the same way, per project,
+and given to the turn of a later sweep (or of its own) whose call it is (``tell_failures``, after the steps): the
+take is atomic (a failure is one call's), a turn assembled again takes what it took, and a stored turn is not
+changed by a failure that settles after it (assembled again, it takes only what it took: what a scorer reads
+stays as it was scored).
+
 Keys: ``vigil.steps``, a hash of ``[project, key]`` (JSON) to the key's steps (a JSON list of ``{"trace", "start",
-"prompt_tokens", "completion_tokens", "taken"}``, the start in milliseconds), and of ``[project, "call", key]`` to
-the key's calls (``{"trace", "span", "scope", "start", "end", "yielded", "to", "took"}``: ``vigil.schemas.steps.decide``,
-times in milliseconds); ``vigil.steps.by_time``, the same members by when they were written; ``vigil.steps.bytes``,
+"prompt_tokens", "completion_tokens", "taken"}``, the start in milliseconds), of ``[project, "call", key]`` to the
+key's calls (``{"trace", "span", "scope", "start", "end", "yielded", "to", "took"}``: ``vigil.schemas.steps.decide``,
+times in milliseconds), and of ``[project, "tool", key]`` to the key's failures (``{"trace", "span", "name",
+"call_id", "error", "said", "start", "end", "taken"}``: ``vigil.schemas.steps.Failure``); ``vigil.steps.by_time``, the same members by when they were written; ``vigil.steps.bytes``,
 their total.
 """
 
@@ -54,11 +61,11 @@ from vigil.schemas import steps
 from vigil.schemas.rows import PipelineEvent
 from vigil.worker.assembly.chains import BOUND
 from vigil.worker.assembly.links import Trace
-from vigil.worker.assembly.traces import split_name
+from vigil.worker.assembly.traces import service_of, split_name
 from vigil.worker.logs import Every
 
 __all__ = ["EVICTED", "MAX_PER_KEY", "MS", "STEPS", "STEPS_BYTES", "STEPS_BY_TIME", "STEP_OVERHEAD", "continue_runs",
-           "kept_steps", "one_call_once"]
+           "kept_steps", "one_call_once", "tell_failures"]
 
 log = structlog.get_logger("vigil.intake")
 
@@ -174,9 +181,47 @@ local evicted = (function()
 end)()
 return {evicted, out}
 """
+# Take, for each (member, taker, fitting traces) triple, the failure ``schemas.steps.tell`` chooses among the fitting
+# ones: one the taker took already, else the latest no other trace took; none given twice by one call of the script
+# (a turn's two calls of the same arguments). KEYS: STEPS, STEPS_BYTES. Returns, per triple, the entry taken (JSON)
+# or ''.
+_TAKE_FAILURE = """
+local out, given = {}, {}
+local delta = 0
+for i = 1, #ARGV, 3 do
+  local old = redis.call('HGET', KEYS[1], ARGV[i])
+  local found = ''
+  if old then
+    local list = cjson.decode(old)
+    local fits = {}
+    for _, trace in ipairs(cjson.decode(ARGV[i + 2])) do fits[trace] = true end
+    local best, mine = nil, false
+    for _, e in ipairs(list) do
+      if fits[e.trace] and not given[e.trace] and (e.taken == ARGV[i + 1] or e.taken == '') then
+        local own = e.taken == ARGV[i + 1]
+        if best == nil or (own and not mine) or (own == mine and e.start > best.start) then best, mine = e, own end
+      end
+    end
+    if best then
+      given[best.trace] = true
+      if not mine then
+        best.taken = ARGV[i + 1]
+        local value = cjson.encode(list)
+        redis.call('HSET', KEYS[1], ARGV[i], value)
+        delta = delta + #value - #old
+      end
+      found = cjson.encode(best)
+    end
+  end
+  table.insert(out, found)
+end
+if delta ~= 0 then redis.call('INCRBY', KEYS[2], delta) end
+return out
+"""
 _evicted_line = Every(60)
 _joined_line = Every(60)
 _once_line = Every(60)
+_told_line = Every(60)
 
 
 def _member(project: str, *key: str) -> str:
@@ -286,3 +331,54 @@ def one_call_once(client: redis.Redis, traces: Iterable[Trace], *, keep_s: int, 
             log.info("a model call written by two instrumentations in traces of their own is one call: the wrapper's "
                      "trace makes no turn", trace_id=call.trace_id, call_of=other, scope=call.scope)
     return events
+
+
+def tell_failures(client: redis.Redis, traces: Iterable[Trace], *, keep_s: int, budget: int,
+                  now: float | None = None) -> dict[str, list[str]]:
+    """Keep the failed tool calls a sweep's traces are (``vigil.schemas.steps.failure``) and give each turn's calls
+    the errors of the kept failures they are (``vigil.schemas.steps.tell``), in place; returns the failures' traces
+    by the turn's span id. One write for a sweep with a failure; one lookup and one take for a sweep with a turn whose
+    calls may have failed in a trace of their own."""
+    traces = sorted(traces, key=lambda t: min((s["start"] for s in t.spans), default=0))
+    args: list[Any] = []
+    for trace in traces:
+        found = steps.failure(trace.spans, trace.result)
+        if found is not None:
+            args += [_member(split_name(trace.name)[0], "tool", found.key), json.dumps({
+                "trace": found.trace_id, "span": found.span_id, "name": found.name, "call_id": found.call_id,
+                "error": found.error, "said": list(found.said), "start": found.start // MS,
+                "end": -(-found.end // MS), "taken": ""})]
+    if args:
+        evicted = int(client.register_script(_RECORD)(keys=[STEPS, STEPS_BY_TIME, STEPS_BYTES], args=[
+            time.time() if now is None else now, keep_s, budget, STEP_OVERHEAD, MAX_PER_KEY, *args]))
+        if evicted:
+            client.incrby(EVICTED, evicted)
+    wanted = [(turn, index, _member(split_name(trace.name)[0], "tool", k),
+               turn["span_id"] in (getattr(trace.spans, "stored", None) or {}))  # stored: it takes what it took
+              for trace in traces for turn in trace.result.turns
+              for index, k in steps.failed_here(turn, service_of(trace.spans) or "")]
+    if not wanted:
+        return {}
+    members = list(dict.fromkeys(member for _, _, member, _ in wanted))
+    kept = {member: json.loads(value) for member, value in zip(members, client.hmget(STEPS, members), strict=True)
+            if value}
+    taking = []
+    for turn, index, member, stored in wanted:
+        fits = [e["trace"] for e in kept.get(member, ()) if e["taken"] in (turn["trace_id"],) + (() if stored else ("",))
+                and steps.evidence(turn, index, e, steps.start_ns(turn) // MS)]
+        if fits:
+            taking.append((turn, index, member, fits))
+    if not taking:
+        return {}
+    taken = client.register_script(_TAKE_FAILURE)(keys=[STEPS, STEPS_BYTES], args=[
+        x for turn, _, member, fits in taking for x in (member, turn["trace_id"], json.dumps(fits))])
+    given: dict[str, tuple[dict[str, Any], list[tuple[int, dict[str, Any]]]]] = {}
+    for (turn, index, _, _), found in zip(taking, taken, strict=True):
+        if found:
+            entry = json.loads(found)
+            given.setdefault(turn["span_id"], (turn, []))[1].append((index, {**entry, "trace_id": entry["trace"]}))
+    out = {span_id: steps.give(turn, found) for span_id, (turn, found) in given.items()}
+    if out and _told_line():
+        log.info("a tool that failed in a trace of its own failed in the run whose model was told so: its error is "
+                 "the run's call's", traces=sorted({t for found in out.values() for t in found}))
+    return out

@@ -1,10 +1,10 @@
 """The worker's side of the intake: ``vigil.spans`` keeps spans by trace, ``vigil.assemble_traces`` turns settled
 traces into turns (traces whose work a run in another trace started joined to it: ``links``; one model call written
-by two instrumentations in traces of their own made one turn, and a run's model calls in traces of their own joined
-into its usage: ``steps``; runs chained by response ids joined into their sessions:
-``chains``) and hands them to
-``vigil.ingest`` (see ``vigil.worker.assembly.traces`` for the keys and the claims), and
-``vigil.close_sessions`` scores idle sessions with the session monitors (``vigil.worker.assembly.sessions``)."""
+by two instrumentations in traces of their own made one turn, a run's model calls in traces of their own joined into
+its usage, and its tool calls that failed in traces of their own into its calls: ``steps``; runs chained by response
+ids joined into their sessions: ``chains``) and hands them to ``vigil.ingest`` (see ``vigil.worker.assembly.traces``
+for the keys and the claims), and ``vigil.close_sessions`` scores idle sessions with the session monitors
+(``vigil.worker.assembly.sessions``)."""
 
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ from vigil.worker.assembly.sessions import (
     session_turn,
     session_turns,
 )
-from vigil.worker.assembly.steps import continue_runs, one_call_once
+from vigil.worker.assembly.steps import continue_runs, one_call_once, tell_failures
 from vigil.worker.assembly.traces import (
     Spans,
     assembly_of,
@@ -158,6 +158,7 @@ def assemble_traces() -> dict[str, int]:
             rows["pipeline_events"] += one_call_once(rt.redis, swept, keep_s=settings.keep_s,
                                                       budget=settings.max_step_bytes, monitors=turn_monitors)
             continue_runs(rt.redis, swept, keep_s=settings.keep_s, budget=settings.max_step_bytes)
+            tell_failures(rt.redis, swept, keep_s=settings.keep_s, budget=settings.max_step_bytes)
             assembled_now: list[tuple[str, Assembly]] = []  # (project, assembly): for the sessions across traces
             for name, spans, conflicts, result in ((t.name, t.spans, t.conflicts, t.result) for t in swept):
                 trace_id = trace_id_of(name)
