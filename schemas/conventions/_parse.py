@@ -212,7 +212,10 @@ def unpacked(raw: dict[str, Any]) -> dict[str, Any]:
     return raw
 
 
-_PACKAGING = ('"data"', '"kwargs"', '"blocks"', '"result"', '"output"', '"content"')
+_PACKAGING = ('"data"', '"kwargs"', '"blocks"', '"result"', '"output"', '"content"', '"response"')
+# A tool call's response part, as a model is sent it: the GenAI conventions' ``tool_call_response`` part, the Gemini
+# API's ``FunctionResponse`` (``id``, ``name``, ``response``)
+_RESPONSE_PART = frozenset({"type", "id", "name", "response"})
 
 
 _PRINTED_MESSAGE = re.compile(r"""content=('(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*")(?= [a-z_]+=|$)""")
@@ -221,7 +224,9 @@ _PRINTED_MESSAGE = re.compile(r"""content=('(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*")(
 def result_text(value: Any) -> str:
     """A tool's result as text: a serialized tool message is its content, and so is one printed as its fields
     (``content='…' name='…' tool_call_id='…'``: a LangChain ``ToolMessage`` as ``str()`` gives it), content blocks
-    their text, a one-key envelope (``{"result": "..."}``, ``{"output": <a serialized tool message>}``) what it holds;
+    their text, a one-key envelope (``{"result": "..."}``, ``{"output": <a serialized tool message>}``) what it holds,
+    and so does the response part that carries a result back to the model (``{"id", "name", "response"}``: Google
+    ADK's ``FunctionResponse``, which openinference-instrumentation-google-adk states as a tool span's output);
     a Python literal of a list or object (how some instrumentations print what a tool returned) is written as JSON."""
     if isinstance(value, str) and value[:8] == "content=" and (printed := _PRINTED_MESSAGE.match(value)):
         content = _literal(printed.group(1))
@@ -232,6 +237,8 @@ def result_text(value: Any) -> str:
         return value  # plain text, or JSON that is the result itself
     parsed = json_value(value)
     if isinstance(parsed, dict):
+        if "response" in parsed and parsed.keys() <= _RESPONSE_PART:
+            return result_text(parsed["response"])  # the part that carries the result back to the model
         said = unpacked(parsed)
         if said is not parsed and "content" in said:
             return text(said["content"])
@@ -342,9 +349,11 @@ def value_messages(value: Any, default_role: str) -> list[Msg]:
     """A run's input or output as a framework states it (OpenInference's ``input.value`` / ``output.value``, a
     Genkit flow's ``genkit:input`` / ``genkit:output``) when it is evidence of someone's words: plain text, a message
     list, or an object with a known key (``VALUE_KEYS``) holding text or messages, read inside any object that only
-    wraps one other (a framework's packaging of its arguments: ``{"input_args": {"question": …}}``). Anything else
-    (a framework's state or keyword arguments as JSON, a Python repr) says nothing: ``[]``, and the LLM calls are
-    read instead."""
+    wraps one other (a framework's packaging of its arguments: ``{"input_args": {"question": …}}``). **A message is
+    words wherever it is stated**: among keyword arguments, one that is a message (an object with a ``role`` and its
+    ``parts`` or ``content``: Google ADK's ``Runner.run_async(new_message=Content(role="user", parts=[…]))``) is that
+    message, whatever the argument's name. Anything else (a framework's state or keyword arguments as JSON, a Python
+    repr) says nothing: ``[]``, and the LLM calls are read instead."""
     parsed = json_value(value)
     while isinstance(parsed, dict) and len(parsed) == 1 and isinstance(next(iter(parsed.values())), dict):
         parsed = next(iter(parsed.values()))  # one object wrapped in another (DSPy's input_args) says no more
@@ -355,7 +364,9 @@ def value_messages(value: Any, default_role: str) -> list[Msg]:
                 return [message(m, default_role) for m in inner]
             if isinstance(inner, str) and not is_repr(inner):
                 return [msg(default_role, inner)]
-        return []
+        if _is_message(parsed):
+            return [message(parsed, default_role)]
+        return [message(m, default_role) for m in parsed.values() if isinstance(m, dict) and _is_message(m)]
     if isinstance(parsed, list):
         if parsed and all(isinstance(m, dict) and "role" in m for m in parsed):
             return [message(m, default_role) for m in parsed]
@@ -363,6 +374,11 @@ def value_messages(value: Any, default_role: str) -> list[Msg]:
     if isinstance(parsed, str) and parsed and not is_repr(parsed):
         return [msg(default_role, parsed)]
     return []
+
+
+def _is_message(raw: dict[str, Any]) -> bool:
+    """An object that is one message: a role and what it says (``parts`` or ``content``)."""
+    return isinstance(raw.get("role"), str) and ("parts" in raw or "content" in raw)
 
 
 _FRAME = re.compile(r"^\s+at \S")  # a JavaScript stack frame: "    at lookupOrder (file:///app/tools.js:35:11)"
