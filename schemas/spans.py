@@ -51,7 +51,7 @@ which saw the wire (the tool calls' ids, the tool messages' text), and its token
 - *question*: the user's own words, the last user message with text in the run's conversation. A message made only
   of tool results is a tool message whatever role it carries (``conventions._parse.message``).
 - *the root's input and output* count only when they are evidence of those words: text, a message list, an object
-  with a known key (``question``, ``input``, ``task`` ...). A framework's state, keyword arguments or a Python repr
+  with a known key (``question``, ``input``, ``task`` ...), a message among its arguments (``new_message``). A framework's state, keyword arguments or a Python repr
   say nothing (the conventions return no message for them). What a root states it was asked counts the same way
   wherever its convention states it (its input, or the tasks a crew's kickoff names: ``crew_tasks``). The root's user
   text counts only where the LLM calls' user words contain it (a framework wraps them: ``New task:\n…``, a prompt
