@@ -100,7 +100,7 @@ from vigil.schemas.links import states_user_words
 from vigil.schemas.trace import MAX_SPANS
 
 __all__ = ["CONTINUES_METADATA", "FAILURES_METADATA", "Call", "Failure", "Step", "add_usage", "asked_here", "call_key",
-           "decide", "drop", "evidence", "failed_here", "failure", "failure_key", "give", "inner_first", "join", "keep", "key",
+           "decide", "drop", "evidence", "failed_here", "failure", "failure_key", "fitting", "give", "inner_first", "join", "keep", "key",
            "left", "lone", "once", "pick", "start_ns", "take", "tell", "wanted"]
 
 CONTINUES_METADATA = "vigil.continues"  # the traces of the steps a turn continues, comma-separated
@@ -203,15 +203,18 @@ def start_ns(turn: Mapping[str, Any]) -> int:
     return int(datetime.fromisoformat(turn["started_at"]).timestamp() * 1e9)
 
 
-def pick(candidates: Iterable[Mapping[str, Any]], taker: str, start: int) -> Mapping[str, Any] | None:
-    """Of a key's steps (``{"trace", "start", "taken"}`` each), the one a turn (``taker``: its trace, started at
-    ``start`` ns) joins: one it took already, else the latest that started before it and no other took."""
+def fitting(candidates: Iterable[Mapping[str, Any]], taker: str, start: int) -> list[Mapping[str, Any]]:
+    """Of a key's steps (``{"trace", "start", "taken"}`` each), those a turn (``taker``: its trace, started at
+    ``start`` ns) may join: the one it took already, else those that started before it and no other took."""
     candidates = list(candidates)
     mine = [c for c in candidates if c.get("taken") == taker]
-    if mine:
-        return mine[0]
-    free = [c for c in candidates if not c.get("taken") and c["start"] < start and c["trace"] != taker]
-    return max(free, key=lambda c: c["start"]) if free else None
+    return mine[:1] or [c for c in candidates if not c.get("taken") and c["start"] < start and c["trace"] != taker]
+
+
+def pick(candidates: Iterable[Mapping[str, Any]], taker: str, start: int) -> Mapping[str, Any] | None:
+    """Of a key's steps, the one a turn joins (``fitting``): the one it took already, else the latest."""
+    fits = fitting(candidates, taker, start)
+    return max(fits, key=lambda c: (c.get("taken") == taker, c["start"])) if fits else None
 
 
 def add_usage(turn: dict[str, Any], steps: Iterable[Step | Mapping[str, Any]]) -> str:

@@ -110,38 +110,6 @@ for i = 6, #ARGV, 2 do
 end
 """ + BOUND
 
-# Take, for each turn's wanted key, the step ``schemas.steps.pick`` chooses: one the turn's trace took already, else
-# the latest that started before the turn and no other trace took. KEYS: STEPS, STEPS_BYTES; ARGV: (member, taker,
-# start) triples. Returns, per triple, the step taken (JSON) or ''.
-_TAKE = """
-local out = {}
-local delta = 0
-for i = 1, #ARGV, 3 do
-  local old = redis.call('HGET', KEYS[1], ARGV[i])
-  local found = ''
-  if old then
-    local list = cjson.decode(old)
-    local best = nil
-    for _, s in ipairs(list) do if s.taken == ARGV[i + 1] then best = s end end
-    if not best then
-      for _, s in ipairs(list) do
-        if s.taken == '' and s.trace ~= ARGV[i + 1] and s.start < tonumber(ARGV[i + 2])
-            and (best == nil or s.start > best.start) then best = s end
-      end
-    end
-    if best then
-      best.taken = ARGV[i + 1]
-      local value = cjson.encode(list)
-      redis.call('HSET', KEYS[1], ARGV[i], value)
-      delta = delta + #value - #old
-      found = cjson.encode(best)
-    end
-  end
-  table.insert(out, found)
-end
-if delta ~= 0 then redis.call('INCRBY', KEYS[2], delta) end
-return out
-"""
 # Decide each call of a sweep (``schemas.steps.decide``, inner first) against its key's calls, keep it, and bound the
 # hash as ``_RECORD`` does. KEYS: STEPS, STEPS_BY_TIME, STEPS_BYTES; ARGV: now, keep seconds, budget, overhead, max
 # per key, then (member, call, fixed) triples. Returns {dropped for the budget, per call '' (its own turn) or the JSON
@@ -181,11 +149,12 @@ local evicted = (function()
 end)()
 return {evicted, out}
 """
-# Take, for each (member, taker, fitting traces) triple, the failure ``schemas.steps.tell`` chooses among the fitting
-# ones: one the taker took already, else the latest no other trace took; none given twice by one call of the script
-# (a turn's two calls of the same arguments). KEYS: STEPS, STEPS_BYTES. Returns, per triple, the entry taken (JSON)
-# or ''.
-_TAKE_FAILURE = """
+# Take, for each (member, taker, fitting traces) triple, the entry of the member's list that ``schemas.steps.pick``
+# (a step) or ``schemas.steps.tell`` (a failure) chooses among the fitting ones, read before: one the taker took
+# already, else the latest no other trace took (checked again here: another worker may have taken it since); none
+# given twice by one call of the script (a turn's two calls of the same arguments). KEYS: STEPS, STEPS_BYTES. Returns,
+# per triple, the entry taken (JSON) or ''.
+_TAKE = """
 local out, given = {}, {}
 local delta = 0
 for i = 1, #ARGV, 3 do
@@ -262,21 +231,23 @@ def continue_runs(client: redis.Redis, traces: Iterable[Trace], *, keep_s: int, 
     if not wanted:
         return {}
     members = list(dict.fromkeys(member for *_, member in wanted))
-    kept = {member for member, value in zip(members, client.hmget(STEPS, members), strict=True) if value}
+    kept = {member: json.loads(value) for member, value in zip(members, client.hmget(STEPS, members), strict=True)
+            if value}
     here: dict[str, set[str]] = {}  # a trace's own calls' keys, read only when a turn of it may take a kept step
-    taking: list[tuple[dict[str, Any], str]] = []
+    taking: list[tuple[dict[str, Any], str, list[str]]] = []
     for trace, turn, k, member in wanted:
         if member in kept:
             if trace.name not in here:
                 here[trace.name] = steps.asked_here(trace.spans)
-            if k not in here[trace.name]:
-                taking.append((turn, member))
+            fits = steps.fitting(kept[member], turn["trace_id"], steps.start_ns(turn) // MS)
+            if k not in here[trace.name] and fits:
+                taking.append((turn, member, [c["trace"] for c in fits]))
     if not taking:
         return {}
     taken = client.register_script(_TAKE)(keys=[STEPS, STEPS_BYTES], args=[
-        x for turn, member in taking for x in (member, turn["trace_id"], steps.start_ns(turn) // MS)])
+        x for turn, member, fits in taking for x in (member, turn["trace_id"], json.dumps(fits))])
     joined: dict[str, tuple[dict[str, Any], list[dict[str, Any]]]] = {}
-    for (turn, _), found in zip(taking, taken, strict=True):
+    for (turn, _, _), found in zip(taking, taken, strict=True):
         if found:
             step = json.loads(found)
             joined.setdefault(turn["span_id"], (turn, []))[1].append({**step, "trace_id": step["trace"]})
@@ -370,7 +341,7 @@ def tell_failures(client: redis.Redis, traces: Iterable[Trace], *, keep_s: int, 
             taking.append((turn, index, member, fits))
     if not taking:
         return {}
-    taken = client.register_script(_TAKE_FAILURE)(keys=[STEPS, STEPS_BYTES], args=[
+    taken = client.register_script(_TAKE)(keys=[STEPS, STEPS_BYTES], args=[
         x for turn, _, member, fits in taking for x in (member, turn["trace_id"], json.dumps(fits))])
     given: dict[str, tuple[dict[str, Any], list[tuple[int, dict[str, Any]]]]] = {}
     for (turn, index, _, _), found in zip(taking, taken, strict=True):
