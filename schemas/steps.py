@@ -46,7 +46,7 @@ across traces:
   a trace; the other saw the wire (the tool calls' ids, its own usage) and is the run's turn. The wrapper's trace is
   counted ``joined`` (to the call it is), never silent.
 - **One call is written once by each instrumentation**: a call stands for at most one call of each other
-  instrumentation (``Call.took``), so two users who ask the same words at once through both layers make two turns;
+  instrumentation (its entry's ``took``: ``decide``), so two users who ask the same words at once through both layers make two turns;
   calls of one instrumentation never stand for each other (concurrent samples of one prompt are calls of their own).
 - **Decided once, at a trace's first assembly; a stored turn is never removed.** A call whose twin was already
   decided (a trace assembled in an earlier sweep) yields to it, wrapper or not: the turn stored stays, and the later
@@ -78,7 +78,8 @@ its error from its status or ``exception`` event):
   Not joined: a span whose trace is assembled after the turn (the stored turn is not scored again), a span
   forgotten (expired or evicted with the steps), a span that succeeded (the tool message already says its result).
 
-Pure: ``left`` reads a trace's open steps, ``wanted`` a turn's keys, ``pick`` chooses among the steps of a key;
+Pure: ``left`` reads a trace's open steps, ``wanted`` a turn's keys, ``fitting`` and ``pick`` choose among the steps
+of a key;
 ``keep`` and ``take`` apply it with a dict for the worker's state, ``join`` to the traces of a file (a test,
 ``vigil explain-trace``); ``lone`` reads the call a trace is, ``decide`` settles a call among the calls of its key,
 ``once`` applies it to the traces of a file; ``failure`` reads the failed tool call a trace is, ``failed_here``
