@@ -90,8 +90,11 @@ which saw the wire (the tool calls' ids, the tool messages' text), and its token
 **A failed run is a turn.** A run that ends in error without an answer (its root failed, or a span in it did and no
 call answered) is a turn with no output, ``metadata["vigil.run"] = "failed"`` and the error's text in
 ``metadata["vigil.error"]`` (the root's error, followed by the last error under it when that says more): the worker
-records it, counts it per agent and never scores it. A failed root's own output when no LLM call answered is no
-answer (Agno ends a run whose model failed with the error's text as its output). A span failed when it says so in
+records it, counts it per agent and never scores it. A root's own output when no LLM call answered is no answer
+when the root failed or the run's last model call did, whatever the root's status: no model said it, the text is the
+failure's (Agno ends a run whose model failed with the error's text as its output; OpenLIT's span of that run ends OK).
+Where the root states no error, the run's is one under it that says why: an error that says only that a span failed
+(a status with no message: an HTTP client's span under the model call) loses to one that names it. A span failed when it says so in
 what it reports, whatever its status (``conventions.error``: a model call's finish reason ``error``, an error object as
 its output): a run whose model call failed and whose agent span never came (an instrumentation may export none for a
 failed run) is still a failed run, its LLM call waiting for that parent (rule 3) with the user's words and no answer.
@@ -217,6 +220,7 @@ _GENAI_PREFIXES = ("gen_ai.", "llm.", "input.value", "output.value", "retrieval.
                    *conventions.mlflow.KEEP_KEYS)  # MLflow's traced spans
 _CONTAINERS = ("server", "chain", "step")
 _BY_TIME = itemgetter("start", "end")  # spans in start order, the shorter first
+_SAYS_NOTHING = "error"  # conventions.error's text for a span that failed and says nothing more
 _BY_START = itemgetter("start", "span_id")
 _END = itemgetter("end")
 
@@ -696,8 +700,9 @@ class _Trace:
             root_in = self._agent_input(members, asked)
         if not self._words_of(root_in, asked):
             root_in = []  # not evidence of the user's words: the LLM calls say what was asked
-        if last_answer is None and llms and root_out and self.error(root) is not None:
-            root_out = []  # a failed root's output when no LLM call answered is its error's text, not an answer
+        if last_answer is None and llms and root_out and (
+                self.error(root) is not None or self.error(llms[-1]) is not None):
+            root_out = []  # no call answered and the run failed: the root's output is its error's text, not an answer
         if root_out and last_answer is not None and _wraps(_assistant_text(root_out),
                                                            _assistant_text(self.io(last_answer)[1])):
             root_out = []  # the root's answer wraps the model's: the words it wraps are the answer
@@ -858,6 +863,8 @@ class _Trace:
         nothing failed (its answer has not arrived)."""
         said = self.error(root)
         errors = [e for e in map(self.error, reversed(members)) if e is not None]
+        if said is None:  # the run's error is one under it: one that names why, before a bare one
+            errors = [e for e in errors if e != _SAYS_NOTHING] or errors
         if said is not None and errors and errors[0] not in said:
             return f"{said}: {errors[0]}"  # the root says the run failed, the span under it why (Agno)
         return said if said is not None else (errors[0] if errors else None)
