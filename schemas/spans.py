@@ -900,7 +900,7 @@ class _Trace:
     def _innermost(self, llms: list[SpanRecord]) -> list[SpanRecord]:
         """The LLM calls with no LLM call under them: an LLM span around another is a framework's wrapper of the same
         model call (a generator component around the client's request), and the inner one saw the wire. So are two
-        at once (their times overlap), sent the same conversation (its roles and words), written by two
+        at once (their times overlap), sent the same conversation (``conventions.sent``), written by two
         instrumentations: a wrapper whose span was never made current (a callback-based instrumentation such as
         OpenLLMetry JS's LangChain handler) beside the client's span, not above it; the one that started first
         (together: ended last) is the wrapper (times in milliseconds cannot say more). Calls of one instrumentation
@@ -916,12 +916,11 @@ class _Trace:
                     around.add(parent)
                 parent, seen = self.by_id[parent].get("parent_id"), seen + 1
         if len({s.get("scope") for s in llms}) > 1:
-            sent = {s["span_id"]: [(m["role"], m["content"] if m["role"] in ("user", "system") else "")
-                                   for m in self.io(s)[0]] for s in llms}
+            sent = {s["span_id"]: conventions.sent(self.io(s)[0]) for s in llms}
             for a in llms:
                 for b in llms:
                     if (a["start"], -a["end"]) < (b["start"], -b["end"]) and a.get("scope") != b.get("scope") \
-                            and b["start"] <= a["end"] and sent[a["span_id"]] == sent[b["span_id"]] != []:
+                            and b["start"] <= a["end"] and sent[a["span_id"]] == sent[b["span_id"]] != ():
                         around.add(a["span_id"])  # the one that started first (together: ended last) is around
         return [s for s in llms if s["span_id"] not in around]
 

@@ -96,7 +96,7 @@ from datetime import datetime
 from typing import Any
 
 from vigil.schemas import conventions
-from vigil.schemas.conventions import without_stack
+from vigil.schemas.conventions import sent, without_stack
 from vigil.schemas.links import states_user_words
 from vigil.schemas.trace import MAX_SPANS
 
@@ -298,12 +298,11 @@ class Call:
 
 
 def call_key(service: str, turn: Mapping[str, Any]) -> str:
-    """What two layers of one model call both say: the service, the conversation sent (its roles, and the words of
-    its user and system messages) and the answer."""
+    """What two layers of one model call both say: the service, the conversation sent (``conventions.sent``: its
+    roles, and the words of its user and system messages) and the answer."""
     digest = hashlib.sha256(_line(["service", service]))
-    for m in turn.get("input") or ():
-        role = m.get("role")
-        digest.update(_line([role, (m.get("content") or "") if role in ("user", "system") else ""]))
+    for role, words in sent(turn.get("input") or ()):
+        digest.update(_line([role, words]))
     digest.update(_line(["answer", turn.get("output") or ""]))
     return digest.hexdigest()[:32]
 

@@ -59,13 +59,14 @@ from ._parse import (
     is_final_tool,
     json_value,
     result_text,
+    sent,
     span_tool_name,
     without_stack,
     text,
 )
 
 __all__ = ["MAPPERS", "Io", "Msg", "content_setting", "decided_kind", "documents", "error", "explain_kind", "identity", "io",
-           "io_sources", "is_final_tool", "json_value", "kind", "model", "result_text", "stated_usage", "tool", "usage"]
+           "io_sources", "is_final_tool", "json_value", "kind", "model", "result_text", "sent", "stated_usage", "tool", "usage"]
 
 _SERVER_KINDS = (2, 5)  # OTLP SPAN_KIND_SERVER, SPAN_KIND_CONSUMER: a request or a message handled
 # (name, the attribute(s) it decides a kind on, or a function of the attributes naming the one it decided on, its kind

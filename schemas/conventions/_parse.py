@@ -6,7 +6,7 @@ from __future__ import annotations
 import ast
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from itertools import repeat
 from typing import Any
 
@@ -26,6 +26,7 @@ __all__ = [
     "msg",
     "result_text",
     "role",
+    "sent",
     "span_tool_name",
     "text",
     "unpacked",
@@ -382,6 +383,15 @@ def _is_message(raw: dict[str, Any]) -> bool:
 
 
 _FRAME = re.compile(r"^\s+at \S")  # a JavaScript stack frame: "    at lookupOrder (file:///app/tools.js:35:11)"
+
+
+def sent(messages: Iterable[Msg]) -> tuple[tuple[Any, str], ...]:
+    """What two layers of one model call both say it was sent (a framework's span around the client's, or beside it:
+    ``vigil.schemas.spans`` within a trace, ``vigil.schemas.steps`` across traces): each message's role, and the words
+    of its user and system messages. Each layer writes the assistant's tool calls and the tool messages its own way,
+    so what those say is left out; two layers of one call send equal ``sent``."""
+    return tuple(((role_ := m.get("role")), (m.get("content") or "") if role_ in ("user", "system") else "")
+                 for m in messages)
 
 
 def without_stack(said: str) -> str:
