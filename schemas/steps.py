@@ -100,9 +100,9 @@ from vigil.schemas.conventions import sent, without_stack
 from vigil.schemas.links import states_user_words
 from vigil.schemas.trace import MAX_SPANS
 
-__all__ = ["CONTINUES_METADATA", "FAILURES_METADATA", "Call", "Failure", "Step", "add_usage", "asked_here", "call_key",
-           "decide", "drop", "evidence", "failed_here", "failure", "failure_key", "fitting", "give", "inner_first", "join", "keep", "key",
-           "left", "lone", "once", "pick", "start_ns", "take", "tell", "wanted"]
+__all__ = ["CONTINUES_METADATA", "FAILURES_METADATA", "Call", "Failure", "Joined", "Step", "add_usage", "asked_here",
+           "call_key", "decide", "drop", "evidence", "failed_here", "failure", "failure_key", "fitting", "give",
+           "inner_first", "join", "keep", "key", "left", "lone", "once", "pick", "start_ns", "take", "tell", "wanted"]
 
 CONTINUES_METADATA = "vigil.continues"  # the traces of the steps a turn continues, comma-separated
 FAILURES_METADATA = "vigil.tool_errors_from"  # the traces of the failed tool calls a turn's calls are, comma-separated
@@ -261,11 +261,23 @@ def take(pool: dict[str, list[dict[str, Any]]], trace: str, spans: list[dict[str
     return why
 
 
-def join(traces: Mapping[str, list[dict[str, Any]]], results: Mapping[str, Any]) -> dict[str, str]:
+@dataclass(frozen=True)
+class Joined:
+    """What the rules decided over the traces of a file (``join``), for ``vigil explain-trace``: why each joined
+    turn's usage is the run's (``usage``, by its span id), the call each trace that made no turn is (``calls``, by
+    that trace: the call's trace and span), and the failures a turn's calls are (``told``, by its span id: each
+    call's index, the failure's trace and span)."""
+
+    usage: dict[str, str]
+    calls: dict[str, tuple[str, str]]
+    told: dict[str, list[tuple[int, str, str]]]
+
+
+def join(traces: Mapping[str, list[dict[str, Any]]], results: Mapping[str, Any]) -> Joined:
     """The rule over the traces of a file (``results``: each trace's assembly, changed in place): one model call
-    written twice made one turn (``once``), every open step kept, then the turns joined, in the order the traces
-    started; returns why each joined turn's usage is the run's, by span id."""
-    once(traces, results)
+    written twice made one turn (``once``), every open step and failure kept, then the turns joined and told, in the
+    order the traces started; returns what it decided."""
+    calls = once(traces, results)
     order = sorted(traces, key=lambda t: min((s["start"] for s in traces[t]), default=0))
     pool: dict[str, list[dict[str, Any]]] = {}
     failures: dict[str, list[dict[str, Any]]] = {}
@@ -273,12 +285,14 @@ def join(traces: Mapping[str, list[dict[str, Any]]], results: Mapping[str, Any])
         keep(pool, trace, traces[trace], results[trace])
         if (found := failure(traces[trace], results[trace])) is not None:
             failures.setdefault(found.key, []).append({**found.__dict__, "taken": ""})
-    why = {}
+    why: dict[str, str] = {}
+    told: dict[str, list[tuple[int, str, str]]] = {}
     for trace in order:
         why.update(take(pool, trace, traces[trace], results[trace]))
         for turn in results[trace].turns:
-            tell(turn, _service(traces[trace]), failures, trace)
-    return why
+            if given := tell(turn, _service(traces[trace]), failures, trace):
+                told[turn["span_id"]] = [(index, entry["trace_id"], entry["span_id"]) for index, entry in given]
+    return Joined(why, calls, told)
 
 
 # -- one model call written by two instrumentations ---------------------------------------------------------------
@@ -446,9 +460,10 @@ def evidence(turn: Mapping[str, Any], index: int, entry: Mapping[str, Any], star
             and any(text in call["result"] for text in entry["said"]))
 
 
-def tell(turn: dict[str, Any], service: str, pool: Mapping[str, list[dict[str, Any]]], taker: str) -> list[str]:
+def tell(turn: dict[str, Any], service: str, pool: Mapping[str, list[dict[str, Any]]], taker: str,
+         ) -> list[tuple[int, Mapping[str, Any]]]:
     """Give a turn (of trace ``taker``) the errors of the failures of ``pool`` (key -> kept failures, each with its
-    ``taken``) its calls are, by the module's rule; returns the traces they came from."""
+    ``taken``) its calls are, by the module's rule; returns each call given an error (its index) and its failure."""
     start, given = start_ns(turn), []
     for index, k in failed_here(turn, service):
         fits = [e for e in pool.get(k, ()) if evidence(turn, index, e, start) and e["taken"] in ("", taker)
@@ -457,7 +472,8 @@ def tell(turn: dict[str, Any], service: str, pool: Mapping[str, list[dict[str, A
             entry = max(fits, key=lambda e: (e["taken"] == taker, e["start"]))
             entry["taken"] = taker
             given.append((index, entry))
-    return give(turn, given)
+    give(turn, given)
+    return given
 
 
 def give(turn: dict[str, Any], given: Iterable[tuple[int, Mapping[str, Any]]]) -> list[str]:

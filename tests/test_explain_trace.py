@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import redis
+from vigil.schemas.spans import assembly
 from vigil.worker.assembly.traces import store_spans
 
 from tests.test_recorded_conventions import recorded
@@ -196,3 +197,83 @@ def test_a_stored_turn_says_which_kept_step_of_the_worker_it_continues(redis_url
     assert run_.returncode == 0, run_.stderr
     assert f"usage: it continues a run whose earlier model calls are traces of their own ({step[0]['trace_id']})" in (
         run_.stdout)
+
+
+LANGCHAINJS = ROOT / "tests/fixtures/otlp/frameworks/langchainjs_openllmetry"  # no withWorkflow: traces of their own
+TOOL_WRAPPER, TOOL_HOST, TOOL_HOST_SPAN = ("96856f6d2ce9af948f66826a19d95774", "e3a4747605c21cf9862baac030167f67",
+                                          "427351a99ae1e382")
+ERROR_WRAPPER, ERROR_HOST, ERROR_HOST_SPAN = ("a6cc18a483b8543d6aaa869fd3892275", "52e4175d28b2b54226885ab9ba40d968",
+                                              "2768533cdb70625f")
+FAILED_TOOL, FAILED_TOOL_SPAN = "81ffe09bd3dc968e9ff4079b1113a6ba", "6d90f5bd1564bc1d"
+
+
+def said_twice(wrapper: str, host: str, span: str) -> tuple[str, str]:
+    """What the wrapper's trace and the turn say of one model call written by two instrumentations."""
+    return (f"no turn: the same model call as trace {host}, span {span}, written by another instrumentation (the "
+            "same service, conversation sent and answer, at the same time): that trace's turn is the call's, and this "
+            "one is counted joined"), (
+            f"  written twice: trace {wrapper} is this same model call written by another instrumentation (the same "
+            "service, conversation sent and answer, at the same time), so it makes no turn of its own (counted joined)")
+
+
+def told(host: str) -> tuple[str, str]:
+    """What the turn and the failed tool span's trace say of a tool that failed in a trace of its own."""
+    return (f"    its error: the tool's span {FAILED_TOOL_SPAN} failed in trace {FAILED_TOOL}, a trace of its own, "
+            "and the tool message this run's model was sent states that error"), (
+            f"  its failed tool call is a call of trace {host}'s run: the tool message that run's model was sent "
+            "states this error, so the run's call has it")
+
+
+def test_a_file_of_calls_written_twice_in_traces_of_their_own_makes_the_turns_the_worker_stores():
+    """OpenLLMetry JS's LangChain handler and its openai instrumentation write each answering call as two traces:
+    one turn each run, as the worker stores them (3, not 6), and the wrapper's trace says whose call it is."""
+    run = vigil("explain-trace", str(LANGCHAINJS / "tool.json"))
+
+    assert run.returncode == 0, run.stderr
+    lines = run.stdout.splitlines()
+    assert sum(line.startswith("turn ") for line in lines) == 3
+    assert sum(line.startswith("no turn: the same model call as trace ") for line in lines) == 3
+    wrapper, host = said_twice(TOOL_WRAPPER, TOOL_HOST, TOOL_HOST_SPAN)
+    assert lines[lines.index(f"trace {TOOL_WRAPPER}: 1 span(s), 0 log record(s)") + 2] == wrapper
+    assert host in lines[lines.index(f"turn {TOOL_HOST_SPAN}: the run is this span: an LLM call that answers, with no "
+                                     "agent or container above it (the tool steps before it join it)"):]
+
+
+def test_a_file_whose_tool_failed_in_a_trace_of_its_own_gives_the_run_its_error_and_says_from_which_trace():
+    run = vigil("explain-trace", str(LANGCHAINJS / "error.json"))
+
+    assert run.returncode == 0, run.stderr
+    lines = run.stdout.splitlines()
+    call = lines.index('  tool call lookup_order({"order_id": "A-1001"}) id=call_1_46215 error Error: order database '
+                       'unreachable for A-1001')
+    error, failure = told(ERROR_HOST)
+    assert lines[call + 1] == error
+    assert lines[lines.index(f"trace {FAILED_TOOL}: 1 span(s), 0 log record(s)") + 3] == failure
+    assert sum(line.startswith("turn ") for line in lines) == 2
+
+
+def test_a_stored_trace_says_what_the_worker_decided_of_a_call_written_twice_and_of_a_tool_failed_apart(redis_url):
+    """The recording's traces through the worker's own rules on a real Redis (one sweep), its spans stored: each
+    trace explained by id says what the steps store holds of it, in its project."""
+    from vigil.worker.assembly.links import Trace
+    from vigil.worker.assembly.steps import continue_runs, one_call_once, tell_failures
+    from vigil.worker.assembly.traces import trace_name
+
+    traces = recorded("frameworks/langchainjs_openllmetry/error.json")
+    client = redis.Redis.from_url(redis_url)
+    swept = [Trace(trace_name("default", t), spans, [], assembly(spans)) for t, spans in traces.items()]
+    one_call_once(client, swept, keep_s=600, budget=2**20, monitors=[])
+    continue_runs(client, swept, keep_s=600, budget=2**20)
+    tell_failures(client, swept, keep_s=600, budget=2**20)
+    for spans in traces.values():
+        store_spans(client, spans, keep_s=600)
+    client.close()
+
+    wrapper, host, failed = (vigil("explain-trace", t, REDIS_URL=redis_url).stdout.splitlines()
+                             for t in (ERROR_WRAPPER, ERROR_HOST, FAILED_TOOL))
+
+    said_by_wrapper, said_of_wrapper = said_twice(ERROR_WRAPPER, ERROR_HOST, ERROR_HOST_SPAN)
+    error, failure = told(ERROR_HOST)
+    assert wrapper[-1] == said_by_wrapper and not any(line.startswith("turn ") for line in wrapper)
+    assert said_of_wrapper in host and error in host
+    assert failed[-1] == failure

@@ -9,10 +9,13 @@ why its session is not the conversation id its spans state, when a run continues
 file's earlier traces, or the worker's links for a stored trace: ``vigil.schemas.chains``); which traces' work
 joined a run by a span link, and that a joined trace makes no turn of its own (``vigil.schemas.links``: over a file
 the file's traces are joined as the worker joins them, and a trace whose linked span ended before its work says so; a
-stored trace says what the worker joined); which traces'
-open steps a turn continues, their usage added to the run's (``vigil.schemas.steps``: over a file the file's open
-steps, for a stored trace the worker's); or why the trace
-made no turn. It decodes exactly as ``vigil intake`` does and assembles with the worker's own code.
+stored trace says what the worker joined); and the rules across traces of ``vigil.schemas.steps``, in the worker's
+order: a trace that is one model call written by two instrumentations, each in a trace of its own, makes no turn
+when the other trace's call is the turn (counted joined; the turn names it), which traces' open steps a turn
+continues (their usage added to the run's), and which trace's failed tool span gave a turn's call its error (the
+failed span's trace names the run) — over a file as the file's traces decide them (``steps.join``), for a stored
+trace as the worker's steps store holds them for its project; or why the trace made no turn. It decodes exactly as
+``vigil intake`` does and assembles with the worker's own code.
 """
 
 from __future__ import annotations
@@ -21,9 +24,14 @@ import json
 import os
 from collections import defaultdict
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
+
+if TYPE_CHECKING:
+    import redis
+    from vigil.schemas.spans import Assembly
+    from vigil.schemas.steps import Joined
 
 __all__ = ["explain_command", "explain_lines", "read_source"]
 
@@ -89,19 +97,21 @@ def _stored(trace_id: str, redis_url: str | None, project: str) -> list[dict[str
     return spans
 
 
-def explain_lines(trace_id: str, spans: list[dict[str, Any]], links: dict[str, str] | None = None,
-                  joined_to: tuple[str, str] | None = None, steps: dict[str, list[dict[str, Any]]] | None = None,
-                  left_by: tuple[str, str] | None = None) -> list[str]:
-    """What ``vigil explain-trace`` prints for one trace; ``links``: the conversation links of the runs before it (a
+def explain_lines(trace_id: str, spans: list[dict[str, Any]], result: Assembly | None, *,
+                  links: dict[str, str] | None = None, joined_to: tuple[str, str] | None = None,
+                  left_by: tuple[str, str] | None = None, decided: Joined | None = None,
+                  failed_for: dict[str, str] | None = None) -> list[str]:
+    """What ``vigil explain-trace`` prints for one trace; ``result``: its assembly (``explain=True``) as the rules
+    across traces left it (``None`` with ``joined_to``); ``links``: the conversation links of the runs before it (a
     run's last response id -> its session), which its runs' links are added to; ``joined_to``: the trace (and span)
-    whose run this trace's work joined, when it did; ``steps``: the open steps of the file's traces
-    (``vigil.schemas.steps.keep``) its turns may continue; ``left_by``: the trace (and span) its link names, when that
-    span ended before this work did (``vigil.schemas.links.waits``)."""
+    whose run this trace's work joined, when it did; ``left_by``: the trace (and span) its link names, when that span
+    ended before this work did (``vigil.schemas.links.waits``); ``decided``: what the rules of ``vigil.schemas.steps``
+    decided (``steps.Joined``); ``failed_for``: a failed tool call's trace -> the trace whose run's call it is."""
     from vigil.schemas import conventions
     from vigil.schemas import steps as run_steps
     from vigil.schemas.chains import join
-    from vigil.schemas.spans import assembly
 
+    decided = decided if decided is not None else run_steps.Joined({}, {}, {})
     real = [s for s in spans if not s.get("log")]
     lines = [f"trace {trace_id}: {len(real)} span(s), {len(spans) - len(real)} log record(s)"]
     ids = {s["span_id"] for s in real}
@@ -132,9 +142,7 @@ def explain_lines(trace_id: str, spans: list[dict[str, Any]], links: dict[str, s
         lines.append(f"linked to span {left_by[1]} of trace {left_by[0]}, which ended before this work did: work that "
                      "run started and did not wait for (a job it left), so these are runs of their own, never its "
                      "answer")
-    result = assembly(spans, explain=True)
     links = {} if links is None else links
-    continued = run_steps.take(steps, trace_id, spans, result) if steps else {}
     new, chained = join(result.turns, result.chains, links)
     links.update({k: v for k, v in new.items() if k not in links})  # a response id's first link is kept
     for turn in result.turns:
@@ -151,9 +159,13 @@ def explain_lines(trace_id: str, spans: list[dict[str, Any]], links: dict[str, s
             lines.append(f"    from {read.get('answer', 'nothing')}")
         if metadata.get("vigil.content") == "missing":
             lines.append(f"  content not captured: set {metadata.get('vigil.content_setting')}")
-        for call in turn.get("tool_calls") or []:
+        told = {index: (trace, span) for index, trace, span in decided.told.get(turn["span_id"], ())}
+        for index, call in enumerate(turn.get("tool_calls") or []):
             outcome = f"error {_short(call['error'])}" if call.get("error") else f"-> {_short(call.get('result'))}"
             lines.append(f"  tool call {call['name']}({_short(call['arguments'])}) id={call.get('id')} {outcome}")
+            if index in told:
+                lines.append(f"    its error: the tool's span {told[index][1]} failed in trace {told[index][0]}, a "
+                             "trace of its own, and the tool message this run's model was sent states that error")
         if turn.get("tool_calls"):
             lines.append(f"    from {read.get('tool calls', '')}")
         for doc in turn.get("contexts") or []:
@@ -162,17 +174,31 @@ def explain_lines(trace_id: str, spans: list[dict[str, Any]], links: dict[str, s
         lines.append(f"  {', '.join(f'{k}={_short(v)}' for k, v in said.items()) or 'no agent, session or model'}")
         if turn["span_id"] in chained:
             lines.append(f"    session: {chained[turn['span_id']]}")
-        if turn["span_id"] in continued:
-            lines.append(f"    usage: {continued[turn['span_id']]}")
+        if turn["span_id"] in decided.usage:
+            lines.append(f"    usage: {decided.usage[turn['span_id']]}")
+        for other, host in decided.calls.items():
+            if host == (trace_id, turn["span_id"]):
+                lines.append(f"  written twice: trace {other} is this same model call written by another "
+                             "instrumentation (the same service, conversation sent and answer, at the same time), so "
+                             "it makes no turn of its own (counted joined)")
         for other in result.joined.get(turn["span_id"], []):
             lines.append(f"  joined by a link: trace {other}'s runs state no user words and its root is linked to a "
                          "span of this trace that waited for it, so they are this run's work (its answer is the "
                          "joined work's last)")
+    if trace_id in decided.calls:
+        other, span = decided.calls[trace_id]
+        lines.append(f"no turn: the same model call as trace {other}, span {span}, written by another instrumentation "
+                     "(the same service, conversation sent and answer, at the same time): that trace's turn is the "
+                     "call's, and this one is counted joined")
+        return lines
     if result.steps:
         lines.append(f"{len(result.steps)} LLM call(s) only asked for tools and nothing in this trace answered: steps, "
                      "not turns")
     if result.no_turn:
         lines.append(f"no turn: {result.no_turn}")
+        if failed_for and trace_id in failed_for:
+            lines.append(f"  its failed tool call is a call of trace {failed_for[trace_id]}'s run: the tool message "
+                         "that run's model was sent states this error, so the run's call has it")
     elif not result.turns and not result.steps:
         lines.append("no turn: no span in this trace carries anything vigil reads")
     return lines
@@ -202,58 +228,100 @@ def explain_command(source: str, project: str) -> None:
     traces = read_source(source, redis_url, project)
     joined: dict[str, tuple[str, str]] = {}
     left: dict[str, tuple[str, str]] = {}
-    steps: dict[str, list[dict[str, Any]]] = {}
-    if Path(source).is_file():  # the file's traces joined by their links, as the worker joins them
+    if Path(source).is_file():  # the file's traces joined by their links, then the rules across traces, as the worker
         results = {trace_id: assembly(spans) for trace_id, spans in traces.items()}
         kept, hosts = trace_links.join(traces, results)
         joined = {trace_id: (host, results[trace_id].link[1]) for trace_id, host in hosts.items()}
         left = {trace_id: results[trace_id].link for trace_id, ok in trace_links.waits(traces, results).items()
                 if not ok}
         traces = {trace_id: kept.get(trace_id, spans) for trace_id, spans in traces.items()}
-        links = {}
-        for trace_id, spans in traces.items():  # the file's open steps, for the turns that continue them
-            run_steps.keep(steps, trace_id, spans, assembly(spans))
+        results = {trace_id: assembly(spans, explain=True) for trace_id, spans in kept.items()}
+        decided = run_steps.join(kept, results)
+        turn_trace = {turn["span_id"]: trace_id for trace_id, result in results.items() for turn in result.turns}
+        failed_for = {failure: turn_trace[span_id] for span_id, told in decided.told.items() for _, failure, _ in told}
+        links: dict[str, str] = {}
     else:
-        links = _links(traces, redis_url, project)
-        steps = _steps(traces, redis_url, project)
+        results = {trace_id: assembly(spans, explain=True) for trace_id, spans in traces.items()}
+        decided, failed_for = _decided(traces, results, redis_url, project)
+        links = _links(results, redis_url, project)
         joined = {t: (split_name(s.joined[0])[1], s.joined[1]) for t, s in traces.items()
                   if getattr(s, "joined", None)}
     for trace_id, spans in traces.items():
-        for line in explain_lines(trace_id, spans, links, joined.get(trace_id), steps, left.get(trace_id)):
+        for line in explain_lines(trace_id, spans, results.get(trace_id), links=links, joined_to=joined.get(trace_id),
+                                  left_by=left.get(trace_id), decided=decided, failed_for=failed_for):
             click.echo(line)
 
 
-def _links(traces: dict[str, list[dict[str, Any]]], redis_url: str | None, project: str) -> dict[str, str]:
-    """The worker's conversation links (``vigil.worker.assembly.chains``) that a stored trace's runs name."""
+def _redis(redis_url: str) -> redis.Redis:
     import redis
+
+    return redis.Redis.from_url(redis_url, socket_connect_timeout=5, socket_timeout=10)
+
+
+def _links(results: dict[str, Assembly], redis_url: str | None, project: str) -> dict[str, str]:
+    """The worker's conversation links (``vigil.worker.assembly.chains``) that a stored trace's runs name."""
     from vigil.schemas.chains import named
-    from vigil.schemas.spans import assembly
     from vigil.worker.assembly.chains import links_of
 
-    wanted = [(project, i) for spans in traces.values() for i in named(assembly(spans).chains)]
+    wanted = [(project, i) for result in results.values() for i in named(result.chains)]
     if not wanted or not redis_url:
         return {}
-    client = redis.Redis.from_url(redis_url, socket_connect_timeout=5, socket_timeout=10)
+    client = _redis(redis_url)
     try:
         return links_of(client, wanted).get(project, {})
     finally:
         client.close()
 
 
-def _steps(traces: dict[str, list[dict[str, Any]]], redis_url: str | None, project: str,
-           ) -> dict[str, list[dict[str, Any]]]:
-    """The worker's kept steps (``vigil.worker.assembly.steps``) that a stored trace's turns continue."""
-    import redis
+def _decided(traces: dict[str, list[dict[str, Any]]], results: dict[str, Assembly], redis_url: str | None,
+             project: str) -> tuple[Joined, dict[str, str]]:
+    """What the worker decided for stored traces by the rules of ``vigil.schemas.steps``, as its steps store
+    (``vigil.worker.assembly.steps``, the project's) holds it, applied to their assemblies (``results``, changed in
+    place) in the worker's order: a trace that is one model call written twice makes no turn when it yielded to the
+    other trace's call; a turn takes the kept steps it continues (their usage); a turn's calls have the errors of the
+    failed tool calls the worker gave it. Returns those decisions (``steps.Joined``) and, by a failed tool call's
+    trace, the trace whose run took it. Nothing kept (or no Redis): nothing decided."""
     from vigil.schemas import steps as run_steps
-    from vigil.schemas.spans import assembly
-    from vigil.worker.assembly.steps import kept_steps
+    from vigil.worker.assembly.steps import MS, STEPS, _member, kept_steps
+    from vigil.worker.assembly.traces import service_of
 
-    keys = list(dict.fromkeys(k for spans in traces.values() for turn in assembly(spans).turns
-                              for k in run_steps.wanted(turn)))
-    if not keys or not redis_url:
-        return {}
-    client = redis.Redis.from_url(redis_url, socket_connect_timeout=5, socket_timeout=10)
+    decided = run_steps.Joined({}, {}, {})
+    failed_for: dict[str, str] = {}
+    if not redis_url:
+        return decided, failed_for
+    client = _redis(redis_url)
+
+    def kept(kind: str, keys: Any) -> dict[str, list[dict[str, Any]]]:  # the project's entries of a kind, by key
+        keys = list(dict.fromkeys(keys))
+        found = client.hmget(STEPS, [_member(project, kind, k) for k in keys]) if keys else []
+        return {k: json.loads(value) for k, value in zip(keys, found, strict=True) if value}
+
     try:
-        return kept_steps(client, project, keys)
+        calls = {t: call for t in traces if (call := run_steps.lone(traces[t], results[t])) is not None}
+        by_key = kept("call", (call.key for call in calls.values()))
+        for trace_id, call in calls.items():
+            for entry in by_key.get(call.key, ()):
+                if entry["trace"] == trace_id and entry["yielded"]:  # it yielded: its call is the other's turn
+                    decided.calls[trace_id] = (entry["yielded"], entry["to"])
+                    run_steps.drop(results[trace_id])
+                elif entry["yielded"] == trace_id:  # the other yielded to it
+                    decided.calls[entry["trace"]] = (trace_id, entry["to"])
+        for trace_id, spans in traces.items():
+            result, service = results[trace_id], service_of(spans) or ""
+            if keys := [k for turn in result.turns for k in run_steps.wanted(turn)]:
+                decided.usage.update(run_steps.take(kept_steps(client, project, keys), trace_id, spans, result))
+            failures = kept("tool", (k for turn in result.turns for _, k in run_steps.failed_here(turn, service)))
+            pool = {k: [{**e, "trace_id": e["trace"], "span_id": e["span"], "start": e["start"] * MS,
+                         "end": e["end"] * MS} for e in entries if e["taken"] == trace_id]
+                    for k, entries in failures.items()}  # what the worker gave its turns, which they take again
+            for turn in result.turns:
+                if given := run_steps.tell(turn, service, pool, trace_id):
+                    decided.told[turn["span_id"]] = [(i, e["trace_id"], e["span_id"]) for i, e in given]
+            if (failure := run_steps.failure(spans, result)) is not None:
+                taker = next((e["taken"] for e in kept("tool", [failure.key]).get(failure.key, ())
+                              if e["trace"] == trace_id and e["taken"]), None)
+                if taker:
+                    failed_for[trace_id] = taker
     finally:
         client.close()
+    return decided, failed_for
