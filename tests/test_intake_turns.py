@@ -1,8 +1,9 @@
 """Turns as the agent meant them, end to end: OTLP recorded from the real instrumentation libraries
-(``tests/fixtures/otlp``) -> a real `vigil intake` -> Redis -> a real `vigil worker` with the default settle delay
-(10 s) and a parent wait of 40 s (settle, wait for a missing parent, assemble, ingest, score with the offline judge,
-write) -> chDB. The parent wait is not the default 120 s: a deferred trace schedules its sweep for when the wait ends,
-and the scenario waits for that sweep like any queued task (80 s more of nothing for the default).
+(``tests/fixtures/otlp``) -> a real `vigil intake` -> Redis -> a real `vigil worker` with a settle delay of 2 s and a
+parent wait of 20 s, set as an operator sets them (``VIGIL_INTAKE_SETTLE_S``, ``VIGIL_INTAKE_PARENT_WAIT_S``; settle,
+wait for a missing parent, assemble, ingest, score with the offline judge, write) -> chDB. Neither is the default (10 s
+and 120 s): the scenario waits out three settle windows and a deferred trace's sweep, scheduled for when its parent
+wait ends, like any queued task (with a 10 s settle and a 40 s wait the module took 58 s, with these 29 s).
 
 One scenario for the module (a worker run is the slow part): the fixtures' requests are posted as recorded; a slow
 agent's root is posted only once its children have settled and the worker chose to wait for it; a run whose inner
@@ -29,9 +30,9 @@ ANSWER = "Damaged items can be returned within 30 days for a full refund; bring 
 LATE_TRACE = "7a1e" * 8
 PARTIAL, CHAIN, AGENT = "1111111111111111", "2222222222222222", "3333333333333333"
 INDEX_TRACE, INDEX, EMBED = "1dec" * 8, "4444444444444444", "5555555555555555"
-# the default settle delay; a parent wait that leaves room for the first claim to come late (it is often the
-# worker's 10 s backstop sweep's) and the root to be posted after it
-SETTLE_S, PARENT_WAIT_S = 10, 40
+# a settle delay; a parent wait that leaves room for the first claim to come late (it is often the worker's backstop
+# sweep's, every 5 s at the least, later on a busy machine) and the root to be posted after it
+SETTLE_S, PARENT_WAIT_S = 2, 20
 
 
 def post(url: str, path: str, body: Any) -> dict[str, Any]:
@@ -77,7 +78,8 @@ def scenario(redis_server, tmp_path_factory):
     client = redis.Redis.from_url(redis_server.url)
     sent: dict[str, Any] = {}
     with intake_and_worker(redis_server.url, tmp_path_factory.mktemp("intake-turns"), CONFIG,
-                           VIGIL_INTAKE_PARENT_WAIT_S=str(PARENT_WAIT_S)) as (intake, worker):
+                           VIGIL_INTAKE_SETTLE_S=str(SETTLE_S), VIGIL_INTAKE_PARENT_WAIT_S=str(PARENT_WAIT_S),
+                           ) as (intake, worker):
         for fixture in ("openai_v2_span_only.json", "openllmetry.json", "openlit.json", "langchain.json",
                         "openai_v2_no_content.json", "pydantic_ai_crash.json"):
             sent[fixture] = replay(intake.url, fixture)
@@ -89,9 +91,9 @@ def scenario(redis_server, tmp_path_factory):
                  "traceId": INDEX_TRACE},
                 {**span(EMBED, INDEX, "embed", {"openinference.span.kind": "EMBEDDING"}, time.time_ns()),
                  "traceId": INDEX_TRACE}]}]}]})
-        # a slow agent: its children settle (10 s), the worker waits for their parent instead of assembling them
+        # a slow agent: its children settle (2 s), the worker waits for their parent instead of assembling them
         # (it defers the trace: its pending score becomes the wait's end less the settle delay, later than any
-        # span's arrival and earlier than a claim's lease, 120 s ahead), and the root comes more than 10 s after them
+        # span's arrival and earlier than a claim's lease, 120 s ahead), and the root comes more than 2 s after them
         sent_at = time.time()
         [slow] = sent["slow"] = replay(intake.url, "openai_v2_slow_agent.json", slice(0, 1))
         children_sent = time.monotonic()
@@ -177,7 +179,7 @@ def test_a_root_exported_after_its_children_settled_makes_one_turn_and_costs_no_
     superseded = rows(store, "SELECT count() AS n FROM pipeline_events FINAL WHERE stage = 'superseded' AND "
                              "has({t:Array(String)}, trace_id)", t=sorted(sent["slow"]))
 
-    assert sent["root_after_s"] >= SETTLE_S  # the default settle delay had passed when the root came
+    assert sent["root_after_s"] >= SETTLE_S  # the settle delay had passed when the root came
     assert (turn["agent"], turn["output"], json.loads(turn["metadata"]["spans"])) == ("support-bot", ANSWER, 5)
     assert superseded == [{"n": 0}]
 
