@@ -522,14 +522,15 @@ def _before(command: str, stack: Stack) -> None:
 
 
 def _recorded_spans_in_redis(stack: Stack) -> None:
-    """A recorded trace posted to a real `vigil intake` and taken in by a real `vigil worker`, as in production."""
+    """A recorded trace posted to a real `vigil intake` and taken in by a real `vigil worker`, as in production (the
+    trace is whole when it is posted: the worker assembles it half a second after, as the demo's does)."""
     import urllib.request
 
     from tests.pipeline import intake_and_worker, wait_drained
 
     recorded = json.loads(RECORDED.read_text(encoding="utf-8"))
     with intake_and_worker(stack.redis_url, stack.cwd / "intake", stack.cwd / "vigil.yaml",
-                           OPENAI_API_KEY=stack.env["OPENAI_API_KEY"]) as (intake, worker):
+                           OPENAI_API_KEY=stack.env["OPENAI_API_KEY"], VIGIL_INTAKE_SETTLE_S="0.5") as (intake, worker):
         for sent in recorded["requests"]:
             request = urllib.request.Request(f"{intake.url}{sent['path']}", data=json.dumps(sent["body"]).encode(),
                                              headers={"Content-Type": "application/json"})
