@@ -8,6 +8,10 @@ The rule, over traces each assembled by ``vigil.schemas.spans``:
 - **A step left open says what it was sent and what it asked for**: the conversation of its model call (the input
   messages) and the tool calls of its answer (names and arguments), its ``Step.key``; with its usage and when it
   started.
+- **A run is one application's**: the key is the conversation as one service (``service.name``) sent it, as a model
+  call's twin is (``call_key``). The same conversation and tool calls sent by two applications of a project (one
+  scripted question asked through two frameworks, a test corpus replayed) are two runs' steps, and a key's bound
+  (``MAX_PER_KEY`` in the worker) counts one application's steps: another's never push a run's own out.
 - **A turn whose conversation continues a step of another trace continues that step's run.** After the turn's last
   user words, each assistant message of tool calls is a step of the run; one that no model call of the turn's own
   trace asked for (``asked_here``) was asked in another trace, by a call that was sent the conversation before that
@@ -102,7 +106,7 @@ from vigil.schemas.trace import MAX_SPANS
 
 __all__ = ["CONTINUES_METADATA", "FAILURES_METADATA", "Call", "Failure", "Joined", "Step", "add_usage", "asked_here",
            "call_key", "decide", "drop", "evidence", "failed_here", "failure", "failure_key", "fitting", "give",
-           "inner_first", "join", "keep", "key", "left", "lone", "once", "pick", "start_ns", "take", "tell", "wanted"]
+           "inner_first", "join", "keep", "key", "left", "lone", "once", "pick", "service", "start_ns", "take", "tell", "wanted"]
 
 CONTINUES_METADATA = "vigil.continues"  # the traces of the steps a turn continues, comma-separated
 FAILURES_METADATA = "vigil.tool_errors_from"  # the traces of the failed tool calls a turn's calls are, comma-separated
@@ -136,9 +140,10 @@ def _sealed(conversation: Any, calls: Iterable[Mapping[str, Any]]) -> str:
     return conversation.hexdigest()[:32]
 
 
-def key(messages: Iterable[Mapping[str, Any]], calls: Iterable[Mapping[str, Any]]) -> str:
-    """The key of a model call sent ``messages`` that asked for ``calls`` (names and arguments; ids left out)."""
-    conversation = hashlib.sha256()
+def key(messages: Iterable[Mapping[str, Any]], calls: Iterable[Mapping[str, Any]], service: str) -> str:
+    """The key of a model call of ``service`` sent ``messages`` that asked for ``calls`` (names and arguments; ids
+    left out)."""
+    conversation = hashlib.sha256(_line(["service", service]))
     for m in messages:
         conversation.update(_line(_message(m)))
     return _sealed(conversation, calls)
@@ -155,6 +160,7 @@ def _count(value: Any) -> int:
 def left(spans: Iterable[Mapping[str, Any]], step_ids: Iterable[str]) -> list[Step]:
     """The steps left open in a trace (``step_ids``: ``Assembly.steps``) that asked for tool calls."""
     by_id = {s["span_id"]: s for s in spans}
+    sender = service(by_id.values())
     out = []
     for span_id in step_ids:
         span = by_id.get(span_id)
@@ -165,31 +171,34 @@ def left(spans: Iterable[Mapping[str, Any]], step_ids: Iterable[str]) -> list[St
         if not calls:
             continue
         prompt, completion = conventions.usage(span["attributes"])
-        out.append(Step(key(inputs, calls), span["trace_id"], int(span["start"]), _count(prompt), _count(completion)))
+        out.append(Step(key(inputs, calls, sender), span["trace_id"], int(span["start"]), _count(prompt), _count(completion)))
     return out
 
 
 def asked_here(spans: Iterable[Mapping[str, Any]]) -> set[str]:
     """The keys of every model call of a trace that asked for tool calls: steps the trace holds itself."""
+    spans = list(spans)
+    sender = service(spans)
     out = set()
     for span in spans:
         if conventions.kind(span) != "llm":
             continue
         inputs, outputs, _ = conventions.io(span)
         if calls := _asked(outputs):
-            out.add(key(inputs, calls))
+            out.add(key(inputs, calls, sender))
     return out
 
 
-def wanted(turn: Mapping[str, Any], here: set[str] | None = None) -> list[str]:
+def wanted(turn: Mapping[str, Any], here: set[str] | None = None, *, sender: str) -> list[str]:
     """The keys of the steps a turn's conversation continues that its own trace did not ask (``here``:
-    ``asked_here``), in conversation order: the assistant messages of tool calls after its last user words."""
+    ``asked_here``), in conversation order: the assistant messages of tool calls after its last user words; ``sender``
+    the service of the turn's trace (``service``)."""
     messages = list(turn.get("input") or ())
     users = [i for i, m in enumerate(messages) if m.get("role") == "user" and m.get("content")]
     if not users or not any(m.get("role") == "assistant" and m.get("tool_calls") for m in messages[users[-1]:]):
         return []
     out = []
-    conversation = hashlib.sha256()  # the conversation so far, one message at a time
+    conversation = hashlib.sha256(_line(["service", sender]))  # the conversation so far, one message at a time
     for i, m in enumerate(messages):
         if i > users[-1] and m.get("role") == "assistant" and m.get("tool_calls"):
             found = _sealed(conversation.copy(), m["tool_calls"])
@@ -245,8 +254,9 @@ def take(pool: dict[str, list[dict[str, Any]]], trace: str, spans: list[dict[str
     by the module's rule; returns why each joined turn's usage is the run's, by span id."""
     why = {}
     here = None
+    sender = service(spans)
     for turn in result.turns:
-        keys = [k for k in wanted(turn) if k in pool]
+        keys = [k for k in wanted(turn, sender=sender) if k in pool]
         if not keys:
             continue
         here = asked_here(spans) if here is None else here  # only when a step of the pool may be taken
@@ -290,7 +300,7 @@ def join(traces: Mapping[str, list[dict[str, Any]]], results: Mapping[str, Any])
     for trace in order:
         why.update(take(pool, trace, traces[trace], results[trace]))
         for turn in results[trace].turns:
-            if given := tell(turn, _service(traces[trace]), failures, trace):
+            if given := tell(turn, service(traces[trace]), failures, trace):
                 told[turn["span_id"]] = [(index, entry["trace_id"], entry["span_id"]) for index, entry in given]
     return Joined(why, calls, told)
 
@@ -414,7 +424,8 @@ def failure_key(service: str, arguments: Any) -> str:
     return hashlib.sha256(_line(["tool", service, arguments])).hexdigest()[:32]
 
 
-def _service(spans: Iterable[Mapping[str, Any]]) -> str:
+def service(spans: Iterable[Mapping[str, Any]]) -> str:
+    """The service that sent a trace: the first ``service.name`` its spans' resources state ("" when none does)."""
     return next((str(name) for s in spans if (name := (s.get("resource") or {}).get("service.name"))), "")
 
 
@@ -433,7 +444,7 @@ def failure(spans: list[Mapping[str, Any]], result: Any) -> Failure | None:
     raised = [e.get("attributes") or {} for e in span.get("events") or () if e.get("name") == "exception"]
     said = [call["error"], (span.get("status") or {}).get("message"), *(r.get("exception.message") for r in raised)]
     said = tuple(dict.fromkeys(without_stack(str(t)).strip()[:1000] for t in said if t and str(t).strip()))
-    return Failure(failure_key(_service(spans), call["arguments"]), span["trace_id"], span["span_id"],
+    return Failure(failure_key(service(spans), call["arguments"]), span["trace_id"], span["span_id"],
                    str(call.get("name") or ""), str(call.get("id") or ""), str(call["error"])[:1000], said,
                    int(span["start"]), int(span["end"]))
 

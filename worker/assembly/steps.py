@@ -5,6 +5,9 @@ assembled in this sweep or a later one, adds the step's usage to the run's.
 - **Per project.** A step is kept under its trace's project (the sender's key, ``traces.split_name``), and a turn
   looks up only its own project's: a sender of another project that sends the same conversation and tool calls
   neither joins a project's step (its usage stays its own) nor takes it from the turn it belongs to.
+- **Per service.** A key is the conversation as one service sent it (``vigil.schemas.steps``: a run is one
+  application's), so another application's steps of the same conversation neither join a run nor push its own out of
+  ``MAX_PER_KEY``.
 - **One step, one run; decided at the turn's first assembly.** A step records the trace that took it (``taken``):
   another turn never takes it again, and the same turn, assembled again for late spans, takes it again, so its
   usage does not change back. A stored turn is never removed or rewritten by a later trace: a step whose trace
@@ -227,7 +230,8 @@ def continue_runs(client: redis.Redis, traces: Iterable[Trace], *, keep_s: int, 
                 log.warning("open steps over VIGIL_INTAKE_MAX_STEP_BYTES: the oldest dropped (a turn continuing one "
                             "keeps its own usage)", dropped=evicted, budget=budget)
     wanted = [(trace, turn, k, _member(split_name(trace.name)[0], k))
-              for trace in traces for turn in trace.result.turns for k in steps.wanted(turn)]
+              for trace in traces for turn in trace.result.turns
+              for k in steps.wanted(turn, sender=steps.service(trace.spans))]
     if not wanted:
         return {}
     members = list(dict.fromkeys(member for *_, member in wanted))

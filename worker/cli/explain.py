@@ -308,7 +308,7 @@ def _decided(traces: dict[str, list[dict[str, Any]]], results: dict[str, Assembl
                     decided.calls[entry["trace"]] = (trace_id, entry["to"])
         for trace_id, spans in traces.items():
             result, service = results[trace_id], service_of(spans) or ""
-            if keys := [k for turn in result.turns for k in run_steps.wanted(turn)]:
+            if keys := [k for turn in result.turns for k in run_steps.wanted(turn, sender=run_steps.service(spans))]:
                 decided.usage.update(run_steps.take(kept_steps(client, project, keys), trace_id, spans, result))
             failures = kept("tool", (k for turn in result.turns for _, k in run_steps.failed_here(turn, service)))
             pool = {k: [{**e, "trace_id": e["trace"], "span_id": e["span"], "start": e["start"] * MS,
