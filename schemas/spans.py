@@ -142,13 +142,14 @@ from vigil.schemas.trace import (
     RELEASE_RESOURCE,
 )
 
-__all__ = ["BOOKKEEPING_METADATA", "CONTENT_EVENTS", "CONTENT_METADATA", "DETAILS_EVENT", "ERROR_METADATA",
+__all__ = ["BOOKKEEPING_METADATA", "CONTENT_EVENTS", "CONTENT_METADATA", "DETAILS_EVENT", "ERROR_METADATA", "PROJECT_RESOURCE",
            "RESOURCE_KEYS", "RUN_METADATA", "SETTING_METADATA", "Assembly", "SpanEvent", "SpanRecord", "assemble",
            "assembly", "attach_logs", "event_key", "is_bookkeeping", "is_genai", "log_record", "waiting_for_parent"]
 
+PROJECT_RESOURCE = "vigil.project"  # the project a span is of: the sender's key's (the intake sets it), else its own
 # The resource attributes assembly reads; a receiver may keep only these.
 RESOURCE_KEYS = frozenset({"service.name", "service.version", "deployment.environment.name", "deployment.environment",
-                           "vigil.project"})
+                           PROJECT_RESOURCE})
 
 # vigil's own bookkeeping in a turn's metadata: how the turn was assembled (``_metadata`` below), not what the traffic
 # is. Never a segment an alert blames or a comparison splits by; with every ``vigil.`` key, the one list of them.
@@ -1030,7 +1031,7 @@ class _Trace:
                 origin = value
         found = {"agent": agent, "session_id": session,
                  "environment": resource.get("deployment.environment.name") or resource.get("deployment.environment"),
-                 "project": resource.get("vigil.project"), "reference": reference}
+                 "project": resource.get(PROJECT_RESOURCE), "reference": reference}
         if origin in ORIGINS:
             found["origin"] = origin
         return {key: str(value) for key, value in found.items() if value}

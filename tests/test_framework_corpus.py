@@ -119,6 +119,18 @@ def test_each_recording_assembles_into_the_turns_of_its_manifest(recording):
     assert differences(recording.manifest, [seen_from_turn(t) for t in assembled(recording)]) == []
 
 
+def own_project(body: dict, project: str) -> dict:
+    """An OTLP/JSON request whose resources say they are ``project``'s (``vigil.project``, as an intake with no keys
+    keeps it): each recording is one application's traffic, and the recordings of one framework ask the same words and
+    call the same tool, so in one project a run could take the step another recording's run left (the steps rule
+    joins by conversation, per project)."""
+    body = json.loads(json.dumps(body))
+    for resource in body.get("resourceSpans", []) + body.get("resourceLogs", []):
+        attributes = resource.setdefault("resource", {}).setdefault("attributes", [])
+        attributes.append({"key": "vigil.project", "value": {"stringValue": project}})
+    return body
+
+
 @pytest.fixture(scope="module")
 def stored(redis_server, tmp_path_factory):
     """The whole corpus sent to a real intake as the frameworks sent it (OTLP/JSON, request by request), drained
@@ -130,7 +142,8 @@ def stored(redis_server, tmp_path_factory):
                            ) as (intake, worker):
         for recording in RECORDINGS:
             for request in recording.requests:
-                post = urllib.request.Request(f"{intake.url}{request['path']}", data=json.dumps(request["body"]).encode(),
+                body = json.dumps(own_project(request["body"], recording.name)).encode()
+                post = urllib.request.Request(f"{intake.url}{request['path']}", data=body,
                                               headers={"Content-Type": "application/json"}, method="POST")
                 with urllib.request.urlopen(post, timeout=30) as answer:
                     assert answer.status == 200, answer.read()

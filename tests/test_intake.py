@@ -280,6 +280,21 @@ def test_a_span_without_genai_content_is_kept_as_a_bare_link_in_its_trace(intake
     assert (llm["parent_id"], llm["attributes"]["gen_ai.operation.name"]) == ("aaaaaaaaaaaaaaaa", "chat")
 
 
+def test_a_bare_span_keeps_the_project_its_resource_names_so_an_open_intake_keeps_its_trace_whole(intake, redis_url):
+    http = {"traceId": TRACE_ID, "spanId": "aaaaaaaaaaaaaaaa", "name": "GET /ask", "startTimeUnixNano": "1",
+            "endTimeUnixNano": "2", "attributes": [{"key": "http.route", "value": {"stringValue": "/ask"}}]}
+    body = json.loads(otlp_json(http, json_span(parentSpanId="aaaaaaaaaaaaaaaa")))
+    body["resourceSpans"][0]["resource"]["attributes"].append({"key": "vigil.project",
+                                                                "value": {"stringValue": "shop"}})
+
+    status, _, _ = post(f"{intake.url}/v1/traces", json.dumps(body).encode(), "application/json")
+
+    assert status == 200
+    link, llm = queued(redis_url, "vigil.spans")
+    assert link["resource"] == {"vigil.project": "shop"} and link["attributes"] == {}  # whose it is, nothing it says
+    assert llm["resource"]["vigil.project"] == "shop"
+
+
 def otlp_logs_json(*records: dict[str, Any]) -> bytes:
     return json.dumps({"resourceLogs": [{
         "resource": {"attributes": [{"key": "service.name", "value": {"stringValue": "billing-bot"}}]},

@@ -38,7 +38,7 @@ from typing import Any
 import redis
 import structlog
 from vigil.schemas.config import DEFAULT_PROJECT
-from vigil.schemas.spans import Assembly, assembly
+from vigil.schemas.spans import PROJECT_RESOURCE, Assembly, assembly
 from vigil.worker.logs import Every
 
 __all__ = ["DROPPED", "DROPPED_TOTAL", "KEPT", "KEPT_BYTES", "OVER_OPEN", "PENDING", "PENDING_BYTES", "Spans",
@@ -147,7 +147,7 @@ def trace_id_of(name: str) -> str:
 
 def project_of(span: dict[str, Any]) -> str:
     """A span's project: its resource's ``vigil.project`` (set by the intake from the sender's key)."""
-    project = (span.get("resource") or {}).get("vigil.project")
+    project = (span.get("resource") or {}).get(PROJECT_RESOURCE)
     return str(project) if project else DEFAULT_PROJECT
 
 

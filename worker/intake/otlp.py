@@ -4,7 +4,9 @@
 
 Of the resource, only the attributes assembly reads are kept (``vigil.schemas.spans.RESOURCE_KEYS``), once per span. A span
 with nothing GenAI or OpenInference on it (an HTTP server span, a database call) is kept as a bare link: its ids,
-parent, name and times, so the trace's tree stays whole while its attributes, events and resource are dropped.
+parent, name and times, so the trace's tree stays whole while its attributes, events and resource are dropped, all
+but the project its resource names (``vigil.project``): whose span it is, not what it says. An intake with no keys
+keeps each trace under the project its spans name, and a bare span under another would split its trace in two.
 **Spans no convention reads are never silently nothing**: per service (``service.name``), a request's ``Decoded``
 says which services had a span some convention reads (``read``) and the attribute families (``griptape`` of
 ``griptape.task.id``: a key up to its first ``.`` or ``:``) of the spans none did (``unread``), so the intake can say
@@ -52,6 +54,7 @@ from vigil.schemas.conventions import json_value
 from vigil.schemas.links import MAX_LINKS
 from vigil.schemas.spans import (
     CONTENT_EVENTS,
+    PROJECT_RESOURCE,
     RESOURCE_KEYS,
     SpanRecord,
     is_genai,
@@ -232,6 +235,7 @@ def _records(request: ExportTraceServiceRequest, bad: dict[tuple[int, int, int],
     out = Decoded()
     for r, resource_spans in enumerate(request.resource_spans):
         resource = {kv.key: _value(kv.value) for kv in resource_spans.resource.attributes if kv.key in RESOURCE_KEYS}
+        project = {PROJECT_RESOURCE: resource[PROJECT_RESOURCE]} if PROJECT_RESOURCE in resource else None  # a bare span's whole resource
         for s, scope_spans in enumerate(resource_spans.scope_spans):
             for i, span in enumerate(scope_spans.spans):
                 where = f"resource_spans[{r}].scope_spans[{s}].spans[{i}]"
@@ -269,8 +273,11 @@ def _records(request: ExportTraceServiceRequest, bad: dict[tuple[int, int, int],
                     record["resource"] = resource
                     record["scope"] = scope_spans.scope.name
                     out.read.add(str(resource.get("service.name") or ""))
-                elif attributes:
-                    out.unreadable(str(resource.get("service.name") or ""), attributes)
+                else:
+                    if project is not None:
+                        record["resource"] = project
+                    if attributes:
+                        out.unreadable(str(resource.get("service.name") or ""), attributes)
                 out.spans.append(record)
     return out
 
