@@ -126,6 +126,17 @@ def _migrated_store(tmp_path_factory) -> Path:
     return path
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _workers_start_migrated(_migrated_store):
+    """Every `vigil worker` a test starts (``tests.pipeline.WorkerProcess``) on a home with no store starts from a
+    copy of ``_migrated_store``; made before any test holds a store open (one chDB path per process)."""
+    from tests import pipeline
+
+    pipeline.MIGRATED_STORE = _migrated_store
+    yield
+    pipeline.MIGRATED_STORE = None
+
+
 @pytest.fixture
 def store(chdb_dsn, _migrated_store):
     """A migrated chDB store of the test's own, opened in this process (so no worker process may open the same

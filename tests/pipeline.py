@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -20,6 +21,12 @@ from vigil.worker.pipeline.app import app, configure
 from vigil.worker.pipeline.backlog import wait_drained as drain
 
 __all__ = ["IntakeProcess", "ReviewProcess", "WorkerProcess", "intake_and_worker", "make_turn", "send", "ship", "wait_drained", "wait_while_alive"]
+
+# A chDB store migrated once per test session (conftest sets it; None outside pytest, as in bench/): a worker whose
+# home holds no store yet starts from a copy, as a restarted worker finds its store. Migrating a new store cost each
+# worker ~0.3 s of CPU at start (a quarter of a short worker run's), copying it a few milliseconds; `vigil demo` and
+# `vigil migrate` still make theirs from nothing.
+MIGRATED_STORE: Path | None = None
 
 
 class _Process:
@@ -79,8 +86,11 @@ class WorkerProcess(_Process):
         return f"chdb://{(self.home / 'chdb').resolve()}"
 
     def start(self, *args: str, module: str = "vigil.worker") -> WorkerProcess:
-        """``python -m <module> worker <args>``: `vigil worker` (``module`` names a test wrapper around it)."""
+        """``python -m <module> worker <args>``: `vigil worker` (``module`` names a test wrapper around it), on a copy of
+        ``MIGRATED_STORE`` when its home holds no store."""
         self.home.mkdir(parents=True, exist_ok=True)
+        if MIGRATED_STORE is not None and not (self.home / "chdb").exists():
+            shutil.copytree(MIGRATED_STORE, self.home / "chdb", symlinks=True)
         with open(self.log, "ab") as out:
             self.process = subprocess.Popen(
                 [sys.executable, "-m", module, "worker", *args],
