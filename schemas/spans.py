@@ -701,8 +701,8 @@ class _Trace:
             root_in = self._agent_input(members, asked)
         if not self._words_of(root_in, asked):
             root_in = []  # not evidence of the user's words: the LLM calls say what was asked
-        if last_answer is None and llms and root_out and (
-                self.error(root) is not None or self.error(llms[-1]) is not None):
+        if last_answer is None and root_out and (
+                self.error(root) is not None or (llms and self.error(llms[-1]) is not None)):
             root_out = []  # no call answered and the run failed: the root's output is its error's text, not an answer
         if root_out and last_answer is not None and _wraps(_assistant_text(root_out),
                                                            _assistant_text(self.io(last_answer)[1])):

@@ -34,3 +34,31 @@ def test_a_run_without_content_names_a_value_the_current_instrumentations_obey()
     assert turn["metadata"]["vigil.content"] == "missing"
     assert turn["metadata"]["vigil.content_setting"].startswith(
         "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=span_only")
+
+
+def agent_run(finish_reason: str, said: str) -> list[dict[str, Any]]:
+    """One ``agent.run`` as opentelemetry-instrumentation-genai-agno writes it: an ``invoke_agent`` span with the
+    messages and no model call under it (it leaves those to the model client's instrumentation)."""
+    import json
+
+    return [span("1", None, "invoke_agent support_bot", 0, **{
+        "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "support_bot",
+        "gen_ai.input.messages": json.dumps([{"role": "user", "parts": [{"type": "text", "content": "Where is A-1?"}]}]),
+        "gen_ai.output.messages": json.dumps([{"role": "assistant", "parts": [{"type": "text", "content": said}],
+                                               "finish_reason": finish_reason}])})]
+
+
+def test_an_output_message_that_finished_in_error_is_a_failed_run_with_no_answer():
+    """Agno ends a run whose model call failed with the error's text as its content and ``status=error``; the
+    instrumentation writes it as the output message, its ``finish_reason`` ``error`` (the conventions'
+    ``OutputMessage.finish_reason``), the span's status unset: the run failed, its error that text."""
+    [turn] = assembly(agent_run("error", "The model server is overloaded")).turns
+
+    assert turn["metadata"]["vigil.run"] == "failed" and turn["output"] == ""
+    assert "The model server is overloaded" in turn["metadata"]["vigil.error"]
+
+
+def test_an_answer_that_names_an_error_and_finished_normally_is_an_answer():
+    [turn] = assembly(agent_run("stop", 'It says "error" on the label.')).turns
+
+    assert turn["output"] == 'It says "error" on the label.' and "vigil.run" not in turn["metadata"]

@@ -359,7 +359,7 @@ def error(span: Mapping[str, Any]) -> str | None:
     event (``exception.type``: ``exception.message``), whichever says most. **A span that says it failed in what
     it reports failed, whatever its status**: an output that is an error object (``{"type": "error", "error":
     {"name", "message"}}``: a streamed error part, an API's error body) fails with its text, a model call whose
-    finish reason is ``error`` (the GenAI conventions' ``gen_ai.response.finish_reasons``, the Vercel AI SDK's
+    finish reason is ``error`` (the GenAI conventions' ``gen_ai.response.finish_reasons`` or an output message's own, the Vercel AI SDK's
     ``ai.response.finishReason``) stopped in error, and a tool span flagged failed by its convention (Haystack's
     ``haystack.tool.error``) failed with the error its output names. The text is the error's, not the stack
     written after it (``_parse.without_stack``)."""
@@ -385,7 +385,9 @@ def _reported_error(attrs: Mapping[str, Any]) -> str | None:
     """The error a span reports in what it says rather than in its status (``error``), or ``None``. Cheap when it
     says none (it runs for every span of every turn): the output (``output.value``, ``output``) is parsed only when
     it opens as an object naming ``"error"``; the finish reason is the GenAI one, else the Vercel AI SDK's, else
-    OpenInference's; a convention's failure flag is one lookup."""
+    OpenInference's, else an output message's own (the GenAI conventions' ``OutputMessage.finish_reason``: an agent
+    span of opentelemetry-instrumentation-genai-agno states a failed run so, its text the error's), read only when the
+    messages name ``"error"``; a convention's failure flag is one lookup."""
     if haystack.ERROR_KEY in attrs:
         return haystack.error(attrs)
     if genkit.KIND_KEY in attrs:
@@ -406,6 +408,13 @@ def _reported_error(attrs: Mapping[str, Any]) -> str | None:
         reasons = json_value(reasons)
         if reasons == "error" or (isinstance(reasons, (list, tuple)) and "error" in reasons):
             return "the model call stopped with finish reason 'error'"
+    said = attrs.get("gen_ai.output.messages")
+    if said.__class__ is str and '"error"' in said:  # parsed only when it names "error"
+        for message in json_value(said) if said[:1] == "[" else ():
+            if isinstance(message, dict) and message.get("finish_reason") == "error":
+                words = " ".join(text(p.get("content")) for p in message.get("parts") or () if isinstance(p, dict)
+                                 and p.get("type") == "text").strip()
+                return f"stopped with finish reason 'error': {words}" if words else "stopped with finish reason 'error'"
     return None
 
 
