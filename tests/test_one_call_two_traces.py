@@ -28,14 +28,11 @@ from vigil.worker.assembly.steps import (
 from vigil.worker.assembly.traces import Spans, trace_name
 from vigil.worker.store import connect
 
-from tests.judge_server import ScriptedJudge
 from tests.security.test_turn_ownership import (
     DEFAULT_KEY,
     RIVAL_KEY,
-    _reply,
     rows,
-    settled,
-    started,
+    through_stack,
 )
 from tests.test_run_steps import send
 
@@ -309,18 +306,10 @@ def stored(redis_server, tmp_path_factory):
     rival_failure, failure = failed(now + 2 * SECOND), failed(now + 3 * SECOND)
     told = answers(now + 3 * SECOND + 100 * MS, question="Is A-1001 late?", result=TOLD)
     untold = answers(now + 4 * SECOND, question="Has A-1001 left?", result=TOLD)  # the shop's failure is taken
-    with ScriptedJudge(_reply) as judge:
-        intake, worker = started(redis_server.url, home, judge, env)
-        try:
-            for key, traces in ((RIVAL_KEY, [rival, rival_failure]), (DEFAULT_KEY, [inner]), (DEFAULT_KEY, [wrapper]),
-                                (DEFAULT_KEY, list(together)), (DEFAULT_KEY, [failure, *told]),
-                                (DEFAULT_KEY, list(untold))):
-                send(intake, [s for spans in traces for s in spans], key)
-                settled(redis_server.url, worker)
-            assert worker.stop() == 0
-        finally:
-            intake.stop()
-            worker.stop()
+    worker = through_stack(redis_server.url, home, env, [
+        lambda intake, key=key, traces=traces: send(intake, [s for spans in traces for s in spans], key)
+        for key, traces in ((RIVAL_KEY, [rival, rival_failure]), (DEFAULT_KEY, [inner]), (DEFAULT_KEY, [wrapper]),
+                            (DEFAULT_KEY, list(together)), (DEFAULT_KEY, [failure, *told]), (DEFAULT_KEY, list(untold)))])
     store = connect(worker.dsn)
     found = {(r["project"], r["trace_id"]): r for r in rows(
         store, "SELECT project, trace_id, output, tool_calls_json FROM traces FINAL")}

@@ -21,16 +21,13 @@ from vigil.worker.assembly.steps import EVICTED, STEPS, STEPS_BYTES, continue_ru
 from vigil.worker.assembly.traces import trace_name
 from vigil.worker.store import connect
 
-from tests.judge_server import ScriptedJudge
 from tests.security.test_turn_ownership import (
     DEFAULT_KEY,
     RIVAL_KEY,
     _attrs,
     _post,
-    _reply,
     rows,
-    settled,
-    started,
+    through_stack,
 )
 
 SECOND = 1_000_000_000
@@ -262,19 +259,9 @@ def stored(redis_server, tmp_path_factory):
     now = time.time_ns()
     step, answer = run(now, "Where is order A-1001?")
     rival = [{**answer[0], "trace_id": uuid.uuid4().hex, "start": now + SECOND // 2}]
-    with ScriptedJudge(_reply) as judge:
-        intake, worker = started(redis_server.url, home, judge, env)
-        try:
-            send(intake, step, DEFAULT_KEY)
-            settled(redis_server.url, worker)
-            send(intake, rival, RIVAL_KEY)
-            settled(redis_server.url, worker)
-            send(intake, answer, DEFAULT_KEY)
-            settled(redis_server.url, worker)
-            assert worker.stop() == 0
-        finally:
-            intake.stop()
-            worker.stop()
+    worker = through_stack(redis_server.url, home, env, [lambda intake: send(intake, step, DEFAULT_KEY),
+                                                        lambda intake: send(intake, rival, RIVAL_KEY),
+                                                        lambda intake: send(intake, answer, DEFAULT_KEY)])
     store = connect(worker.dsn)
     found = {r["trace_id"]: r for r in rows(
         store, "SELECT trace_id, project, prompt_tokens, completion_tokens, metadata FROM traces FINAL")}

@@ -24,16 +24,13 @@ from vigil.worker.assembly.chains import (
 )
 from vigil.worker.store import connect
 
-from tests.judge_server import ScriptedJudge
 from tests.security.test_turn_ownership import (
     DEFAULT_KEY,
     RIVAL_KEY,
     _attrs,
     _post,
-    _reply,
     rows,
-    settled,
-    started,
+    through_stack,
 )
 
 SECOND = 1_000_000_000
@@ -197,19 +194,9 @@ def stored(redis_server, tmp_path_factory):
     traces = conversation_traces(now)
     rival = run_spans(uuid.uuid4().hex, now + 40 * SECOND, "Rival words", ("resp_r1", "resp_r2"), "resp_a6")
     fourth = run_spans(uuid.uuid4().hex, now + 50 * SECOND, "One more thing", ("resp_a7", "resp_a8"), "resp_a6")
-    with ScriptedJudge(_reply) as judge:
-        intake, worker = started(redis_server.url, home, judge, env)
-        try:
-            send(intake, traces[::-1], DEFAULT_KEY)
-            settled(redis_server.url, worker)
-            send(intake, [rival], RIVAL_KEY)
-            settled(redis_server.url, worker)
-            send(intake, [fourth], DEFAULT_KEY)
-            settled(redis_server.url, worker)
-            assert worker.stop() == 0
-        finally:
-            intake.stop()
-            worker.stop()
+    worker = through_stack(redis_server.url, home, env, [lambda intake: send(intake, traces[::-1], DEFAULT_KEY),
+                                                        lambda intake: send(intake, [rival], RIVAL_KEY),
+                                                        lambda intake: send(intake, [fourth], DEFAULT_KEY)])
     store = connect(worker.dsn)
     found = {r["trace_id"]: r for r in rows(store, "SELECT trace_id, project, session_id FROM traces FINAL")}
     store.close()

@@ -220,6 +220,23 @@ def settled(redis_url: str, worker: WorkerProcess) -> None:
     client.close()
 
 
+def through_stack(redis_url: str, home, env: dict[str, str], sends: list) -> WorkerProcess:
+    """A real intake and worker (``started``, its judge scripted) that take each of ``sends`` (a function of the
+    intake that posts to it) in turn, every trace assembled before the next; both stopped, the worker having exited 0
+    (it wrote everything it took). Returns the worker: its store is at ``worker.dsn``."""
+    with ScriptedJudge(_reply) as judge:
+        intake, worker = started(redis_url, home, judge, env)
+        try:
+            for posting in sends:
+                posting(intake)
+                settled(redis_url, worker)
+            assert worker.stop() == 0
+        finally:
+            intake.stop()
+            worker.stop()
+    return worker
+
+
 def rows(store, sql: str, **parameters: Any) -> list[dict[str, Any]]:
     result = store.query(sql, parameters=parameters)
     return [dict(zip(result.column_names, row, strict=True)) for row in result.result_rows]
