@@ -269,8 +269,8 @@ def _states(attrs: Mapping[str, Any], keys: tuple[frozenset[str], tuple[str, ...
     return not exact.isdisjoint(attrs) or any(map(str.startswith, attrs, repeat(prefixes)))
 
 
-_DOCUMENT_KEYS = _keys(openinference.DOCUMENT_KEYS, genai.DOCUMENT_KEYS, openllmetry.DOCUMENT_KEYS, genkit.DOCUMENT_KEYS,
-                       mlflow.DOCUMENT_KEYS)
+_DOCUMENT_KEYS = _keys(openinference.DOCUMENT_KEYS, genai.DOCUMENT_KEYS, openllmetry.DOCUMENT_KEYS,
+                       genkit.DOCUMENT_KEYS, mlflow.DOCUMENT_KEYS)
 
 
 def documents(attrs: Mapping[str, Any]) -> list[dict[str, Any]]:

@@ -235,7 +235,8 @@ def _records(request: ExportTraceServiceRequest, bad: dict[tuple[int, int, int],
     out = Decoded()
     for r, resource_spans in enumerate(request.resource_spans):
         resource = {kv.key: _value(kv.value) for kv in resource_spans.resource.attributes if kv.key in RESOURCE_KEYS}
-        project = {PROJECT_RESOURCE: resource[PROJECT_RESOURCE]} if PROJECT_RESOURCE in resource else None  # a bare span's whole resource
+        # a bare span's whole resource: the project it is of
+        project = {PROJECT_RESOURCE: resource[PROJECT_RESOURCE]} if PROJECT_RESOURCE in resource else None
         for s, scope_spans in enumerate(resource_spans.scope_spans):
             for i, span in enumerate(scope_spans.spans):
                 where = f"resource_spans[{r}].scope_spans[{s}].spans[{i}]"
