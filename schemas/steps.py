@@ -425,8 +425,10 @@ def failure_key(service: str, arguments: Any) -> str:
 
 
 def service(spans: Iterable[Mapping[str, Any]]) -> str:
-    """The service that sent a trace: the first ``service.name`` its spans' resources state ("" when none does)."""
-    return next((str(name) for s in spans if (name := (s.get("resource") or {}).get("service.name"))), "")
+    """The service that sent a trace: the first ``service.name`` its spans' resources state ("" when none does; a span
+    the intake kept no resource of has only the project it stamps)."""
+    return next((name for s in spans if isinstance(name := (s.get("resource") or {}).get("service.name"), str)
+                 and name), "")
 
 
 def failure(spans: list[Mapping[str, Any]], result: Any) -> Failure | None:

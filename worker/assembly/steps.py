@@ -64,7 +64,7 @@ from vigil.schemas import steps
 from vigil.schemas.rows import PipelineEvent
 from vigil.worker.assembly.chains import BOUND
 from vigil.worker.assembly.links import Trace
-from vigil.worker.assembly.traces import service_of, split_name
+from vigil.worker.assembly.traces import split_name
 from vigil.worker.logs import Every
 
 __all__ = ["EVICTED", "MAX_PER_KEY", "MS", "STEPS", "STEPS_BYTES", "STEPS_BY_TIME", "STEP_OVERHEAD", "continue_runs",
@@ -200,12 +200,19 @@ def _member(project: str, *key: str) -> str:
     return json.dumps([project, *key])
 
 
+def kept_entries(client: redis.Redis, project: str, keys: Iterable[str],
+                 *kind: str) -> dict[str, list[dict[str, Any]]]:
+    """A project's kept entries under ``keys``, as the worker wrote them: its steps, or (``kind``) its ``call`` or
+    ``tool`` entries; what ``vigil explain-trace`` reads for a stored trace."""
+    keys = list(dict.fromkeys(keys))
+    found = client.hmget(STEPS, [_member(project, *kind, k) for k in keys]) if keys else []
+    return {k: json.loads(value) for k, value in zip(keys, found, strict=True) if value}
+
+
 def kept_steps(client: redis.Redis, project: str, keys: list[str]) -> dict[str, list[dict[str, Any]]]:
-    """A project's kept steps under ``keys``, as ``vigil.schemas.steps.keep`` pools them (starts in nanoseconds):
-    what ``vigil explain-trace`` reads for a stored trace."""
-    found = client.hmget(STEPS, [_member(project, k) for k in keys]) if keys else []
-    return {k: [{**step, "start": step["start"] * MS, "trace_id": step["trace"]} for step in json.loads(value)]
-            for k, value in zip(keys, found, strict=True) if value}
+    """A project's kept steps under ``keys``, as ``vigil.schemas.steps.keep`` pools them (starts in nanoseconds)."""
+    return {k: [{**step, "start": step["start"] * MS, "trace_id": step["trace"]} for step in entries]
+            for k, entries in kept_entries(client, project, keys).items()}
 
 
 def continue_runs(client: redis.Redis, traces: Iterable[Trace], *, keep_s: int, budget: int,
@@ -331,7 +338,7 @@ def tell_failures(client: redis.Redis, traces: Iterable[Trace], *, keep_s: int, 
     wanted = [(turn, index, _member(split_name(trace.name)[0], "tool", k),
                turn["span_id"] in (getattr(trace.spans, "stored", None) or {}))  # stored: it takes what it took
               for trace in traces for turn in trace.result.turns
-              for index, k in steps.failed_here(turn, service_of(trace.spans) or "")]
+              for index, k in steps.failed_here(turn, steps.service(trace.spans))]
     if not wanted:
         return {}
     members = list(dict.fromkeys(member for _, _, member, _ in wanted))

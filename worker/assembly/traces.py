@@ -39,6 +39,7 @@ import redis
 import structlog
 from vigil.schemas.config import DEFAULT_PROJECT
 from vigil.schemas.spans import PROJECT_RESOURCE, Assembly, assembly
+from vigil.schemas.steps import service
 from vigil.worker.logs import Every
 
 __all__ = ["DROPPED", "DROPPED_TOTAL", "KEPT", "KEPT_BYTES", "OVER_OPEN", "PENDING", "PENDING_BYTES", "Spans",
@@ -358,10 +359,5 @@ def assembly_of(spans: list[dict[str, Any]]) -> Assembly:
 
 
 def service_of(spans: list[dict[str, Any]]) -> str | None:
-    """The service that sent a trace: the first ``service.name`` its spans' resources state (a span the intake kept
-    no resource of has only the project it stamps, when the sender presented a key)."""
-    for span in spans:
-        name = (span.get("resource") or {}).get("service.name")
-        if isinstance(name, str) and name:
-            return name
-    return None
+    """The service that sent a trace (``vigil.schemas.steps.service``), ``None`` when no span states one."""
+    return service(spans) or None

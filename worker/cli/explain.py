@@ -282,8 +282,7 @@ def _decided(traces: dict[str, list[dict[str, Any]]], results: dict[str, Assembl
     failed tool calls the worker gave it. Returns those decisions (``steps.Joined``) and, by a failed tool call's
     trace, the trace whose run took it. Nothing kept (or no Redis): nothing decided."""
     from vigil.schemas import steps as run_steps
-    from vigil.worker.assembly.steps import MS, STEPS, _member, kept_steps
-    from vigil.worker.assembly.traces import service_of
+    from vigil.worker.assembly.steps import MS, kept_entries, kept_steps
 
     decided = run_steps.Joined({}, {}, {})
     failed_for: dict[str, str] = {}
@@ -291,14 +290,9 @@ def _decided(traces: dict[str, list[dict[str, Any]]], results: dict[str, Assembl
         return decided, failed_for
     client = _redis(redis_url)
 
-    def kept(kind: str, keys: Any) -> dict[str, list[dict[str, Any]]]:  # the project's entries of a kind, by key
-        keys = list(dict.fromkeys(keys))
-        found = client.hmget(STEPS, [_member(project, kind, k) for k in keys]) if keys else []
-        return {k: json.loads(value) for k, value in zip(keys, found, strict=True) if value}
-
     try:
         calls = {t: call for t in traces if (call := run_steps.lone(traces[t], results[t])) is not None}
-        by_key = kept("call", (call.key for call in calls.values()))
+        by_key = kept_entries(client, project, (call.key for call in calls.values()), "call")
         for trace_id, call in calls.items():
             for entry in by_key.get(call.key, ()):
                 if entry["trace"] == trace_id and entry["yielded"]:  # it yielded: its call is the other's turn
@@ -307,10 +301,11 @@ def _decided(traces: dict[str, list[dict[str, Any]]], results: dict[str, Assembl
                 elif entry["yielded"] == trace_id:  # the other yielded to it
                     decided.calls[entry["trace"]] = (trace_id, entry["to"])
         for trace_id, spans in traces.items():
-            result, service = results[trace_id], service_of(spans) or ""
-            if keys := [k for turn in result.turns for k in run_steps.wanted(turn, sender=run_steps.service(spans))]:
+            result, service = results[trace_id], run_steps.service(spans)
+            if keys := [k for turn in result.turns for k in run_steps.wanted(turn, sender=service)]:
                 decided.usage.update(run_steps.take(kept_steps(client, project, keys), trace_id, spans, result))
-            failures = kept("tool", (k for turn in result.turns for _, k in run_steps.failed_here(turn, service)))
+            failures = kept_entries(client, project, (k for turn in result.turns
+                                                      for _, k in run_steps.failed_here(turn, service)), "tool")
             pool = {k: [{**e, "trace_id": e["trace"], "span_id": e["span"], "start": e["start"] * MS,
                          "end": e["end"] * MS} for e in entries if e["taken"] == trace_id]
                     for k, entries in failures.items()}  # what the worker gave its turns, which they take again
@@ -318,8 +313,8 @@ def _decided(traces: dict[str, list[dict[str, Any]]], results: dict[str, Assembl
                 if given := run_steps.tell(turn, service, pool, trace_id):
                     decided.told[turn["span_id"]] = [(i, e["trace_id"], e["span_id"]) for i, e in given]
             if (failure := run_steps.failure(spans, result)) is not None:
-                taker = next((e["taken"] for e in kept("tool", [failure.key]).get(failure.key, ())
-                              if e["trace"] == trace_id and e["taken"]), None)
+                kept = kept_entries(client, project, [failure.key], "tool").get(failure.key, ())
+                taker = next((e["taken"] for e in kept if e["trace"] == trace_id and e["taken"]), None)
                 if taker:
                     failed_for[trace_id] = taker
     finally:
