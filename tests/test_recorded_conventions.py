@@ -252,6 +252,18 @@ def test_a_root_value_that_is_plain_text_is_the_question():
     assert turn["input"] == [{"role": "user", "content": "Where is A-1001?"}]
 
 
+def test_an_openllmetry_workflow_that_calls_no_model_and_states_only_its_state_is_no_turn():
+    nodes = json.dumps({"args": [], "kwargs": {"nodes": ['{"id_": "policy-7", "text": "Damaged items are refunded."}']}})
+    spans = [span("1", None, "SentenceSplitter.workflow", 0, **{
+        "traceloop.span.kind": "workflow", "traceloop.entity.name": "SentenceSplitter",
+        "traceloop.entity.input": nodes, "traceloop.entity.output": json.dumps(['{"id_": "n-1"}'])}),
+        span("2", "1", "SentenceSplitter.task", 1, **{"traceloop.span.kind": "task"})]
+
+    result = assembly(spans)
+
+    assert result.turns == [] and result.no_turn  # an index build: counted, never a turn
+
+
 def test_agents_under_one_run_that_answer_the_same_words_are_one_run():
     """A hand-off: the triage agent passes the same question to a specialist."""
     spans = [span("1", None, "Agent workflow", 0, **{"openinference.span.kind": "CHAIN"}),

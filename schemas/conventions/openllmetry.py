@@ -124,7 +124,7 @@ def _question(value: Any) -> str:
         for key in _QUESTION_KEYS:
             if isinstance(value.get(key), str):
                 return value[key]
-    return "" if value is None else text(value)
+    return ""  # any other value is the framework's state (an index build's nodes), not anyone's words
 
 
 def _answer(value: Any) -> str:
@@ -132,4 +132,4 @@ def _answer(value: Any) -> str:
         for key in _ANSWER_KEYS:
             if isinstance(value.get(key), str):
                 return value[key]
-    return "" if value is None else text(value)
+    return ""  # any other value is the framework's state, not an answer
