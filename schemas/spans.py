@@ -85,7 +85,9 @@ which saw the wire (the tool calls' ids, the tool messages' text), and its token
 - *usage*: the run's, each model call's once as the span nearest the wire states it (the LLM span with none under
   it, else the nearest wrapper around it that states any), summed; else the root's stated totals; never one
   wrapper's zeros. The model is the last LLM call's; the system prompt the root's, else the answering call's.
-- *contexts*: retriever spans' documents, in start order.
+- *contexts*: retriever spans' documents, in start order, **each document once** (the same text and id): a retriever
+  span inside another states the documents it hands up (LlamaIndex's ``retrieve`` around its ``_retrieve``, each a
+  span of OpenLLMetry's), not a second retrieval.
 
 **A failed run is a turn.** A run that ends in error without an answer (its root failed, or a span in it did and no
 call answered) is a turn with no output, ``metadata["vigil.run"] = "failed"`` and the error's text in
@@ -765,9 +767,12 @@ class _Trace:
         usage = self._usage(root, llms, calls)
         if usage:
             turn["usage"] = usage
-        contexts = [doc for span in everyone for doc in conventions.documents(span["attributes"])]
+        contexts: dict[tuple[str, Any], dict[str, Any]] = {}
+        for span in everyone:
+            for doc in conventions.documents(span["attributes"]):
+                contexts.setdefault((doc["text"], doc.get("id")), doc)  # the first span to state it, in start order
         if contexts:
-            turn["contexts"] = contexts
+            turn["contexts"] = list(contexts.values())
         tools = self._tool_calls(members, calls, input_messages)
         if tools:
             turn["tool_calls"] = tools

@@ -264,6 +264,43 @@ def test_an_openllmetry_workflow_that_calls_no_model_and_states_only_its_state_i
     assert result.turns == [] and result.no_turn  # an index build: counted, never a turn
 
 
+LLAMAINDEX = "opentelemetry.instrumentation.llamaindex"
+
+
+def llamaindex_query(question: dict[str, Any]) -> list[dict[str, Any]]:
+    """A LlamaIndex query engine's query as OpenLLMetry's LlamaIndex instrumentation writes it: each span's input the
+    method's arguments by name, the retriever's ``retrieve`` around its ``_retrieve``, each returning the nodes with
+    their scores as ``to_json()`` text, and the model asked LlamaIndex's QA prompt with the documents written in."""
+    nodes = json.dumps([json.dumps({"node": {"id_": doc, "text": f"text of {doc}", "class_name": "TextNode"},
+                                    "score": score, "class_name": "NodeWithScore"}) for doc, score in DOCS])
+    bundle = json.dumps({"query_bundle": {"query_str": QUESTION, "image_path": None, "embedding": None}})
+    retriever = {"traceloop.span.kind": "task", "traceloop.entity.output": nodes}
+    prompt = f"Context information is below.\n---\ntext of policy-7\n---\nQuery: {QUESTION}\nAnswer: "
+    return [{**s, "scope": LLAMAINDEX} for s in (
+        span("1", None, "RetrieverQueryEngine.workflow", 0, **{
+            "traceloop.span.kind": "workflow", "traceloop.entity.name": "RetrieverQueryEngine.workflow",
+            "traceloop.entity.input": json.dumps(question),
+            "traceloop.entity.output": json.dumps({"response": ANSWER, "metadata": {}})}),
+        span("2", "1", "VectorIndexRetriever.task", 1, **retriever, **{"traceloop.entity.input": bundle}),
+        span("3", "2", "VectorIndexRetriever.task", 2, **retriever, **{"traceloop.entity.input": bundle}))] + [
+        llm("4", "1", 5, prompt, ANSWER)]
+
+
+@pytest.mark.parametrize("question", [
+    pytest.param({"str_or_query_bundle": QUESTION}, id="the query as text"),
+    pytest.param({"str_or_query_bundle": {"query_str": QUESTION, "image_path": None}}, id="a query bundle"),
+])
+def test_a_llamaindex_query_through_openllmetry_is_asked_its_query_and_answered_from_its_nodes_each_once(question):
+    [turn] = assembly(llamaindex_query(question)).turns
+
+    assert (turn["input"], turn["output"]) == ([{"role": "user", "content": QUESTION}], ANSWER)
+    assert [(d["text"], d["id"], d["score"]) for d in turn["contexts"]] == [
+        (f"text of {doc}", doc, score) for doc, score in DOCS]
+    state = {"nodes": ['{"id_": "policy-7", "text": "Damaged items are refunded."}'], "show_progress": False}
+    [turn] = assembly(llamaindex_query(state)).turns  # arguments that are no one's words lose to the model's call
+    assert turn["input"][-1]["content"].startswith("Context information is below.")
+
+
 def test_agents_under_one_run_that_answer_the_same_words_are_one_run():
     """A hand-off: the triage agent passes the same question to a specialist."""
     spans = [span("1", None, "Agent workflow", 0, **{"openinference.span.kind": "CHAIN"}),

@@ -5,8 +5,8 @@ read by ``schemas.conventions.genai``).
 | what | read from |
 | --- | --- |
 | span kind | ``traceloop.span.kind``: ``workflow`` / ``agent`` the turn's root, ``task`` a step (its spans join the turn), ``tool`` a tool call; **the GenAI operation OpenLLMetry writes beside it says what the span did, where it names one**: ``execute_tool`` a tool call, ``invoke_agent`` an agent, and ``workflow`` (not a GenAI operation: OpenLLMetry JS's LangChain instrumentation writes it, with ``traceloop.span.kind`` ``workflow``, on every runnable of a chain or graph, a tool's call being a ``task`` of ``execute_tool``) a framework's chain, not the application's workflow (``withWorkflow``, ``@workflow``) |
-| question, answer | the root's ``traceloop.entity.input`` (JSON ``{"args": [...], "kwargs": {...}}``: the first text argument, else a ``question`` / ``input`` / ``query`` / ``message`` keyword) and ``traceloop.entity.output`` (JSON: text, or an object's ``answer`` / ``output`` / ``content`` / ``text``) |
-| contexts | a task whose output is a list of documents (objects with ``content`` / ``page_content`` / ``text``, and ``id``, ``score``) |
+| question, answer | the root's ``traceloop.entity.input`` (JSON ``{"args": [...], "kwargs": {...}}``: the first text argument, else a ``question`` / ``input`` / ``query`` / ``message`` keyword) and ``traceloop.entity.output`` (JSON: text, or an object's ``answer`` / ``output`` / ``content`` / ``text``). **OpenLLMetry's LlamaIndex instrumentation** (scope ``opentelemetry.instrumentation.llamaindex``) writes a span's input as the called method's arguments by name, in the signature's order (``{"str_or_query_bundle": "…"}``: ``inspect.BoundArguments``, each value JSON-encoded, an object by its ``to_json()`` text or a dataclass's fields): its question is the first argument that is text or a query bundle (LlamaIndex's ``QueryBundle``, what its query engines and retrievers are asked: the query is its ``query_str``); any other argument is the framework's state (an index build's nodes, an embedding's texts) |
+| contexts | a task whose output is a list of documents (objects with ``content`` / ``page_content`` / ``text``, and ``id``, ``score``), or of **nodes with their scores** (LlamaIndex's ``NodeWithScore``, what its retrievers return, ``{"node": {"id_", "text", …}, "score"}``: the node's text, id and the score; OpenLLMetry's LlamaIndex instrumentation writes each as its ``to_json()`` text, read as the JSON it holds) |
 | a tool span | ``traceloop.entity.name``, ``traceloop.entity.input`` (the arguments: an object argument or the keywords), ``traceloop.entity.output``; its error from the span status. OpenLLMetry JS's LangChain instrumentation names the span by the tool's class (``DynamicStructuredTool``) and writes the arguments as JSON text in ``{"args": ["{…}"]}`` and the result as the ``ToolMessage`` the call returned, serialized: the tool, the call's id and the result are that message's ``name``, ``tool_call_id`` and content. The Python LangChain instrumentation writes a callback's own packaging there (``on_tool_start``: ``{"input_str", "tags", "metadata", "inputs", "kwargs"}``; ``on_tool_end``: ``{"output", "kwargs"}``, also as ``gen_ai.tool.call.arguments`` / ``.result``): the arguments are ``inputs`` (else ``input_str``), the call's id ``kwargs.tool_call_id``, the result ``output`` (a serialized ``ToolMessage``: its content), never the packaging around them |
 | who | agent: the ``agent`` span's ``traceloop.entity.name``, else ``traceloop.workflow.name``; session: ``traceloop.association.properties.session_id`` (or ``conversation_id``, ``thread_id``); the other association properties and the workflow name as turn metadata |
 | content off | ``TRACELOOP_TRACE_CONTENT=false`` |
@@ -23,6 +23,7 @@ from ._parse import Io, json_value, msg, result_text, text, tool_call, unpacked
 __all__ = ["DOCUMENT_KEYS", "SETTING", "WHO_KEYS", "decided_by", "documents", "identity", "io", "kind", "tool"]
 
 SETTING = "TRACELOOP_TRACE_CONTENT=true (the default)"
+LLAMAINDEX_SCOPE = "opentelemetry.instrumentation.llamaindex"  # its entity input is the method's arguments by name
 _KINDS = {"workflow": "agent", "agent": "agent", "task": "step", "tool": "tool"}
 _ASSOCIATION = "traceloop.association.properties."
 _SESSION_KEYS = ("session_id", "conversation_id", "thread_id", "chat_id")
@@ -51,7 +52,8 @@ def io(span: Mapping[str, Any]) -> Io:
     attrs = span["attributes"]
     if kind(attrs) != "agent":
         return [], [], ""
-    question = _question(json_value(attrs.get("traceloop.entity.input")))
+    given = json_value(attrs.get("traceloop.entity.input"))
+    question = _argument_question(given) if span.get("scope") == LLAMAINDEX_SCOPE else _question(given)
     answer = _answer(json_value(attrs.get("traceloop.entity.output")))
     return ([msg("user", question)] if question else []), ([msg("assistant", answer)] if answer else []), ""
 
@@ -63,10 +65,23 @@ def documents(attrs: Mapping[str, Any]) -> list[Any]:
     if kind(attrs) != "step":
         return []
     output = json_value(attrs.get("traceloop.entity.output"))
-    if isinstance(output, list) and output and all(
-            isinstance(d, dict) and any(k in d for k in ("content", "page_content", "text")) for d in output):
-        return [{**d, "content": d.get("content", d.get("page_content", d.get("text")))} for d in output]
-    return []
+    if not isinstance(output, list) or not output:
+        return []
+    docs = [_document(json_value(d)) for d in output]
+    return docs if all(docs) else []  # a list of anything else is no retrieval
+
+
+def _document(value: Any) -> dict[str, Any] | None:
+    """A document as ``conventions.documents`` takes it, or ``None``: an object with its text, or a node with its
+    score (``NodeWithScore``: the node's text and id, the score beside it)."""
+    if not isinstance(value, dict):
+        return None
+    node = value.get("node")
+    if isinstance(node, dict) and isinstance(node.get("text"), str):
+        return {"content": node["text"], "id": node.get("id_"), "score": value.get("score")}
+    if any(k in value for k in ("content", "page_content", "text")):
+        return {**value, "content": value.get("content", value.get("page_content", value.get("text")))}
+    return None
 
 
 def tool(span: Mapping[str, Any]) -> dict[str, Any] | None:
@@ -125,6 +140,19 @@ def _question(value: Any) -> str:
             if isinstance(value.get(key), str):
                 return value[key]
     return ""  # any other value is the framework's state (an index build's nodes), not anyone's words
+
+
+def _argument_question(arguments: Any) -> str:
+    """The question in a method's arguments by name (OpenLLMetry's LlamaIndex spans): the first that is text, or a
+    query bundle's ``query_str``."""
+    if not isinstance(arguments, dict):
+        return ""
+    for value in map(json_value, arguments.values()):
+        if isinstance(value, str) and value:
+            return value
+        if isinstance(value, dict) and isinstance(value.get("query_str"), str) and value["query_str"]:
+            return value["query_str"]
+    return ""  # no argument is anyone's words: the framework's state
 
 
 def _answer(value: Any) -> str:
