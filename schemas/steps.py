@@ -32,6 +32,28 @@ The rule, over traces each assembled by ``vigil.schemas.spans``:
   its own usage; the step stays a counted step), a step forgotten (expired or evicted: ``vigil.worker.assembly.steps``),
   a turn whose conversation states no user words, and a step whose call exported no tool call at all.
 
+**A tool message answers the tool call whose id it names.** An instrumentation may drop the assistant message that
+asked for tools from the conversation it writes (OpenLIT writes no assistant message that has no text: LlamaIndex's
+workflow agent, traced only by OpenLIT's model client, sends each model call as a trace of its own), so the call sent
+a tool's result states only the tool message: its call id and the result. The call that asked, in a trace of its own,
+states the tool's name and arguments, and that id, in its output. Tool call ids are made to tie a result to its call:
+
+- **A step left open keeps the calls it asked with their ids** (``Step.calls``: name, arguments, id), under each
+  call's ``id_key`` (the service, the id): a run is one application's, as for the conversation's key.
+- **A turn's run names calls it does not state** (``unasked``): the tool messages after its last user words whose id
+  no call of the turn states (no assistant message of its conversation, no tool span, no model call of its own trace
+  asked for it). Each is the call a step of its project and service asked with that id; of several, chosen as a step
+  is (``pick``: the one the turn took already, else the latest that started before the turn and no other turn took).
+- **The turn takes the call** (``give_calls``): its name and arguments, its id, and the tool message's text as its
+  result (``conventions.result_text``); its error as any call read from a conversation (none of its own: a failed tool
+  span in a trace of its own gives it one, ``tell``). The turn's calls are in the order their tool messages were sent
+  (a call no tool message answers keeps its place after the one before it); the turn names the asking calls' traces
+  in ``metadata["vigil.tool_calls_from"]``, and their usage is the run's (each step once, with the steps its
+  conversation continues, in ``metadata["vigil.continues"]``).
+- **Not named**: a tool message before the run's user words (an earlier run's), an id no kept step of the project and
+  service asked (another project's step never: the id is looked up only among the turn's own project's), a step
+  forgotten, expired or taken by another turn, or whose trace is assembled after the turn's first assembly.
+
 **One model call written by two instrumentations, each in a trace of its own, is one call.** An instrumentation
 that never makes its span current (OpenLLMetry JS's LangChain handler: a callback opens each span with no parent)
 writes a model call's span as a trace of its own, and the model client's instrumentation writes the same call's span
@@ -82,7 +104,8 @@ its error from its status or ``exception`` event):
   Not joined: a span whose trace is assembled after the turn (the stored turn is not scored again), a span
   forgotten (expired or evicted with the steps), a span that succeeded (the tool message already says its result).
 
-Pure: ``left`` reads a trace's open steps, ``wanted`` a turn's keys, ``fitting`` and ``pick`` choose among the steps
+Pure: ``left`` reads a trace's open steps (with the calls they asked), ``wanted`` a turn's keys, ``unasked`` the ids
+its tool messages name that it does not state, ``give_calls`` gives it the kept calls of those ids, ``fitting`` and ``pick`` choose among the steps
 of a key;
 ``keep`` and ``take`` apply it with a dict for the worker's state, ``join`` to the traces of a file (a test,
 ``vigil explain-trace``); ``lone`` reads the call a trace is, ``decide`` settles a call among the calls of its key,
@@ -95,7 +118,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -104,25 +127,28 @@ from vigil.schemas.conventions import sent, without_stack
 from vigil.schemas.links import states_user_words
 from vigil.schemas.trace import MAX_SPANS
 
-__all__ = ["CONTINUES_METADATA", "FAILURES_METADATA", "Call", "Failure", "Joined", "Step", "add_usage", "asked_here",
-           "call_key", "decide", "drop", "evidence", "failed_here", "failure", "failure_key", "fitting", "give",
-           "inner_first", "join", "keep", "key", "left", "lone", "once", "pick", "service", "start_ns", "take", "tell", "wanted"]
+__all__ = ["CALLS_METADATA", "CONTINUES_METADATA", "FAILURES_METADATA", "Call", "Failure", "Joined", "Step", "add_usage",
+           "asked_here", "call_key", "decide", "drop", "evidence", "failed_here", "failure", "failure_key", "fitting",
+           "give", "give_calls", "id_key", "inner_first", "join", "keep", "key", "left", "lone", "once", "pick",
+           "service", "start_ns", "take", "tell", "unasked", "wanted"]
 
 CONTINUES_METADATA = "vigil.continues"  # the traces of the steps a turn continues, comma-separated
 FAILURES_METADATA = "vigil.tool_errors_from"  # the traces of the failed tool calls a turn's calls are, comma-separated
+CALLS_METADATA = "vigil.tool_calls_from"  # the traces of the model calls that asked for calls a turn names by id only
 
 
 @dataclass(frozen=True)
 class Step:
     """A step left open: its key (what it was sent and asked for), its trace, when it started (ns: an end can come
     after the next call started, as a streamed call's span ends when its instrumentation has read the stream), its
-    usage."""
+    usage, and the calls it asked that have an id (``{"name", "arguments", "id"}`` each)."""
 
     key: str
     trace_id: str
     start: int
     prompt_tokens: int
     completion_tokens: int
+    calls: tuple[dict[str, Any], ...] = ()
 
 
 def _message(m: Mapping[str, Any]) -> list[Any]:
@@ -171,8 +197,56 @@ def left(spans: Iterable[Mapping[str, Any]], step_ids: Iterable[str]) -> list[St
         if not calls:
             continue
         prompt, completion = conventions.usage(span["attributes"])
-        out.append(Step(key(inputs, calls, sender), span["trace_id"], int(span["start"]), _count(prompt), _count(completion)))
+        named = tuple({"name": str(c.get("name") or ""), "id": c["id"],
+                       "arguments": c["arguments"] if isinstance(c.get("arguments"), dict) else {}}
+                      for c in calls if isinstance(c.get("id"), str) and c["id"])
+        out.append(Step(key(inputs, calls, sender), span["trace_id"], int(span["start"]), _count(prompt),
+                        _count(completion), named))
     return out
+
+
+def id_key(service: str, call_id: str) -> str:
+    """The key of a tool call a model call of ``service`` asked with the id ``call_id``."""
+    return hashlib.sha256(_line(["id", service, call_id])).hexdigest()[:32]
+
+
+def unasked(turn: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """The tool messages of a turn's run (after its last user words) whose call id no call of the turn states, nor
+    any assistant message of its conversation: (the id, the tool message's text), once each, in conversation order."""
+    messages = list(turn.get("input") or ())
+    users = [i for i, m in enumerate(messages) if m.get("role") == "user" and m.get("content")]
+    if not users or not any(m.get("role") == "tool" for m in messages[users[-1]:]):
+        return []
+    stated = {c.get("id") for c in turn.get("tool_calls") or ()} | {
+        c.get("id") for m in messages if m.get("role") == "assistant" for c in m.get("tool_calls") or ()}
+    out: dict[str, str] = {}
+    for m in messages[users[-1] + 1:]:
+        found = m.get("tool_call_id")
+        if m.get("role") == "tool" and isinstance(found, str) and found and found not in stated and found not in out:
+            out[found] = conventions.result_text(m.get("content") or "")
+    return list(out.items())
+
+
+def give_calls(turn: dict[str, Any], results: Mapping[str, str], found: Iterable[Mapping[str, Any]]) -> list[str]:
+    """A turn's calls named only by its tool messages' ids (``results``: ``unasked``, by id), given the kept calls of
+    those ids (``found``: ``{"name", "arguments", "id", "trace"}`` each), each with its tool message's text as its
+    result, the turn's calls in the order their tool messages were sent; returns the traces that asked, which the turn
+    names in ``metadata["vigil.tool_calls_from"]``."""
+    found = [f for f in found if f["id"] in results]
+    if not found:
+        return []
+    calls = list(turn.get("tool_calls") or ()) + [
+        {"name": f["name"], "arguments": dict(f["arguments"]), "id": f["id"], "result": results[f["id"]]}
+        for f in found]
+    sent = {m.get("tool_call_id"): i for i, m in enumerate(turn.get("input") or ()) if m.get("role") == "tool"}
+    places, last = [], -1
+    for c in calls:  # a call no tool message answers keeps its place after the one before it
+        last = sent.get(c.get("id"), last)
+        places.append(last)
+    turn["tool_calls"] = [c for _, c in sorted(zip(places, calls, strict=True), key=lambda pair: pair[0])]
+    traces = list(dict.fromkeys(f["trace"] for f in found))
+    turn.setdefault("metadata", {})[CALLS_METADATA] = ",".join(traces)
+    return traces
 
 
 def asked_here(spans: Iterable[Mapping[str, Any]]) -> set[str]:
@@ -235,37 +309,62 @@ def add_usage(turn: dict[str, Any], steps: Iterable[Step | Mapping[str, Any]]) -
     usage["prompt_tokens"] = usage.get("prompt_tokens", 0) + sum(get(s, "prompt_tokens") for s in steps)
     usage["completion_tokens"] = usage.get("completion_tokens", 0) + sum(get(s, "completion_tokens") for s in steps)
     turn["usage"] = usage
-    traces = ", ".join(get(s, "trace_id") for s in steps)
-    turn.setdefault("metadata", {})[CONTINUES_METADATA] = traces.replace(" ", "")
-    return (f"it continues a run whose earlier model calls are traces of their own ({traces}): its conversation "
-            "holds, after its user words, the tool calls those calls asked for, sent the same conversation, so their "
-            "usage is the run's")
+    metadata = turn.setdefault("metadata", {})
+    earlier = [t for t in (metadata.get(CONTINUES_METADATA) or "").split(",") if t]
+    traces = ", ".join(dict.fromkeys([*earlier, *(get(s, "trace_id") for s in steps)]))
+    metadata[CONTINUES_METADATA] = traces.replace(" ", "")
+    return (f"it continues a run whose earlier model calls are traces of their own ({traces}): after its user words "
+            "it holds the tool calls those calls asked for (sent the same conversation before them, or named by id in "
+            "its tool messages), so their usage is the run's")
 
 
-def keep(pool: dict[str, list[dict[str, Any]]], trace: str, spans: list[dict[str, Any]], result: Any) -> None:
-    """Add a trace's open steps (``result``: its assembly) to ``pool`` (key -> its steps, as the worker keeps them)."""
+def keep(pool: dict[str, list[dict[str, Any]]], trace: str, spans: list[dict[str, Any]], result: Any,
+         named: dict[str, list[dict[str, Any]]] | None = None) -> None:
+    """Add a trace's open steps (``result``: its assembly) to ``pool`` (key -> its steps, as the worker keeps them),
+    and the calls they asked with an id to ``named`` (``id_key`` -> the calls of that id)."""
+    sender = service(spans) if named is not None else ""
     for step in left(spans, result.steps):
-        pool.setdefault(step.key, []).append({**step.__dict__, "trace": trace, "taken": ""})
+        entry = {**step.__dict__, "trace": trace, "taken": ""}
+        pool.setdefault(step.key, []).append(entry)
+        for call in step.calls if named is not None else ():
+            named.setdefault(id_key(sender, call["id"]), []).append({
+                **call, "trace": trace, "trace_id": trace, "start": step.start, "prompt_tokens": step.prompt_tokens,
+                "completion_tokens": step.completion_tokens, "taken": ""})
 
 
 def take(pool: dict[str, list[dict[str, Any]]], trace: str, spans: list[dict[str, Any]], result: Any,
-         ) -> dict[str, str]:
-    """Join a trace's turns (``result``: its assembly, changed in place) to the steps of ``pool`` they continue,
-    by the module's rule; returns why each joined turn's usage is the run's, by span id."""
+         named: Mapping[str, list[dict[str, Any]]] | None = None,
+         origins: dict[str, dict[str, str]] | None = None) -> dict[str, str]:
+    """Join a trace's turns (``result``: its assembly, changed in place) to the steps of ``pool`` they continue, and
+    give them the calls of ``named`` their tool messages name by id (``keep``), by the module's rule; returns why each
+    joined turn's usage is the run's, by span id, and adds to ``origins`` (by span id) the trace each given call's id
+    was asked in."""
     why = {}
     here = None
     sender = service(spans)
     for turn in result.turns:
-        keys = [k for k in wanted(turn, sender=sender) if k in pool]
-        if not keys:
-            continue
-        here = asked_here(spans) if here is None else here  # only when a step of the pool may be taken
         joined = []
-        for k in (k for k in keys if k not in here):
+        for k in (k for k in wanted(turn, sender=sender) if k in pool):
+            here = asked_here(spans) if here is None else here  # only when a step of the pool may be taken
+            if k in here:
+                continue
             found = pick(pool.get(k, ()), trace, start_ns(turn))
             if found is not None:
                 found["taken"] = trace
                 joined.append(found)
+        ids = unasked(turn) if named else []
+        given = []
+        for call_id, _ in ids:
+            found = pick(named.get(id_key(sender, call_id), ()), trace, start_ns(turn))
+            if found is not None:
+                found["taken"] = trace
+                given.append(found)
+        if given:
+            give_calls(turn, dict(ids), given)
+            if origins is not None:
+                origins.setdefault(turn["span_id"], {}).update({f["id"]: f["trace"] for f in given})
+            seen = {(s["trace"], s["start"]) for s in joined}  # a step is joined once, whatever it asked
+            joined += [f for f in given if (f["trace"], f["start"]) not in seen and not seen.add((f["trace"], f["start"]))]
         if joined:
             why[turn["span_id"]] = add_usage(turn, joined)
     return why
@@ -275,12 +374,14 @@ def take(pool: dict[str, list[dict[str, Any]]], trace: str, spans: list[dict[str
 class Joined:
     """What the rules decided over the traces of a file (``join``), for ``vigil explain-trace``: why each joined
     turn's usage is the run's (``usage``, by its span id), the call each trace that made no turn is (``calls``, by
-    that trace: the call's trace and span), and the failures a turn's calls are (``told``, by its span id: each
-    call's index, the failure's trace and span)."""
+    that trace: the call's trace and span), the failures a turn's calls are (``told``, by its span id: each
+    call's index, the failure's trace and span), and the trace that asked each call a turn names only by its id
+    (``named``, by its span id: call id -> trace)."""
 
     usage: dict[str, str]
     calls: dict[str, tuple[str, str]]
     told: dict[str, list[tuple[int, str, str]]]
+    named: dict[str, dict[str, str]] = field(default_factory=dict)
 
 
 def join(traces: Mapping[str, list[dict[str, Any]]], results: Mapping[str, Any]) -> Joined:
@@ -290,19 +391,21 @@ def join(traces: Mapping[str, list[dict[str, Any]]], results: Mapping[str, Any])
     calls = once(traces, results)
     order = sorted(traces, key=lambda t: min((s["start"] for s in traces[t]), default=0))
     pool: dict[str, list[dict[str, Any]]] = {}
+    named: dict[str, list[dict[str, Any]]] = {}
     failures: dict[str, list[dict[str, Any]]] = {}
     for trace in order:
-        keep(pool, trace, traces[trace], results[trace])
+        keep(pool, trace, traces[trace], results[trace], named)
         if (found := failure(traces[trace], results[trace])) is not None:
             failures.setdefault(found.key, []).append({**found.__dict__, "taken": ""})
     why: dict[str, str] = {}
     told: dict[str, list[tuple[int, str, str]]] = {}
+    origins: dict[str, dict[str, str]] = {}
     for trace in order:
-        why.update(take(pool, trace, traces[trace], results[trace]))
+        why.update(take(pool, trace, traces[trace], results[trace], named, origins))
         for turn in results[trace].turns:
             if given := tell(turn, service(traces[trace]), failures, trace):
                 told[turn["span_id"]] = [(index, entry["trace_id"], entry["span_id"]) for index, entry in given]
-    return Joined(why, calls, told)
+    return Joined(why, calls, told, origins)
 
 
 # -- one model call written by two instrumentations ---------------------------------------------------------------

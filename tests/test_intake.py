@@ -309,19 +309,23 @@ def json_log(event_name: str | None, content: str, **ids: str) -> dict[str, Any]
     return record
 
 
-def test_logs_as_gzip_json_keep_the_genai_events_with_their_span_and_name_those_without_one(intake, redis_url):
+def test_logs_as_gzip_json_keep_the_genai_events_with_their_span_and_count_those_without_one(intake, redis_url):
+    """The logs data model makes a record's trace context optional: an event with none (OpenLIT emits some outside
+    the call's span) is well formed and attaches to no span, so it is accepted, not kept, and counted in the log."""
     body = otlp_logs_json(json_log(None, "GET /healthz 200", traceId=TRACE_ID, spanId=SPAN_ID),
                           json_log("gen_ai.user.message", "Why was I charged twice?", traceId=TRACE_ID, spanId=SPAN_ID),
-                          json_log("gen_ai.user.message", "And where is my parcel?"))
+                          json_log("gen_ai.user.message", "And where is my parcel?"),
+                          json_log("gen_ai.user.message", "And my refund?", traceId="0" * 32, spanId="0" * 16))
 
     status, _, answer = post(f"{intake.url}/v1/logs", gzip.compress(body), "application/json",
                              **{"Content-Encoding": "gzip"})
 
     assert status == 200
-    partial = json.loads(answer)["partialSuccess"]
-    assert partial["rejectedLogRecords"] == "1" and "log_records[2] (gen_ai.user.message)" in partial["errorMessage"]
-    assert "needs the trace_id and span_id of its span" in partial["errorMessage"]
-    [record] = queued(redis_url, "vigil.spans")  # the application log is dropped, not kept nor rejected
+    assert json.loads(answer) == {}  # no partial_success: nothing the sender should fix
+    lines = [json.loads(line) for line in intake.log.read_text().splitlines() if line.startswith("{")]
+    assert any(line.get("unattached") == 2 and line.get("path") == "/v1/logs" for line in lines)
+    assert any(line.get("unattached") == 2 and line.get("services") == "billing-bot" for line in lines)
+    [record] = queued(redis_url, "vigil.spans")  # the application log and the unattached events are not kept
     assert (record["trace_id"], record["span_id"], record["log"]) == (TRACE_ID, SPAN_ID, True)
     assert record["events"] == [{"name": "gen_ai.user.message", "time": 1700000000500000000,
                                  "attributes": {"content": "Why was I charged twice?"}}]

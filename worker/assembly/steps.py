@@ -23,6 +23,14 @@ assembled in this sweep or a later one, adds the step's usage to the run's.
   a sweep with no open step and no turn whose conversation holds tool calls, and no take when none of the keys its
   turns want is kept (a trace's own calls are read for what they asked only then).
 
+A step's calls that have an id are kept the same way (``vigil.schemas.steps``: a tool message answers the tool call
+whose id it names), per project and service under each call's ``id_key``, in the same write as the steps, within the
+same keep time, bytes and ``MAX_PER_KEY``; a turn whose tool messages name ids it does not state (``unasked``) looks
+them up in the same read as the steps it continues, among its own project's only, and takes them in the same atomic
+take (a call is one run's: another turn never takes it; the same turn assembled again takes it again), then is given
+the calls and the asking steps' usage (each step once). A sender of another project that names the same id neither
+gets the call nor takes it from the turn whose run asked it.
+
 One model call written by two instrumentations, each in a trace of its own (``vigil.schemas.steps.once``), is
 decided here before the steps are (``one_call_once``), so a wrapper's turn takes no step:
 
@@ -44,7 +52,9 @@ changed by a failure that settles after it (assembled again, it takes only what 
 stays as it was scored).
 
 Keys: ``vigil.steps``, a hash of ``[project, key]`` (JSON) to the key's steps (a JSON list of ``{"trace", "start",
-"prompt_tokens", "completion_tokens", "taken"}``, the start in milliseconds), of ``[project, "call", key]`` to the
+"prompt_tokens", "completion_tokens", "taken"}``, the start in milliseconds), of ``[project, "id", id_key]`` to the calls asked
+with that id (``{"trace", "start", "name", "arguments", "id", "prompt_tokens", "completion_tokens", "taken"}``), of
+``[project, "call", key]`` to the
 key's calls (``{"trace", "span", "scope", "start", "end", "yielded", "to", "took"}``: ``vigil.schemas.steps.decide``,
 times in milliseconds), and of ``[project, "tool", key]`` to the key's failures (``{"trace", "span", "name",
 "call_id", "error", "said", "start", "end", "taken"}``: ``vigil.schemas.steps.Failure``); ``vigil.steps.by_time``, the same members by when they were written; ``vigil.steps.bytes``,
@@ -68,7 +78,7 @@ from vigil.worker.assembly.traces import split_name
 from vigil.worker.logs import Every
 
 __all__ = ["EVICTED", "MAX_PER_KEY", "MS", "STEPS", "STEPS_BYTES", "STEPS_BY_TIME", "STEP_OVERHEAD", "continue_runs",
-           "kept_steps", "one_call_once", "tell_failures"]
+           "kept_named", "kept_steps", "one_call_once", "tell_failures"]
 
 log = structlog.get_logger("vigil.intake")
 
@@ -155,7 +165,7 @@ return {evicted, out}
 # Take, for each (member, taker, fitting traces) triple, the entry of the member's list that ``schemas.steps.pick``
 # (a step) or ``schemas.steps.tell`` (a failure) chooses among the fitting ones, read before: one the taker took
 # already, else the latest no other trace took (checked again here: another worker may have taken it since); none
-# given twice by one call of the script (a turn's two calls of the same arguments). KEYS: STEPS, STEPS_BYTES. Returns,
+# given twice under one member by one call of the script (a turn's two calls of the same arguments). KEYS: STEPS, STEPS_BYTES. Returns,
 # per triple, the entry taken (JSON) or ''.
 _TAKE = """
 local out, given = {}, {}
@@ -169,13 +179,13 @@ for i = 1, #ARGV, 3 do
     for _, trace in ipairs(cjson.decode(ARGV[i + 2])) do fits[trace] = true end
     local best, mine = nil, false
     for _, e in ipairs(list) do
-      if fits[e.trace] and not given[e.trace] and (e.taken == ARGV[i + 1] or e.taken == '') then
+      if fits[e.trace] and not given[ARGV[i] .. ' ' .. e.trace] and (e.taken == ARGV[i + 1] or e.taken == '') then
         local own = e.taken == ARGV[i + 1]
         if best == nil or (own and not mine) or (own == mine and e.start > best.start) then best, mine = e, own end
       end
     end
     if best then
-      given[best.trace] = true
+      given[ARGV[i] .. ' ' .. best.trace] = true
       if not mine then
         best.taken = ARGV[i + 1]
         local value = cjson.encode(list)
@@ -215,6 +225,13 @@ def kept_steps(client: redis.Redis, project: str, keys: list[str]) -> dict[str, 
             for k, entries in kept_entries(client, project, keys).items()}
 
 
+def kept_named(client: redis.Redis, project: str, keys: list[str]) -> dict[str, list[dict[str, Any]]]:
+    """A project's kept calls under ``keys`` (``id_key``s), as ``vigil.schemas.steps.keep`` names them (starts in
+    nanoseconds)."""
+    return {k: [{**call, "start": call["start"] * MS, "trace_id": call["trace"]} for call in entries]
+            for k, entries in kept_entries(client, project, keys, "id").items()}
+
+
 def continue_runs(client: redis.Redis, traces: Iterable[Trace], *, keep_s: int, budget: int,
                   now: float | None = None) -> dict[str, str]:
     """Keep the open steps of a sweep's traces and add to each turn that continues steps of other traces their usage
@@ -225,9 +242,12 @@ def continue_runs(client: redis.Redis, traces: Iterable[Trace], *, keep_s: int, 
     for trace in traces:
         project, trace_id = split_name(trace.name)
         for step in steps.left(trace.spans, trace.result.steps):
-            args += [_member(project, step.key), json.dumps({
-                "trace": trace_id, "start": step.start // MS, "prompt_tokens": step.prompt_tokens,
-                "completion_tokens": step.completion_tokens, "taken": ""})]
+            usage = {"trace": trace_id, "start": step.start // MS, "prompt_tokens": step.prompt_tokens,
+                     "completion_tokens": step.completion_tokens, "taken": ""}
+            args += [_member(project, step.key), json.dumps(usage)]
+            sender = steps.service(trace.spans) if step.calls else ""
+            for call in step.calls:
+                args += [_member(project, "id", steps.id_key(sender, call["id"])), json.dumps({**call, **usage})]
     if args:
         evicted = int(client.register_script(_RECORD)(keys=[STEPS, STEPS_BY_TIME, STEPS_BYTES], args=[
             time.time() if now is None else now, keep_s, budget, STEP_OVERHEAD, MAX_PER_KEY, *args]))
@@ -239,9 +259,12 @@ def continue_runs(client: redis.Redis, traces: Iterable[Trace], *, keep_s: int, 
     wanted = [(trace, turn, k, _member(split_name(trace.name)[0], k))
               for trace in traces for turn in trace.result.turns
               for k in steps.wanted(turn, sender=steps.service(trace.spans))]
-    if not wanted:
+    named = [(trace, turn, ids, [_member(split_name(trace.name)[0], "id", steps.id_key(steps.service(trace.spans), i))
+                                 for i, _ in ids])
+             for trace in traces for turn in trace.result.turns if (ids := steps.unasked(turn))]
+    if not wanted and not named:
         return {}
-    members = list(dict.fromkeys(member for *_, member in wanted))
+    members = list(dict.fromkeys([*(member for *_, member in wanted), *(m for *_, found in named for m in found)]))
     kept = {member: json.loads(value) for member, value in zip(members, client.hmget(STEPS, members), strict=True)
             if value}
     here: dict[str, set[str]] = {}  # a trace's own calls' keys, read only when a turn of it may take a kept step
@@ -253,21 +276,35 @@ def continue_runs(client: redis.Redis, traces: Iterable[Trace], *, keep_s: int, 
             fits = steps.fitting(kept[member], turn["trace_id"], steps.start_ns(turn) // MS)
             if k not in here[trace.name] and fits:
                 taking.append((turn, member, [c["trace"] for c in fits]))
+    asking = len(taking)  # the triples after these are calls named by id
+    results: dict[str, dict[str, str]] = {}  # by the turn's span id: its tool messages' texts by call id
+    for _, turn, ids, found in named:
+        for member in found:
+            if fits := steps.fitting(kept.get(member, ()), turn["trace_id"], steps.start_ns(turn) // MS):
+                results[turn["span_id"]] = dict(ids)
+                taking.append((turn, member, [c["trace"] for c in fits]))
     if not taking:
         return {}
     taken = client.register_script(_TAKE)(keys=[STEPS, STEPS_BYTES], args=[
         x for turn, member, fits in taking for x in (member, turn["trace_id"], json.dumps(fits))])
     joined: dict[str, tuple[dict[str, Any], list[dict[str, Any]]]] = {}
-    for (turn, _, _), found in zip(taking, taken, strict=True):
+    given: dict[str, list[dict[str, Any]]] = {}
+    for index, ((turn, _, _), found) in enumerate(zip(taking, taken, strict=True)):
         if found:
-            step = json.loads(found)
-            joined.setdefault(turn["span_id"], (turn, []))[1].append({**step, "trace_id": step["trace"]})
+            entry = json.loads(found)
+            if index >= asking:
+                given.setdefault(turn["span_id"], []).append(entry)
+            joined.setdefault(turn["span_id"], (turn, []))[1].append({**entry, "trace_id": entry["trace"]})
     why = {}
     for span_id, (turn, found) in joined.items():
-        why[span_id] = steps.add_usage(turn, found)
+        if span_id in given:
+            steps.give_calls(turn, results[span_id], given[span_id])
+        distinct = list({(e["trace"], e["start"]): e for e in found}.values())  # a step that asked two calls: once
+        why[span_id] = steps.add_usage(turn, distinct)
         if _joined_line():
             log.info("a turn continues a run whose earlier model calls are traces of their own: their usage is the "
-                     "run's", trace_id=turn["trace_id"], steps=[s["trace"] for s in found])
+                     "run's, and the calls its tool messages name by id are its calls", trace_id=turn["trace_id"],
+                     steps=[s["trace"] for s in distinct], named=len(given.get(span_id, ())))
     return why
 
 

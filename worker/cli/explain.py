@@ -12,7 +12,8 @@ the file's traces are joined as the worker joins them, and a trace whose linked 
 stored trace says what the worker joined); and the rules across traces of ``vigil.schemas.steps``, in the worker's
 order: a trace that is one model call written by two instrumentations, each in a trace of its own, makes no turn
 when the other trace's call is the turn (counted joined; the turn names it), which traces' open steps a turn
-continues (their usage added to the run's), and which trace's failed tool span gave a turn's call its error (the
+continues (their usage added to the run's), which trace's model call asked for a call the run's tool message names
+only by its id (its name and arguments), and which trace's failed tool span gave a turn's call its error (the
 failed span's trace names the run) — over a file as the file's traces decide them (``steps.join``), for a stored
 trace as the worker's steps store holds them for its project; or why the trace made no turn. It decodes exactly as
 ``vigil intake`` does and assembles with the worker's own code.
@@ -163,6 +164,10 @@ def explain_lines(trace_id: str, spans: list[dict[str, Any]], result: Assembly |
         for index, call in enumerate(turn.get("tool_calls") or []):
             outcome = f"error {_short(call['error'])}" if call.get("error") else f"-> {_short(call.get('result'))}"
             lines.append(f"  tool call {call['name']}({_short(call['arguments'])}) id={call.get('id')} {outcome}")
+            if call.get("id") in decided.named.get(turn["span_id"], {}):
+                lines.append(f"    its name and arguments: asked by the model call of trace "
+                             f"{decided.named[turn['span_id']][call['id']]}, a trace of its own; this run's tool "
+                             "message names that call's id, and states its result")
             if index in told:
                 lines.append(f"    its error: the tool's span {told[index][1]} failed in trace {told[index][0]}, a "
                              "trace of its own, and the tool message this run's model was sent states that error")
@@ -278,11 +283,12 @@ def _decided(traces: dict[str, list[dict[str, Any]]], results: dict[str, Assembl
     """What the worker decided for stored traces by the rules of ``vigil.schemas.steps``, as its steps store
     (``vigil.worker.assembly.steps``, the project's) holds it, applied to their assemblies (``results``, changed in
     place) in the worker's order: a trace that is one model call written twice makes no turn when it yielded to the
-    other trace's call; a turn takes the kept steps it continues (their usage); a turn's calls have the errors of the
+    other trace's call; a turn takes the kept steps it continues (their usage) and the kept calls its tool messages name
+    by id (the ones the worker gave it); a turn's calls have the errors of the
     failed tool calls the worker gave it. Returns those decisions (``steps.Joined``) and, by a failed tool call's
     trace, the trace whose run took it. Nothing kept (or no Redis): nothing decided."""
     from vigil.schemas import steps as run_steps
-    from vigil.worker.assembly.steps import MS, kept_entries, kept_steps
+    from vigil.worker.assembly.steps import MS, kept_entries, kept_named, kept_steps
 
     decided = run_steps.Joined({}, {}, {})
     failed_for: dict[str, str] = {}
@@ -302,8 +308,13 @@ def _decided(traces: dict[str, list[dict[str, Any]]], results: dict[str, Assembl
                     decided.calls[entry["trace"]] = (trace_id, entry["to"])
         for trace_id, spans in traces.items():
             result, service = results[trace_id], run_steps.service(spans)
-            if keys := [k for turn in result.turns for k in run_steps.wanted(turn, sender=service)]:
-                decided.usage.update(run_steps.take(kept_steps(client, project, keys), trace_id, spans, result))
+            keys = [k for turn in result.turns for k in run_steps.wanted(turn, sender=service)]
+            ids = [run_steps.id_key(service, i) for turn in result.turns for i, _ in run_steps.unasked(turn)]
+            if keys or ids:
+                named = {k: [e for e in entries if e["taken"] == trace_id]  # what the worker gave its turns
+                         for k, entries in kept_named(client, project, ids).items()}
+                decided.usage.update(run_steps.take(kept_steps(client, project, keys), trace_id, spans, result, named,
+                                                    decided.named))
             failures = kept_entries(client, project, (k for turn in result.turns
                                                       for _, k in run_steps.failed_here(turn, service)), "tool")
             pool = {k: [{**e, "trace_id": e["trace"], "span_id": e["span"], "start": e["start"] * MS,

@@ -24,8 +24,16 @@ Of logs, only the GenAI events that carry content are kept: a log record whose e
 ``event.name`` attribute) is one of ``vigil.schemas.spans.CONTENT_EVENTS``, as a span event of its span
 (``vigil.schemas.spans.log_record``): its attributes, and its body's fields (a map body, or a text body that is the
 JSON text of a map; any other text body as ``content``). Other log records are accepted and dropped (vigil's own ``gen_ai.evaluation.result`` among them: kept, each score would
-re-assemble the trace it scored, and score it again); a content event without a valid trace and span id cannot be
-attached to a trace and is rejected, named in ``partial_success``.
+re-assemble the trace it scored, and score it again).
+
+**A content event with no trace or span id is unattached, not rejected.** The OpenTelemetry logs data model makes a
+log record's trace context optional (OTLP's ``LogRecord``: a receiver should take a record whose ``trace_id`` or
+``span_id`` is absent or invalid as one not associated with a trace), so such a record is well formed and a sender
+has nothing to fix: rejecting it in ``partial_success`` would make an SDK warn of data loss where nothing was wrong
+(OpenLIT emits its ``gen_ai.client.inference.operation.details`` records outside the call's span, whose own attributes
+state the same messages). A record that attaches to no span can join no trace either, so it is accepted and dropped,
+and counted (``Decoded.unattached``, the services in ``unattached_from``) for the request's log line and a line
+naming the services that send them.
 """
 
 from __future__ import annotations
@@ -89,6 +97,8 @@ class Unread:
 class Decoded:
     spans: list[SpanRecord] = field(default_factory=list)
     rejected: int = 0
+    unattached: int = 0  # content events with no trace or span id: accepted, attached to nothing
+    unattached_from: set[str] = field(default_factory=set)  # the services that sent them (at most _MAX_UNREAD)
     reasons: list[str] = field(default_factory=list)
     read: set[str] = field(default_factory=set)  # services with a span a convention reads
     unread: dict[str, Unread] = field(default_factory=dict)  # by service: the spans no convention reads
@@ -137,9 +147,10 @@ def decode_logs(body: bytes, *, json_body: bool) -> Decoded:
                 name = record.event_name or str(attributes.pop("event.name", "") or "")
                 if name not in CONTENT_EVENTS:  # not content (vigil's own gen_ai.evaluation.result among them)
                     continue
-                where = f"resource_logs[{r}].scope_logs[{s}].log_records[{i}] ({name})"
-                if not _otlp_ids(record.trace_id, record.span_id):
-                    out.reject(where, "a GenAI event needs the trace_id and span_id of its span")
+                if not _otlp_ids(record.trace_id, record.span_id):  # no trace context: well formed, attaches nowhere
+                    out.unattached += 1
+                    if len(out.unattached_from) < _MAX_UNREAD:
+                        out.unattached_from.add(str(resource.get("service.name") or ""))
                     continue
                 body_value = _value(record.body) if record.HasField("body") else None
                 if isinstance(body_value, str) and body_value[:1] == "{":

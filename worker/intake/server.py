@@ -9,7 +9,8 @@ Routes:
   ``Retry-After`` when Redis does not take the spans. A 200 means every span not named as rejected is in Redis.
 - ``POST /v1/logs``: an OTLP ``ExportLogsServiceRequest``, with the same encodings and answers; the GenAI events
   among its log records (message content, as current instrumentations may send it) are kept with their span's trace
-  for assembly, the other log records are dropped.
+  for assembly, the other log records are dropped; a GenAI event with no trace or span id attaches to no span: it
+  is accepted, not kept, and counted (``unattached`` in the request's line, and a line at most every ten minutes).
 - ``POST /v1/turns``: a JSON list of turns (what ``producers.Monitor`` ships with ``VIGIL_INTAKE_URL``), published
   as one ``vigil.ingest`` task; the worker validates each turn and dead-letters the bad ones, as on the Redis path.
 - ``GET /healthz``: 200.
@@ -76,6 +77,8 @@ _MAX_SERVICES = 10_000  # services remembered for the line on unread spans (beyo
 _reading: set[tuple[str, str]] = set()  # (project, service) that sent a span a convention reads, in this life
 _unread_lines: dict[tuple[str, str], Every] = {}
 _budget_line = Every(RETRY_INTERVAL_S)
+_unattached_line = Every(_UNREAD_EVERY_S)
+_UNATTACHED = "vigil.unattached"
 _ACCEPTED, _REJECTED, _BYTES = "vigil.accepted", "vigil.rejected", "vigil.bytes"  # per request, for its log line
 _PUBLISHER = web.AppKey("publisher", Publisher)
 _SETTINGS = web.AppKey("settings", IntakeSettings)
@@ -126,6 +129,7 @@ async def _log_request(request: web.Request, handler) -> web.StreamResponse:
     if request.path != "/healthz":
         log.info("request", method=request.method, path=request.path, status=response.status,
                  accepted=request.get(_ACCEPTED), rejected=request.get(_REJECTED),
+                 **({"unattached": request[_UNATTACHED]} if request.get(_UNATTACHED) else {}),
                  bytes=request.get(_BYTES, request.content_length))
     return response
 
@@ -233,6 +237,12 @@ async def _otlp(request: web.Request, decode, encode, what: str) -> web.Response
         log.warning("undecodable OTLP body", path=request.path, error=str(exc))
         return _error(400, _INVALID_ARGUMENT, str(exc), request)
     request[_ACCEPTED], request[_REJECTED] = len(decoded.spans), decoded.rejected
+    if decoded.unattached:
+        request[_UNATTACHED] = decoded.unattached
+        if _unattached_line():
+            log.warning("GenAI log events with no trace or span id: accepted, attached to no span, not kept (the "
+                        "spans' own attributes must state the messages)", unattached=decoded.unattached,
+                        services=", ".join(sorted(s or "(none)" for s in decoded.unattached_from)))
     if decoded.spans and (full := await _over_pending(request)) is not None:
         return full
     if decoded.spans:

@@ -1,0 +1,206 @@
+"""A tool message answers the tool call whose id it names (``vigil.schemas.steps``, ``vigil.worker.assembly.steps``):
+an application traced only by OpenLIT's model client (LlamaIndex's workflow agent) sends each model call as a trace
+of its own, and OpenLIT writes no assistant message that has no text, so the call sent a tool's result states only the
+tool message (its call id and the result); the call that asked, another trace, states the tool's name, arguments and
+id. The rule on hand-made spans in OpenLIT's shape, the kept calls on a real Redis with a second project naming the
+same id, and the whole path through a real ``vigil intake`` and ``vigil worker``."""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from typing import Any
+
+import pytest
+import redis
+from vigil.schemas import steps as run_steps
+from vigil.schemas.spans import assembly
+from vigil.worker.assembly.steps import STEPS, continue_runs
+from vigil.worker.store import connect
+
+from tests.security.test_turn_ownership import DEFAULT_KEY, RIVAL_KEY, rows, through_stack
+from tests.test_run_steps import SECOND, SYSTEM, send, swept, turns_of, usage, user
+
+
+def asked(*calls: tuple[str, str]) -> list[dict[str, Any]]:
+    """An answer that only asks for tools, as OpenLIT writes it: one assistant message of ``tool_call`` parts."""
+    return [{"role": "assistant", "finish_reason": "tool_call", "parts": [
+        {"type": "tool_call", "id": call_id, "name": "lookup_order", "arguments": {"order_id": order}}
+        for call_id, order in calls]}]
+
+
+def told(call_id: str, text: str) -> dict[str, Any]:
+    """The tool message the next call is sent: OpenLIT keeps its id and text, and drops the assistant message before
+    it (no text)."""
+    return {"role": "tool", "parts": [{"type": "tool_call_response", "id": call_id, "response": text}]}
+
+
+def chat(start: int, messages: list[dict[str, Any]], output: list[dict[str, Any]], *,
+         usage: tuple[int, int] = (46, 0), service: str = "shop-agent") -> list[dict[str, Any]]:
+    """One model call as OpenLIT's OpenAI instrumentation exports it with no span around it: a trace of its own."""
+    return [{"trace_id": uuid.uuid4().hex, "span_id": uuid.uuid4().hex[:16], "parent_id": None,
+             "name": "chat gpt-4o-mini", "start": start, "end": start + SECOND // 2, "scope": "openlit",
+             "resource": {"service.name": service},
+             "attributes": {"gen_ai.operation.name": "chat", "gen_ai.request.model": "gpt-4o-mini",
+                            "gen_ai.usage.input_tokens": usage[0], "gen_ai.usage.output_tokens": usage[1],
+                            "gen_ai.input.messages": json.dumps(messages),
+                            "gen_ai.output.messages": json.dumps(output)}}]
+
+
+def answered(text: str) -> list[dict[str, Any]]:
+    return [{"role": "assistant", "parts": [{"type": "text", "content": text}], "finish_reason": "stop"}]
+
+
+def run(start: int, question: str, *calls: tuple[str, str], service: str = "shop-agent",
+        ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """One run of LlamaIndex's agent through OpenLIT: the call that asks for ``calls`` ((id, order) each), then the
+    call sent their results (tool messages only), which answers."""
+    conversation = [SYSTEM, user(question)]
+    calls = calls or (("call_1_37313", "A-1001"),)
+    results = [told(call_id, f'{{"order_id": "{order}", "status": "shipped"}}') for call_id, order in calls]
+    return (chat(start, conversation, asked(*calls), service=service),
+            chat(start + SECOND, [*conversation, *results], answered("It has shipped."), usage=(94, 74),
+                 service=service))
+
+
+def named(turn: dict[str, Any]) -> list[tuple[str, dict[str, Any], str | None, str | None]]:
+    return [(c["name"], c["arguments"], c.get("id"), c.get("result")) for c in turn.get("tool_calls") or ()]
+
+
+def test_a_tool_message_is_given_the_name_and_arguments_of_the_call_whose_id_it_names_in_another_trace():
+    step, answer = run(0, "Where is order A-1001?")
+    alone = assembly(answer).turns[0]
+
+    [turn] = turns_of([answer, step]).values()
+
+    assert named(alone) == []  # the answering call alone states only the tool message
+    assert named(turn) == [("lookup_order", {"order_id": "A-1001"}, "call_1_37313",
+                            '{"order_id": "A-1001", "status": "shipped"}')]
+    assert turn["metadata"][run_steps.CALLS_METADATA] == step[0]["trace_id"]
+    assert usage(turn) == (140, 74)  # the asking call's usage is the run's
+    assert turn["metadata"][run_steps.CONTINUES_METADATA] == step[0]["trace_id"]
+
+
+def test_parallel_calls_of_one_step_are_given_in_the_order_their_tool_messages_were_sent_its_usage_once():
+    step, answer = run(0, "Where are my orders?", ("call_2_b", "A-2"), ("call_1_a", "A-1"))
+    messages = json.loads(answer[0]["attributes"]["gen_ai.input.messages"])
+    messages[2:] = reversed(messages[2:])  # the results sent in the other order
+    answer[0]["attributes"]["gen_ai.input.messages"] = json.dumps(messages)
+
+    [turn] = turns_of([step, answer]).values()
+
+    assert [(c[0], c[1], c[2]) for c in named(turn)] == [("lookup_order", {"order_id": "A-1"}, "call_1_a"),
+                                                         ("lookup_order", {"order_id": "A-2"}, "call_2_b")]
+    assert usage(turn) == (140, 74)
+
+
+def test_a_tool_message_before_the_runs_user_words_names_an_earlier_runs_call_and_is_not_taken():
+    step, _ = run(0, "Where is order A-1001?")
+    history = [SYSTEM, user("Where is order A-1001?"), told("call_1_37313", "shipped"),
+               {"role": "assistant", "parts": [{"type": "text", "content": "It has shipped."}]}]
+    follow_up = chat(10 * SECOND, [*history, user("Thanks!")], answered("You're welcome."), usage=(50, 5))
+
+    [turn] = turns_of([step, follow_up]).values()
+
+    assert named(turn) == [] and usage(turn) == (50, 5)
+
+
+def test_another_service_of_the_project_that_asked_with_the_same_id_gives_no_call():
+    step, _ = run(0, "Where is order A-1001?", service="billing-agent")
+    _, answer = run(0, "Where is order A-1001?")
+
+    [turn] = turns_of([step, answer]).values()
+
+    assert named(turn) == [] and usage(turn) == (94, 74)
+
+
+def test_a_call_is_one_runs_a_later_turn_naming_its_id_again_takes_nothing():
+    step, answer = run(0, "Where is order A-1001?")
+    replay = chat(5 * SECOND, json.loads(answer[0]["attributes"]["gen_ai.input.messages"]), answered("Shipped."))
+
+    turns = turns_of([step, answer, replay])
+
+    assert [c[2] for c in named(turns[answer[0]["trace_id"]])] == ["call_1_37313"]
+    assert named(turns[replay[0]["trace_id"]]) == []
+
+
+# -- the kept calls on a real Redis --------------------------------------------------------------------------------
+
+
+def test_a_projects_kept_calls_are_its_own_another_project_naming_the_same_id_gets_none(client):
+    step, answer = run(0, "Where is order A-1001?")
+    continue_runs(client, swept("shop", step), keep_s=600, budget=2**20)
+    rival = swept("rival", answer)  # the same tool message, its id among it, under another project's key
+
+    continue_runs(client, rival, keep_s=600, budget=2**20)
+    shop = swept("shop", answer)
+    continue_runs(client, shop, keep_s=600, budget=2**20)
+
+    assert named(rival[0].result.turns[0]) == [] and usage(rival[0].result.turns[0]) == (94, 74)
+    assert named(shop[0].result.turns[0]) == [("lookup_order", {"order_id": "A-1001"}, "call_1_37313",
+                                               '{"order_id": "A-1001", "status": "shipped"}')]
+    assert usage(shop[0].result.turns[0]) == (140, 74)
+
+
+def test_a_kept_call_is_given_to_one_turn_and_again_to_that_turn_assembled_again(client):
+    step, answer = run(0, "Where is order A-1001?", ("call_1_a", "A-1"), ("call_2_b", "A-2"))
+    first = swept("shop", step, answer)  # the step and its answer settle in one sweep
+    continue_runs(client, first, keep_s=600, budget=2**20)
+    again = swept("shop", answer)  # late spans: the trace assembled again
+    replay = chat(5 * SECOND, json.loads(answer[0]["attributes"]["gen_ai.input.messages"]), answered("Shipped."))
+    other = swept("shop", replay)
+
+    continue_runs(client, again, keep_s=600, budget=2**20)
+    continue_runs(client, other, keep_s=600, budget=2**20)
+
+    assert named(first[1].result.turns[0]) == named(again[0].result.turns[0])
+    assert [c[2] for c in named(again[0].result.turns[0])] == ["call_1_a", "call_2_b"]
+    assert usage(first[1].result.turns[0]) == usage(again[0].result.turns[0]) == (140, 74)  # the step once
+    assert named(other[0].result.turns[0]) == []
+    kept = [json.loads(v) for k, v in client.hgetall(STEPS).items() if json.loads(k)[1] == "id"]
+    assert sorted(e["taken"] for entries in kept for e in entries) == [answer[0]["trace_id"]] * 2
+
+
+# -- through a real intake and worker ------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def stored(redis_server, tmp_path_factory):
+    """The default project's asking call, then another project's answering call naming the same call id (its own
+    key), then the default project's answering call; the ``traces`` rows by trace id."""
+    home = tmp_path_factory.mktemp("steps_by_id")
+    client = redis.Redis.from_url(redis_server.url)
+    client.flushall()
+    env = {"VIGIL_INTAKE_SETTLE_S": "1", "VIGIL_INTAKE_PARENT_WAIT_S": "1", "VIGIL_INTAKE_TOKEN": DEFAULT_KEY}
+    now = time.time_ns()
+    step, answer = run(now, "Where is order A-1001?")
+    rival = [{**answer[0], "trace_id": uuid.uuid4().hex, "start": now + SECOND // 2}]
+    worker = through_stack(redis_server.url, home, env, [lambda intake: send(intake, step, DEFAULT_KEY),
+                                                        lambda intake: send(intake, rival, RIVAL_KEY),
+                                                        lambda intake: send(intake, answer, DEFAULT_KEY)])
+    store = connect(worker.dsn)
+    found = {r["trace_id"]: r for r in rows(
+        store, "SELECT trace_id, project, tool_calls_json, prompt_tokens, completion_tokens, metadata FROM traces "
+               "FINAL")}
+    store.close()
+    client.close()
+    yield {"step": step[0]["trace_id"], "answer": answer[0]["trace_id"], "rival": rival[0]["trace_id"],
+           "rows": found}
+
+
+def test_the_worker_stores_the_run_with_the_call_its_tool_message_names_by_id(stored):
+    row = stored["rows"][stored["answer"]]
+
+    assert [(c["name"], c["arguments"], c["id"]) for c in json.loads(row["tool_calls_json"])] == [
+        ("lookup_order", {"order_id": "A-1001"}, "call_1_37313")]
+    assert (row["project"], row["prompt_tokens"], row["completion_tokens"]) == ("default", 140, 74)
+    assert dict(row["metadata"])[run_steps.CALLS_METADATA] == stored["step"]
+
+
+def test_another_projects_turn_naming_the_same_call_id_gets_no_call(stored):
+    row = stored["rows"][stored["rival"]]
+
+    assert row["project"] == "rival" and json.loads(row["tool_calls_json"]) == []
+    assert (row["prompt_tokens"], row["completion_tokens"]) == (94, 74)
+    assert run_steps.CALLS_METADATA not in dict(row["metadata"])
