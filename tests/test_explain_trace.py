@@ -177,26 +177,54 @@ def test_a_turn_that_continues_a_step_of_another_trace_says_whose_usage_it_adds(
     assert sum('usage={"prompt_tokens": 84, "completion_tokens": 34}' in line for line in lines) == 3
 
 
-def test_a_stored_turn_says_which_kept_step_of_the_worker_it_continues(redis_url):
-    from vigil.schemas.spans import assembly
+def explained_after_the_worker(redis_url: str, step: list[dict], answer: list[dict]) -> str:
+    """What ``vigil explain-trace`` says of ``answer``'s trace once the worker kept ``step``'s open step and assembled
+    both (its steps store as the worker leaves it)."""
     from vigil.worker.assembly.links import Trace
     from vigil.worker.assembly.steps import continue_runs
     from vigil.worker.assembly.traces import trace_name
 
+    client = redis.Redis.from_url(redis_url)
+    continue_runs(client, [Trace(trace_name("default", t[0]["trace_id"]), t, [], assembly(t)) for t in (step, answer)],
+                  keep_s=600, budget=2**20)  # what the worker kept, took and gave
+    store_spans(client, answer, keep_s=600)
+    client.close()
+    run = vigil("explain-trace", answer[0]["trace_id"], REDIS_URL=redis_url)
+    assert run.returncode == 0, run.stderr
+    return run.stdout
+
+
+def test_a_stored_turn_says_which_kept_step_of_the_worker_it_continues(redis_url):
     from tests.test_run_steps import run
 
     step, answer = run(1_700_000_000 * 10**9, "Where is order A-1001?")
-    client = redis.Redis.from_url(redis_url)
-    continue_runs(client, [Trace(trace_name("default", t[0]["trace_id"]), t, [], assembly(t)) for t in (step, answer)],
-                  keep_s=600, budget=2**20)  # what the worker kept and took
-    store_spans(client, answer, keep_s=600)
-    client.close()
 
-    run_ = vigil("explain-trace", answer[0]["trace_id"], REDIS_URL=redis_url)
+    said = explained_after_the_worker(redis_url, step, answer)
 
-    assert run_.returncode == 0, run_.stderr
-    assert f"usage: it continues a run whose earlier model calls are traces of their own ({step[0]['trace_id']})" in (
-        run_.stdout)
+    assert f"usage: it continues a run whose earlier model calls are traces of their own ({step[0]['trace_id']})" in said
+
+
+def test_a_call_named_only_by_its_tool_messages_id_says_which_trace_asked_it():
+    recording = ROOT / "tests/fixtures/otlp/frameworks/llamaindex_openlit/agent.json"  # OpenLIT: no assistant message
+
+    run = vigil("explain-trace", str(recording))
+
+    assert run.returncode == 0, run.stderr
+    lines = run.stdout.splitlines()
+    asked = [line for line in lines if line.startswith("    its name and arguments: asked by the model call of trace")]
+    assert len(asked) == 3  # one per run, each naming the trace of the call that asked for the tool
+    assert sum(line.startswith('  tool call lookup_order({"order_id": "A-1001"})') for line in lines) == 3
+
+
+def test_a_stored_turn_says_which_trace_asked_the_call_the_worker_gave_it_by_id(redis_url):
+    from tests.test_run_steps_by_id import run
+
+    step, answer = run(1_700_000_000 * 10**9, "Where is order A-1001?")
+
+    said = explained_after_the_worker(redis_url, step, answer)
+
+    assert '  tool call lookup_order({"order_id": "A-1001"}) id=call_1_37313' in said
+    assert f"    its name and arguments: asked by the model call of trace {step[0]['trace_id']}" in said
 
 
 LANGCHAINJS = ROOT / "tests/fixtures/otlp/frameworks/langchainjs_openllmetry"  # no withWorkflow: traces of their own

@@ -248,28 +248,35 @@ def send(intake, spans: list[dict[str, Any]], key: str) -> None:
     assert "partialSuccess" not in answer, answer
 
 
-@pytest.fixture(scope="module")
-def stored(redis_server, tmp_path_factory):
-    """The default project's step, then another project's answering call with the same conversation (its own key),
-    then the default project's answering call; the ``traces`` rows and the funnel's ``step`` stages by trace id."""
-    home = tmp_path_factory.mktemp("steps")
-    client = redis.Redis.from_url(redis_server.url)
+def step_rival_answer(redis_url: str, home, step: list[dict[str, Any]], answer: list[dict[str, Any]],
+                      ) -> dict[str, Any]:
+    """Through a real intake and worker: the default project's ``step``, then another project's copy of ``answer`` (its
+    own key, started before it), then the default project's ``answer``; the ``traces`` rows and the funnel's ``step``
+    stages by trace id."""
+    client = redis.Redis.from_url(redis_url)
     client.flushall()
     env = {"VIGIL_INTAKE_SETTLE_S": "1", "VIGIL_INTAKE_PARENT_WAIT_S": "1", "VIGIL_INTAKE_TOKEN": DEFAULT_KEY}
-    now = time.time_ns()
-    step, answer = run(now, "Where is order A-1001?")
-    rival = [{**answer[0], "trace_id": uuid.uuid4().hex, "start": now + SECOND // 2}]
-    worker = through_stack(redis_server.url, home, env, [lambda intake: send(intake, step, DEFAULT_KEY),
-                                                        lambda intake: send(intake, rival, RIVAL_KEY),
-                                                        lambda intake: send(intake, answer, DEFAULT_KEY)])
+    rival = [{**answer[0], "trace_id": uuid.uuid4().hex, "start": answer[0]["start"] - SECOND // 2}]
+    worker = through_stack(redis_url, home, env, [lambda intake: send(intake, step, DEFAULT_KEY),
+                                                  lambda intake: send(intake, rival, RIVAL_KEY),
+                                                  lambda intake: send(intake, answer, DEFAULT_KEY)])
     store = connect(worker.dsn)
     found = {r["trace_id"]: r for r in rows(
-        store, "SELECT trace_id, project, prompt_tokens, completion_tokens, metadata FROM traces FINAL")}
+        store, "SELECT trace_id, project, tool_calls_json, prompt_tokens, completion_tokens, metadata FROM traces "
+               "FINAL")}
     steps = {r["trace_id"] for r in rows(store, "SELECT trace_id FROM pipeline_events WHERE stage = 'step'")}
     store.close()
     client.close()
-    yield {"step": step[0]["trace_id"], "answer": answer[0]["trace_id"], "rival": rival[0]["trace_id"],
-           "rows": found, "steps": steps}
+    return {"step": step[0]["trace_id"], "answer": answer[0]["trace_id"], "rival": rival[0]["trace_id"],
+            "rows": found, "steps": steps}
+
+
+@pytest.fixture(scope="module")
+def stored(redis_server, tmp_path_factory):
+    """The default project's step, then another project's answering call with the same conversation (its own key),
+    then the default project's answering call (``step_rival_answer``)."""
+    step, answer = run(time.time_ns(), "Where is order A-1001?")
+    return step_rival_answer(redis_server.url, tmp_path_factory.mktemp("steps"), step, answer)
 
 
 def test_the_worker_stores_the_run_with_the_usage_of_its_calls_and_counts_the_step(stored):

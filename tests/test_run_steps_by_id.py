@@ -13,14 +13,19 @@ import uuid
 from typing import Any
 
 import pytest
-import redis
 from vigil.schemas import steps as run_steps
 from vigil.schemas.spans import assembly
 from vigil.worker.assembly.steps import STEPS, continue_runs
-from vigil.worker.store import connect
 
-from tests.security.test_turn_ownership import DEFAULT_KEY, RIVAL_KEY, rows, through_stack
-from tests.test_run_steps import SECOND, SYSTEM, send, swept, turns_of, usage, user
+from tests.test_run_steps import (
+    SECOND,
+    SYSTEM,
+    step_rival_answer,
+    swept,
+    turns_of,
+    usage,
+    user,
+)
 
 
 def asked(*calls: tuple[str, str]) -> list[dict[str, Any]]:
@@ -95,24 +100,31 @@ def test_parallel_calls_of_one_step_are_given_in_the_order_their_tool_messages_w
     assert usage(turn) == (140, 74)
 
 
-def test_a_tool_message_before_the_runs_user_words_names_an_earlier_runs_call_and_is_not_taken():
+def test_a_tool_message_before_the_runs_user_words_is_an_earlier_runs_the_run_takes_only_its_own_calls():
     step, _ = run(0, "Where is order A-1001?")
     history = [SYSTEM, user("Where is order A-1001?"), told("call_1_37313", "shipped"),
-               {"role": "assistant", "parts": [{"type": "text", "content": "It has shipped."}]}]
-    follow_up = chat(10 * SECOND, [*history, user("Thanks!")], answered("You're welcome."), usage=(50, 5))
+               {"role": "assistant", "parts": [{"type": "text", "content": "It has shipped."}]},
+               user("And A-1002?")]
+    own_step = chat(10 * SECOND, history, asked(("call_9", "A-1002")), usage=(60, 0))
+    follow_up = chat(11 * SECOND, [*history, told("call_9", "A-1002 shipped")], answered("Both shipped."),
+                     usage=(70, 5))
 
-    [turn] = turns_of([step, follow_up]).values()
+    turns = turns_of([step, own_step, follow_up])
 
-    assert named(turn) == [] and usage(turn) == (50, 5)
+    assert named(turns[follow_up[0]["trace_id"]]) == [("lookup_order", {"order_id": "A-1002"}, "call_9",
+                                                       "A-1002 shipped")]
+    assert usage(turns[follow_up[0]["trace_id"]]) == (130, 5)  # its own step's, not the earlier run's
 
 
-def test_another_service_of_the_project_that_asked_with_the_same_id_gives_no_call():
-    step, _ = run(0, "Where is order A-1001?", service="billing-agent")
-    _, answer = run(0, "Where is order A-1001?")
+def test_a_call_asked_with_the_same_id_by_another_service_of_the_project_is_not_the_runs():
+    own, answer = run(0, "Where is order A-1001?", ("call_1", "A-1001"))
+    other = chat(SECOND // 2, [SYSTEM, user("Where is order A-1001?")], asked(("call_1", "B-7")), usage=(30, 0),
+                 service="billing-agent")  # later, so the latest: it would be chosen were services not apart
 
-    [turn] = turns_of([step, answer]).values()
+    [turn] = turns_of([own, other, answer]).values()
 
-    assert named(turn) == [] and usage(turn) == (94, 74)
+    assert [c[:3] for c in named(turn)] == [("lookup_order", {"order_id": "A-1001"}, "call_1")]
+    assert usage(turn) == (140, 74)
 
 
 def test_a_call_is_one_runs_a_later_turn_naming_its_id_again_takes_nothing():
@@ -168,25 +180,9 @@ def test_a_kept_call_is_given_to_one_turn_and_again_to_that_turn_assembled_again
 @pytest.fixture(scope="module")
 def stored(redis_server, tmp_path_factory):
     """The default project's asking call, then another project's answering call naming the same call id (its own
-    key), then the default project's answering call; the ``traces`` rows by trace id."""
-    home = tmp_path_factory.mktemp("steps_by_id")
-    client = redis.Redis.from_url(redis_server.url)
-    client.flushall()
-    env = {"VIGIL_INTAKE_SETTLE_S": "1", "VIGIL_INTAKE_PARENT_WAIT_S": "1", "VIGIL_INTAKE_TOKEN": DEFAULT_KEY}
-    now = time.time_ns()
-    step, answer = run(now, "Where is order A-1001?")
-    rival = [{**answer[0], "trace_id": uuid.uuid4().hex, "start": now + SECOND // 2}]
-    worker = through_stack(redis_server.url, home, env, [lambda intake: send(intake, step, DEFAULT_KEY),
-                                                        lambda intake: send(intake, rival, RIVAL_KEY),
-                                                        lambda intake: send(intake, answer, DEFAULT_KEY)])
-    store = connect(worker.dsn)
-    found = {r["trace_id"]: r for r in rows(
-        store, "SELECT trace_id, project, tool_calls_json, prompt_tokens, completion_tokens, metadata FROM traces "
-               "FINAL")}
-    store.close()
-    client.close()
-    yield {"step": step[0]["trace_id"], "answer": answer[0]["trace_id"], "rival": rival[0]["trace_id"],
-           "rows": found}
+    key), then the default project's answering call (``step_rival_answer``)."""
+    step, answer = run(time.time_ns(), "Where is order A-1001?")
+    return step_rival_answer(redis_server.url, tmp_path_factory.mktemp("steps_by_id"), step, answer)
 
 
 def test_the_worker_stores_the_run_with_the_call_its_tool_message_names_by_id(stored):
