@@ -301,6 +301,27 @@ def test_a_llamaindex_query_through_openllmetry_is_asked_its_query_and_answered_
     assert turn["input"][-1]["content"].startswith("Context information is below.")
 
 
+def test_a_llamaindex_call_tool_step_through_openllmetry_is_the_tools_call_with_the_error_its_result_states():
+    """LlamaIndex's workflow agent catches a tool's exception and hands the model its text; OpenLLMetry's LlamaIndex
+    instrumentation writes the ``call_tool`` step as a task naming the tool, its output the ``ToolCallResult``."""
+    result = {"tool_name": "lookup_order", "tool_kwargs": ORDER_ARGS, "tool_id": "call_1", "return_direct": False,
+              "tool_output": {"blocks": [{"block_type": "text", "text": "order database unreachable"}],
+                              "tool_name": "lookup_order", "raw_input": {"args": [], "kwargs": ORDER_ARGS},
+                              "raw_output": "order database unreachable", "is_error": True}}
+    step = span("3", "1", "BaseWorkflowAgent.task", 2, **{
+        "traceloop.span.kind": "task", "traceloop.entity.name": "BaseWorkflowAgent.task",
+        "tool.name": "lookup_order", "tool.arguments": json.dumps(ORDER_ARGS),
+        "traceloop.entity.output": json.dumps(result)})
+    spans = [{**s, "scope": LLAMAINDEX} for s in (
+        span("1", None, "FunctionAgent.workflow", 0, **{"traceloop.span.kind": "workflow"}), step)] + [
+        llm("2", "1", 1, ORDER_QUESTION, ""), llm("4", "1", 4, ORDER_QUESTION, "The database is down.")]
+
+    [turn] = assembly(spans).turns
+
+    assert [(c["name"], c["arguments"], c.get("id"), c["result"], c.get("error")) for c in turn["tool_calls"]] == [
+        ("lookup_order", ORDER_ARGS, "call_1", "order database unreachable", "order database unreachable")]
+
+
 def test_agents_under_one_run_that_answer_the_same_words_are_one_run():
     """A hand-off: the triage agent passes the same question to a specialist."""
     spans = [span("1", None, "Agent workflow", 0, **{"openinference.span.kind": "CHAIN"}),

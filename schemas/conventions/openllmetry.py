@@ -4,10 +4,10 @@ read by ``schemas.conventions.genai``).
 
 | what | read from |
 | --- | --- |
-| span kind | ``traceloop.span.kind``: ``workflow`` / ``agent`` the turn's root, ``task`` a step (its spans join the turn), ``tool`` a tool call; **the GenAI operation OpenLLMetry writes beside it says what the span did, where it names one**: ``execute_tool`` a tool call, ``invoke_agent`` an agent, and ``workflow`` (not a GenAI operation: OpenLLMetry JS's LangChain instrumentation writes it, with ``traceloop.span.kind`` ``workflow``, on every runnable of a chain or graph, a tool's call being a ``task`` of ``execute_tool``) a framework's chain, not the application's workflow (``withWorkflow``, ``@workflow``) |
+| span kind | ``traceloop.span.kind``: ``workflow`` / ``agent`` the turn's root, ``task`` a step (its spans join the turn), ``tool`` a tool call; **a task that names a tool** (``tool.name``: OpenLLMetry's LlamaIndex instrumentation writes it and ``tool.arguments`` on a workflow agent's ``call_tool`` step) is that tool's call; **the GenAI operation OpenLLMetry writes beside it says what the span did, where it names one**: ``execute_tool`` a tool call, ``invoke_agent`` an agent, and ``workflow`` (not a GenAI operation: OpenLLMetry JS's LangChain instrumentation writes it, with ``traceloop.span.kind`` ``workflow``, on every runnable of a chain or graph, a tool's call being a ``task`` of ``execute_tool``) a framework's chain, not the application's workflow (``withWorkflow``, ``@workflow``) |
 | question, answer | the root's ``traceloop.entity.input`` (JSON ``{"args": [...], "kwargs": {...}}``: the first text argument, else a ``question`` / ``input`` / ``query`` / ``message`` keyword) and ``traceloop.entity.output`` (JSON: text, or an object's ``answer`` / ``output`` / ``content`` / ``text``). **OpenLLMetry's LlamaIndex instrumentation** (scope ``opentelemetry.instrumentation.llamaindex``) writes a span's input as the called method's arguments by name, in the signature's order (``{"str_or_query_bundle": "…"}``: ``inspect.BoundArguments``, each value JSON-encoded, an object by its ``to_json()`` text or a dataclass's fields): its question is the first argument that is text or a query bundle (LlamaIndex's ``QueryBundle``, what its query engines and retrievers are asked: the query is its ``query_str``); any other argument is the framework's state (an index build's nodes, an embedding's texts) |
 | contexts | a task whose output is a list of documents (objects with ``content`` / ``page_content`` / ``text``, and ``id``, ``score``), or of **nodes with their scores** (LlamaIndex's ``NodeWithScore``, what its retrievers return, ``{"node": {"id_", "text", …}, "score"}``: the node's text, id and the score; OpenLLMetry's LlamaIndex instrumentation writes each as its ``to_json()`` text, read as the JSON it holds) |
-| a tool span | ``traceloop.entity.name``, ``traceloop.entity.input`` (the arguments: an object argument or the keywords), ``traceloop.entity.output``; its error from the span status. OpenLLMetry JS's LangChain instrumentation names the span by the tool's class (``DynamicStructuredTool``) and writes the arguments as JSON text in ``{"args": ["{…}"]}`` and the result as the ``ToolMessage`` the call returned, serialized: the tool, the call's id and the result are that message's ``name``, ``tool_call_id`` and content. The Python LangChain instrumentation writes a callback's own packaging there (``on_tool_start``: ``{"input_str", "tags", "metadata", "inputs", "kwargs"}``; ``on_tool_end``: ``{"output", "kwargs"}``, also as ``gen_ai.tool.call.arguments`` / ``.result``): the arguments are ``inputs`` (else ``input_str``), the call's id ``kwargs.tool_call_id``, the result ``output`` (a serialized ``ToolMessage``: its content), never the packaging around them |
+| a tool span | ``traceloop.entity.name``, ``traceloop.entity.input`` (the arguments: an object argument or the keywords), ``traceloop.entity.output``; its error from the span status. A LlamaIndex ``call_tool`` step: the tool and its arguments are ``tool.name`` and ``tool.arguments``, its output LlamaIndex's ``ToolCallResult`` (``tool_name``, ``tool_kwargs``, ``tool_id``, ``tool_output``): the call's id is ``tool_id``, the result the ``ToolOutput``'s text (its text blocks, else ``raw_output``), an error when ``is_error`` says so (LlamaIndex catches a tool's exception and hands the model its text). OpenLLMetry JS's LangChain instrumentation names the span by the tool's class (``DynamicStructuredTool``) and writes the arguments as JSON text in ``{"args": ["{…}"]}`` and the result as the ``ToolMessage`` the call returned, serialized: the tool, the call's id and the result are that message's ``name``, ``tool_call_id`` and content. The Python LangChain instrumentation writes a callback's own packaging there (``on_tool_start``: ``{"input_str", "tags", "metadata", "inputs", "kwargs"}``; ``on_tool_end``: ``{"output", "kwargs"}``, also as ``gen_ai.tool.call.arguments`` / ``.result``): the arguments are ``inputs`` (else ``input_str``), the call's id ``kwargs.tool_call_id``, the result ``output`` (a serialized ``ToolMessage``: its content), never the packaging around them |
 | who | agent: the ``agent`` span's ``traceloop.entity.name``, else ``traceloop.workflow.name``; session: ``traceloop.association.properties.session_id`` (or ``conversation_id``, ``thread_id``); the other association properties and the workflow name as turn metadata |
 | content off | ``TRACELOOP_TRACE_CONTENT=false`` |
 """
@@ -38,14 +38,18 @@ def kind(attrs: Mapping[str, Any]) -> str | None:
     value = attrs.get("traceloop.span.kind")
     if not value:
         return None
-    return _OPERATIONS.get(attrs.get("gen_ai.operation.name")) or _KINDS.get(str(value).lower(), "other")
+    found = _OPERATIONS.get(attrs.get("gen_ai.operation.name")) or _KINDS.get(str(value).lower(), "other")
+    return "tool" if found == "step" and attrs.get("tool.name") else found
 
 
 def decided_by(attrs: Mapping[str, Any]) -> str | None:
-    """The attribute ``kind`` decided on: the operation beside the span kind when it names one, else the span kind."""
+    """The attribute ``kind`` decided on: the operation beside the span kind when it names one, the tool a task
+    names, else the span kind."""
     if not attrs.get("traceloop.span.kind"):
         return None
-    return "gen_ai.operation.name" if attrs.get("gen_ai.operation.name") in _OPERATIONS else "traceloop.span.kind"
+    if attrs.get("gen_ai.operation.name") in _OPERATIONS:
+        return "gen_ai.operation.name"
+    return "tool.name" if attrs.get("tool.name") and kind(attrs) == "tool" else "traceloop.span.kind"
 
 
 def io(span: Mapping[str, Any]) -> Io:
@@ -88,7 +92,7 @@ def tool(span: Mapping[str, Any]) -> dict[str, Any] | None:
     attrs = span["attributes"]
     if kind(attrs) != "tool":
         return None
-    arguments = json_value(attrs.get("traceloop.entity.input"))
+    arguments = json_value(attrs.get("tool.arguments", attrs.get("traceloop.entity.input")))
     call_id = None
     if isinstance(arguments, dict) and "input_str" in arguments:  # a LangChain callback's on_tool_start
         call_id = (arguments.get("kwargs") or {}).get("tool_call_id")
@@ -96,8 +100,10 @@ def tool(span: Mapping[str, Any]) -> dict[str, Any] | None:
     elif isinstance(arguments, dict) and ("args" in arguments or "kwargs" in arguments):
         objects = [a for a in map(json_value, arguments.get("args") or []) if isinstance(a, dict)]
         arguments = objects[0] if objects else arguments.get("kwargs") or {}
-    name = attrs.get("traceloop.entity.name") or span["name"]
+    name = attrs.get("tool.name") or attrs.get("traceloop.entity.name") or span["name"]
     output = json_value(attrs.get("traceloop.entity.output"))
+    if isinstance(output, dict) and isinstance(output.get("tool_output"), dict) and "tool_id" in output:
+        return _tool_call_result(name, arguments, output)  # LlamaIndex's ToolCallResult
     if isinstance(output, dict) and set(output) == {"output", "kwargs"}:  # a LangChain callback's on_tool_end
         output = output["output"]
     said = unpacked(output) if isinstance(output, dict) else None
@@ -107,6 +113,18 @@ def tool(span: Mapping[str, Any]) -> dict[str, Any] | None:
     call = tool_call(name, arguments, call_id)
     if output is not None:
         call["result"] = result_text(output)
+    return call
+
+
+def _tool_call_result(name: str, arguments: Any, result: dict[str, Any]) -> dict[str, Any]:
+    """A LlamaIndex ``call_tool`` step's call from the ``ToolCallResult`` it returned."""
+    output = result["tool_output"]
+    blocks = [b["text"] for b in output.get("blocks") or [] if isinstance(b, dict) and isinstance(b.get("text"), str)]
+    said = "\n".join(blocks) if blocks else result_text(output.get("raw_output"))
+    call = tool_call(name, arguments, result.get("tool_id"))
+    call["result"] = said
+    if output.get("is_error") is True:
+        call["error"] = said
     return call
 
 
