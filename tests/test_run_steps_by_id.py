@@ -174,6 +174,22 @@ def test_a_kept_call_is_given_to_one_turn_and_again_to_that_turn_assembled_again
     assert sorted(e["taken"] for entries in kept for e in entries) == [answer[0]["trace_id"]] * 2
 
 
+def test_a_stored_turn_assembled_again_takes_no_call_of_a_step_that_settled_after_it(client):
+    from tests.test_one_call_two_traces import swept as swept_stored
+
+    step, answer = run(0, "Where is order A-1001?")
+    continue_runs(client, swept("shop", answer), keep_s=600, budget=2**20)  # stored with no call: its step not kept
+    continue_runs(client, swept("shop", step), keep_s=600, budget=2**20)
+    again = swept_stored("shop", answer, stored=True)  # late spans: the stored turn assembled again
+    fresh = swept("shop", answer)  # had it not been stored, it would take the call
+
+    continue_runs(client, again, keep_s=600, budget=2**20)
+    continue_runs(client, fresh, keep_s=600, budget=2**20)
+
+    assert named(again[0].result.turns[0]) == [] and usage(again[0].result.turns[0]) == (94, 74)
+    assert [c[2] for c in named(fresh[0].result.turns[0])] == ["call_1_37313"]
+
+
 # -- through a real intake and worker ------------------------------------------------------------------------------
 
 

@@ -28,7 +28,8 @@ whose id it names), per project and service under each call's ``id_key``, in the
 same keep time, bytes and ``MAX_PER_KEY``; a turn whose tool messages name ids it does not state (``unasked``) looks
 them up in the same read as the steps it continues, among its own project's only, and takes them in the same atomic
 take (a call is one run's: another turn never takes it; the same turn assembled again takes it again), then is given
-the calls and the asking steps' usage (each step once). A sender of another project that names the same id neither
+the calls and the asking steps' usage (each step once). A stored turn is not changed by a step that settles after it
+(assembled again, it takes only what it took: its tool calls are what a scorer reads, and stay as they were scored). A sender of another project that names the same id neither
 gets the call nor takes it from the turn whose run asked it.
 
 One model call written by two instrumentations, each in a trace of its own (``vigil.schemas.steps.once``), is
@@ -278,9 +279,11 @@ def continue_runs(client: redis.Redis, traces: Iterable[Trace], *, keep_s: int, 
                 taking.append((turn, member, [c["trace"] for c in fits]))
     asking = len(taking)  # the triples after these are calls named by id
     results: dict[str, dict[str, str]] = {}  # by the turn's span id: its tool messages' texts by call id
-    for _, turn, ids, found in named:
+    for trace, turn, ids, found in named:
+        stored = turn["span_id"] in (getattr(trace.spans, "stored", None) or {})  # stored: it takes what it took
         for member in found:
-            if fits := steps.fitting(kept.get(member, ()), turn["trace_id"], steps.start_ns(turn) // MS):
+            fits = steps.fitting(kept.get(member, ()), turn["trace_id"], steps.start_ns(turn) // MS)
+            if fits := [c for c in fits if not stored or c.get("taken") == turn["trace_id"]]:
                 results[turn["span_id"]] = dict(ids)
                 taking.append((turn, member, [c["trace"] for c in fits]))
     if not taking:
