@@ -75,7 +75,8 @@ def marked(recording: Recording) -> pytest.param:
 
 
 def decoded(recording: Recording) -> dict[str, list[dict]]:
-    """The recording's span records by trace, decoded as the intake decodes them."""
+    """The recording's span records by trace, decoded as the intake decodes them: nothing rejected (a GenAI log record
+    with no trace or span id, as OpenLIT emits some, is accepted and attaches to no span)."""
     by_trace = defaultdict(list)
     for request in recording.requests:
         decode = decode_traces if request["path"].endswith("/v1/traces") else decode_logs
@@ -89,12 +90,12 @@ def decoded(recording: Recording) -> dict[str, list[dict]]:
 def assembled(recording: Recording) -> list[Turn]:
     """The recording's turns, trace by trace as the worker assembles them: traces whose work a run in another trace
     started (by a span link) joined to that run (``vigil.schemas.links``), a run's model calls in traces of their own
-    joined into its usage (``vigil.schemas.steps``), runs chained by response ids joined into their sessions with a
+    joined into its usage, and the calls its tool messages name only by id into its calls (``vigil.schemas.steps``), runs chained by response ids joined into their sessions with a
     dict for the worker's links (``vigil.schemas.chains``)."""
     by_trace = decoded(recording)
     by_trace, _ = trace_links.join(by_trace, {trace: assembly(spans) for trace, spans in by_trace.items()})
     results = {trace: assembly(spans) for trace, spans in by_trace.items()}
-    run_steps.join(by_trace, results)  # a run's model calls in traces of their own: their usage is the run's
+    run_steps.join(by_trace, results)  # a run's model calls in traces of their own: their usage and calls are the run's
     links: dict[str, str] = {}
     turns = []
     for result in results.values():
