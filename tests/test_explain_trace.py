@@ -177,9 +177,10 @@ def test_a_turn_that_continues_a_step_of_another_trace_says_whose_usage_it_adds(
     assert sum('usage={"prompt_tokens": 84, "completion_tokens": 34}' in line for line in lines) == 3
 
 
-def explained_after_the_worker(redis_url: str, step: list[dict], answer: list[dict]) -> str:
-    """What ``vigil explain-trace`` says of ``answer``'s trace once the worker kept ``step``'s open step and assembled
-    both (its steps store as the worker leaves it)."""
+def explained_after_the_worker(redis_url: str, step: list[dict], answer: list[dict], of: list[dict] | None = None,
+                               ) -> str:
+    """What ``vigil explain-trace`` says of ``answer``'s trace (or ``of``'s) once the worker kept ``step``'s open step
+    and assembled both (its steps store as the worker leaves it)."""
     from vigil.worker.assembly.links import Trace
     from vigil.worker.assembly.steps import continue_runs
     from vigil.worker.assembly.traces import trace_name
@@ -187,9 +188,9 @@ def explained_after_the_worker(redis_url: str, step: list[dict], answer: list[di
     client = redis.Redis.from_url(redis_url)
     continue_runs(client, [Trace(trace_name("default", t[0]["trace_id"]), t, [], assembly(t)) for t in (step, answer)],
                   keep_s=600, budget=2**20)  # what the worker kept, took and gave
-    store_spans(client, answer, keep_s=600)
+    store_spans(client, of or answer, keep_s=600)
     client.close()
-    run = vigil("explain-trace", answer[0]["trace_id"], REDIS_URL=redis_url)
+    run = vigil("explain-trace", (of or answer)[0]["trace_id"], REDIS_URL=redis_url)
     assert run.returncode == 0, run.stderr
     return run.stdout
 
@@ -214,6 +215,9 @@ def test_a_call_named_only_by_its_tool_messages_id_says_which_trace_asked_it():
     asked = [line for line in lines if line.startswith("    its name and arguments: asked by the model call of trace")]
     assert len(asked) == 3  # one per run, each naming the trace of the call that asked for the tool
     assert sum(line.startswith('  tool call lookup_order({"order_id": "A-1001"})') for line in lines) == 3
+    taken = [line for line in lines if line.startswith("  its tool call call_") and "'s run: that run's tool message "
+             "names its id" in line]
+    assert len(taken) == 3  # and each asking trace names the run that took its call
 
 
 def test_a_stored_turn_says_which_trace_asked_the_call_the_worker_gave_it_by_id(redis_url):
@@ -225,6 +229,8 @@ def test_a_stored_turn_says_which_trace_asked_the_call_the_worker_gave_it_by_id(
 
     assert '  tool call lookup_order({"order_id": "A-1001"}) id=call_1_37313' in said
     assert f"    its name and arguments: asked by the model call of trace {step[0]['trace_id']}" in said
+    asking = explained_after_the_worker(redis_url, step, answer, of=step)
+    assert f"  its tool call call_1_37313 is a call of trace {answer[0]['trace_id']}'s run" in asking
 
 
 LANGCHAINJS = ROOT / "tests/fixtures/otlp/frameworks/langchainjs_openllmetry"  # no withWorkflow: traces of their own

@@ -13,7 +13,7 @@ stored trace says what the worker joined); and the rules across traces of ``vigi
 order: a trace that is one model call written by two instrumentations, each in a trace of its own, makes no turn
 when the other trace's call is the turn (counted joined; the turn names it), which traces' open steps a turn
 continues (their usage added to the run's), which trace's model call asked for a call the run's tool message names
-only by its id (its name and arguments), and which trace's failed tool span gave a turn's call its error (the
+only by its id (its name and arguments; the asking trace names the run that took it), and which trace's failed tool span gave a turn's call its error (the
 failed span's trace names the run) — over a file as the file's traces decide them (``steps.join``), for a stored
 trace as the worker's steps store holds them for its project; or why the trace made no turn. It decodes exactly as
 ``vigil intake`` does and assembles with the worker's own code.
@@ -101,13 +101,15 @@ def _stored(trace_id: str, redis_url: str | None, project: str) -> list[dict[str
 def explain_lines(trace_id: str, spans: list[dict[str, Any]], result: Assembly | None, *,
                   links: dict[str, str] | None = None, joined_to: tuple[str, str] | None = None,
                   left_by: tuple[str, str] | None = None, decided: Joined | None = None,
-                  failed_for: dict[str, str] | None = None) -> list[str]:
+                  failed_for: dict[str, str] | None = None,
+                  asked_for: dict[str, list[tuple[str, str]]] | None = None) -> list[str]:
     """What ``vigil explain-trace`` prints for one trace; ``result``: its assembly (``explain=True``) as the rules
     across traces left it (``None`` with ``joined_to``); ``links``: the conversation links of the runs before it (a
     run's last response id -> its session), which its runs' links are added to; ``joined_to``: the trace (and span)
     whose run this trace's work joined, when it did; ``left_by``: the trace (and span) its link names, when that span
     ended before this work did (``vigil.schemas.links.waits``); ``decided``: what the rules of ``vigil.schemas.steps``
-    decided (``steps.Joined``); ``failed_for``: a failed tool call's trace -> the trace whose run's call it is."""
+    decided (``steps.Joined``); ``failed_for``: a failed tool call's trace -> the trace whose run's call it is;
+    ``asked_for``: a trace of open steps -> the calls (id, the taking trace) another trace's run named by id."""
     from vigil.schemas import conventions
     from vigil.schemas import steps as run_steps
     from vigil.schemas.chains import join
@@ -199,6 +201,9 @@ def explain_lines(trace_id: str, spans: list[dict[str, Any]], result: Assembly |
     if result.steps:
         lines.append(f"{len(result.steps)} LLM call(s) only asked for tools and nothing in this trace answered: steps, "
                      "not turns")
+        for call_id, taker in (asked_for or {}).get(trace_id, ()):
+            lines.append(f"  its tool call {call_id} is a call of trace {taker}'s run: that run's tool message names "
+                         "its id, so the run's call has its name and arguments (and its usage is the run's)")
     if result.no_turn:
         lines.append(f"no turn: {result.no_turn}")
         if failed_for and trace_id in failed_for:
@@ -244,16 +249,21 @@ def explain_command(source: str, project: str) -> None:
         decided = run_steps.join(kept, results)
         turn_trace = {turn["span_id"]: trace_id for trace_id, result in results.items() for turn in result.turns}
         failed_for = {failure: turn_trace[span_id] for span_id, told in decided.told.items() for _, failure, _ in told}
+        asked_for: dict[str, list[tuple[str, str]]] = defaultdict(list)
+        for span_id, named in decided.named.items():
+            for call_id, step_trace in named.items():
+                asked_for[step_trace].append((call_id, turn_trace[span_id]))
         links: dict[str, str] = {}
     else:
         results = {trace_id: assembly(spans, explain=True) for trace_id, spans in traces.items()}
-        decided, failed_for = _decided(traces, results, redis_url, project)
+        decided, failed_for, asked_for = _decided(traces, results, redis_url, project)
         links = _links(results, redis_url, project)
         joined = {t: (split_name(s.joined[0])[1], s.joined[1]) for t, s in traces.items()
                   if getattr(s, "joined", None)}
     for trace_id, spans in traces.items():
         for line in explain_lines(trace_id, spans, results.get(trace_id), links=links, joined_to=joined.get(trace_id),
-                                  left_by=left.get(trace_id), decided=decided, failed_for=failed_for):
+                                  left_by=left.get(trace_id), decided=decided, failed_for=failed_for,
+                                  asked_for=asked_for):
             click.echo(line)
 
 
@@ -279,21 +289,23 @@ def _links(results: dict[str, Assembly], redis_url: str | None, project: str) ->
 
 
 def _decided(traces: dict[str, list[dict[str, Any]]], results: dict[str, Assembly], redis_url: str | None,
-             project: str) -> tuple[Joined, dict[str, str]]:
+             project: str) -> tuple[Joined, dict[str, str], dict[str, list[tuple[str, str]]]]:
     """What the worker decided for stored traces by the rules of ``vigil.schemas.steps``, as its steps store
     (``vigil.worker.assembly.steps``, the project's) holds it, applied to their assemblies (``results``, changed in
     place) in the worker's order: a trace that is one model call written twice makes no turn when it yielded to the
     other trace's call; a turn takes the kept steps it continues (their usage) and the kept calls its tool messages name
     by id (the ones the worker gave it); a turn's calls have the errors of the
-    failed tool calls the worker gave it. Returns those decisions (``steps.Joined``) and, by a failed tool call's
-    trace, the trace whose run took it. Nothing kept (or no Redis): nothing decided."""
+    failed tool calls the worker gave it. Returns those decisions (``steps.Joined``), by a failed tool call's
+    trace, the trace whose run took it, and by a trace of open steps, the calls of it (id, the taking trace) another
+    trace's run took by id. Nothing kept (or no Redis): nothing decided."""
     from vigil.schemas import steps as run_steps
     from vigil.worker.assembly.steps import MS, kept_entries, kept_named, kept_steps
 
     decided = run_steps.Joined({}, {}, {})
     failed_for: dict[str, str] = {}
+    asked_for: dict[str, list[tuple[str, str]]] = defaultdict(list)
     if not redis_url:
-        return decided, failed_for
+        return decided, failed_for, asked_for
     client = _redis(redis_url)
 
     try:
@@ -328,6 +340,11 @@ def _decided(traces: dict[str, list[dict[str, Any]]], results: dict[str, Assembl
                 taker = next((e["taken"] for e in kept if e["trace"] == trace_id and e["taken"]), None)
                 if taker:
                     failed_for[trace_id] = taker
+            calls = [call for step in run_steps.left(spans, result.steps) for call in step.calls]
+            by_id = kept_named(client, project, [run_steps.id_key(service, call["id"]) for call in calls])
+            for call in calls:
+                asked_for[trace_id] += [(call["id"], e["taken"]) for e in by_id.get(run_steps.id_key(
+                    service, call["id"]), ()) if e["trace"] == trace_id and e["taken"]]
     finally:
         client.close()
-    return decided, failed_for
+    return decided, failed_for, asked_for
