@@ -13,8 +13,8 @@ stored trace says what the worker joined); and the rules across traces of ``vigi
 order: a trace that is one model call written by two instrumentations, each in a trace of its own, makes no turn
 when the other trace's call is the turn (counted joined; the turn names it), which traces' open steps a turn
 continues (their usage added to the run's), which trace's model call asked for a call the run's tool message names
-only by its id (its name and arguments; the asking trace names the run that took it), and which trace's failed tool span gave a turn's call its error (the
-failed span's trace names the run) — over a file as the file's traces decide them (``steps.join``), for a stored
+only by its id (its name and arguments; the asking trace names the run that took it), and which trace's failed tool
+span gave a turn's call its error (the failed span's trace names the run) — over a file as the file's traces decide them (``steps.join``), for a stored
 trace as the worker's steps store holds them for its project; or why the trace made no turn. It decodes exactly as
 ``vigil intake`` does and assembles with the worker's own code.
 """
