@@ -24,7 +24,11 @@ events, resource attributes). Output: turn dicts shaped like ``schemas.Turn`` (v
    that turn); a step no call under its parent answers joins the call that was sent its tool calls' results (by
    tool call id), whatever span each sits in (a framework's tracer that gives each agent step a span of its own);
    and a step that no call answers in this trace (an app whose every call is its own trace) is not a turn:
-   ``Assembly.steps`` counts it.
+   ``Assembly.steps`` counts it. **A call whose response was recorded apart is one call**: a call that states no
+   output and did not fail, sent the conversation a later call beside it states an output for, is that call's request
+   (a streamed call whose span ended when the stream was handed back, its response written as a record of its own
+   when the stream was read: Logfire's ``streaming response …``); it joins the run as a step does, never a turn or a
+   step of its own.
 
 **A span whose children are several agent runs is a container, not a run** (a conversation, an OpenAI Agents
 ``trace(group_id=...)``, a session wrapper): it makes no LLM call of its own, and the runs under it answer different
@@ -657,8 +661,8 @@ class _Trace:
         """Rule 4: each call that answers is a turn, with the steps before it and the spans beside them."""
         beside = [s for s in self.children.get(parent, []) if self.kind(s) != "llm"] if parent else []
         out, pending = [], []
-        for call in calls:
-            if self.is_step(call):
+        for at, call in enumerate(calls):
+            if self.is_step(call) or self._answered_apart(call, calls[at + 1:]):
                 pending.append(call)
                 continue
             joined = [s for s in beside if s["start"] <= call["start"]]
@@ -669,6 +673,14 @@ class _Trace:
             pending = []
         steps.extend(s["span_id"] for s in pending)
         return out
+
+    def _answered_apart(self, call: SpanRecord, later: list[SpanRecord]) -> bool:
+        """A call that states no output and did not fail, sent the conversation a later call beside it states an
+        output for: that call's request, whose response was recorded apart (rule 4)."""
+        if self.io(call)[1] or self.error(call) is not None:
+            return False
+        sent = conventions.sent(self.io(call)[0])
+        return sent != () and any(self.io(s)[1] and conventions.sent(self.io(s)[0]) == sent for s in later)
 
     def _stand_in(self, span_id: str, members: list[SpanRecord]) -> SpanRecord:
         """The root that has not arrived, as far as its children tell."""

@@ -563,6 +563,41 @@ def test_a_step_in_a_span_of_its_own_joins_the_call_that_was_sent_its_tool_resul
         ("lookup_order", "call_1", '{"status": "shipped"}')]
 
 
+def streamed_call(span_id: str, start: int, sent: list[dict[str, Any]], said: list[dict[str, Any]] | None,
+                  usage: int = 0) -> dict[str, Any]:
+    """One half of a streamed chat call as Logfire writes it under the application's span ``1``: the request
+    (``said=None``: its span ends when the stream is handed back) or the record of its response, read later."""
+    attributes = {"gen_ai.request.model": "m", "gen_ai.input.messages": json.dumps(sent)}
+    if said is not None:
+        attributes["gen_ai.output.messages"] = json.dumps(said)
+    if usage:
+        attributes.update({"gen_ai.usage.input_tokens": usage, "gen_ai.usage.output_tokens": usage // 2})
+    return genai(span_id, "1", start, "chat", **attributes)
+
+
+def test_a_call_whose_response_was_recorded_apart_is_one_call_of_the_run_never_a_step():
+    """Each streamed call of a tool loop is two LLM spans beside each other: its request, with no output, and the
+    record of its response; the run is one turn, every call's usage once, and nothing is left as a step."""
+    text = lambda role, words: {"role": role, "parts": [{"type": "text", "content": words}]}  # noqa: E731
+    asked = {"role": "assistant", "parts": [{"type": "tool_call", "id": "call_1", "name": "lookup_order",
+                                             "arguments": ORDER_ARGS}]}
+    result = {"role": "tool", "parts": [{"type": "tool_call_response", "id": "call_1", "response": "shipped"}]}
+    first, second = [text("user", ORDER_QUESTION)], [text("user", ORDER_QUESTION), asked, result]
+    spans = [span("1", None, "support run", 0),
+             streamed_call("2", 1, first, None), streamed_call("3", 2, first, [asked], usage=40),
+             streamed_call("4", 3, second, None),
+             streamed_call("5", 4, second, [text("assistant", "It shipped.")], usage=60)]
+
+    found = assembly(spans)
+
+    [turn] = found.turns
+    assert found.steps == []
+    assert (turn["input"][0]["content"], turn["output"], turn["usage"]) == (
+        ORDER_QUESTION, "It shipped.", {"prompt_tokens": 100, "completion_tokens": 50})
+    assert [(c["name"], c["id"], c["result"]) for c in turn["tool_calls"]] == [("lookup_order", "call_1", "shipped")]
+    assert turn["metadata"]["spans"] == "4"
+
+
 def test_haystacks_tool_span_that_says_it_failed_is_a_call_with_the_error_its_output_names():
     """Haystack's own tracer (``haystack.*`` tags only) around the model client's calls: the agent's run, one span
     per step, and a tool span flagged ``haystack.tool.error`` with ``{"error": ...}`` as its output, its status OK
