@@ -270,7 +270,8 @@ LLAMAINDEX = "opentelemetry.instrumentation.llamaindex"
 def llamaindex_query(question: dict[str, Any]) -> list[dict[str, Any]]:
     """A LlamaIndex query engine's query as OpenLLMetry's LlamaIndex instrumentation writes it: each span's input the
     method's arguments by name, the retriever's ``retrieve`` around its ``_retrieve``, each returning the nodes with
-    their scores as ``to_json()`` text, and the model asked LlamaIndex's QA prompt with the documents written in."""
+    their scores as ``to_json()`` text, a node parser returning bare nodes, and the model asked LlamaIndex's QA prompt
+    with the documents written in."""
     nodes = json.dumps([json.dumps({"node": {"id_": doc, "text": f"text of {doc}", "class_name": "TextNode"},
                                     "score": score, "class_name": "NodeWithScore"}) for doc, score in DOCS])
     bundle = json.dumps({"query_bundle": {"query_str": QUESTION, "image_path": None, "embedding": None}})
@@ -282,7 +283,10 @@ def llamaindex_query(question: dict[str, Any]) -> list[dict[str, Any]]:
             "traceloop.entity.input": json.dumps(question),
             "traceloop.entity.output": json.dumps({"response": ANSWER, "metadata": {}})}),
         span("2", "1", "VectorIndexRetriever.task", 1, **retriever, **{"traceloop.entity.input": bundle}),
-        span("3", "2", "VectorIndexRetriever.task", 2, **retriever, **{"traceloop.entity.input": bundle}))] + [
+        span("3", "2", "VectorIndexRetriever.task", 2, **retriever, **{"traceloop.entity.input": bundle}),
+        span("5", "1", "SentenceSplitter.task", 3, **{  # nodes the run split (an index it built): no retrieval
+            "traceloop.span.kind": "task", "traceloop.entity.output": json.dumps([json.dumps(
+                {"id_": "n-1", "text": "a chunk of a document", "class_name": "TextNode"})])}))] + [
         llm("4", "1", 5, prompt, ANSWER)]
 
 

@@ -6,7 +6,7 @@ read by ``schemas.conventions.genai``).
 | --- | --- |
 | span kind | ``traceloop.span.kind``: ``workflow`` / ``agent`` the turn's root, ``task`` a step (its spans join the turn), ``tool`` a tool call; **a task that names a tool** (``tool.name``: OpenLLMetry's LlamaIndex instrumentation writes it and ``tool.arguments`` on a workflow agent's ``call_tool`` step) is that tool's call; **the GenAI operation OpenLLMetry writes beside it says what the span did, where it names one**: ``execute_tool`` a tool call, ``invoke_agent`` an agent, and ``workflow`` (not a GenAI operation: OpenLLMetry JS's LangChain instrumentation writes it, with ``traceloop.span.kind`` ``workflow``, on every runnable of a chain or graph, a tool's call being a ``task`` of ``execute_tool``) a framework's chain, not the application's workflow (``withWorkflow``, ``@workflow``) |
 | question, answer | the root's ``traceloop.entity.input`` (JSON ``{"args": [...], "kwargs": {...}}``: the first text argument, else a ``question`` / ``input`` / ``query`` / ``message`` keyword) and ``traceloop.entity.output`` (JSON: text, or an object's ``answer`` / ``output`` / ``content`` / ``text``). **OpenLLMetry's LlamaIndex instrumentation** (scope ``opentelemetry.instrumentation.llamaindex``) writes a span's input as the called method's arguments by name, in the signature's order (``{"str_or_query_bundle": "…"}``: ``inspect.BoundArguments``, each value JSON-encoded, an object by its ``to_json()`` text or a dataclass's fields): its question is the first argument that is text or a query bundle (LlamaIndex's ``QueryBundle``, what its query engines and retrievers are asked: the query is its ``query_str``); any other argument is the framework's state (an index build's nodes, an embedding's texts) |
-| contexts | a task whose output is a list of documents (objects with ``content`` / ``page_content`` / ``text``, and ``id``, ``score``), or of **nodes with their scores** (LlamaIndex's ``NodeWithScore``, what its retrievers return, ``{"node": {"id_", "text", …}, "score"}``: the node's text, id and the score; OpenLLMetry's LlamaIndex instrumentation writes each as its ``to_json()`` text, read as the JSON it holds) |
+| contexts | a task whose output is a list of documents (objects with ``content`` / ``page_content`` / ``text``, and ``id``, ``score``), or of **nodes with their scores** (LlamaIndex's ``NodeWithScore``, what its retrievers return, ``{"node": {"id_", "text", …}, "score"}``: the node's text, id and the score; OpenLLMetry's LlamaIndex instrumentation writes each as its ``to_json()`` text, read as the JSON it holds); bare nodes, with no score, are what a node parser or an index build made, no retrieval |
 | a tool span | ``traceloop.entity.name``, ``traceloop.entity.input`` (the arguments: an object argument or the keywords), ``traceloop.entity.output``; its error from the span status. A LlamaIndex ``call_tool`` step: the tool and its arguments are ``tool.name`` and ``tool.arguments``, its output LlamaIndex's ``ToolCallResult`` (``tool_name``, ``tool_kwargs``, ``tool_id``, ``tool_output``): the call's id is ``tool_id``, the result the ``ToolOutput``'s text (its text blocks, else ``raw_output``), an error when ``is_error`` says so (LlamaIndex catches a tool's exception and hands the model its text). OpenLLMetry JS's LangChain instrumentation names the span by the tool's class (``DynamicStructuredTool``) and writes the arguments as JSON text in ``{"args": ["{…}"]}`` and the result as the ``ToolMessage`` the call returned, serialized: the tool, the call's id and the result are that message's ``name``, ``tool_call_id`` and content. The Python LangChain instrumentation writes a callback's own packaging there (``on_tool_start``: ``{"input_str", "tags", "metadata", "inputs", "kwargs"}``; ``on_tool_end``: ``{"output", "kwargs"}``, also as ``gen_ai.tool.call.arguments`` / ``.result``): the arguments are ``inputs`` (else ``input_str``), the call's id ``kwargs.tool_call_id``, the result ``output`` (a serialized ``ToolMessage``: its content), never the packaging around them |
 | who | agent: the ``agent`` span's ``traceloop.entity.name``, else ``traceloop.workflow.name``; session: ``traceloop.association.properties.session_id`` (or ``conversation_id``, ``thread_id``); the other association properties and the workflow name as turn metadata |
 | content off | ``TRACELOOP_TRACE_CONTENT=false`` |
@@ -71,20 +71,25 @@ def documents(attrs: Mapping[str, Any]) -> list[Any]:
     output = json_value(attrs.get("traceloop.entity.output"))
     if not isinstance(output, list) or not output:
         return []
-    docs = [_document(json_value(d)) for d in output]
-    return docs if all(docs) else []  # a list of anything else is no retrieval
+    docs = []
+    for item in output:
+        doc = _document(item)
+        if doc is None:
+            return []  # a list of anything else is no retrieval (an index build's nodes, a splitter's texts)
+        docs.append(doc)
+    return docs
 
 
 def _document(value: Any) -> dict[str, Any] | None:
     """A document as ``conventions.documents`` takes it, or ``None``: an object with its text, or a node with its
-    score (``NodeWithScore``: the node's text and id, the score beside it)."""
-    if not isinstance(value, dict):
-        return None
-    node = value.get("node")
+    score (``NodeWithScore``: the node's text and id, the score beside it; as JSON text, its ``to_json()``)."""
+    if isinstance(value, str):
+        value = json_value(value)  # only a node with its score is read from JSON text: a bare node is no retrieval
+    elif isinstance(value, dict) and any(k in value for k in ("content", "page_content", "text")):
+        return {**value, "content": value.get("content", value.get("page_content", value.get("text")))}
+    node = value.get("node") if isinstance(value, dict) else None
     if isinstance(node, dict) and isinstance(node.get("text"), str):
         return {"content": node["text"], "id": node.get("id_"), "score": value.get("score")}
-    if any(k in value for k in ("content", "page_content", "text")):
-        return {**value, "content": value.get("content", value.get("page_content", value.get("text")))}
     return None
 
 
