@@ -426,6 +426,37 @@ def test_a_tool_span_that_names_its_tool_only_in_its_span_name_is_read_by_what_t
         "name": tool, "arguments": ORDER_ARGS}
 
 
+def test_a_tool_call_takes_what_each_convention_on_its_span_says_the_first_named_left_empty():
+    """OpenLLMetry's OpenAI Agents spans: its own kind (``traceloop.span.kind``, no entity input or output) beside the
+    GenAI conventions' call attributes, and a span name that is not the tool's."""
+    from vigil.schemas.conventions import tool as tool_of
+
+    said = span("1", "0", "lookup_order.tool", 0, **{
+        "traceloop.span.kind": "tool", "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "lookup_order",
+        "gen_ai.tool.call.arguments": json.dumps(ORDER_ARGS), "gen_ai.tool.call.result": '{"status": "shipped"}'})
+
+    assert tool_of(said) == {"name": "lookup_order", "arguments": ORDER_ARGS, "result": '{"status": "shipped"}'}
+
+
+def test_a_tool_span_whose_id_says_it_is_not_specified_takes_the_id_of_the_models_call():
+    """Google ADK writes ``gen_ai.tool.call.id = <not specified>`` on a tool call that raised."""
+    asked = {"role": "assistant", "parts": [{"type": "tool_call", "id": "call_1", "name": "lookup_order",
+                                             "arguments": ORDER_ARGS}]}
+    spans = [genai("1", None, 0, "invoke_agent", **{"gen_ai.agent.name": "bot"}),
+             genai("2", "1", 1, "chat", **{"gen_ai.request.model": "m", "gen_ai.input.messages": json.dumps(
+                 [{"role": "user", "parts": [{"type": "text", "content": ORDER_QUESTION}]}]),
+                 "gen_ai.output.messages": json.dumps([asked])}),
+             genai("3", "1", 2, "execute_tool", **{"gen_ai.tool.name": "lookup_order",
+                                                   "gen_ai.tool.call.id": "<not specified>", "error.type": "ValueError",
+                                                   "gen_ai.tool.call.arguments": json.dumps(ORDER_ARGS)}),
+             genai("4", "1", 3, "chat", **{"gen_ai.request.model": "m", "gen_ai.output.messages": json.dumps(
+                 [{"role": "assistant", "parts": [{"type": "text", "content": "It could not be looked up."}]}])})]
+
+    [turn] = assembly(spans).turns
+
+    assert [(c["name"], c["id"], c["error"]) for c in turn["tool_calls"]] == [("lookup_order", "call_1", "ValueError")]
+
+
 def test_reacts_finish_tool_ends_the_run_and_is_no_tool_call():
     """A ReAct loop: the model picks ``lookup_order``, then ``finish`` (no argument); the call after writes the
     answer. Tool spans named after the method they wrapped, the result a JSON string."""

@@ -17,13 +17,18 @@ still lands somewhere sensible, and ``explain_kind`` says which mapper decided a
 openlit's when it wrote the span, else each mapper in turn fills what the ones before left empty (Vercel, pydantic-ai,
 Haystack, Genkit, GenAI, OpenLLMetry, OpenInference, Langfuse, MLflow); ``io_sources`` says which.
 
+**A tool call is filled as a span's messages are**: the first convention that reads a tool span gives the call, and
+each after it fills what the ones before left empty (its arguments, id and result): an instrumentation that writes
+its own kind beside the GenAI conventions' call attributes (OpenLLMetry's OpenAI Agents spans: ``traceloop.span.kind``
+``tool`` with ``gen_ai.tool.name``, ``gen_ai.tool.call.arguments`` and ``.result``) says the call in both.
+
 **A final-answer tool is the answer.** A model that ends its run by calling a tool (``final_answer``,
 ``final_result``, ReAct's ``finish``: ``_parse.is_final_tool``) answered: that call becomes the assistant's text (its
 argument, when it carries one), never a tool call.
 
 **A tool's name is the tool's, not the span's.** A tool span is named by the attribute its convention gives
-(``tool.name``, ``gen_ai.tool.name`` ...); one that names its tool only in its span name is read by what the name
-says (``_parse.span_tool_name``): ``execute_tool <tool>``, or ``<tool>.__call__`` / ``<tool>.run`` where an
+(``tool.name``, ``gen_ai.tool.name`` ...), whichever convention writes it; one that names its tool only in its span
+name is read by what the name says (``_parse.span_tool_name``): ``execute_tool <tool>``, or ``<tool>.__call__`` / ``<tool>.run`` where an
 instrumentation named the span after the method it wrapped (the tool is the object whose method ran).
 
 **A span that says it failed, failed** (``error``): by its status, ``error.type`` or ``exception`` event, and also by
@@ -283,13 +288,29 @@ def documents(attrs: Mapping[str, Any]) -> list[dict[str, Any]]:
     return [doc for doc in map(_document, docs) if doc["text"]] if docs else []
 
 
+# the conventions that read a tool span's call, in the order the first names it and the others fill what it left empty
+_TOOL_READERS = (openllmetry.tool, openinference.tool, vercel.tool, pydantic_ai.tool, haystack.tool, genkit.tool,
+                 langfuse.tool, mlflow.tool, griptape.tool, genai.tool)
+
+
 def tool(span: Mapping[str, Any]) -> dict[str, Any]:
     """The tool call a tool span made, with its error when the span says it failed. Arguments no convention names
     are the span's own ``input`` (and its ``output`` the result)."""
-    call = (openllmetry.tool(span) or openinference.tool(span) or vercel.tool(span) or pydantic_ai.tool(span)
-            or haystack.tool(span) or genkit.tool(span) or langfuse.tool(span) or mlflow.tool(span)
-            or griptape.tool(span) or genai.tool(span)
-            or {"name": span["name"], "arguments": {}})
+    call: dict[str, Any] | None = None
+    for reader in _TOOL_READERS:
+        said = reader(span)
+        if said is None:
+            continue
+        if call is None:
+            call = said
+            continue
+        if call["name"] == span["name"] and said["name"] != span["name"]:
+            call["name"] = said["name"]  # an attribute names the tool: the span's name does not
+        for part in ("arguments", "id", "result"):
+            if call.get(part) in (None, "", {}) and said.get(part) not in (None, "", {}):
+                call[part] = said[part]
+    if call is None:
+        call = {"name": span["name"], "arguments": {}}
     if call["name"] == span["name"]:  # no attribute named the tool: its span name does
         call["name"] = span_tool_name(span["name"])
     attrs = span["attributes"]

@@ -8,7 +8,7 @@
 | messages, as events | span events or log records ``gen_ai.system.message``, ``gen_ai.user.message``, ``gen_ai.assistant.message`` (``tool_calls``), ``gen_ai.tool.message`` (``id``), ``gen_ai.choice``; ``gen_ai.content.prompt`` / ``gen_ai.content.completion``; ``gen_ai.client.inference.operation.details`` (attached by ``schemas.spans.attach_logs``) |
 | messages, oldest | ``gen_ai.prompt`` / ``gen_ai.completion`` (JSON messages, or indexed ``.N.role`` / ``.N.content`` / ``.N.tool_calls.K.*`` / ``.N.function_call.*``), also where the current attributes are there but say nothing (messages with no text and no tool call) |
 | contexts | ``gen_ai.retrieval.documents`` (JSON: ``content`` / ``text``, ``id``, ``score``) |
-| a tool span | ``gen_ai.tool.name``, ``gen_ai.tool.call.id``, ``gen_ai.tool.call.arguments``, ``gen_ai.tool.call.result`` (JSON on a span, as the conventions record it: a text result may be the JSON text of that string, MLflow's GenAI export writes every result so, and is read as the text it holds), or as the older events on the span: ``gen_ai.tool.message`` (``content`` = the arguments) and ``gen_ai.choice`` (``message`` = the result); its error from the span status and ``error.type`` |
+| a tool span | ``gen_ai.tool.name``, ``gen_ai.tool.call.id`` (Google ADK writes ``<not specified>`` where it knows none, a failed call's: no id), ``gen_ai.tool.call.arguments``, ``gen_ai.tool.call.result`` (JSON on a span, as the conventions record it: a text result may be the JSON text of that string, MLflow's GenAI export writes every result so, and is read as the text it holds), or as the older events on the span: ``gen_ai.tool.message`` (``content`` = the arguments) and ``gen_ai.choice`` (``message`` = the result); its error from the span status and ``error.type`` |
 | content blocks | a message's ``content`` (or a choice's ``message``) as the JSON text of a list of blocks (``[{"text": ...}]``, ``{"toolUse": ...}``, ``{"toolResult": ...}``) is read as those parts; a choice's ``message`` as plain text is the message's text (Strands Agents' default spans) |
 | who | agent ``gen_ai.agent.name``, else its id ``gen_ai.agent.id`` (on one span, a name any convention states wins over an id: ``conventions.identity``); session ``gen_ai.conversation.id`` |
 | response | ``gen_ai.response.id``, a model call's id, which a Responses API conversation id may name (``schemas.chains``) |
@@ -118,6 +118,9 @@ def documents(attrs: Mapping[str, Any]) -> list[Any]:
     return docs if isinstance(docs, list) else []
 
 
+_NO_ID = "<not specified>"  # Google ADK's tool call id where it knows none
+
+
 def tool(span: Mapping[str, Any]) -> dict[str, Any] | None:
     attrs = span["attributes"]
     name = attrs.get("gen_ai.tool.name")
@@ -130,7 +133,8 @@ def tool(span: Mapping[str, Any]) -> dict[str, Any] | None:
             arguments = event_attrs.get("content")
         elif event["name"] == "gen_ai.choice" and result is None and event_attrs.get("message") is not None:
             result = message({"content": json_value(event_attrs["message"])}, "tool")["content"]
-    call = tool_call(name or span["name"], arguments, attrs.get("gen_ai.tool.call.id"))
+    call_id = attrs.get("gen_ai.tool.call.id")
+    call = tool_call(name or span["name"], arguments, None if call_id == _NO_ID else call_id)
     if result is not None:
         if result.__class__ is str and result[:1] == '"' and (said := json_value(result)).__class__ is str:
             result = said  # a result is JSON on a span: a text result written as JSON is the text it holds
