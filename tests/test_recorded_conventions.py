@@ -326,6 +326,22 @@ def test_a_llamaindex_call_tool_step_through_openllmetry_is_the_tools_call_with_
         ("lookup_order", ORDER_ARGS, "call_1", "order database unreachable", "order database unreachable")]
 
 
+def test_a_llamaindex_run_through_openllmetry_is_its_services_whether_it_answered_or_raised():
+    """OpenLLMetry's LlamaIndex instrumentation names each span ``<Class>.<span kind>`` (the framework's class) and
+    never exports a span whose method raised: a run that raised is only its failed model call, under a parent that
+    never comes. Both runs are counted under one agent, the service."""
+    answered = [{**s, "scope": LLAMAINDEX} for s in (span("1", None, "FunctionAgent.workflow", 0, **{
+        "traceloop.span.kind": "workflow", "traceloop.entity.name": "FunctionAgent.workflow"}),)] + [
+        llm("2", "1", 1, ORDER_QUESTION, "It shipped.")]
+    raised = {**llm("4", "3", 1, ORDER_QUESTION, ""), "trace_id": "f" * 32,
+              "status": {"code": 2, "message": "Error code: 500"}}
+
+    turns = [*assembly([{**s, "resource": {"service.name": "shop"}} for s in answered]).turns,
+             *assembly([{**raised, "resource": {"service.name": "shop"}}]).turns]
+
+    assert [(t["metadata"].get("vigil.run"), t["agent"]) for t in turns] == [(None, "shop"), ("failed", "shop")]
+
+
 def test_agents_under_one_run_that_answer_the_same_words_are_one_run():
     """A hand-off: the triage agent passes the same question to a specialist."""
     spans = [span("1", None, "Agent workflow", 0, **{"openinference.span.kind": "CHAIN"}),
