@@ -890,8 +890,24 @@ class _Trace:
     def _usage(self, root: SpanRecord, llms: list[SpanRecord], calls: list[SpanRecord]) -> dict[str, int]:
         """The run's tokens: each model call's once, as the span nearest the wire states them (``calls``, the LLM
         spans with none under them; where one states none, the nearest LLM span around it that does: a wrapper of
-        the same call), summed; else the root's stated totals; a wrapper's zeros never stand for the calls'."""
+        the same call), summed; else the root's stated totals; a wrapper's zeros never stand for the calls'. A call
+        only the fallback reads as one (a span naming a model that no convention claims) counts only when the calls a
+        convention claims state no tokens: beside them it is a record of one of them (AG2's ``record_usage
+        model_call`` span, the response's model and its tokens, nothing sent), not a call of its own."""
         ids = {s["span_id"] for s in llms}
+        claimed = [c for c in calls if self.decider[c["span_id"]] < len(conventions.MAPPERS)]
+        sums, stated = self._stated(claimed or calls, ids)
+        if not stated and claimed and len(claimed) < len(calls):
+            sums, stated = self._stated(calls, ids)
+        if not stated or sums == [0, 0]:
+            totals = conventions.stated_usage(root["attributes"]) if root["span_id"] not in ids else (None, None)
+            if any(isinstance(v, (int, float)) and v > 0 for v in totals):
+                sums = [int(v) if isinstance(v, (int, float)) and v >= 0 else 0 for v in totals]
+                stated = True
+        return {"prompt_tokens": sums[0], "completion_tokens": sums[1]} if stated else {}
+
+    def _stated(self, calls: list[SpanRecord], ids: set[str]) -> tuple[list[int], bool]:
+        """The tokens these calls state, each once (``_usage``), summed, and whether any stated some."""
         sums = [0, 0]
         stated = False
         counted: set[str] = set()
@@ -908,12 +924,7 @@ class _Trace:
                         break
                 parent = span.get("parent_id")
                 span = self.by_id[parent] if parent in ids else None
-        if not stated or sums == [0, 0]:
-            totals = conventions.stated_usage(root["attributes"]) if root["span_id"] not in ids else (None, None)
-            if any(isinstance(v, (int, float)) and v > 0 for v in totals):
-                sums = [int(v) if isinstance(v, (int, float)) and v >= 0 else 0 for v in totals]
-                stated = True
-        return {"prompt_tokens": sums[0], "completion_tokens": sums[1]} if stated else {}
+        return sums, stated
 
     def _innermost(self, llms: list[SpanRecord]) -> list[SpanRecord]:
         """The LLM calls with no LLM call under them: an LLM span around another is a framework's wrapper of the same

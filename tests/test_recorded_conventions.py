@@ -932,6 +932,30 @@ def test_a_model_call_seen_by_two_layers_counts_the_tokens_the_layer_nearest_the
                          for t in turns)
 
 
+@pytest.mark.parametrize(("calls_state_tokens", "usage"), [
+    pytest.param(True, (84, 34), id="the calls state their tokens: the records restate them"),
+    pytest.param(False, (84, 34), id="the calls state none: the records are all there is"),
+])
+def test_a_usage_record_beside_the_calls_no_convention_claims_restates_a_call_and_is_not_one(calls_state_tokens, usage):
+    """AG2's TelemetryMiddleware: beside each ``chat`` span, a ``record_usage model_call`` span with the response's
+    model and the call's tokens, nothing sent, no operation (read as a call only by the fallback, for its model)."""
+    tokens = {"gen_ai.usage.input_tokens": 42, "gen_ai.usage.output_tokens": 17}
+    answered = json.dumps([{"role": "assistant", "parts": [{"type": "text", "content": "It shipped."}]}])
+    spans = [genai("1", None, 0, "invoke_agent", **{"gen_ai.agent.name": "bot"})]
+    for step, start in enumerate((1, 5)):
+        spans += [genai(f"{2 + 2 * step}", "1", start, "chat", **{
+            "gen_ai.request.model": "m", "gen_ai.input.messages": json.dumps(
+                [{"role": "user", "parts": [{"type": "text", "content": ORDER_QUESTION}]}]),
+            **({"gen_ai.output.messages": answered} if step else {}), **(tokens if calls_state_tokens else {})}),
+            span(f"{3 + 2 * step}", "1", "record_usage model_call", start + 1, **{
+                "ag2.span.type": "usage", "gen_ai.response.model": "m-2024", **tokens})]
+
+    [turn] = assembly(spans).turns
+
+    assert (turn["output"], turn["usage"]["prompt_tokens"], turn["usage"]["completion_tokens"]) == (
+        "It shipped.", *usage)
+
+
 # Firebase Genkit's own tracing: spans with ``genkit:*`` attributes only (``schemas/conventions/genkit.py``), written
 # here as its ``runInNewSpan`` writes them: the action type in ``genkit:metadata:subtype``, input and output as JSON.
 def genkit_action(span_id: str, parent: str | None, subtype: str, name: str, start: int, given: Any = None,
