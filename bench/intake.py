@@ -42,6 +42,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import aiohttp
 import redis
+from _revision import tree_at
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
@@ -217,18 +218,6 @@ def tool_loop_requests(copies: int, corpus: bool = False) -> list[tuple[str, byt
     return out
 
 
-def _tree_at(revision: str, into: Path) -> Path:
-    """The ``schemas``, ``worker`` and ``producers`` folders as they were at git ``revision``, laid out as the
-    ``vigil`` package under ``into`` (what a process with ``into`` first on its path imports as vigil)."""
-    package = into / "vigil"
-    package.mkdir(parents=True)
-    (package / "__init__.py").write_text("")
-    archive = subprocess.run(["git", "archive", revision, "schemas", "worker", "producers"],
-                             cwd=Path(__file__).resolve().parent.parent, check=True, capture_output=True).stdout
-    subprocess.run(["tar", "-x", "-C", str(package)], input=archive, check=True)
-    return into
-
-
 def assembly_rate(decode, assemble, requests: list[tuple[str, bytes]], rounds: int = 5) -> dict[str, float | int]:
     """Spans/s of decoding every request and assembling every trace, and of assembling alone (the traces decoded
     once beforehand); the least CPU time of ``rounds`` each. With spans and turns."""
@@ -269,7 +258,7 @@ def tool_loop(args) -> None:
     here = Path(__file__).resolve()
     command = [sys.executable, str(here), "--measure", "--copies", str(args.copies), *(["--corpus"] * args.corpus)]
     with tempfile.TemporaryDirectory() as tmp:
-        old = _tree_at(args.before, Path(tmp))
+        old = tree_at(args.before, Path(tmp))
         sides = {}
         for label, path in (("before", str(old)), ("after", str(here.parent.parent))):
             env = {**os.environ, "PYTHONPATH": path if label == "before" else os.environ.get("PYTHONPATH", "")}

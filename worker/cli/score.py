@@ -15,7 +15,7 @@ from pathlib import Path
 import click
 from pydantic import ValidationError
 from vigil.schemas import JudgeConfig, MonitorConfig, ScoreResult, ScoreStatus, Turn
-from vigil.worker.judge import Judge, JudgePaused, LLMJudge, build_judge
+from vigil.worker.judge import Judge, JudgePaused, build_judge
 from vigil.worker.scorers import SCORERS, build_scorer
 from vigil.worker.scorers.base import Scorer
 
@@ -36,7 +36,7 @@ async def _run(scorer: Scorer, judge: Judge, turn: Turn, monitor: str) -> ScoreR
     try:
         return await scorer.score(turn, judge, scorer.context_for(turn, monitor=monitor))
     finally:
-        if isinstance(judge, LLMJudge):
+        if hasattr(judge, "aclose"):  # an LLM judge's HTTP client (naming LLMJudge here would import openai)
             await judge.aclose()
 
 

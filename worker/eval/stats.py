@@ -15,10 +15,14 @@ Conventions (the README's "Can I trust the judge?" section states them too):
   monitor sets ``pass_at``). Over the items that have a score; interval from
   Cohen's (1960) large-sample standard error √(pₒ(1−pₒ) / (n(1−pₑ)²)). ``binary_accuracy`` is the share of those
   items on which judge and people agree (Wilson interval).
+
+scipy.stats takes ~0.8 s of CPU to import, so each function that computes with it imports it: `vigil alerts check`
+and `vigil review` import this module for ``wilson`` and seldom call it.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 import warnings
 from collections import defaultdict
@@ -27,7 +31,6 @@ from dataclasses import dataclass
 from itertools import combinations
 
 from pydantic import BaseModel
-from scipy import stats
 from vigil.schemas.pass_line import DEFAULT_LINE, passes
 
 __all__ = [
@@ -44,7 +47,6 @@ __all__ = [
 ]
 
 CONFIDENCE = 0.95
-_Z = stats.norm.ppf(0.5 + CONFIDENCE / 2)
 
 
 class Estimate(BaseModel):
@@ -110,10 +112,20 @@ class Pair:
         return self.better.human - self.worse.human
 
 
+@functools.cache
+def _z() -> float:
+    """The standard normal quantile of a two-sided ``CONFIDENCE`` interval (1.96)."""
+    from scipy import stats
+
+    return stats.norm.ppf(0.5 + CONFIDENCE / 2)
+
+
 def wilson(successes: int, n: int) -> Estimate | None:
     """``successes / n`` with its Wilson score interval; None when ``n`` is 0."""
     if n == 0:
         return None
+    from scipy import stats
+
     interval = stats.binomtest(successes, n).proportion_ci(CONFIDENCE, method="wilson")
     return Estimate(value=successes / n, low=float(interval.low), high=float(interval.high))
 
@@ -122,7 +134,7 @@ def fisher_interval(r: float, n: int, *, variance: float = 1.0, lost: int = 3) -
     """The interval of a correlation ``r`` by Fisher's z: ``tanh(atanh(r) ± z·√(variance/(n−lost)))``."""
     if n - lost <= 0 or not -1 < r < 1:
         return (None, None) if n - lost <= 0 else (r, r)
-    spread = _Z * math.sqrt(variance / (n - lost))
+    spread = _z() * math.sqrt(variance / (n - lost))
     centre = math.atanh(r)
     return math.tanh(centre - spread), math.tanh(centre + spread)
 
@@ -160,6 +172,8 @@ def _correlation(fn, human: Sequence[float], score: Sequence[float], variance: f
 def _pearson(human: Sequence[float], score: Sequence[float]) -> Estimate | None:
     if len(human) < 4 or len(set(human)) < 2 or len(set(score)) < 2:
         return None
+    from scipy import stats
+
     result = stats.pearsonr(human, score)
     interval = result.confidence_interval(CONFIDENCE)
     return Estimate(value=float(result.statistic), low=float(interval.low), high=float(interval.high))
@@ -170,6 +184,8 @@ def cohen_kappa(human_good: Sequence[bool], judge_good: Sequence[bool]) -> Estim
     n = len(human_good)
     if n == 0:
         return None
+    from scipy import stats
+
     table = stats.contingency.crosstab([bool(h) for h in human_good], [bool(j) for j in judge_good],
                                        levels=([False, True], [False, True])).count
     observed = (table[0, 0] + table[1, 1]) / n
@@ -177,13 +193,15 @@ def cohen_kappa(human_good: Sequence[bool], judge_good: Sequence[bool]) -> Estim
     if expected >= 1:
         return None
     kappa = float((observed - expected) / (1 - expected))
-    spread = _Z * math.sqrt(observed * (1 - observed) / (n * (1 - expected) ** 2))
+    spread = _z() * math.sqrt(observed * (1 - observed) / (n * (1 - expected) ** 2))
     return Estimate(value=kappa, low=max(-1.0, kappa - spread), high=min(1.0, kappa + spread))
 
 
 def agreement(items: Sequence[Judged], pass_line: float = DEFAULT_LINE) -> Agreement:
     """Every agreement figure for ``items`` (see the module docstring for the conventions); ``pass_line``: where on
     score / scale the judge calls an item good."""
+    from scipy import stats
+
     found = pairs(items)
     correct = sum(p.correct for p in found)
     usable = [i for i in items if i.score is not None]
