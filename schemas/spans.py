@@ -49,8 +49,11 @@ after that work), and its tool calls, contexts and usage.
 **The LLM calls are the ground truth** for what the user said and what the model answered. An LLM span with another
 LLM span under it is one model call seen by two layers (a framework's generator component around the model client's
 request; or beside it at the same time with the same conversation, written by another instrumentation that never
-made its span current): the conversation, the tool calls the model asked for and the model's name are read from the inner one,
-which saw the wire (the tool calls' ids, the tool messages' text), and its tokens count once.
+made its span current): the conversation, the tool calls the model asked for, its answer and the model's name are read
+from the inner one, which saw the wire (the tool calls' ids, the tool messages' text, the reply's text), and its tokens
+count once. A wrapper's answer stands only where no inner call states one: a layer's own account of the reply can be
+its packaging (OpenLLMetry's Haystack instrumentation writes the key of the generator's ``{"replies": [...]}``,
+``replies``, as the assistant's content).
 
 - *question*: the user's own words, the last user message with text in the run's conversation. A message made only
   of tool results is a tool message whatever role it carries (``conventions._parse.message``).
@@ -707,7 +710,9 @@ class _Trace:
         members = sorted(group.members, key=_BY_TIME)
         llms = [s for s in ([root] if self.kind(root) == "llm" else []) + members if self.kind(s) == "llm"]
         llms.sort(key=_BY_TIME)
-        answering = [s for s in llms if self.answers(s)]
+        calls = self._innermost(llms)  # one per model call: an LLM span around another is its wrapper
+        # what the model answered is the inner call's, which saw the wire; a wrapper's only where no inner call's is
+        answering = [s for s in calls if self.answers(s)] or [s for s in llms if self.answers(s)]
         last_answer = max(answering, key=lambda s: s["end"]) if answering else None
         root_in, root_out, root_system = self.io(root) if self.kind(root) != "llm" else ([], [], "")
         asked = [m["content"] for llm in llms for m in self.io(llm)[0] if m["role"] == "user" and m["content"]]
@@ -731,7 +736,6 @@ class _Trace:
             elif failure is None:
                 steps.extend(s["span_id"] for s in llms)  # only steps so far: the answer has not arrived (or never)
                 return None
-        calls = self._innermost(llms)  # one per model call: an LLM span around another is its wrapper
         answered = [s for s in calls if self.answers(s)]
         conversation, asked_in = self._conversation(
             calls, max(answered, key=lambda s: s["end"]) if answered else None)

@@ -390,6 +390,34 @@ def test_the_task_a_run_states_it_was_given_is_the_question_when_the_prompt_wrap
     assert (turn["input"][-1]["content"], turn["output"]) == (question, "It ships in 2 days.")
 
 
+@pytest.mark.parametrize(("task", "question"), [
+    pytest.param("Where is A-1001?", "Where is A-1001?", id="the task the prompt wraps is the question"),
+    pytest.param("Where is {order}?", "\nCurrent Task: Where is A-1001?\n\nExpected: a short answer.",
+                 id="a task the prompt does not hold (a template not filled in) loses to the prompt"),
+])
+def test_the_task_an_openllmetry_crewai_task_span_ran_is_the_question_when_the_prompt_wraps_it(task, question):
+    """OpenLLMetry's CrewAI instrumentation: the crew's ``crewai.workflow`` span (an ``invoke_agent`` of no span kind
+    of OpenLLMetry's) states no input, its task's span the task it ran (``crewai.task.description``); the model is
+    sent CrewAI's prompt around it."""
+    agent = {"gen_ai.operation.name": "invoke_agent", "gen_ai.provider.name": "crewai"}
+    spans = [span("1", None, "crewai.workflow", 0, **agent, **{"crewai.crew.tasks": json.dumps(
+                 [{"description": task, "expected_output": "a short answer."}])}),
+             span("2", "1", f"{task}.task", 1, **agent, **{"traceloop.span.kind": "task",
+                                                          "crewai.task.description": task}),
+             span("3", "2", "support bot.agent", 2, **agent, **{"traceloop.span.kind": "agent",
+                                                               "gen_ai.agent.name": "support bot"}),
+             genai("4", "3", 3, "chat", **{
+                 "gen_ai.request.model": "gpt-4o-mini",
+                 "gen_ai.input.messages": json.dumps([{"role": "user", "parts": [{"type": "text", "content": (
+                     "\nCurrent Task: Where is A-1001?\n\nExpected: a short answer.")}]}]),
+                 "gen_ai.output.messages": json.dumps([{"role": "assistant", "parts": [
+                     {"type": "text", "content": "It ships in 2 days."}]}])})]
+
+    [turn] = assembly(spans).turns
+
+    assert (turn["input"][-1]["content"], turn["output"]) == (question, "It ships in 2 days.")
+
+
 @pytest.mark.parametrize(("said", "error"), [
     pytest.param({"gen_ai.response.finish_reasons": ["error"]}, "the model call stopped with finish reason 'error'",
                  id="finish reason error"),
@@ -592,6 +620,44 @@ def test_an_llm_span_around_another_is_one_model_call_read_from_the_inner_one():
     assert (turn["input"][0]["content"], turn["output"]) == (ORDER_QUESTION, "It shipped.")
     assert [(c["name"], c["arguments"], c.get("id"), c.get("result")) for c in turn["tool_calls"]] == [
         ("lookup_order", ORDER_ARGS, "call_1", '{"status": "shipped"}')]
+
+
+def genai_call(span_id: str, parent: str, start: int, *, answer: str = "") -> dict[str, Any]:
+    """One step of a tool loop as the model client's instrumentation writes it (GenAI messages): the first call asks
+    for ``lookup_order``, the second (``answer``) sees its result."""
+    sent = [{"role": "user", "parts": [{"type": "text", "content": ORDER_QUESTION}]}]
+    asked = {"role": "assistant", "parts": [{"type": "tool_call", "id": "call_1", "name": "lookup_order",
+                                            "arguments": ORDER_ARGS}], "finish_reason": "tool_calls"}
+    if answer:
+        sent += [asked, {"role": "tool", "parts": [{"type": "tool_call_response", "id": "call_1",
+                                                    "response": '{"status": "shipped"}'}]}]
+    said = {"role": "assistant", "parts": [{"type": "text", "content": answer}], "finish_reason": "stop"}
+    return genai(span_id, parent, start, "chat", **{"gen_ai.request.model": "gpt-4o-mini",
+                                                     "gen_ai.input.messages": json.dumps(sent),
+                                                     "gen_ai.output.messages": json.dumps([said if answer else asked])})
+
+
+def test_a_wrappers_account_of_the_reply_loses_to_the_inner_call_that_saw_the_wire():
+    """OpenLLMetry's Haystack instrumentation: its ``haystack.openai.chat`` span around the generator's run (the model
+    client's ``chat`` span under it) writes the key of the generator's result, ``replies``, as the assistant's
+    content: the answer is what the model replied, as the inner call states it."""
+    def wrapper(span_id: str, start: int) -> dict[str, Any]:
+        return span(span_id, "1", "haystack.openai.chat", start, **{
+            "gen_ai.system": "OpenAI", "llm.request.type": "chat", "gen_ai.completion.0.role": "assistant",
+            "gen_ai.completion.0.content": "replies"})
+    spans = [span("1", None, "haystack_pipeline.workflow", 0, **{
+                 "traceloop.span.kind": "workflow", "traceloop.entity.name": "haystack_pipeline",
+                 "traceloop.entity.input": json.dumps({"args": [], "kwargs": {"agent": {"messages": []}}})}),
+             wrapper("2", 1), genai_call("3", "2", 2), wrapper("4", 5), genai_call("5", "4", 6, answer="It shipped.")]
+    for at, end in (("1", 20), ("2", 13), ("4", 17)):  # each wrapper ends after the call it wraps
+        next(s for s in spans if s["span_id"] == at.rjust(16, "0"))["end"] = end
+
+    [turn] = assembly(spans).turns
+
+    asked = [m["content"] for m in turn["input"] if m["role"] == "user"]
+    assert (asked, turn["output"]) == ([ORDER_QUESTION], "It shipped.")
+    assert [(c["name"], c["arguments"], c.get("result")) for c in turn["tool_calls"]] == [
+        ("lookup_order", ORDER_ARGS, '{"status": "shipped"}')]
 
 
 def test_a_step_in_a_span_of_its_own_joins_the_call_that_was_sent_its_tool_results():
