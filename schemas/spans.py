@@ -83,7 +83,10 @@ its packaging (OpenLLMetry's Haystack instrumentation writes the key of the gene
   (a serialized tool message is its content; a span that states none and did not fail, the tool message for its
   call's id), and errors from the span status, an ``exception``
   event (``exception.type``: ``exception.message``) or ``error.type``; with no tool spans, the calls the LLM calls
-  asked for, with the results the tool messages give them (by ``tool_call_id``). **Two spans of one call are one
+  asked for, with the results the tool messages give them (by ``tool_call_id``). **A tool message the framework
+  says failed is the call's error**: where a call has no error from a span and its framework's own message says the
+  call failed (Haystack's ``ToolCallResult.error``, in the conversation a pipeline returned: Haystack catches a
+  tool's exception and sends the model its text), that message's text is the call's error. **Two spans of one call are one
   call**: spans of the same tool under a tool span (an instrumentation's span around the framework's own) give the
   call what they say beside it (its id, result, error). **A span that records nothing of a call the model made is
   bookkeeping**, not a call: no arguments, result or error, and neither its id nor its tool among the calls the LLM
@@ -789,7 +792,7 @@ class _Trace:
                 contexts.setdefault((doc["text"], doc.get("id")), doc)  # the first span to state it, in start order
         if contexts:
             turn["contexts"] = list(contexts.values())
-        tools = self._tool_calls(members, calls, input_messages)
+        tools = self._failed_by_word(self._tool_calls(members, calls, input_messages), root, calls)
         if tools:
             turn["tool_calls"] = tools
         turn["metadata"] = metadata
@@ -1012,6 +1015,20 @@ class _Trace:
                 call["result"] = results[call["id"]]
             calls.append(call)
         return calls
+
+    def _failed_by_word(self, calls: list[dict[str, Any]], root: SpanRecord,
+                        llms: list[SpanRecord]) -> list[dict[str, Any]]:
+        """The calls with the errors their tool messages state, where the framework's message says its call failed
+        (``failed``) and nothing else gave the call an error: the message's text (the root's conversation, as a
+        pipeline returned it, or the LLM calls' input)."""
+        if not calls:
+            return calls
+        said = {m["tool_call_id"]: m["content"] for m in (*self.io(root)[0], *self.io(root)[1],
+                                                         *(m for llm in llms for m in self.io(llm)[0]))
+                if m.get("failed") and m.get("tool_call_id")}
+        if not said:
+            return calls
+        return [{**c, "error": said[c["id"]]} if c.get("id") in said and not c.get("error") else c for c in calls]
 
     def _span_calls(self, members: list[SpanRecord], asked: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """One call per tool span with no tool above it, in start order. The tool spans of the same tool under it

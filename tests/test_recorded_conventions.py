@@ -660,6 +660,35 @@ def test_a_wrappers_account_of_the_reply_loses_to_the_inner_call_that_saw_the_wi
         ("lookup_order", ORDER_ARGS, '{"status": "shipped"}')]
 
 
+@pytest.mark.parametrize("failed", [True, False], ids=["the tool raised", "the tool answered"])
+def test_a_tool_message_haystack_says_failed_is_the_calls_error(failed):
+    """OpenLLMetry's Haystack instrumentation traces no tool; the pipeline's result (its ``workflow`` span's output)
+    is the conversation as ``ChatMessage`` dataclass fields, and the ``ToolCallResult`` of a tool that raised says
+    ``error: true`` (Haystack sent the model the exception's text): that text is the call's error."""
+    said = "Failed to invoke Tool `lookup_order` with parameters {'order_id': 'A-1001'}. Error: unreachable"
+    call = {"tool_name": "lookup_order", "arguments": ORDER_ARGS, "id": "call_1", "extra": None}
+    returned = {"agent": {"messages": [
+        {"_role": "user", "_content": [{"text": ORDER_QUESTION}], "_name": None, "_meta": {}},
+        {"_role": "assistant", "_content": [call], "_name": None, "_meta": {}},
+        {"_role": "tool", "_content": [{"result": said, "origin": call, "error": failed}], "_name": None, "_meta": {}},
+        {"_role": "assistant", "_content": [{"text": "It shipped."}], "_name": None, "_meta": {}}]}}
+    answering = genai_call("3", "1", 5, answer="It shipped.")
+    sent = json.loads(answering["attributes"]["gen_ai.input.messages"])
+    sent[-1]["parts"][0]["response"] = said
+    answering["attributes"]["gen_ai.input.messages"] = json.dumps(sent)
+    spans = [span("1", None, "haystack_pipeline.workflow", 0, **{
+                 "traceloop.span.kind": "workflow", "traceloop.entity.name": "haystack_pipeline",
+                 "traceloop.entity.output": json.dumps(returned)}),
+             genai_call("2", "1", 1), answering]
+    spans[0]["end"] = 20
+
+    [turn] = assembly(spans).turns
+
+    assert turn["output"] == "It shipped."
+    assert [(c["name"], c["arguments"], c.get("result"), c.get("error")) for c in turn["tool_calls"]] == [
+        ("lookup_order", ORDER_ARGS, said, said if failed else None)]
+
+
 def test_a_step_in_a_span_of_its_own_joins_the_call_that_was_sent_its_tool_results():
     """Plain spans no convention reads (a framework's own tracer: one span per agent step) around the model client's
     calls: the call that asks for the tool and the call that answers sit under different parents, and the answering

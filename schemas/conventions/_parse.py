@@ -35,7 +35,8 @@ __all__ = [
     "without_stack",
 ]
 
-Msg = dict[str, Any]  # {"role", "content", "tool_calls": [{"name", "arguments", "id"?}], "tool_call_id"?}
+Msg = dict[str, Any]  # {"role", "content", "tool_calls": [{"name", "arguments", "id"?}], "tool_call_id"?, "failed"?}
+# ("failed": a tool message whose framework says its call failed: the message's text is the error)
 Io = tuple[list[Msg], list[Msg], str]  # (input messages, output messages, system instructions) of one span
 
 _ROLES = {"developer": "system", "human": "user", "ai": "assistant", "model": "assistant", "function": "tool",

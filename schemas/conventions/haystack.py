@@ -11,7 +11,7 @@ by two layers, read from the inner one). Its other spans (pipeline, component, s
 | --- | --- |
 | an agent run | ``haystack.agent.max_steps`` (set when ``Agent.run`` opens ``haystack.agent.run``, with its tools and exit conditions) |
 | a model call | the span ``haystack.agent.step.llm`` (the tracer names each span by its operation, and this one is the step's call of its chat generator); its ``haystack.agent.step.llm.input`` (``{"messages": [ChatMessage ...], "tools": ...}``) / ``.output`` (``{"replies": [ChatMessage ...]}``), the generator's inputs and outputs, are content tags: with content tracing off the call is there with no tag at all |
-| messages | Haystack's ``ChatMessage.to_dict()``: ``role``, ``content`` a list of parts, ``{"text"}``, ``{"tool_call": {tool_name, arguments, id}}``, ``{"tool_call_result": {result, origin: <the tool_call>, error}}`` (a tool message answering ``origin.id``) |
+| messages | Haystack's ``ChatMessage.to_dict()``: ``role``, ``content`` a list of parts, ``{"text"}``, ``{"tool_call": {tool_name, arguments, id}}``, ``{"tool_call_result": {result, origin: <the tool_call>, error}}`` (a tool message answering ``origin.id``; **its ``error`` true says the call failed**: Haystack caught the tool's exception and sent the model its text, and the message is marked ``failed``); or the ``ChatMessage`` dataclass's own fields (``dataclasses.asdict``, as OpenLLMetry's Haystack instrumentation writes a pipeline's data and result, read by ``schemas.conventions.openllmetry``): ``_role``, ``_content``, the parts bare, a ``ToolCall`` ``{tool_name, arguments, id}``, a ``ToolCallResult`` ``{result, origin, error}`` |
 | usage, model | a reply's ``meta.usage`` (``prompt_tokens`` / ``completion_tokens``), summed over the replies; its ``meta.model`` |
 | a tool span | ``haystack.tool.name`` (set on every tool span an ``Agent`` opens, one per tool call: ``haystack.components.agents.tool_calling``) |
 | its arguments | ``haystack.agent.step.tool.input``: the tool call's arguments, JSON |
@@ -28,8 +28,8 @@ from typing import Any
 
 from ._parse import Io, Msg, json_value, message, result_text, text, tool_call
 
-__all__ = ["ERROR_KEY", "KIND_KEYS", "LLM_SPAN", "SETTING", "error", "io", "kind", "model", "tool", "usage",
-           "wrote"]
+__all__ = ["ERROR_KEY", "KIND_KEYS", "LLM_SPAN", "SETTING", "dataclass_messages", "error", "io", "kind", "model",
+           "tool", "usage", "wrote"]
 
 SETTING = "HAYSTACK_CONTENT_TRACING_ENABLED=true"
 LLM_SPAN = "haystack.agent.step.llm"  # the operation, and so the span's name, of an agent step's model call
@@ -98,7 +98,7 @@ def _messages(raw: Any, default_role: str) -> list[Msg]:
     for item in raw:
         if not isinstance(item, dict):
             continue
-        parts = []
+        parts, failed = [], False
         for part in item.get("content") if isinstance(item.get("content"), list) else []:
             call = part.get("tool_call") if isinstance(part, dict) else None
             result = part.get("tool_call_result") if isinstance(part, dict) else None
@@ -108,10 +108,32 @@ def _messages(raw: Any, default_role: str) -> list[Msg]:
             elif isinstance(result, dict):
                 origin = result.get("origin") if isinstance(result.get("origin"), dict) else {}
                 parts.append({"type": "tool_call_response", "result": result.get("result"), "id": origin.get("id")})
+                failed = failed or result.get("error") is True
             elif isinstance(part, dict) and "text" in part:
                 parts.append({"type": "text", "content": part["text"]})
-        out.append(message({"role": item.get("role"), "parts": parts}, default_role))
+        said = message({"role": item.get("role"), "parts": parts}, default_role)
+        if failed:
+            said["failed"] = True  # the tool raised: the message's text is its error
+        out.append(said)
     return out
+
+
+def dataclass_messages(raw: Any) -> list[Msg]:
+    """Haystack's ``ChatMessage`` list written as the dataclass's fields (``_role``, ``_content`` of bare parts), as
+    messages: each part put in the shape ``ChatMessage.to_dict()`` gives it, and read as that."""
+    shaped = []
+    for item in raw if isinstance(raw, list) else ():
+        if not isinstance(item, dict) or "_role" not in item:
+            continue
+        parts = []
+        for part in item.get("_content") if isinstance(item.get("_content"), list) else ():
+            if isinstance(part, dict) and "tool_name" in part and "arguments" in part:
+                part = {"tool_call": part}
+            elif isinstance(part, dict) and "origin" in part and "result" in part:
+                part = {"tool_call_result": part}
+            parts.append(part)
+        shaped.append({"role": item["_role"], "content": parts})
+    return _messages(shaped, "user")
 
 
 def tool(span: Mapping[str, Any]) -> dict[str, Any] | None:

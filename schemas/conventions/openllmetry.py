@@ -5,7 +5,7 @@ read by ``schemas.conventions.genai``).
 | what | read from |
 | --- | --- |
 | span kind | ``traceloop.span.kind``: ``workflow`` / ``agent`` the turn's root, ``task`` a step (its spans join the turn), ``tool`` a tool call; **a task that names a tool** (``tool.name``: OpenLLMetry's LlamaIndex instrumentation writes it and ``tool.arguments`` on a workflow agent's ``call_tool`` step) is that tool's call; **the GenAI operation OpenLLMetry writes beside it says what the span did, where it names one**: ``execute_tool`` a tool call, ``invoke_agent`` an agent, and ``workflow`` (not a GenAI operation: OpenLLMetry JS's LangChain instrumentation writes it, with ``traceloop.span.kind`` ``workflow``, on every runnable of a chain or graph, a tool's call being a ``task`` of ``execute_tool``) a framework's chain, not the application's workflow (``withWorkflow``, ``@workflow``) |
-| question, answer | the root's ``traceloop.entity.input`` (JSON ``{"args": [...], "kwargs": {...}}``: the first text argument, else a ``question`` / ``input`` / ``query`` / ``message`` keyword) and ``traceloop.entity.output`` (JSON: text, or an object's ``answer`` / ``output`` / ``content`` / ``text``). **OpenLLMetry's LlamaIndex instrumentation** (scope ``opentelemetry.instrumentation.llamaindex``) writes a span's input as the called method's arguments by name, in the signature's order (``{"str_or_query_bundle": "…"}``: ``inspect.BoundArguments``, each value JSON-encoded, an object by its ``to_json()`` text or a dataclass's fields): its question is the first argument that is text or a query bundle (LlamaIndex's ``QueryBundle``, what its query engines and retrievers are asked: the query is its ``query_str``); any other argument is the framework's state (an index build's nodes, an embedding's texts). **OpenLLMetry's CrewAI instrumentation** writes no entity input: a task's span (``<description>.task``, a ``task`` whose GenAI operation is ``invoke_agent``) states the task it ran, ``crewai.task.description``: the words its agent was asked, before CrewAI builds its prompt around them (``Current Task: …``), so its question (the crew's ``crewai.workflow`` span around it states nothing of its own but every task's fields: its run is spoken for by the task, by the rule of ``schemas.spans``) |
+| question, answer | the root's ``traceloop.entity.input`` (JSON ``{"args": [...], "kwargs": {...}}``: the first text argument, else a ``question`` / ``input`` / ``query`` / ``message`` keyword) and ``traceloop.entity.output`` (JSON: text, or an object's ``answer`` / ``output`` / ``content`` / ``text``). **OpenLLMetry's LlamaIndex instrumentation** (scope ``opentelemetry.instrumentation.llamaindex``) writes a span's input as the called method's arguments by name, in the signature's order (``{"str_or_query_bundle": "…"}``: ``inspect.BoundArguments``, each value JSON-encoded, an object by its ``to_json()`` text or a dataclass's fields): its question is the first argument that is text or a query bundle (LlamaIndex's ``QueryBundle``, what its query engines and retrievers are asked: the query is its ``query_str``); any other argument is the framework's state (an index build's nodes, an embedding's texts). **OpenLLMetry's CrewAI instrumentation** writes no entity input: a task's span (``<description>.task``, a ``task`` whose GenAI operation is ``invoke_agent``) states the task it ran, ``crewai.task.description``: the words its agent was asked, before CrewAI builds its prompt around them (``Current Task: …``), so its question (the crew's ``crewai.workflow`` span around it states nothing of its own but every task's fields: its run is spoken for by the task, by the rule of ``schemas.spans``). **OpenLLMetry's Haystack instrumentation** writes a pipeline's data (``{"args": [], "kwargs": {<component>: {"messages": [...]}}}``) and result (``{<component>: {"messages": [...], …}}``) with Haystack's ``ChatMessage`` as the dataclass's fields (``_role``, ``_content``): the result is the run's conversation as the pipeline returned it (``schemas.conventions.haystack``), its answer the last assistant text and its tool messages with Haystack's own word on whether their call failed; the data states nothing the LLM calls' conversation does not (their system prompt and tool round trip besides) |
 | contexts | a task whose output is a list of documents (objects with ``content`` / ``page_content`` / ``text``, and ``id``, ``score``), or of **nodes with their scores** (LlamaIndex's ``NodeWithScore``, what its retrievers return, ``{"node": {"id_", "text", …}, "score"}``: the node's text, id and the score; OpenLLMetry's LlamaIndex instrumentation writes each as its ``to_json()`` text, read as the JSON it holds); bare nodes, with no score, are what a node parser or an index build made, no retrieval |
 | a tool span | ``traceloop.entity.name``, ``traceloop.entity.input`` (the arguments: an object argument or the keywords), ``traceloop.entity.output``; its error from the span status. A LlamaIndex ``call_tool`` step: the tool and its arguments are ``tool.name`` and ``tool.arguments``, its output LlamaIndex's ``ToolCallResult`` (``tool_name``, ``tool_kwargs``, ``tool_id``, ``tool_output``): the call's id is ``tool_id``, the result the ``ToolOutput``'s text (its text blocks, else ``raw_output``), an error when ``is_error`` says so (LlamaIndex catches a tool's exception and hands the model its text). OpenLLMetry JS's LangChain instrumentation names the span by the tool's class (``DynamicStructuredTool``) and writes the arguments as JSON text in ``{"args": ["{…}"]}`` and the result as the ``ToolMessage`` the call returned, serialized: the tool, the call's id and the result are that message's ``name``, ``tool_call_id`` and content. The Python LangChain instrumentation writes a callback's own packaging there (``on_tool_start``: ``{"input_str", "tags", "metadata", "inputs", "kwargs"}``; ``on_tool_end``: ``{"output", "kwargs"}``, also as ``gen_ai.tool.call.arguments`` / ``.result``): the arguments are ``inputs`` (else ``input_str``), the call's id ``kwargs.tool_call_id``, the result ``output`` (a serialized ``ToolMessage``: its content), never the packaging around them |
 | who | agent: the ``agent`` span's ``traceloop.entity.name``, else ``traceloop.workflow.name``; **an entity name that is its span's name, ``<Class>.<span kind>``, names the framework's class, not the application's agent** (OpenLLMetry's LlamaIndex instrumentation names each span so: ``FunctionAgent.workflow``, ``RetrieverQueryEngine.workflow``): the run's agent is the service's, whether the run ended or raised (a LlamaIndex span whose method raised is never exported, so a failed run has no such span to be named by: its failures and its answers are counted under one agent); session: ``traceloop.association.properties.session_id`` (or ``conversation_id``, ``thread_id``); the other association properties and the workflow name as turn metadata |
@@ -18,7 +18,8 @@ from collections.abc import Mapping
 from itertools import repeat
 from typing import Any
 
-from ._parse import Io, json_value, msg, result_text, text, tool_call, unpacked
+from . import haystack
+from ._parse import Io, Msg, json_value, msg, result_text, text, tool_call, unpacked
 
 __all__ = ["DOCUMENT_KEYS", "SETTING", "WHO_KEYS", "decided_by", "documents", "identity", "io", "kind", "tool"]
 
@@ -58,10 +59,14 @@ def io(span: Mapping[str, Any]) -> Io:
     if kind(attrs) != "agent":
         return [], [], ""
     given = json_value(attrs.get("traceloop.entity.input"))
+    said = json_value(attrs.get("traceloop.entity.output"))
+    returned = _pipeline_messages(said)
+    if returned:  # a Haystack pipeline's result: the run's conversation (its data the LLM calls' say in full)
+        return [], returned, ""
     question = _argument_question(given) if span.get("scope") == LLAMAINDEX_SCOPE else _question(given)
     if not question and isinstance(attrs.get(CREW_TASK), str):
         question = attrs[CREW_TASK]  # a CrewAI task's span: the task it ran
-    answer = _answer(json_value(attrs.get("traceloop.entity.output")))
+    answer = _answer(said)
     return ([msg("user", question)] if question else []), ([msg("assistant", answer)] if answer else []), ""
 
 
@@ -168,6 +173,18 @@ def _question(value: Any) -> str:
             if isinstance(value.get(key), str):
                 return value[key]
     return ""  # any other value is the framework's state (an index build's nodes), not anyone's words
+
+
+def _pipeline_messages(value: Any) -> list[Msg]:
+    """The messages a Haystack pipeline's result holds, by component (OpenLLMetry's Haystack spans): the first
+    component's ``messages`` that are ``ChatMessage`` fields; ``[]`` for any other value."""
+    if not isinstance(value, dict):
+        return []
+    for component in value.values():
+        said = component.get("messages") if isinstance(component, dict) else None
+        if isinstance(said, list) and said and all(isinstance(m, dict) and "_role" in m for m in said):
+            return haystack.dataclass_messages(said)
+    return []
 
 
 def _argument_question(arguments: Any) -> str:
