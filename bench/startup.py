@@ -79,7 +79,9 @@ def run(before: str, runs: int) -> dict:
     with tempfile.TemporaryDirectory(prefix="vigil-bench-startup-") as tmp:
         tmp_path = Path(tmp)
         files = _files(tmp_path)
-        base = {k: v for k, v in os.environ.items() if k not in ("CLICKHOUSE_DSN", "VIGIL_CONFIG", "REDIS_URL")}
+        # bytecode written by the first run and read by the others, as under `make test`
+        unset = ("CLICKHOUSE_DSN", "VIGIL_CONFIG", "REDIS_URL", "PYTHONDONTWRITEBYTECODE")
+        base = {k: v for k, v in os.environ.items() if k not in unset}
         base.update(VIGIL_HOME=str(tmp_path / "home"), COLUMNS="120")
         sides = {"before": {**base, "PYTHONPATH": str(tree_at(before, tmp_path / "old"))},
                  "after": {**base, "PYTHONPATH": str(ROOT)}}
