@@ -744,6 +744,44 @@ def test_a_call_whose_response_was_recorded_apart_is_one_call_of_the_run_never_a
     assert turn["metadata"]["spans"] == "4"
 
 
+def openlit_task(*calls: dict[str, Any], output: str | None = None, error: str | None = None,
+                 operation: str = "execute_task") -> list[dict[str, Any]]:
+    """A pydantic-ai run as OpenLIT writes it: an ``execute_task`` span (an operation the GenAI conventions do not
+    list) with the user's words and the run's output or failure, the model calls beside its other spans under it."""
+    said = {"gen_ai.input.messages": json.dumps([{"role": "user", "content": ORDER_QUESTION}])}
+    if output is not None:
+        said["gen_ai.output.messages"] = output
+    task = genai("1", None, 0, operation, **said)
+    if error:
+        task["status"] = {"code": 2, "message": error}
+    return [task, genai("2", "1", 1, "invoke_workflow", **{"gen_ai.agent.name": "bot"}), *calls]
+
+
+def test_a_task_an_agent_executes_is_its_run_and_a_failed_one_is_a_failed_turn_with_the_users_words():
+    failed_call = genai("3", "1", 2, "chat", **{"gen_ai.request.model": "m", "error.type": "InternalServerError"})
+    failed_call["status"] = {"code": 2, "message": "InternalServerError: overloaded"}
+
+    [turn] = assembly(openlit_task(failed_call, error="ModelHTTPError: overloaded")).turns
+
+    assert (turn["input"][-1]["content"], turn["output"]) == (ORDER_QUESTION, "")
+    assert turn["metadata"]["vigil.run"] == "failed"
+    assert turn["metadata"]["vigil.error"].startswith("ModelHTTPError: overloaded")
+
+
+def test_an_output_that_is_an_objects_printed_fields_is_no_answer_and_the_models_final_answer_is():
+    """OpenLIT writes a structured run's output as its pydantic model's ``str()`` (here on an agent span that states
+    it: a root's text would be the answer); the model handed the answer in through pydantic-ai's ``final_result``."""
+    handed_in = {"role": "assistant", "parts": [{"type": "tool_call", "id": "c1", "name": "final_result",
+                                                 "arguments": {"order_id": "A-1001", "status": "shipped"}}]}
+    call = genai("3", "1", 2, "chat", **{"gen_ai.request.model": "m", "gen_ai.output.messages": json.dumps([handed_in]),
+                                         "gen_ai.input.messages": json.dumps(
+                                             [{"role": "user", "parts": [{"type": "text", "content": ORDER_QUESTION}]}])})
+
+    [turn] = assembly(openlit_task(call, output="order_id='A-1001' status='shipped'", operation="invoke_agent")).turns
+
+    assert json.loads(turn["output"]) == {"order_id": "A-1001", "status": "shipped"}
+
+
 def test_haystacks_tool_span_that_says_it_failed_is_a_call_with_the_error_its_output_names():
     """Haystack's own tracer (``haystack.*`` tags only) around the model client's calls: the agent's run, one span
     per step, and a tool span flagged ``haystack.tool.error`` with ``{"error": ...}`` as its output, its status OK

@@ -183,7 +183,9 @@ def message(raw: Any, default_role: str) -> Msg:
 
 def json_messages(raw: Any, default_role: str) -> list[Msg]:
     """Messages written as JSON text (or as the value itself): a list of messages, one message, or a request's body
-    holding them (``{"messages": [...], ...}``); any other value is one message of that text. Nothing: ``[]``."""
+    holding them (``{"messages": [...], ...}``); any other value is one message of that text, unless it is an
+    object's printed fields (``order_id='A-1001' status='shipped'``: a pydantic model's ``str()``, as OpenLIT writes a
+    run's structured output), the framework's rendering of an object, not anyone's words. Nothing: ``[]``."""
     if raw in (None, ""):
         return []
     parsed = json_value(raw)
@@ -192,8 +194,12 @@ def json_messages(raw: Any, default_role: str) -> list[Msg]:
     if isinstance(parsed, dict):
         parsed = [parsed]
     if not isinstance(parsed, list):
-        return [msg(default_role, str(raw))]
+        return [] if parsed.__class__ is str and _PRINTED_FIELDS.match(parsed) else [msg(default_role, str(raw))]
     return [message(m, default_role) for m in parsed]
+
+
+# an object printed as its fields, ``name=<a value's literal>`` first (a pydantic model's ``str()``)
+_PRINTED_FIELDS = re.compile(r"""[A-Za-z_]\w*=(?:'|"|-?\d|\[|\{|\(|None\b|True\b|False\b)""")
 
 
 _LC_CLASSES = {"HumanMessage": "user", "AIMessage": "assistant", "ToolMessage": "tool", "SystemMessage": "system",
