@@ -81,7 +81,7 @@ its packaging (OpenLLMetry's Haystack instrumentation writes the key of the gene
   no ids; a span that names no tool the model asked for by the arguments alone, when one call no span names has
   them; a Griptape tool span, which names only its tool, with the model's call of one of its activities), results
   (a serialized tool message is its content; a span that states none and did not fail, the tool message for its
-  call's id), and errors from the span status, an ``exception``
+  call's id; a span that states its call's id but no arguments, the arguments the model's call of that id gives), and errors from the span status, an ``exception``
   event (``exception.type``: ``exception.message``) or ``error.type``; with no tool spans, the calls the LLM calls
   asked for, with the results the tool messages give them (by ``tool_call_id``). **A tool message the framework
   says failed is the call's error**: where a call has no error from a span and its framework's own message says the
@@ -996,8 +996,9 @@ class _Trace:
             for message in self.io(llm)[1]:
                 asked.extend(message["tool_calls"])
         spans = self._span_calls(members, asked)
-        if spans and all(call.get("id") for call in spans):
-            return spans
+        if spans and all(call.get("id") and call["arguments"] and (call.get("result") is not None or call.get("error"))
+                         for call in spans):
+            return spans  # each span says its call whole
         results = {m["tool_call_id"]: conventions.result_text(m["content"]) for llm in llms for m in self.io(llm)[0]
                    if m["role"] == "tool" and m.get("tool_call_id")} if asked else {}
         if spans:
@@ -1120,7 +1121,9 @@ class _Group:
 
 
 def _paired(spans: list[dict[str, Any]], asked: list[dict[str, Any]], results: dict[str, str]) -> list[dict[str, Any]]:
-    """Tool spans' calls paired with the LLM's tool call each one ran (same name and arguments, else the next
+    """Tool spans' calls paired with the LLM's tool call each one ran: a span that says its call's id takes from the
+    model's call of that id the arguments it does not state (Google ADK's own tool span, beside OpenLIT's model
+    calls), and its result from the tool message answering that id; one that does not (same name and arguments, else the next
     unpaired call of that name, else of a name the span's convention says its tool answers to: Griptape's
     ``<tool>_<activity>``), where the span did not say its id: the call takes its id, the model's name for it, and the
     arguments the model asked for (a span may hold the framework's packaging of them, or one argument's bare value:
@@ -1133,7 +1136,12 @@ def _paired(spans: list[dict[str, Any]], asked: list[dict[str, Any]], results: d
     taken = {call["id"] for call in spans if call.get("id")}
     free = [call for call in asked if call.get("id") not in taken]
     for call in spans:
-        if call.get("id"):
+        if call.get("id"):  # the model's call of that id: what the span left unsaid
+            said = next((c for c in asked if c.get("id") == call["id"]), None)
+            if said is not None and not call["arguments"] and said["arguments"]:
+                call["arguments"] = said["arguments"]
+            if call.get("result") is None and not call.get("error") and call["id"] in results:
+                call["result"] = results[call["id"]]
             continue
         match = next((c for c in free if c["name"] == call["name"] and c["arguments"] == call["arguments"]), None)
         match = match or next((c for c in free if c["name"] == call["name"]), None)

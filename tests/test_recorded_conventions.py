@@ -782,6 +782,27 @@ def test_an_output_that_is_an_objects_printed_fields_is_no_answer_and_the_models
     assert json.loads(turn["output"]) == {"order_id": "A-1001", "status": "shipped"}
 
 
+def test_a_tool_span_that_says_only_its_calls_id_takes_the_arguments_and_result_the_model_gave_that_id():
+    """Google ADK's own tool span (its content travels elsewhere) beside OpenLIT's model calls: the span names the
+    tool and the call's id; the model's call of that id has the arguments, the tool message answering it the result."""
+    user = {"role": "user", "parts": [{"type": "text", "content": ORDER_QUESTION}]}
+    asked = {"role": "assistant", "parts": [{"type": "tool_call", "id": "call_1", "name": "lookup_order",
+                                             "arguments": json.dumps(ORDER_ARGS)}]}
+    answered = {"role": "tool", "parts": [{"type": "tool_call_response", "id": "call_1", "response": "shipped"}]}
+    spans = [genai("1", None, 0, "invoke_agent", **{"gen_ai.agent.name": "bot"}),
+             genai("2", "1", 1, "chat", **{"gen_ai.request.model": "m", "gen_ai.input.messages": json.dumps([user]),
+                                           "gen_ai.output.messages": json.dumps([asked])}),
+             genai("3", "1", 2, "execute_tool", **{"gen_ai.tool.name": "lookup_order", "gen_ai.tool.call.id": "call_1"}),
+             genai("4", "1", 3, "chat", **{"gen_ai.request.model": "m", "gen_ai.input.messages": json.dumps(
+                 [user, asked, answered]), "gen_ai.output.messages": json.dumps(
+                 [{"role": "assistant", "parts": [{"type": "text", "content": "It shipped."}]}])})]
+
+    [turn] = assembly(spans).turns
+
+    assert [(c["name"], c["id"], c["arguments"], c["result"]) for c in turn["tool_calls"]] == [
+        ("lookup_order", "call_1", ORDER_ARGS, "shipped")]
+
+
 def test_haystacks_tool_span_that_says_it_failed_is_a_call_with_the_error_its_output_names():
     """Haystack's own tracer (``haystack.*`` tags only) around the model client's calls: the agent's run, one span
     per step, and a tool span flagged ``haystack.tool.error`` with ``{"error": ...}`` as its output, its status OK
