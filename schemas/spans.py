@@ -1123,7 +1123,10 @@ class _Group:
 def _paired(spans: list[dict[str, Any]], asked: list[dict[str, Any]], results: dict[str, str]) -> list[dict[str, Any]]:
     """Tool spans' calls paired with the LLM's tool call each one ran: a span that says its call's id takes from the
     model's call of that id the arguments it does not state (Google ADK's own tool span, beside OpenLIT's model
-    calls), and its result from the tool message answering that id; one that does not (same name and arguments, else the next
+    calls), and its result from the tool message answering that id; a span whose id no call of the model carries
+    (the Responses API names a call twice, its output item's ``id`` and the ``call_id`` its result answers, and an
+    instrumentation may write either) and that states no arguments is paired as one that says none, keeping its id;
+    one that does not say its id (same name and arguments, else the next
     unpaired call of that name, else of a name the span's convention says its tool answers to: Griptape's
     ``<tool>_<activity>``), where the span did not say its id: the call takes its id, the model's name for it, and the
     arguments the model asked for (a span may hold the framework's packaging of them, or one argument's bare value:
@@ -1135,14 +1138,17 @@ def _paired(spans: list[dict[str, Any]], asked: list[dict[str, Any]], results: d
     arguments that no span names, and takes its name; with several such calls nothing says which."""
     taken = {call["id"] for call in spans if call.get("id")}
     free = [call for call in asked if call.get("id") not in taken]
+    known = {c.get("id") for c in asked}
     for call in spans:
-        if call.get("id"):  # the model's call of that id: what the span left unsaid
-            said = next((c for c in asked if c.get("id") == call["id"]), None)
-            if said is not None and not call["arguments"] and said["arguments"]:
+        if call.get("id") and call["id"] in known:  # the model's call of that id: what the span left unsaid
+            said = next(c for c in asked if c.get("id") == call["id"])
+            if not call["arguments"] and said["arguments"]:
                 call["arguments"] = said["arguments"]
             if call.get("result") is None and not call.get("error") and call["id"] in results:
                 call["result"] = results[call["id"]]
             continue
+        if call.get("id") and call["arguments"]:
+            continue  # an id the model's calls do not carry, and nothing to take from them
         match = next((c for c in free if c["name"] == call["name"] and c["arguments"] == call["arguments"]), None)
         match = match or next((c for c in free if c["name"] == call["name"]), None)
         if match is None and call["arguments"] and all(c["name"] != call["name"] for c in asked):
@@ -1156,7 +1162,7 @@ def _paired(spans: list[dict[str, Any]], asked: list[dict[str, Any]], results: d
         if match is not None:
             free.remove(match)
             call["name"] = match["name"]
-            if match.get("id"):
+            if match.get("id") and not call.get("id"):
                 call["id"] = match["id"]
             if match["arguments"]:  # what the model asked for: the call's own arguments
                 call["arguments"] = match["arguments"]

@@ -803,6 +803,26 @@ def test_a_tool_span_that_says_only_its_calls_id_takes_the_arguments_and_result_
         ("lookup_order", "call_1", ORDER_ARGS, "shipped")]
 
 
+def test_a_tool_span_whose_id_no_call_of_the_model_carries_is_paired_by_its_tool_and_keeps_its_id():
+    """The Responses API names a function call twice: OpenLIT writes the output item's id (``fc_…``), the Agent
+    Framework's tool span the ``call_id`` the tool's result answers; the span states no arguments."""
+    user = {"role": "user", "parts": [{"type": "text", "content": ORDER_QUESTION}]}
+    asked = {"role": "assistant", "parts": [{"type": "tool_call", "id": "fc_81", "name": "lookup_order",
+                                             "arguments": ORDER_ARGS}]}
+    spans = [genai("1", None, 0, "invoke_agent", **{"gen_ai.agent.name": "bot"}),
+             genai("2", "1", 1, "chat", **{"gen_ai.request.model": "m", "gen_ai.input.messages": json.dumps([user]),
+                                           "gen_ai.output.messages": json.dumps([asked])}),
+             genai("3", "1", 2, "execute_tool", **{"gen_ai.tool.name": "lookup_order", "gen_ai.tool.call.id": "call_1",
+                                                   "gen_ai.tool.call.result": "shipped"}),
+             genai("4", "1", 3, "chat", **{"gen_ai.request.model": "m", "gen_ai.output.messages": json.dumps(
+                 [{"role": "assistant", "parts": [{"type": "text", "content": "It shipped."}]}])})]
+
+    [turn] = assembly(spans).turns
+
+    assert [(c["name"], c["id"], c["arguments"], c["result"]) for c in turn["tool_calls"]] == [
+        ("lookup_order", "call_1", ORDER_ARGS, "shipped")]
+
+
 def test_haystacks_tool_span_that_says_it_failed_is_a_call_with_the_error_its_output_names():
     """Haystack's own tracer (``haystack.*`` tags only) around the model client's calls: the agent's run, one span
     per step, and a tool span flagged ``haystack.tool.error`` with ``{"error": ...}`` as its output, its status OK
