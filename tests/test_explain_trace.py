@@ -73,17 +73,19 @@ def test_a_source_that_is_neither_a_file_nor_a_trace_id_is_one_line_and_a_non_ze
 
 
 def test_a_run_continuing_another_by_response_id_says_which_session_it_joined_and_why():
-    run = vigil("explain-trace", "tests/fixtures/otlp/frameworks/agent_framework/multi.json")
+    recording = "tests/fixtures/otlp/frameworks/agent_framework/multi.json"  # two conversations of two runs each
+    run = vigil("explain-trace", recording)
 
     assert run.returncode == 0, run.stderr
     lines = run.stdout.splitlines()
-    sessions = [line for line in lines if "session_id=" in line]
-    assert [s.split("session_id=")[1].split(",")[0] for s in sessions] == [
-        "resp_1795773148159829332"] * 2 + ["resp_1795773148363446263"] * 2
+    sessions = [line.split("session_id=")[1].split(",")[0] for line in lines if "session_id=" in line]
+    first, second = sessions[0], sessions[-1]
+    assert sessions == [first] * 2 + [second] * 2 and first != second
+    assert all(f'"{session}"' in Path(recording).read_text() for session in (first, second))  # response ids sent
     assert lines.count("    session: a conversation's first run: its conversation ids are its own model calls' "
                        "response ids (the Responses API chaining its calls), so its session is named by its last "
                        "response id, the id a run that continues it names") == 2
-    assert ("    session: it continues an earlier run: its conversation id resp_1795773148159829332 is that run's last "
+    assert (f"    session: it continues an earlier run: its conversation id {first} is that run's last "
             "response id, so it joins that run's session") in lines
 
 
