@@ -714,8 +714,9 @@ class _Trace:
         llms = [s for s in ([root] if self.kind(root) == "llm" else []) + members if self.kind(s) == "llm"]
         llms.sort(key=_BY_TIME)
         calls = self._innermost(llms)  # one per model call: an LLM span around another is its wrapper
+        answered = [s for s in calls if self.answers(s)]
         # what the model answered is the inner call's, which saw the wire; a wrapper's only where no inner call's is
-        answering = [s for s in calls if self.answers(s)] or [s for s in llms if self.answers(s)]
+        answering = answered or [s for s in llms if self.answers(s)]
         last_answer = max(answering, key=lambda s: s["end"]) if answering else None
         root_in, root_out, root_system = self.io(root) if self.kind(root) != "llm" else ([], [], "")
         asked = [m["content"] for llm in llms for m in self.io(llm)[0] if m["role"] == "user" and m["content"]]
@@ -739,7 +740,6 @@ class _Trace:
             elif failure is None:
                 steps.extend(s["span_id"] for s in llms)  # only steps so far: the answer has not arrived (or never)
                 return None
-        answered = [s for s in calls if self.answers(s)]
         conversation, asked_in = self._conversation(
             calls, max(answered, key=lambda s: s["end"]) if answered else None)
         input_messages = root_in or conversation
@@ -1125,10 +1125,10 @@ def _paired(spans: list[dict[str, Any]], asked: list[dict[str, Any]], results: d
     model's call of that id the arguments it does not state (Google ADK's own tool span, beside OpenLIT's model
     calls), and its result from the tool message answering that id; a span whose id no call of the model carries
     (the Responses API names a call twice, its output item's ``id`` and the ``call_id`` its result answers, and an
-    instrumentation may write either) and that states no arguments is paired as one that says none, keeping its id;
-    one that does not say its id (same name and arguments, else the next
-    unpaired call of that name, else of a name the span's convention says its tool answers to: Griptape's
-    ``<tool>_<activity>``), where the span did not say its id: the call takes its id, the model's name for it, and the
+    instrumentation may write either) and that states no arguments is paired as one that says none, keeping its id.
+    A span that does not say its id is paired by name and arguments (else the next unpaired call of that name, else of
+    a name the span's convention says its tool answers to: Griptape's ``<tool>_<activity>``): the call takes its id,
+    the model's name for it, and the
     arguments the model asked for (a span may hold the framework's packaging of them, or one argument's bare value:
     OpenInference's LangChain.js tracer writes a run's inputs of one text value as that text), and a span that states
     no result and no error the one the tool message answering that id gives (``results``; a failed call's tool
@@ -1138,10 +1138,9 @@ def _paired(spans: list[dict[str, Any]], asked: list[dict[str, Any]], results: d
     arguments that no span names, and takes its name; with several such calls nothing says which."""
     taken = {call["id"] for call in spans if call.get("id")}
     free = [call for call in asked if call.get("id") not in taken]
-    known = {c.get("id") for c in asked}
+    by_id = {c["id"]: c for c in reversed(asked) if c.get("id")}  # the first call of each id
     for call in spans:
-        if call.get("id") and call["id"] in known:  # the model's call of that id: what the span left unsaid
-            said = next(c for c in asked if c.get("id") == call["id"])
+        if (said := by_id.get(call.get("id"))) is not None:  # the model's call of that id: what the span left unsaid
             if not call["arguments"] and said["arguments"]:
                 call["arguments"] = said["arguments"]
             if call.get("result") is None and not call.get("error") and call["id"] in results:

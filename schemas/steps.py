@@ -302,9 +302,14 @@ def pick(candidates: Iterable[Mapping[str, Any]], taker: str, start: int) -> Map
 
 
 def add_usage(turn: dict[str, Any], steps: Iterable[Step | Mapping[str, Any]]) -> str:
-    """Add the joined steps' usage to a turn's; returns why, in words (for ``vigil explain-trace``)."""
+    """Add the joined steps' usage to a turn's, each step once (a step that asked two calls the turn names by id is
+    joined for each); returns why, in words (for ``vigil explain-trace``)."""
     steps = list(steps)
     get = (lambda s, k: s[k]) if steps and isinstance(steps[0], Mapping) else getattr
+    once: dict[tuple[str, int], Any] = {}
+    for step in steps:
+        once.setdefault((get(step, "trace_id"), get(step, "start")), step)
+    steps = list(once.values())
     usage = dict(turn.get("usage") or {"prompt_tokens": 0, "completion_tokens": 0})
     usage["prompt_tokens"] = usage.get("prompt_tokens", 0) + sum(get(s, "prompt_tokens") for s in steps)
     usage["completion_tokens"] = usage.get("completion_tokens", 0) + sum(get(s, "completion_tokens") for s in steps)
@@ -363,8 +368,7 @@ def take(pool: dict[str, list[dict[str, Any]]], trace: str, spans: list[dict[str
             give_calls(turn, dict(ids), given)
             if origins is not None:
                 origins.setdefault(turn["span_id"], {}).update({f["id"]: f["trace"] for f in given})
-            seen = {(s["trace"], s["start"]) for s in joined}  # a step is joined once, whatever it asked
-            joined += [f for f in given if (f["trace"], f["start"]) not in seen and not seen.add((f["trace"], f["start"]))]
+            joined += given  # a step that asked several of them counts once (``add_usage``)
         if joined:
             why[turn["span_id"]] = add_usage(turn, joined)
     return why

@@ -302,12 +302,11 @@ def continue_runs(client: redis.Redis, traces: Iterable[Trace], *, keep_s: int, 
     for span_id, (turn, found) in joined.items():
         if span_id in given:
             steps.give_calls(turn, results[span_id], given[span_id])
-        distinct = list({(e["trace"], e["start"]): e for e in found}.values())  # a step that asked two calls: once
-        why[span_id] = steps.add_usage(turn, distinct)
+        why[span_id] = steps.add_usage(turn, found)  # each step once, whatever it asked
         if _joined_line():
             log.info("a turn continues a run whose earlier model calls are traces of their own: their usage is the "
                      "run's, and the calls its tool messages name by id are its calls", trace_id=turn["trace_id"],
-                     steps=[s["trace"] for s in distinct], named=len(given.get(span_id, ())))
+                     steps=list(dict.fromkeys(s["trace"] for s in found)), named=len(given.get(span_id, ())))
     return why
 
 
