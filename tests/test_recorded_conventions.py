@@ -823,6 +823,34 @@ def test_a_tool_span_whose_id_no_call_of_the_model_carries_is_paired_by_its_tool
         ("lookup_order", "call_1", ORDER_ARGS, "shipped")]
 
 
+def logfire_call(span_id: str, parent: str, start: int, *events: dict[str, Any]) -> dict[str, Any]:
+    """A model call as Logfire's OpenAI Agents instrumentation writes it: the GenAI events it was sent and its
+    response in one ``events`` attribute, the response as assistant message events (no ``gen_ai.choice``)."""
+    return span(span_id, parent, "Responses API with {gen_ai.request.model!r}", start, **{
+        "gen_ai.operation.name": "chat", "gen_ai.request.model": "m", "gen_ai.system": "openai",
+        "events": json.dumps([{"event.name": f"gen_ai.{e['role']}.message", **e} for e in events])})
+
+
+def test_a_calls_events_with_no_choice_end_with_its_response_and_the_run_is_one_turn():
+    """Each model call of an Agents SDK run under a ``Turn`` span of its own, the tool's span no convention reads."""
+    asked = {"role": "assistant", "tool_calls": [{"id": "call_1", "type": "function", "function": {
+        "name": "lookup_order", "arguments": json.dumps(ORDER_ARGS)}}]}
+    user = {"role": "user", "content": ORDER_QUESTION}
+    spans = [span("1", None, "Agent run: {name!r}", 0), span("2", "1", "Turn {turn}", 1),
+             logfire_call("3", "2", 2, user, asked), span("4", "2", "Function: {name}", 3, output="shipped"),
+             span("5", "1", "Turn {turn}", 4),
+             logfire_call("6", "5", 5, user, asked, {"role": "tool", "id": "call_1", "content": "shipped"},
+                          {"role": "assistant", "content": "It shipped."})]
+
+    found = assembly(spans)
+
+    [turn] = found.turns
+    assert found.steps == []
+    assert (turn["input"][0]["content"], turn["output"]) == (ORDER_QUESTION, "It shipped.")
+    assert [(c["name"], c["arguments"], c["result"]) for c in turn["tool_calls"]] == [
+        ("lookup_order", ORDER_ARGS, "shipped")]
+
+
 def test_haystacks_tool_span_that_says_it_failed_is_a_call_with_the_error_its_output_names():
     """Haystack's own tracer (``haystack.*`` tags only) around the model client's calls: the agent's run, one span
     per step, and a tool span flagged ``haystack.tool.error`` with ``{"error": ...}`` as its output, its status OK

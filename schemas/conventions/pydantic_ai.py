@@ -5,7 +5,7 @@ conventions' (``schemas.conventions.genai``); this module reads what only pydant
 | what | read from |
 | --- | --- |
 | span kind | the run: ``agent_name`` with ``pydantic_ai.all_messages``, ``all_messages_events`` or ``final_result`` (format 1 has no ``gen_ai.operation.name``); a tool: ``gen_ai.tool.name`` on a span without an operation |
-| messages, format 1 | ``events`` on an LLM span and ``all_messages_events`` on the run: JSON lists of GenAI events (``event.name`` ``gen_ai.user.message`` ... with ``content``, ``tool_calls``, ``id``; ``gen_ai.choice`` with ``message``) |
+| messages, format 1 | ``events`` on an LLM span and ``all_messages_events`` on the run: JSON lists of GenAI events (``event.name`` ``gen_ai.user.message`` ... with ``content``, ``tool_calls``, ``id``; ``gen_ai.choice`` with ``message``). Logfire's own instrumentations write a call's ``events`` so too (``logfire.instrument_openai_agents()``), its response as ``gen_ai.assistant.message`` events after what it was sent, no ``gen_ai.choice``: **a call's events with no choice end with its response**, the assistant messages after the last message of another role |
 | messages, formats 2-6 | the run's ``pydantic_ai.all_messages`` (GenAI messages of typed parts; its tool results travel as a ``user`` message of ``tool_call_response`` parts: a tool message) and ``final_result`` (text, or the structured output's JSON) |
 | a tool span | ``tool_arguments`` / ``tool_response`` (formats 1-2), else the GenAI attributes |
 | usage | the run's ``gen_ai.aggregated_usage.input_tokens`` / ``output_tokens`` (its stated totals) |
@@ -48,6 +48,8 @@ def io(span: Mapping[str, Any]) -> Io:
         inputs, outputs = _events(json_value(attrs.get("all_messages_events", attrs.get("events"))))
         if "all_messages_events" in attrs:
             inputs, outputs = _split_answer([*inputs, *outputs])
+        elif not outputs:  # no gen_ai.choice: the response is the assistant's messages after what was sent
+            inputs, outputs = _response_last(inputs)
     else:
         return [], [], ""
     final = attrs.get("final_result")
@@ -78,6 +80,16 @@ def _split_answer(messages: list[Msg]) -> tuple[list[Msg], list[Msg]]:
     if last is None or any(m["role"] == "user" for m in messages[last + 1:]):
         return messages, []
     return messages[:last], [messages[last]]
+
+
+def _response_last(messages: list[Msg]) -> tuple[list[Msg], list[Msg]]:
+    """A model call's messages, what it was sent followed by its response, as (sent, response): the response is the
+    assistant messages after the last message of another role (a request ends with the user's words or a tool's
+    result)."""
+    cut = len(messages)
+    while cut and messages[cut - 1]["role"] == "assistant":
+        cut -= 1
+    return messages[:cut], messages[cut:]
 
 
 def _events(raw: Any) -> tuple[list[Msg], list[Msg]]:
