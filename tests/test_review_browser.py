@@ -40,9 +40,13 @@ if not (shutil.which(CHROMIUM) and shutil.which(CHROMEDRIVER)):
     pytest.skip("chromium or chromium-driver is missing: `make system-deps` installs them "
                 "(apt-get install chromium chromium-driver)", allow_module_level=True)
 
+from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
 
+
+# a wait reads an element the page may render again meanwhile (a stale reference): read it again, not fail
+RERENDERED = (StaleElementReferenceException,)
 
 def until(condition: Callable[[], Any], timeout: float = 120, what: str = "") -> Any:
     """Poll ``condition`` until it returns something truthy (the work has no clock of its own to wait on)."""
@@ -116,7 +120,7 @@ def open_page(browser, server: ReviewServer, monitor: str = "relevancy", queue: 
 
 
 def current_item(browser, timeout: float = 60) -> str:
-    return WebDriverWait(browser, timeout).until(
+    return WebDriverWait(browser, timeout, ignored_exceptions=RERENDERED).until(
         lambda d: d.find_element(By.ID, "item").get_attribute("data-trace-id"))
 
 
@@ -136,7 +140,7 @@ def test_a_reviewer_labels_a_turn_with_the_keyboard_and_the_store_and_agreement_
     assert "wrong: the judge's (or check's) verdict is wrong" in browser.find_element(By.ID, "keys").text
 
     browser.find_element(By.TAG_NAME, "body").send_keys("w")
-    second = WebDriverWait(browser, 60).until(
+    second = WebDriverWait(browser, 60, ignored_exceptions=RERENDERED).until(
         lambda d: (t := d.find_element(By.ID, "item").get_attribute("data-trace-id")) != first and t)
 
     assert second in stack.traces  # the next item, at once
@@ -145,7 +149,7 @@ def test_a_reviewer_labels_a_turn_with_the_keyboard_and_the_store_and_agreement_
     progress = {m["monitor"]: m for m in stack.server.app.service.progress()}["relevancy"]
     assert (progress["reviewed"], progress["agreement"]["random"]) == (1, 1)
     assert progress["agreement"]["value"] == 0.0  # "judge wrong" on the only random draw
-    WebDriverWait(browser, 60).until(  # and the page's progress panel shows it
+    WebDriverWait(browser, 60, ignored_exceptions=RERENDERED).until(  # and the page's progress panel shows it
         lambda d: d.find_element(By.CSS_SELECTOR, '#progress-rows [data-monitor="relevancy"] [data-field="reviewed"]')
         .text.startswith("1 /"))
     browser.save_screenshot(str(stack.worker.home / "review.png"))
@@ -276,7 +280,7 @@ def test_after_a_label_the_next_item_opens_at_its_question_and_the_page_says_it_
         browser.execute_script("arguments[0].scrollIntoView({block: 'end'});", button)
         assert not in_view(browser, '#item [data-field="question"]')  # the reviewer is down at the buttons
         button.click()
-        second = WebDriverWait(browser, 60).until(
+        second = WebDriverWait(browser, 60, ignored_exceptions=RERENDERED).until(
             lambda d: (t := d.find_element(By.ID, "item").get_attribute("data-trace-id")) != first and t)
         mark = browser.find_element(By.ID, "saved")
 
