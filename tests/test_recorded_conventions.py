@@ -326,6 +326,29 @@ def test_a_llamaindex_call_tool_step_through_openllmetry_is_the_tools_call_with_
         ("lookup_order", ORDER_ARGS, "call_1", "order database unreachable", "order database unreachable")]
 
 
+@pytest.mark.parametrize(("printed", "result", "error"), [
+    pytest.param("status='success' result='{\"order_id\": \"A-1001\"}' error=None images=None",
+                 '{"order_id": "A-1001"}', None, id="returned"),
+    pytest.param("status='failure' result=None error='order database unreachable' images=None",
+                 None, "order database unreachable", id="raised, caught by the framework"),
+])
+def test_a_tool_spans_output_that_is_the_frameworks_record_of_the_call_gives_its_result_and_error(printed, result,
+                                                                                                   error):
+    """OpenLLMetry's Agno instrumentation writes ``str()`` of Agno's ``FunctionExecutionResult`` as a tool span's
+    output, and ends the span OK when Agno caught the tool's exception: the outcome, not the result."""
+    tool = span("3", "1", "lookup_order.tool", 2, **{
+        "traceloop.span.kind": "tool", "traceloop.entity.name": "lookup_order", "gen_ai.tool.name": "lookup_order",
+        "traceloop.entity.input": json.dumps(ORDER_ARGS), "traceloop.entity.output": printed})
+    spans = [span("1", None, "support_bot.agent", 0, **{"traceloop.span.kind": "agent",
+                                                          "traceloop.entity.input": ORDER_QUESTION}),
+             llm("2", "1", 1, ORDER_QUESTION, ""), tool, llm("4", "1", 4, ORDER_QUESTION, "It shipped.")]
+
+    [turn] = assembly(spans).turns
+
+    assert [(c["name"], c["arguments"], c.get("result"), c.get("error")) for c in turn["tool_calls"]] == [
+        ("lookup_order", ORDER_ARGS, result, error)]
+
+
 def test_a_llamaindex_run_through_openllmetry_is_its_services_whether_it_answered_or_raised():
     """OpenLLMetry's LlamaIndex instrumentation names each span ``<Class>.<span kind>`` (the framework's class) and
     never exports a span whose method raised: a run that raised is only its failed model call, under a parent that

@@ -24,6 +24,8 @@ __all__ = [
     "json_value",
     "message",
     "msg",
+    "outcome",
+    "printed_fields",
     "result_text",
     "role",
     "sent",
@@ -200,6 +202,45 @@ def json_messages(raw: Any, default_role: str) -> list[Msg]:
 
 # an object printed as its fields, ``name=<a value's literal>`` first (a pydantic model's ``str()``)
 _PRINTED_FIELDS = re.compile(r"""[A-Za-z_]\w*=(?:'|"|-?\d|\[|\{|\(|None\b|True\b|False\b)""")
+
+
+# where one printed field may end: before the next ``name=``, or at the end
+_FIELD_END = re.compile(r" (?=[A-Za-z_]\w*=)")
+
+
+def printed_fields(value: Any) -> dict[str, Any] | None:
+    """An object printed as its fields (``status='failure' result=None error='…'``: a pydantic model's ``str()``),
+    each field's value the Python literal it spells; ``None`` for any other value, or a field that spells none."""
+    if value.__class__ is not str or len(value) >= 200_000 or not _PRINTED_FIELDS.match(value):
+        return None
+    fields: dict[str, Any] = {}
+    rest = value
+    while rest:
+        name, _, rest = rest.partition("=")
+        ends = [m.start() for m in _FIELD_END.finditer(rest)] + [len(rest)]
+        for end in ends:  # the shortest text up to a field's end that spells a literal is its value
+            try:
+                fields[name] = ast.literal_eval(rest[:end])
+            except (ValueError, SyntaxError, MemoryError, RecursionError):
+                continue
+            rest = rest[end + 1:]
+            break
+        else:
+            return None
+    return fields
+
+
+def outcome(value: Any) -> tuple[Any, str | None] | None:
+    """**A tool run's outcome is not its result**: a framework's record of running a tool, printed as its fields with
+    a ``result`` and an ``error`` (Agno's ``FunctionExecutionResult``, ``status='failure' result=None error='…'``,
+    as ``str()`` of what ``FunctionCall.execute`` returned), holds what the tool returned (``result``) and, when the
+    framework caught the tool's exception, its text (``error``, set): ``(result, error)``. ``None`` for any other
+    value."""
+    fields = printed_fields(value)
+    if not fields or "result" not in fields or "error" not in fields:
+        return None
+    failed = fields["error"]
+    return fields["result"], (None if failed in (None, "", False) else text(failed))
 
 
 _LC_CLASSES = {"HumanMessage": "user", "AIMessage": "assistant", "ToolMessage": "tool", "SystemMessage": "system",
