@@ -122,7 +122,8 @@ the same turn id, so its row and its scores are replaced, not duplicated.
 
 Agent name, session and metadata: the conventions' (``gen_ai.agent.name``, ``agent.name``, OpenLLMetry's agent entity
 name, ``ai.telemetry.functionId``, Langfuse's ``langfuse.trace.name``; ``gen_ai.conversation.id``, ``session.id``,
-``traceloop.association.properties.session_id``, ``ai.telemetry.metadata.sessionId``), else the resource's
+``traceloop.association.properties.session_id``, ``ai.telemetry.metadata.sessionId``, the ``group_id`` of an OpenAI
+Agents SDK trace as Logfire writes it), else the resource's
 ``service.name``; a conversation id that is a model call's response id (the Responses API's ``previous_response_id``)
 is no session by itself: ``Assembly.chains`` holds what each run says of it, and ``vigil.schemas.chains.join``
 decides the session across traces; environment: the resource's ``deployment.environment[.name]``; project: the resource's
@@ -230,7 +231,8 @@ _GENAI_PREFIXES = ("gen_ai.", "llm.", "input.value", "output.value", "retrieval.
                    *conventions.haystack.KIND_KEYS,  # Haystack's agent runs and tool calls, not its every span
                    *conventions.genkit.KEEP_KEYS,  # Genkit's actions and chat turns, not its every step
                    *conventions.langfuse.KEEP_KEYS,  # Langfuse's observations
-                   *conventions.mlflow.KEEP_KEYS)  # MLflow's traced spans
+                   *conventions.mlflow.KEEP_KEYS,  # MLflow's traced spans
+                   *conventions.logfire.KEEP_KEYS)  # the OpenAI Agents SDK's traces as Logfire writes them
 _CONTAINERS = ("server", "chain", "step")
 _BY_TIME = itemgetter("start", "end")  # spans in start order, the shorter first
 _SAYS_NOTHING = "error"  # conventions.error's text for a span that failed and says nothing more

@@ -874,6 +874,79 @@ def test_a_calls_events_with_no_choice_end_with_its_response_and_the_run_is_one_
         ("lookup_order", ORDER_ARGS, "shipped")]
 
 
+LOGFIRE_TEMPLATE = "logfire.msg_template"  # on every span Logfire writes
+
+
+def logfire_sdk(span_id: str, parent: str | None, template: str, start: int, **record: Any) -> dict[str, Any]:
+    """A span of Logfire's OpenAI Agents instrumentation: the SDK's own record of its trace or span as attributes
+    (objects and ``None`` as JSON text), its message template beside them and as its name."""
+    return {**span(span_id, parent, template, start),
+            "attributes": {LOGFIRE_TEMPLATE: template, "gen_ai.system": "openai", **record}}
+
+
+def logfire_agent(span_id: str, parent: str | None, start: int) -> dict[str, Any]:
+    return logfire_sdk(span_id, parent, "Agent run: {name!r}", start, name="support-bot", handoffs="[]",
+                       tools='["lookup_order"]', output_type="str")
+
+
+def test_an_agents_sdk_trace_with_a_group_id_is_a_conversation_its_runs_turns_of_that_session_and_agent():
+    """``trace(group_id=…)`` around two ``Runner.run``: Logfire writes the trace as a span stating the SDK's trace id
+    and its group id, each run as a span of the SDK's agent record (``name``, ``handoffs``, ``output_type``)."""
+    asked = {"role": "assistant", "tool_calls": [{"id": "call_1", "type": "function", "function": {
+        "name": "lookup_order", "arguments": json.dumps(ORDER_ARGS)}}]}
+    follow_up = "Can I change the address?"
+    spans = [logfire_sdk("1", None, "OpenAI Agents trace: {name}", 0, name="support", agent_trace_id="trace_9",
+                         group_id="conv-7", metadata="null"),
+             logfire_agent("2", "1", 1),
+             logfire_call("3", "2", 2, {"role": "user", "content": ORDER_QUESTION}, asked),
+             logfire_call("4", "2", 3, {"role": "user", "content": ORDER_QUESTION}, asked,
+                          {"role": "tool", "id": "call_1", "content": "shipped"},
+                          {"role": "assistant", "content": "It shipped."}),
+             logfire_agent("5", "1", 20),
+             logfire_call("6", "5", 21, {"role": "user", "content": ORDER_QUESTION},
+                          {"role": "assistant", "content": "It shipped."}, {"role": "user", "content": follow_up},
+                          {"role": "assistant", "content": "Yes, until it ships."})]
+
+    found = assembly(spans)
+
+    assert [(t["output"], t["session_id"], t["agent"]) for t in found.turns] == [
+        ("It shipped.", "conv-7", "support-bot"), ("Yes, until it ships.", "conv-7", "support-bot")]
+    without_group = [{**s, "attributes": {**s["attributes"], "group_id": "null"}} for s in spans]
+    assert {t.get("session_id") for t in assembly(without_group).turns} == {TRACE}  # one trace, no group: its id
+
+
+def test_an_agents_sdk_chat_completion_and_function_record_are_the_call_and_the_tool_call_with_the_sdks_error():
+    """On chat completions Logfire writes a model call as the SDK's generation record (``input``, ``output``,
+    ``model_config``: chat messages), a tool's call as its function record (``name``, ``input``, ``output``,
+    ``mcp_data``), a failed one's status with no message and the SDK's ``error`` beside it."""
+    sent = [{"role": "system", "content": "Be kind."}, {"role": "user", "content": ORDER_QUESTION}]
+    asked = {"role": "assistant", "content": None, "tool_calls": [{"id": "call_1", "type": "function", "function": {
+        "name": "lookup_order", "arguments": json.dumps(ORDER_ARGS)}}]}
+    told = {"role": "tool", "tool_call_id": "call_1", "content": "An error occurred while running the tool."}
+    answer = {"role": "assistant", "content": "The order service is down."}
+
+    def generation(span_id: str, start: int, inputs: list[dict[str, Any]], output: dict[str, Any]) -> dict[str, Any]:
+        return logfire_sdk(span_id, "2", "Chat completion with {gen_ai.request.model!r}", start, **{
+            "input": json.dumps(inputs), "output": json.dumps([output]), "model_config": "{}",
+            "gen_ai.request.model": "m", "gen_ai.usage.input_tokens": 42, "gen_ai.usage.output_tokens": 17})
+
+    function = logfire_sdk("4", "2", "Function: {name}", 3, name="lookup_order", input=json.dumps(ORDER_ARGS),
+                           output=told["content"], mcp_data="null", error=json.dumps(
+                               {"message": "Error running tool (non-fatal)", "data": {"tool_name": "lookup_order"}}))
+    spans = [logfire_sdk("1", None, "OpenAI Agents trace: {name}", 0, name="Agent workflow",
+                         agent_trace_id="trace_9", group_id="null"),
+             logfire_agent("2", "1", 1), generation("3", 2, sent, asked), {**function, "status": {"code": 2}},
+             generation("5", 4, [*sent, asked, told], answer)]
+
+    [turn] = assembly(spans).turns
+
+    assert (turn["input"][1]["content"], turn["output"], turn["usage"]) == (
+        ORDER_QUESTION, answer["content"], {"prompt_tokens": 84, "completion_tokens": 34})
+    [call] = turn["tool_calls"]
+    assert (call["name"], call["arguments"], call["id"]) == ("lookup_order", ORDER_ARGS, "call_1")
+    assert call["error"].startswith("Error running tool (non-fatal)")
+
+
 def test_haystacks_tool_span_that_says_it_failed_is_a_call_with_the_error_its_output_names():
     """Haystack's own tracer (``haystack.*`` tags only) around the model client's calls: the agent's run, one span
     per step, and a tool span flagged ``haystack.tool.error`` with ``{"error": ...}`` as its output, its status OK

@@ -2,20 +2,20 @@
 Traceloop (``openllmetry``), OpenInference (``openinference``, LangChain's, LlamaIndex's, smolagents', CrewAI's and the
 OpenAI Agents SDK's included), the Vercel AI SDK (``vercel``), pydantic-ai (``pydantic_ai``), Haystack's own tracer
 (``haystack``), Firebase Genkit's own tracing (``genkit``), the Langfuse SDK's observations (``langfuse``), MLflow
-Tracing (``mlflow``), Griptape's own observability (``griptape``), the OpenTelemetry GenAI conventions (``genai``)
-and openlit (``openlit``). Each module's docstring has its table: which attributes and events mean what.
+Tracing (``mlflow``), Griptape's own observability (``griptape``), the OpenTelemetry GenAI conventions (``genai``),
+Pydantic Logfire's OpenAI Agents SDK spans (``logfire``: the SDK's own records as attributes) and openlit (``openlit``). Each module's docstring has its table: which attributes and events mean what.
 ``schemas.spans`` builds turns from what these functions say of each span.
 
 **A registry of small mappers in priority order, ending in a fallback by meaning.** A span's kind is the first
 mapper's that claims it (``MAPPERS``: OpenLLMetry, OpenInference, Vercel, pydantic-ai, Haystack, Genkit, Langfuse,
-MLflow, Griptape, GenAI); a span no mapper claims is read by what it says: one that names a model
+MLflow, Griptape, GenAI, Logfire); a span no mapper claims is read by what it says: one that names a model
 (``gen_ai.request.model``, ``llm.model_name``, ``ai.model.id`` ...) is an LLM call, one that names a tool is a tool
 call, a plain server or consumer span is ``server``, one named as the GenAI conventions name an agent's or a tool's
 span (``invoke_agent <agent>``, ``invoke_workflow <name>``, ``execute_tool <tool>``) is that span (OpenLIT's CrewAI
 spans that failed keep nothing but their name and error), anything else ``other``. So a framework nobody listed
 still lands somewhere sensible, and ``explain_kind`` says which mapper decided and on which attribute. Messages:
 openlit's when it wrote the span, else each mapper in turn fills what the ones before left empty (Vercel, pydantic-ai,
-Haystack, Genkit, GenAI, OpenLLMetry, OpenInference, Langfuse, MLflow); ``io_sources`` says which.
+Haystack, Genkit, GenAI, OpenLLMetry, OpenInference, Langfuse, MLflow, Logfire); ``io_sources`` says which.
 
 **A tool call is filled as a span's messages are**: the first convention that reads a tool span gives the call, and
 each after it fills what the ones before left empty (its arguments, id and result): an instrumentation that writes
@@ -49,6 +49,7 @@ from . import (
     griptape,
     haystack,
     langfuse,
+    logfire,
     mlflow,
     openinference,
     openlit,
@@ -87,6 +88,7 @@ MAPPERS = (
     ("mlflow", mlflow.KIND_KEY, lambda attrs, events, name: mlflow.kind(attrs)),
     ("griptape", griptape.TAGS, lambda attrs, events, name: griptape.kind(attrs, name)),
     ("genai", "gen_ai.operation.name", lambda attrs, events, name: genai.kind(attrs, events)),
+    ("logfire", logfire.KIND_KEYS, lambda attrs, events, name: logfire.kind(attrs)),
 )
 # the model a call names, the one that answered before the one asked for
 _MODEL_KEYS = ("gen_ai.response.model", "gen_ai.request.model", "llm.model_name", "ai.response.model", "ai.model.id")
@@ -139,6 +141,9 @@ def decided_kind(span: Mapping[str, Any]) -> tuple[str, int]:
     found = genai.kind(attrs, [e["name"] for e in events] if events else ())
     if found:
         return found, 9
+    found = logfire.kind(attrs)
+    if found:
+        return found, 10
     return _by_meaning(span)[0], len(MAPPERS)
 
 
@@ -188,7 +193,7 @@ _READERS = (("vercel", vercel.io, True, "vercel"), ("pydantic_ai", pydantic_ai.i
             ("haystack", haystack.io, True, "haystack"), ("genkit", genkit.io, True, "genkit"),
             ("genai", genai.io, True, None), ("openllmetry", openllmetry.io, False, "openllmetry"),
             ("openinference", openinference.io, False, None), ("langfuse", langfuse.io, True, "langfuse"),
-            ("mlflow", mlflow.io, True, "mlflow"))
+            ("mlflow", mlflow.io, True, "mlflow"), ("logfire", logfire.io, True, "logfire"))
 _OPENLIT = (("openlit", openlit.io, False, None), *_READERS)
 _DECIDER = {name: position for position, (name, _keys, _mapper) in enumerate(MAPPERS)}
 
@@ -290,7 +295,7 @@ def documents(attrs: Mapping[str, Any]) -> list[dict[str, Any]]:
 
 # the conventions that read a tool span's call, in the order the first names it and the others fill what it left empty
 _TOOL_READERS = (openllmetry.tool, openinference.tool, vercel.tool, pydantic_ai.tool, haystack.tool, genkit.tool,
-                 langfuse.tool, mlflow.tool, griptape.tool, genai.tool)
+                 langfuse.tool, mlflow.tool, griptape.tool, genai.tool, logfire.tool)
 
 
 def tool(span: Mapping[str, Any]) -> dict[str, Any]:
@@ -324,7 +329,7 @@ def tool(span: Mapping[str, Any]) -> dict[str, Any]:
     return call
 
 
-_WHO = (genai, openllmetry, openinference, vercel, genkit, langfuse, mlflow)  # in the order their say wins
+_WHO = (genai, openllmetry, openinference, vercel, genkit, langfuse, mlflow, logfire)  # in the order their say wins
 _WHO_KEYS = _keys(*(convention.WHO_KEYS for convention in _WHO))
 
 
@@ -384,8 +389,9 @@ def error(span: Mapping[str, Any]) -> str | None:
     {"name", "message"}}``: a streamed error part, an API's error body) fails with its text, a model call whose
     finish reason is ``error`` (the GenAI conventions' ``gen_ai.response.finish_reasons`` or an output message's own, the Vercel AI SDK's
     ``ai.response.finishReason``) stopped in error, and a tool span flagged failed by its convention (Haystack's
-    ``haystack.tool.error``) failed with the error its output names. The text is the error's, not the stack
-    written after it (``_parse.without_stack``)."""
+    ``haystack.tool.error``) failed with the error its output names. A failed status with no message says why in
+    its convention's own error record where it keeps one (Logfire's ``error``: the OpenAI Agents SDK's
+    ``SpanError``). The text is the error's, not the stack written after it (``_parse.without_stack``)."""
     status = span.get("status") or {}
     attrs = span["attributes"]
     error_type = attrs.get("error.type")
@@ -393,7 +399,7 @@ def error(span: Mapping[str, Any]) -> str | None:
     raised = next((e.get("attributes") or {} for e in events if e.get("name") == "exception"), None) if events else None
     if status.get("code") != 2 and error_type in (None, "") and raised is None:
         return _reported_error(attrs)
-    message = status.get("message") or ""
+    message = status.get("message") or logfire.error(attrs) or ""  # Logfire's status says only that it failed
     if raised is not None:
         said = ": ".join(str(raised[k]) for k in ("exception.type", "exception.message") if raised.get(k))
         if said and (not message or message in said):
