@@ -137,6 +137,9 @@ def test_openlit_role_prefixed_text_is_one_message_per_role_line_with_continuati
     pytest.param("griptape_no_content.json", "instrumentation of the model client Griptape's prompt driver calls",
                  "Agent.run()",
                  id="Griptape's own observability"),
+    # the OpenAI Agents SDK through Logfire, told to keep sensitive data out of its records: Logfire writes the records
+    pytest.param("openai_agents_logfire_no_content.json", "OPENAI_AGENTS_TRACE_INCLUDE_SENSITIVE_DATA=true",
+                 "OpenAI Agents trace: {name}", id="OpenAI Agents SDK through Logfire"),
 ])
 def test_without_captured_content_each_run_is_a_turn_marked_with_the_setting_that_turns_it_on(fixture, setting, root):
     turns, steps = turns_of(fixture)
@@ -913,6 +916,13 @@ def test_an_agents_sdk_trace_with_a_group_id_is_a_conversation_its_runs_turns_of
         ("It shipped.", "conv-7", "support-bot"), ("Yes, until it ships.", "conv-7", "support-bot")]
     without_group = [{**s, "attributes": {**s["attributes"], "group_id": "null"}} for s in spans]
     assert {t.get("session_id") for t in assembly(without_group).turns} == {TRACE}  # one trace, no group: its id
+
+
+def test_an_agents_sdk_model_calls_usage_record_is_the_runs_usage_when_its_content_is_left_out():
+    """Without sensitive data the SDK's response record keeps its ``usage`` (Logfire writes no GenAI usage then)."""
+    turns, _ = turns_of("openai_agents_logfire_no_content.json")
+
+    assert [(t.usage.prompt_tokens, t.usage.completion_tokens) for t in turns] == [(84, 34), (84, 34)]
 
 
 def test_an_agents_sdk_chat_completion_and_function_record_are_the_call_and_the_tool_call_with_the_sdks_error():

@@ -232,7 +232,7 @@ def io_sources(span: Mapping[str, Any], decided: int | None = None) -> tuple[Io,
 
 # the conventions that state a call's model or usage other than by an attribute of their own, in the order they are asked
 _MODEL_READERS = (haystack.model, genkit.model, langfuse.model, mlflow.model)
-_USAGE_READERS = (vercel.usage, haystack.usage, genkit.usage, langfuse.usage, mlflow.usage)
+_USAGE_READERS = (vercel.usage, haystack.usage, genkit.usage, langfuse.usage, mlflow.usage, logfire.usage)
 
 
 def model(attrs: Mapping[str, Any]) -> Any:
@@ -358,6 +358,8 @@ def identity(attrs: Mapping[str, Any]) -> dict[str, Any]:
 def content_setting(span: Mapping[str, Any]) -> str:
     """The instrumentation setting that turns message content capture on, for the library that wrote ``span``."""
     scope = str(span.get("scope") or "")
+    if scope == logfire.SCOPE:
+        return logfire.SETTING
     if vercel.kind(span["attributes"]) or scope == "ai":
         return vercel.SETTING
     if pydantic_ai.kind(span["attributes"]) or scope.startswith("pydantic-ai"):

@@ -12,6 +12,11 @@ never from the template's wording. Its model calls on the Responses API carry Ge
 | a function tool's call (``FunctionSpanData``: ``name``, ``input``, ``output``, ``mcp_data``) | ``name``: the tool; ``input``: the arguments the model gave (JSON text); ``output``: what the tool returned | a tool call |
 | a model call on chat completions (``GenerationSpanData``: ``input``, ``output``, ``model_config``, ``usage``) | ``input``: the chat messages sent; ``output``: the messages the model answered | an LLM call's messages |
 | any span the SDK marked failed (``SpanError``) | ``error``: ``{"message", "data"}``, JSON text (the span's status says only that it failed) | the span's error: its message and its data |
+| a model call (``ResponseSpanData``, ``GenerationSpanData``) | ``usage``: the SDK's count of the call's tokens (``input_tokens``, ``output_tokens``), kept when the call's content is not (Logfire writes the GenAI usage attributes only from the response it was given) | the call's usage |
+
+**Content**: the SDK leaves a run's messages, tool arguments and results out of its records when
+``RunConfig(trace_include_sensitive_data=False)`` or ``OPENAI_AGENTS_TRACE_INCLUDE_SENSITIVE_DATA=false`` (``SETTING``):
+Logfire's spans then carry none, whatever Logfire's own settings, and the usage only as the SDK's record.
 
 Logfire writes a value that is an object, a list or ``None`` as JSON text: ``null`` states nothing.
 """
@@ -24,7 +29,12 @@ from typing import Any
 
 from ._parse import Io, json_messages, json_value, text, tool_call
 
-__all__ = ["KEEP_KEYS", "KIND_KEYS", "TEMPLATE_KEY", "WHO_KEYS", "error", "identity", "io", "kind", "tool"]
+__all__ = ["KEEP_KEYS", "KIND_KEYS", "SCOPE", "SETTING", "TEMPLATE_KEY", "WHO_KEYS", "error", "identity", "io", "kind",
+           "tool", "usage"]
+
+SETTING = ("RunConfig(trace_include_sensitive_data=True), or OPENAI_AGENTS_TRACE_INCLUDE_SENSITIVE_DATA=true (the "
+           "OpenAI Agents SDK's default): without it the SDK's records, which Logfire writes, hold no content")
+SCOPE = "logfire.openai_agents"  # the instrumentation scope of the spans it writes
 
 TEMPLATE_KEY = "logfire.msg_template"  # on every span Logfire writes
 _TRACE_ID = "agent_trace_id"  # the SDK's trace id: the span is one of the SDK's traces
@@ -90,6 +100,16 @@ def tool(span: Mapping[str, Any]) -> dict[str, Any] | None:
     if output is not None:
         call["result"] = text(output)
     return call
+
+
+def usage(attrs: Mapping[str, Any]) -> tuple[Any, Any]:
+    """(input tokens, output tokens) of the SDK's ``usage`` record on a span Logfire wrote (``None`` when silent)."""
+    if TEMPLATE_KEY not in attrs or "usage" not in attrs:
+        return None, None
+    said = json_value(attrs["usage"])
+    if not isinstance(said, dict):
+        return None, None
+    return said.get("input_tokens"), said.get("output_tokens")
 
 
 def error(attrs: Mapping[str, Any]) -> str | None:
