@@ -80,7 +80,8 @@ its packaging (OpenLLMetry's Haystack instrumentation writes the key of the gene
   arguments (their ids, and the model's arguments where a span holds a bare value: also when the LLM's calls carry
   no ids; a span that names no tool the model asked for by the arguments alone, when one call no span names has
   them; a Griptape tool span, which names only its tool, with the model's call of one of its activities), results
-  (a serialized tool message is its content; a span that states none and did not fail, the tool message for its
+  (a serialized tool message is its content; a framework's record of running the tool, its outcome, the result it
+  holds, and its error the call's: ``conventions._parse.outcome``; a span that states none and did not fail, the tool message for its
   call's id; a span that states its call's id but no arguments, the arguments the model's call of that id gives), and errors from the span status, an ``exception``
   event (``exception.type``: ``exception.message``) or ``error.type``; with no tool spans, the calls the LLM calls
   asked for, with the results the tool messages give them (by ``tool_call_id``). **A tool message the framework
