@@ -36,6 +36,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -419,21 +420,23 @@ def _recorded_trace() -> str:
     return next(iter(read_source(str(RECORDED), None)))
 
 
-PLACEHOLDERS: list[tuple[str, Any]] = [
+# pattern -> its value: a word, or what the stack gives (a function of it)
+PLACEHOLDERS: list[tuple[str, str | Callable[[Stack], str]]] = [
     (r"(?<=explain-trace )[0-9a-f]{32}\b", lambda s: _recorded_trace()),
     (r"4bf92f3577b34da6a3ce929d0e0e4736|TRACE_ID", lambda s: s.trace_id),
     (r"\b4bf92f35\b", lambda s: s.trace_id[:8]),
     (r"\$URL\b|http://localhost:8000/v1", lambda s: s.judge_url),
     (r"(?<=--agent-url )URL\b", lambda s: s.agent_url),
     (r"redis://(localhost|127\.0\.0\.1):6379/0", lambda s: s.redis_url),
-    (r"(?<=vigil emit )FILE\.jsonl", lambda s: "turns.jsonl"),
-    (r"(?<=vigil feedback import )FILE\.jsonl", lambda s: "feedback.jsonl"),
-    (r"(?<=--monitor )NAME\b", lambda s: "refund_policy"),
-    (r"(?<=--project )NAME\b", lambda s: "shop"),
-    (r"(?<=judge resume )NAME\b", lambda s: "gpt-judge"),
-    (r"(?<=config check )FILE\b", lambda s: "vigil.yaml"),
-    (r"(?<=--port )(8765|8766|4318)\b|(?<=:)6379\b|(?<=--port )6379\b", lambda s: str(_free_port())),
+    (r"(?<=vigil emit )FILE\.jsonl", "turns.jsonl"),
+    (r"(?<=vigil feedback import )FILE\.jsonl", "feedback.jsonl"),
+    (r"(?<=--monitor )NAME\b", "refund_policy"),
+    (r"(?<=--project )NAME\b", "shop"),
+    (r"(?<=judge resume )NAME\b", "gpt-judge"),
+    (r"(?<=config check )FILE\b", "vigil.yaml"),
 ]
+FREE_PORT = (r"(?<=--port )(8765|8766|4318)\b|(?<=:)6379\b|(?<=--port )6379\b", lambda s: str(_free_port()))
+PLACEHOLDERS.append(FREE_PORT)
 
 
 def _in_repository(word: str) -> str | None:
@@ -441,13 +444,19 @@ def _in_repository(word: str) -> str | None:
     return str(ROOT / word) if (ROOT / word).is_file() else None
 
 
-def _concrete(command: str, stack: Stack) -> str:
+def _concrete(command: str, stack: Stack | None) -> str:
+    """``command`` as it runs on ``stack``: each placeholder a real value, a free port for a server that would take
+    its default one (another test's, maybe). Without a stack, each value the stack gives is ``<n>`` (its place in
+    ``PLACEHOLDERS``): documented commands written alike that way are one command, run once (``RUN``)."""
+    def value(n: int, fill: str | Callable[[Stack], str]) -> str:
+        return fill if isinstance(fill, str) else fill(stack) if stack is not None else f"<{n}>"
+
     command = re.sub(r"(?<=\s)[\w.-]+/\S+", lambda m: _in_repository(m.group()) or m.group(), command)
-    for pattern, value in PLACEHOLDERS:
-        command = re.sub(pattern, lambda _m, v=value: v(stack), command)
+    for n, (pattern, fill) in enumerate(PLACEHOLDERS):
+        command = re.sub(pattern, lambda _m, n=n, fill=fill: value(n, fill), command)
     if _serves(command) and re.search(r"(^|\s)vigil (review|report --serve|intake)", command) \
             and "--port" not in command:
-        command += f" --port {_free_port()}"  # the default port may be another test's
+        command += f" --port {value(PLACEHOLDERS.index(FREE_PORT), FREE_PORT[1])}"
     return command
 
 
@@ -575,6 +584,20 @@ def _recorded_spans_in_redis(stack: Stack) -> None:
 COMMANDS_FOUND = documented_commands()
 
 
+def _to_run(found: list[Documented]) -> list[Documented]:
+    """One test per command that runs: documented commands that are the same once concrete (``vigil show TRACE_ID``
+    and ``vigil show 4bf92f35…``) are one, naming every place that documents it. A command not run stays alone."""
+    tests: dict[str, Documented] = {}
+    for item in found:
+        key = item.command if _not_run(item.command) else _concrete(item.command, None)
+        first = tests.get(key)
+        tests[key] = item if first is None else Documented(first.command, f"{first.where}, {item.where}")
+    return list(tests.values())
+
+
+RUN = _to_run(COMMANDS_FOUND)
+
+
 def test_the_documented_commands_are_found():
     """The extraction finds the commands of every source (guards the rules above against a format change)."""
     found = {c.command for c in COMMANDS_FOUND}
@@ -587,7 +610,7 @@ def test_the_documented_commands_are_found():
     assert unused == [], "NOT_RUN entries that match no documented command any more"
 
 
-@pytest.mark.parametrize("documented", COMMANDS_FOUND, ids=[c.id for c in COMMANDS_FOUND])
+@pytest.mark.parametrize("documented", RUN, ids=[c.id for c in RUN])
 def test_a_documented_command_runs_with_its_promised_outcome(documented, request):
     why = _not_run(documented.command)
     if why:
