@@ -109,13 +109,15 @@ def either_service(request, store):
 def test_the_random_queue_draws_every_unreviewed_turn_equally_often(store, service, leases):
     """A chi-square goodness-of-fit test on 360 draws over 12 turns, each lease given back before the next draw: the
     queue may be rejected as non-uniform only at the 0.1% level (so a correct queue fails 1 run in 1,000), and one
-    that draws half the turns twice as often as the others is (30 draws expected each: p below 0.0001)."""
+    that draws half the turns twice as often as the others is (30 draws expected each: p below 0.0001). Each draw is
+    the lease the page's next item starts with (``next_item`` then loads the turn whole, which draws nothing)."""
     traces = seed(store, [i / 12 for i in range(12)])
     drawn = Counter()
     for _ in range(360):
-        item = service.next_item("relevancy", "random", "ana")
-        drawn[item["trace_id"]] += 1
-        leases.release(trace_name("shop", item["trace_id"]), "ana")
+        queue, project, trace_id = service.lease("relevancy", "random", "ana")
+        assert (queue, project) == ("random", "shop")
+        drawn[trace_id] += 1
+        leases.release(trace_name(project, trace_id), "ana")
 
     assert set(drawn) == set(traces)
     assert stats.chisquare([drawn[t] for t in traces]).pvalue > 0.001

@@ -120,8 +120,17 @@ class ReviewService:
 
     def next_item(self, monitor: str, queue: str, reviewer: str,
                   projects: Sequence[str] = ()) -> dict[str, Any] | None:
+        """Lease the next turn (``lease``) and load it whole (``item``), or None."""
+        if (leased := self.lease(monitor, queue, reviewer, projects)) is None:
+            return None
+        name, project, trace_id = leased
+        return self.item(project, trace_id) | {"queue": name, "queue_title": QUEUE_TITLES[name], "monitor": monitor,
+                                               "reviewer": reviewer}
+
+    def lease(self, monitor: str, queue: str, reviewer: str,
+              projects: Sequence[str] = ()) -> tuple[str, str, str] | None:
         """Lease the next turn of ``projects`` (none: every project) for ``reviewer`` from ``monitor``'s ``queue``
-        (``auto``: rotate), or None."""
+        (``auto``: rotate): (the queue it came from, its project, its trace id), or None."""
         if queue == "auto":
             order = auto_queue(self._served.get(reviewer, 0))
         elif queue in REVIEW_QUEUES:
@@ -131,8 +140,7 @@ class ReviewService:
         for name in order:
             if (turn := self._lease_from(name, monitor, reviewer, list(projects))) is not None:
                 self._served[reviewer] = self._served.get(reviewer, 0) + 1
-                return self.item(*turn) | {"queue": name, "queue_title": QUEUE_TITLES[name],
-                                           "monitor": monitor, "reviewer": reviewer}
+                return name, *turn
         return None
 
     def _lease_from(self, queue: str, monitor: str, reviewer: str, projects: list[str]) -> tuple[str, str] | None:
