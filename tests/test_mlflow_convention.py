@@ -220,3 +220,18 @@ def test_a_genai_tool_result_written_as_the_json_text_of_a_string_is_that_text()
     [turn] = assembly(spans).turns
 
     assert [(c["name"], c["result"]) for c in turn["tool_calls"]] == [("lookup_order", '{"eta": 2}')]
+
+
+@pytest.mark.parametrize(("run_metadata", "session"), [
+    pytest.param({"thread_id": "conv-1", "langgraph_step": 1}, "conv-1", id="LangGraph's thread"),
+    pytest.param({"thread_id": "t-9", "session_id": "s-1"}, "s-1", id="session_id before thread_id"),
+])
+def test_the_conversation_a_langchain_runs_metadata_names_is_the_session(run_metadata, session):
+    """``mlflow.langchain.autolog()`` writes the metadata LangChain gives each run's callback as the span's
+    ``metadata``; LangGraph puts its checkpointer's thread there."""
+    spans = tool_loop("CHAIN", {"messages": [["user", QUESTION]]})
+    spans[0]["attributes"]["metadata"] = json.dumps(run_metadata)
+
+    [turn] = assembly(spans).turns
+
+    assert turn["session_id"] == session

@@ -15,7 +15,7 @@ attribute: what a span is and holds are ``mlflow.*`` attributes (``mlflow/tracin
 | model, usage | ``mlflow.llm.model`` (the model the response names, set when a call answered), else ``model``, which MLflow copies onto an LLM span (autolog: the request's arguments but the messages; the Agents SDK's response spans: the response's fields but its output); ``mlflow.chat.tokenUsage``, ``{"input_tokens", "output_tokens", "total_tokens"}``, else the ``usage`` copied so |
 | a tool span | its span name (the function's, or ``name=``) the tool; ``mlflow.spanInputs`` the call's arguments (by parameter name), ``mlflow.spanOutputs`` its result; no id (paired with the model's tool calls by name and arguments); its error from the span status and ``exception`` event (``@mlflow.trace`` records both when the function raises) |
 | contexts | a retriever's ``mlflow.spanOutputs``: a list of ``Document`` (``{"page_content", "metadata", "id"}``), the text its ``page_content``, the id its ``id`` else ``metadata.doc_uri``, the score ``metadata.score`` |
-| who | the trace's tags (``mlflow.update_current_trace(tags=…)``), which MLflow's OTLP processor writes on the root span as ``mlflow.traceTag.<key>``: turn metadata under their keys. A trace's metadata (the session, ``mlflow.trace.session``, the user, ``mlflow.trace.user``) is not exported over OTLP: MLflow writes ``session.id`` / ``user.id`` only for its Databricks tables (read, as OpenInference's keys, wherever they appear) |
+| who | the trace's tags (``mlflow.update_current_trace(tags=…)``), which MLflow's OTLP processor writes on the root span as ``mlflow.traceTag.<key>``: turn metadata under their keys. A trace's metadata (the session, ``mlflow.trace.session``, the user, ``mlflow.trace.user``) is not exported over OTLP: MLflow writes ``session.id`` / ``user.id`` only for its Databricks tables (read, as OpenInference's keys, wherever they appear). **A LangChain run's metadata names its conversation**: ``mlflow.langchain.autolog()`` writes the metadata LangChain gives each run's callback as the span's ``metadata`` (JSON), and LangChain's keys for the conversation a run belongs to, ``session_id``, else ``conversation_id``, else ``thread_id`` (where LangGraph puts its checkpointer's thread; the keys and order LangChain's tracers, OpenInference's among them, read as the session), are the session |
 | content | always: MLflow records every traced span's inputs and outputs (``SETTING`` names what removes them) |
 """
 
@@ -201,10 +201,16 @@ def usage(attrs: Mapping[str, Any]) -> tuple[Any, Any]:
     return said.get("input_tokens"), said.get("output_tokens")
 
 
-WHO_KEYS = (_TAG,)  # ``identity`` reads nothing of a span without one
+_RUN_METADATA = "metadata"  # MLflow's LangChain autolog: the LangChain run's metadata
+_SESSION_KEYS = ("session_id", "conversation_id", "thread_id")  # LangChain's names of a run's conversation, in order
+WHO_KEYS = (_TAG, _RUN_METADATA)  # ``identity`` reads nothing of a span without one
 
 
 def identity(attrs: Mapping[str, Any]) -> dict[str, Any]:
-    """The trace's tags as turn metadata (MLflow exports no agent name and no session of its own over OTLP)."""
+    """The trace's tags as turn metadata, the session a LangChain run's metadata names (MLflow exports no agent name
+    and no session of its own over OTLP)."""
     metadata = {key[len(_TAG):]: text(json_value(value)) for key, value in attrs.items() if key.startswith(_TAG)}
-    return {"agent": None, "session_id": None, "metadata": metadata}
+    run = json_value(attrs.get(_RUN_METADATA)) if KIND_KEY in attrs else None
+    session = next((run[key] for key in _SESSION_KEYS if run.get(key) not in (None, "")), None) if isinstance(
+        run, dict) else None
+    return {"agent": None, "session_id": session, "metadata": metadata}
