@@ -235,3 +235,25 @@ def test_the_conversation_a_langchain_runs_metadata_names_is_the_session(run_met
     [turn] = assembly(spans).turns
 
     assert turn["session_id"] == session
+
+
+def test_pydantic_ais_own_messages_are_read_by_who_sent_each_part():
+    """``mlflow.pydantic_ai.autolog()`` records a model call's input as pydantic-ai's ``ModelMessage``s: the tool's
+    result comes back in a ``request``, as a ``tool-return`` part, and is never the user's words."""
+    asked = {"kind": "request", "instructions": "Be kind.",
+             "parts": [{"part_kind": "user-prompt", "content": QUESTION}]}
+    called = {"kind": "response", "parts": [{"part_kind": "tool-call", "tool_name": "lookup_order",
+                                             "args": json.dumps(ARGS), "tool_call_id": "call_1"}]}
+    told = {"kind": "request", "instructions": "Be kind.", "parts": [
+        {"part_kind": "tool-return", "tool_name": "lookup_order", "content": "shipped", "tool_call_id": "call_1"}]}
+    answered = {"kind": "response", "parts": [{"part_kind": "text", "content": "It shipped."}]}
+    spans = [mlflow_span("1", None, "Agent.run", 0, "AGENT", {"user_prompt": QUESTION}, {"output": "It shipped."}),
+             mlflow_span("2", "1", "OpenAIChatModel.request", 1, "LLM", {"messages": [asked]}, called),
+             mlflow_span("3", "1", "lookup_order", 3, "TOOL", ARGS, "shipped"),
+             mlflow_span("4", "1", "OpenAIChatModel.request", 5, "LLM", {"messages": [asked, called, told]}, answered)]
+
+    [turn] = assembly(spans).turns
+
+    assert (Turn.model_validate(turn).question, turn["output"], turn["system"]) == (QUESTION, "It shipped.", "Be kind.")
+    assert [(c["name"], c["arguments"], c["id"], c["result"]) for c in turn["tool_calls"]] == [
+        ("lookup_order", ARGS, "call_1", "shipped")]

@@ -23,6 +23,7 @@ __all__ = [
     "json_messages",
     "json_value",
     "message",
+    "model_messages",
     "msg",
     "outcome",
     "printed_fields",
@@ -197,7 +198,56 @@ def json_messages(raw: Any, default_role: str) -> list[Msg]:
         parsed = [parsed]
     if not isinstance(parsed, list):
         return [] if parsed.__class__ is str and _PRINTED_FIELDS.match(parsed) else [msg(default_role, str(raw))]
+    if any(isinstance(m, dict) and m.get("kind") in _MODEL_MESSAGE_KINDS and "parts" in m for m in parsed):
+        return model_messages(parsed, default_role)
     return [message(m, default_role) for m in parsed]
+
+
+_MODEL_MESSAGE_KINDS = frozenset({"request", "response"})
+
+
+def model_messages(raw: list[Any], default_role: str) -> list[Msg]:
+    """**pydantic-ai's own messages are read by who sent each part.** pydantic-ai's ``ModelMessage`` as its fields
+    (what ``ModelMessagesTypeAdapter`` dumps and MLflow's ``mlflow.pydantic_ai.autolog()`` records as a model call's
+    input and output: ``{"kind": "request" | "response", "parts": [{"part_kind": …}], "instructions"}``) says who
+    spoke by its parts, not by a role: a request's ``user-prompt`` parts are the user's words, its ``system-prompt``
+    parts the system's, a ``tool-return`` part a tool message (its ``content`` the result, answering its
+    ``tool_call_id``), a ``retry-prompt`` part naming a tool a tool message that says the call failed (its text the
+    error); a response's ``text`` parts the assistant's text and its ``tool-call`` parts its calls (``tool_name``,
+    ``args``, ``tool_call_id``). A retry prompt naming no tool (the framework asking the model to fix its output),
+    thinking and file parts are no one's words here. A request's ``instructions`` are the system prompt the model was
+    sent with it: the last request's, as pydantic-ai sends them, first. Any other item is read as ``message``."""
+    out: list[Msg] = []
+    instructions = next((m["instructions"] for m in reversed(raw) if isinstance(m, dict) and m.get("kind") == "request"
+                         and isinstance(m.get("instructions"), str) and m["instructions"]), None)
+    if instructions:
+        out.append(msg("system", instructions))
+    for item in raw:
+        if not (isinstance(item, dict) and item.get("kind") in _MODEL_MESSAGE_KINDS and "parts" in item):
+            out.append(message(item, default_role))
+            continue
+        parts = [p for p in item.get("parts") or () if isinstance(p, dict)]
+        if item["kind"] == "response":
+            said = [text(p.get("content")) for p in parts if p.get("part_kind") == "text"]
+            calls = [tool_call(p.get("tool_name"), p.get("args"), p.get("tool_call_id")) for p in parts
+                     if p.get("part_kind") == "tool-call"]
+            out.append(msg("assistant", "\n".join(said), calls))
+            continue
+        for part in parts:
+            kind = part.get("part_kind")
+            if kind in ("user-prompt", "system-prompt"):
+                said = part.get("content")
+                if isinstance(said, list):  # a user prompt of several contents: its texts
+                    said = "\n".join(c if isinstance(c, str) else text(c.get("content", c.get("text"))) for c in said
+                                     if isinstance(c, str) or (isinstance(c, dict) and ("content" in c or "text" in c)))
+                out.append(msg("user" if kind == "user-prompt" else "system", text(said)))
+            elif kind == "tool-return":
+                out.append(msg("tool", result_text(part.get("content")), tool_call_id=part.get("tool_call_id")))
+            elif kind == "retry-prompt" and part.get("tool_name"):
+                told = msg("tool", text(part.get("content")), tool_call_id=part.get("tool_call_id"))
+                told["failed"] = True
+                out.append(told)
+    return out
 
 
 # an object printed as its fields, ``name=<a value's literal>`` first (a pydantic model's ``str()``)
