@@ -20,7 +20,7 @@ from vigil.schemas.broker import INGEST_QUEUE, INGEST_TASK
 from vigil.worker.pipeline.app import app, configure
 from vigil.worker.pipeline.backlog import wait_drained as drain
 
-__all__ = ["IntakeProcess", "ReviewProcess", "WorkerProcess", "intake_and_worker", "make_turn", "send", "ship", "wait_drained", "wait_while_alive"]
+__all__ = ["IntakeProcess", "ReviewProcess", "WorkerProcess", "intake_and_worker", "make_turn", "migrated_home", "send", "ship", "wait_drained", "wait_while_alive"]
 
 # A chDB store migrated once per test session (conftest sets it; None outside pytest, as in bench/): a worker whose
 # home holds no store yet starts from a copy, as a restarted worker finds its store. Migrating a new store cost each
@@ -90,7 +90,7 @@ class WorkerProcess(_Process):
         ``MIGRATED_STORE`` when its home holds no store."""
         self.home.mkdir(parents=True, exist_ok=True)
         if MIGRATED_STORE is not None and not (self.home / "chdb").exists():
-            shutil.copytree(MIGRATED_STORE, self.home / "chdb", symlinks=True)
+            migrated_home(self.home)
         with open(self.log, "ab") as out:
             self.process = subprocess.Popen(
                 [sys.executable, "-m", module, "worker", *args],
@@ -103,6 +103,15 @@ class WorkerProcess(_Process):
         assert self.process is not None
         os.killpg(self.process.pid, signal.SIGKILL)
         self.process.wait(30)
+
+
+def migrated_home(home: Path) -> Path:
+    """``home`` holding a migrated, empty store that no process has open, as `vigil migrate` leaves it: a copy of
+    ``MIGRATED_STORE``, a few milliseconds where a `vigil migrate` process costs over a CPU second."""
+    assert MIGRATED_STORE is not None, "tests.conftest sets MIGRATED_STORE for the session"
+    home.mkdir(parents=True, exist_ok=True)
+    shutil.copytree(MIGRATED_STORE, home / "chdb", symlinks=True)
+    return home
 
 
 class IntakeProcess(_Process):

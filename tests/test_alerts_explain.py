@@ -12,6 +12,7 @@ from vigil.schemas import VigilConfig
 from vigil.worker.alerts.check import evaluate
 from vigil.worker.alerts.explain import explain
 
+from tests.pipeline import migrated_home
 from tests.quality_seed import insert_scores, series
 
 NOW = datetime(2026, 3, 2, 12, 0, tzinfo=UTC)
@@ -52,7 +53,7 @@ def test_the_command_prints_the_explanation_for_a_store_without_scores(tmp_path)
     path = tmp_path / "vigil.yaml"
     path.write_text(VigilConfig.model_validate(CONFIG).model_dump_json(), encoding="utf-8")
     env = {**{k: v for k, v in os.environ.items() if k != "CLICKHOUSE_DSN"}, "VIGIL_HOME": str(tmp_path / "home")}
-    subprocess.run([sys.executable, "-m", "vigil.worker", "migrate"], env=env, check=True, capture_output=True)
+    migrated_home(tmp_path / "home")
 
     run = subprocess.run([sys.executable, "-m", "vigil.worker", "alerts", "check", "--config", str(path),
                           "--explain"], env=env, capture_output=True, text=True, timeout=120, check=False)

@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 
 import pytest
 
+from tests.pipeline import migrated_home
+
 SECRET = "s3cret-pw"
 
 
@@ -136,7 +138,7 @@ def test_a_cli_mistake_is_one_line_on_stderr_with_a_nonzero_exit_and_no_tracebac
     env.update({"VIGIL_HOME": str(tmp_path / "home"), "COLUMNS": "200"})
     env.update({k: _fill(v, tmp, port, redis_url) for k, v in case.env.items()})
     if case.args[0] in ("show", "demo"):  # a migrated, empty store
-        subprocess.run([sys.executable, "-m", "vigil.worker", "migrate"], env=env, check=True, capture_output=True)
+        migrated_home(tmp_path / "home")
 
     with socket.socket() as busy:  # a port another process listens on
         busy.bind(("127.0.0.1", 0))

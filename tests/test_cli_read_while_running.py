@@ -18,7 +18,14 @@ import pytest
 from vigil.worker.demo.embedded_redis import EmbeddedRedis
 from vigil.worker.store.read_server import endpoint_path, read_endpoint
 
-from tests.pipeline import WorkerProcess, make_turn, send, ship, wait_drained
+from tests.pipeline import (
+    WorkerProcess,
+    make_turn,
+    migrated_home,
+    send,
+    ship,
+    wait_drained,
+)
 from tests.test_eval import LABELLED, labelled_file
 
 CONFIG = Path(__file__).parent / "fixtures" / "pipeline.yaml"
@@ -252,8 +259,7 @@ def test_a_command_that_needs_the_store_to_itself_says_in_one_line_that_the_work
 
 
 def test_a_stale_endpoint_record_does_not_stop_report_from_opening_the_store_itself(tmp_path):
-    home = tmp_path / "vigil"
-    assert vigil(home, "migrate").returncode == 0
+    home = migrated_home(tmp_path / "vigil")
     # a worker killed with -9 leaves its record; its pid may now name another live process (this one)
     endpoint_path(home / "chdb").write_text(json.dumps({"pid": os.getpid(), "host": "127.0.0.1", "port": 1,
                                                         "password": "x"}), encoding="utf-8")

@@ -11,15 +11,14 @@ import sys
 import pytest
 
 from tests.abuse import raw_request
+from tests.pipeline import migrated_home
 
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory):
     """One migrated store served for the module's tests, which only read it."""
     env = {k: v for k, v in os.environ.items() if k not in ("CLICKHOUSE_DSN", "VIGIL_CONFIG", "REDIS_URL")}
-    env["VIGIL_HOME"] = str(tmp_path_factory.mktemp("host-header") / "vigil")
-    subprocess.run([sys.executable, "-m", "vigil.worker", "migrate"], env=env, check=True, capture_output=True,
-                   timeout=120)
+    env["VIGIL_HOME"] = str(migrated_home(tmp_path_factory.mktemp("host-header") / "vigil"))
     process = subprocess.Popen([sys.executable, "-m", "vigil.worker", "report", "--serve", "--port", "0"], env=env,
                                stderr=subprocess.PIPE, text=True, start_new_session=True)
     line = process.stderr.readline()  # "serving the report on http://127.0.0.1:PORT/ ..."
