@@ -257,3 +257,13 @@ def test_pydantic_ais_own_messages_are_read_by_who_sent_each_part():
     assert (Turn.model_validate(turn).question, turn["output"], turn["system"]) == (QUESTION, "It shipped.", "Be kind.")
     assert [(c["name"], c["arguments"], c["id"], c["result"]) for c in turn["tool_calls"]] == [
         ("lookup_order", ARGS, "call_1", "shipped")]
+
+
+def test_a_tool_result_of_text_blocks_is_their_text():
+    """``mlflow.strands.autolog()`` records a Strands tool's output as its ``ToolResult`` content: text blocks."""
+    spans = tool_loop("AGENT", {"question": QUESTION})
+    spans[2]["attributes"]["mlflow.spanOutputs"] = json.dumps([{"text": "shipped"}])
+
+    [turn] = assembly(spans).turns
+
+    assert [(c["name"], c["result"]) for c in turn["tool_calls"]] == [("lookup_order", "shipped")]

@@ -323,7 +323,7 @@ _PRINTED_MESSAGE = re.compile(r"""content=('(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*")(
 def result_text(value: Any) -> str:
     """A tool's result as text: a serialized tool message is its content, and so is one printed as its fields
     (``content='…' name='…' tool_call_id='…'``: a LangChain ``ToolMessage`` as ``str()`` gives it), content blocks
-    their text, a one-key envelope (``{"result": "..."}``, ``{"output": <a serialized tool message>}``) what it holds,
+    their text (a list of text blocks, ``[{"text": …}]``, too: a Strands tool's ``ToolResult`` content), a one-key envelope (``{"result": "..."}``, ``{"output": <a serialized tool message>}``) what it holds,
     and so does the response part that carries a result back to the model (``{"id", "name", "response"}``: Google
     ADK's ``FunctionResponse``, which openinference-instrumentation-google-adk states as a tool span's output);
     a Python literal of a list or object (how some instrumentations print what a tool returned) is written as JSON."""
@@ -335,6 +335,8 @@ def result_text(value: Any) -> str:
             value[:1] == "{" and any(mark in value[:300] for mark in _PACKAGING))):
         return value  # plain text, or JSON that is the result itself
     parsed = json_value(value)
+    if isinstance(parsed, list) and (said := _block_text(parsed)) is not parsed:
+        return said  # text blocks (Strands' ToolResult content, as MLflow records a tool's output): their text
     if isinstance(parsed, dict):
         if "response" in parsed and parsed.keys() <= _RESPONSE_PART:
             return result_text(parsed["response"])  # the part that carries the result back to the model
