@@ -1640,3 +1640,24 @@ def test_the_spans_of_one_run_whose_root_has_not_arrived_are_still_one_turn_unde
     [turn] = assembly(spans).turns
 
     assert (turn["span_id"], turn["output"]) == ("agent".rjust(16, "0"), "It shipped.")
+
+
+def test_every_recorded_span_is_decided_by_the_mapper_the_registry_names_in_order():
+    """``decided_kind`` skips the mappers a span has no claim key of (their ``CLAIM_KEYS``): over every span of every
+    recording it decides what asking each mapper of ``MAPPERS`` in order decides (``explain_kind``), by the same one."""
+    from vigil.schemas.conventions import MAPPERS, decided_kind, explain_kind
+
+    position = {name: at for at, (name, _keys, _mapper) in enumerate(MAPPERS)} | {"fallback": len(MAPPERS)}
+    names = sorted(p.relative_to(FIXTURES).as_posix() for p in [*FIXTURES.glob("*.json"),
+                                                                 *FIXTURES.glob("frameworks/*/*.json")]
+                   if not p.name.endswith(".expected.json"))
+    seen = 0
+    for name in names:
+        for spans in recorded(name).values():
+            for span in spans:
+                if span.get("log"):
+                    continue
+                found, mapper, _key = explain_kind(span)
+                assert decided_kind(span) == (found, position[mapper]), (name, span["name"])
+                seen += 1
+    assert seen > 1000

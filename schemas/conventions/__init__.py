@@ -40,7 +40,6 @@ own flag (Haystack's ``haystack.tool.error``), an agent turn that resolved faile
 from __future__ import annotations
 
 from collections.abc import Mapping
-from itertools import repeat
 from typing import Any
 
 from . import (
@@ -64,11 +63,13 @@ from ._parse import (
     hand_in,
     is_final_tool,
     json_value,
+    key_marks,
+    keys_start,
     result_text,
     sent,
     span_tool_name,
-    without_stack,
     text,
+    without_stack,
 )
 
 __all__ = ["MAPPERS", "Io", "Msg", "content_setting", "decided_kind", "documents", "error", "explain_kind", "identity", "io",
@@ -98,6 +99,11 @@ _USAGE_KEYS = (("gen_ai.usage.input_tokens", "gen_ai.usage.output_tokens"),
                ("llm.token_count.prompt", "llm.token_count.completion"))
 
 
+# the keys by which the mappers before the GenAI conventions' claim a span: without one, none of them does
+_CLAIM_KEYS = frozenset(key for convention in (openllmetry, openinference, vercel, pydantic_ai, haystack, genkit,
+                                               langfuse, mlflow, griptape) for key in convention.CLAIM_KEYS)
+
+
 def kind(span: Mapping[str, Any]) -> str:
     """``agent``, ``chain``, ``step``, ``server``, ``llm``, ``tool``, ``retriever`` or ``other`` (``explain_kind``'s
     answer, without the explanation)."""
@@ -108,35 +114,39 @@ def decided_kind(span: Mapping[str, Any]) -> tuple[str, int]:
     """``kind(span)`` and the position in ``MAPPERS`` of the mapper that decided it (``len(MAPPERS)``: the fallback).
     Every mapper before it claimed nothing: ``io_sources`` asks no reader whose convention's kind is its gate.
     ``MAPPERS`` in order, unrolled: this runs for every span, and a loop over ``MAPPERS`` costs assembly 4% more
-    instructions (the lambdas' calls)."""
+    instructions (the lambdas' calls). A span with no key any mapper before the GenAI conventions' claims by (their
+    ``CLAIM_KEYS``), and no name Haystack's or Griptape's claims by, is asked of the GenAI conventions' and the mappers
+    after it only: found in one set lookup (most spans of the common instrumentations)."""
     attrs = span["attributes"]
-    found = openllmetry.kind(attrs)
-    if found:
-        return found, 0
-    found = openinference.kind(attrs)
-    if found:
-        return found, 1
-    found = vercel.kind(attrs)
-    if found:
-        return found, 2
-    found = pydantic_ai.kind(attrs)
-    if found:
-        return found, 3
-    found = haystack.kind(attrs, span["name"])
-    if found:
-        return found, 4
-    found = genkit.kind(attrs)
-    if found:
-        return found, 5
-    found = langfuse.kind(attrs)
-    if found:
-        return found, 6
-    found = mlflow.kind(attrs)
-    if found:
-        return found, 7
-    found = griptape.kind(attrs, span["name"])
-    if found:
-        return found, 8
+    name = span["name"]
+    if not _CLAIM_KEYS.isdisjoint(attrs) or name == haystack.LLM_SPAN or name.endswith("()"):
+        found = openllmetry.kind(attrs)
+        if found:
+            return found, 0
+        found = openinference.kind(attrs)
+        if found:
+            return found, 1
+        found = vercel.kind(attrs)
+        if found:
+            return found, 2
+        found = pydantic_ai.kind(attrs)
+        if found:
+            return found, 3
+        found = haystack.kind(attrs, name)
+        if found:
+            return found, 4
+        found = genkit.kind(attrs)
+        if found:
+            return found, 5
+        found = langfuse.kind(attrs)
+        if found:
+            return found, 6
+        found = mlflow.kind(attrs)
+        if found:
+            return found, 7
+        found = griptape.kind(attrs, name)
+        if found:
+            return found, 8
     events = span.get("events")
     found = genai.kind(attrs, [e["name"] for e in events] if events else ())
     if found:
@@ -226,7 +236,7 @@ def io_sources(span: Mapping[str, Any], decided: int | None = None) -> tuple[Io,
         if more_system and not system:
             system, sources["system"] = more_system, name
     if not system:
-        system = "\n".join(m["content"] for m in inputs if m["role"] == "system" and m["content"])
+        system = "\n".join([m["content"] for m in inputs if m["role"] == "system" and m["content"]])
     return (hand_in(inputs), hand_in(outputs), system), sources
 
 
@@ -270,13 +280,13 @@ def _keys(*groups: tuple[str, ...]) -> tuple[frozenset[str], tuple[str, ...]]:
     """The conventions' ``DOCUMENT_KEYS`` or ``WHO_KEYS`` as (keys, prefixes): an entry that ends in ``.`` opens a
     group of keys (``traceloop.association.properties.*``), any other is one key, read as it stands."""
     entries = [key for group in groups for key in group]
-    return frozenset(k for k in entries if not k.endswith(".")), tuple(k for k in entries if k.endswith("."))
+    return frozenset(k for k in entries if not k.endswith(".")), key_marks(*(k for k in entries if k.endswith(".")))
 
 
 def _states(attrs: Mapping[str, Any], keys: tuple[frozenset[str], tuple[str, ...]]) -> bool:
     """Whether a span has a key of ``keys`` (``_keys``): the one key looked up, then the prefixes, in one pass each."""
     exact, prefixes = keys
-    return not exact.isdisjoint(attrs) or any(map(str.startswith, attrs, repeat(prefixes)))
+    return not exact.isdisjoint(attrs) or keys_start(attrs, prefixes)
 
 
 _DOCUMENT_KEYS = _keys(openinference.DOCUMENT_KEYS, genai.DOCUMENT_KEYS, openllmetry.DOCUMENT_KEYS,

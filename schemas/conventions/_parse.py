@@ -7,7 +7,6 @@ import ast
 import json
 import re
 from collections.abc import Iterable, Mapping
-from itertools import repeat
 from typing import Any
 
 __all__ = [
@@ -22,6 +21,8 @@ __all__ = [
     "is_repr",
     "json_messages",
     "json_value",
+    "key_marks",
+    "keys_start",
     "message",
     "model_messages",
     "msg",
@@ -32,8 +33,8 @@ __all__ = [
     "sent",
     "span_tool_name",
     "text",
-    "unpacked",
     "tool_call",
+    "unpacked",
     "value_messages",
     "without_stack",
 ]
@@ -80,6 +81,10 @@ def tool_call(name: Any, arguments: Any, call_id: Any = None) -> dict[str, Any]:
 
 
 _CALL_PARTS = frozenset({"tool_call", "tool-call", "function_call", "tool_use"})
+_ARGUMENT_KEYS = ("arguments", "input", "args")  # where a call part holds its arguments, the first that has any
+_RESULT_KEYS = ("response", "result", "output", "content")  # and a result part its result
+# a message with no keys but these says everything in its parts (no content, tool calls or call id beside them)
+_PARTS_ONLY = frozenset({"role", "parts", "finish_reason"})
 _RESULT_PARTS = frozenset({"tool_call_response", "tool-result", "tool_result", "function_response"})
 # A tool the model calls to end its run: to hand in its answer (smolagents' ``final_answer``, pydantic-ai's structured
 # output ``final_result``, ``final_result_<Type>`` for several), or ReAct's ``finish`` action (the ReAct paper's
@@ -136,14 +141,20 @@ def message(raw: Any, default_role: str) -> Msg:
     if "role" not in raw:
         raw = unpacked(raw)
     texts, calls, results = [], [], []
-    call_id = raw.get("tool_call_id") or raw.get("toolCallId")
-    content = raw["content"] if "content" in raw else raw.get("text")  # a result object may hold its text as ``text``
-    if isinstance(content, str):
-        if content[:2] == "[{":
-            content = _blocks(content)
+    if raw.keys() <= _PARTS_ONLY:  # the GenAI conventions' message: its parts say it all (one test, not five reads)
+        call_id = openai_calls = None
+        parts = raw.get("parts") or ()
+    else:
+        call_id = raw.get("tool_call_id") or raw.get("toolCallId")
+        content = raw["content"] if "content" in raw else raw.get("text")  # a result object may hold it as ``text``
         if isinstance(content, str):
-            texts.append(content)
-    for part in raw.get("parts") or (content if isinstance(content, list) else ()):
+            if content[:2] == "[{":
+                content = _blocks(content)
+            if isinstance(content, str):
+                texts.append(content)
+        parts = raw.get("parts") or (content if isinstance(content, list) else ())
+        openai_calls = raw.get("tool_calls")
+    for part in parts:
         if not isinstance(part, dict):
             if isinstance(part, str):
                 texts.append(part)
@@ -157,17 +168,15 @@ def message(raw: Any, default_role: str) -> Msg:
             kind, part = ("tool_use" if "toolUse" in part else "tool_result"), next(iter(part.values()))
         if kind in _CALL_PARTS or isinstance(part.get("function_call"), dict):
             body = part.get("function_call") if isinstance(part.get("function_call"), dict) else part
-            calls.append(tool_call(body.get("name") or body.get("toolName"),
-                                   _first(body, "arguments", "input", "args"),
+            calls.append(tool_call(body.get("name") or body.get("toolName"), _first(body, _ARGUMENT_KEYS),
                                    body.get("id") or body.get("toolCallId") or body.get("toolUseId")))
         elif kind in _RESULT_PARTS or isinstance(part.get("function_response"), dict):
             body = part.get("function_response") if isinstance(part.get("function_response"), dict) else part
-            results.append(text(_unwrap(_block_text(_first(body, "response", "result", "output", "content")))))
+            results.append(text(_unwrap(_block_text(_first(body, _RESULT_KEYS)))))
             call_id = (call_id or body.get("id") or body.get("toolCallId") or body.get("tool_use_id")
                        or body.get("toolUseId"))
         elif "content" in part or "text" in part:
             texts.append(text(part.get("content", part.get("text"))))
-    openai_calls = raw.get("tool_calls")
     if openai_calls is not None:
         openai_calls = json_value(openai_calls)
         for call in openai_calls if isinstance(openai_calls, list) else ():
@@ -181,7 +190,11 @@ def message(raw: Any, default_role: str) -> Msg:
         role_ = (_ROLES.get(said) if said.__class__ is str else None) if said else default_role
         if role_ is None:  # not a role's usual spelling: ``role`` reads it
             role_ = role(said, default_role)
-    return msg(role_, texts[0] if len(texts) == 1 else "\n".join(texts or results), calls, call_id)
+    out: Msg = {"role": role_, "content": texts[0] if len(texts) == 1 else "\n".join(texts or results),
+                "tool_calls": calls}  # ``msg``, built in place: this runs for every message of every call
+    if call_id not in (None, ""):
+        out["tool_call_id"] = str(call_id)
+    return out
 
 
 def json_messages(raw: Any, default_role: str) -> list[Msg]:
@@ -394,14 +407,21 @@ def _unwrap(value: Any) -> Any:
     return value
 
 
-def _first(body: dict[str, Any], *keys: str) -> Any:
-    return next((body[k] for k in keys if body.get(k) is not None), None)
+def _first(body: dict[str, Any], keys: tuple[str, ...]) -> Any:
+    for key in keys:
+        found = body.get(key)
+        if found is not None:
+            return found
+    return None
 
 
 def hand_in(messages: list[Msg]) -> list[Msg]:
     """Messages with each final-answer tool call (``is_final_tool``) made the assistant's text: the run's answer."""
-    if not any(m["tool_calls"] for m in messages):
-        return list(messages)  # no call to hand in: one pass, in C
+    for m in messages:
+        if m["tool_calls"]:
+            break
+    else:
+        return list(messages)  # no call to hand in
     out = []
     for m in messages:
         final = [c for c in m["tool_calls"] if is_final_tool(c.get("name"))] if m["tool_calls"] else None
@@ -413,10 +433,29 @@ def hand_in(messages: list[Msg]) -> list[Msg]:
     return out
 
 
+def key_marks(*prefixes: str) -> tuple[str, ...]:
+    """Key prefixes as ``keys_start`` looks for them."""
+    return tuple("\n" + prefix for prefix in prefixes)
+
+
+def keys_start(attrs: Mapping[str, Any], marks: tuple[str, ...]) -> bool:
+    """Whether a key of ``attrs`` may start with a prefix of ``marks`` (``key_marks``): **a gate, never an answer**.
+    The keys are joined once and each prefix searched in C, a third of the cost of testing each key in turn; a key
+    that holds a line break can say yes where no key starts so, which costs the reader behind the gate a look that
+    finds nothing."""
+    if not attrs:
+        return False
+    joined = "\n" + "\n".join(attrs)
+    for mark in marks:
+        if mark in joined:
+            return True
+    return False
+
+
 def indexed(attrs: Mapping[str, Any], prefix: str) -> list[dict[str, Any]]:
     """``prefix.N.rest`` keys grouped by N (in N order), each group keyed by ``rest``."""
     head = prefix + "."
-    if not any(map(str.startswith, attrs, repeat(head))):  # the usual answer, found without a loop in Python
+    if not keys_start(attrs, ("\n" + head,)):  # the usual answer, found without a loop in Python
         return []
     groups: dict[int, dict[str, Any]] = {}
     for key, value in attrs.items():

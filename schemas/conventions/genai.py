@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
-from itertools import repeat
 from typing import Any
 
 from ._parse import (
@@ -28,6 +27,8 @@ from ._parse import (
     indexed,
     json_messages,
     json_value,
+    key_marks,
+    keys_start,
     message,
     msg,
     result_text,
@@ -87,14 +88,15 @@ def _by_words(operation: str) -> str:
     return "other"
 
 
-_IO_KEYS = (*_MESSAGE_KEYS, "gen_ai.system_instructions")  # what every key ``io`` reads starts with
+_INPUT, _OUTPUT = _MESSAGE_KEYS[:2]  # the current attributes, looked up first: a model call's span has them
+_IO_KEYS = key_marks(*_MESSAGE_KEYS, "gen_ai.system_instructions")  # what every key ``io`` reads starts with
 
 
 def io(span: Mapping[str, Any]) -> Io:
     """A span with no key that starts as one ``io`` reads and no events says nothing: found in one pass."""
     attrs = span["attributes"]
     events = span.get("events")
-    if not events and not any(map(str.startswith, attrs, repeat(_IO_KEYS))):
+    if not events and _INPUT not in attrs and _OUTPUT not in attrs and not keys_start(attrs, _IO_KEYS):
         return [], [], ""
     system = _system_instructions(attrs.get("gen_ai.system_instructions"))
     inputs = _json_messages(attrs, "gen_ai.input.messages", "user") or _json_messages(attrs, "gen_ai.prompt", "user")
@@ -160,7 +162,10 @@ def _json_messages(attrs: Mapping[str, Any], key: str, default_role: str) -> lis
 def _says_anything(messages: list[Msg]) -> bool:
     """Whether messages hold any text or tool call: a list of empty messages (LiteLLM's ``gen_ai.output.messages``
     of a call that answered only tool calls: ``"parts": []``) says nothing, and loses to the flat attributes."""
-    return any(m["content"] or m["tool_calls"] for m in messages)
+    for m in messages:
+        if m["content"] or m["tool_calls"]:
+            return True
+    return False
 
 
 def _flat_indexed(attrs: Mapping[str, Any], prefix: str, default_role: str) -> list[Msg]:
@@ -208,6 +213,8 @@ def _event_messages(events: Iterable[Mapping[str, Any]]) -> tuple[list[Msg], lis
 
 
 def _system_instructions(raw: Any) -> str:
+    if raw is None:
+        return ""
     parsed = json_value(raw)
     if isinstance(parsed, list):
         return "\n".join(text(p.get("content", p.get("text", ""))) if isinstance(p, dict) else str(p) for p in parsed)

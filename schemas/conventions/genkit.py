@@ -25,12 +25,13 @@ from typing import Any
 
 from ._parse import Io, Msg, json_value, message, text, value_messages
 
-__all__ = ["DOCUMENT_KEYS", "KEEP_KEYS", "KIND_KEY", "SETTING", "WHO_KEYS", "documents", "error", "identity", "io",
+__all__ = ["CLAIM_KEYS", "DOCUMENT_KEYS", "KEEP_KEYS", "KIND_KEY", "SETTING", "WHO_KEYS", "documents", "error", "identity", "io",
            "kind", "model", "tool", "usage"]
 
 SETTING = ("Genkit's genkit:input / genkit:output span attributes, written on every action (not redacted by the "
            "exporter, as the Google Cloud plugin's disableLoggingInputAndOutput does)")
 KIND_KEY = "genkit:type"
+CLAIM_KEYS = (KIND_KEY,)  # ``kind`` claims no span without one of these
 _SUBTYPE = "genkit:metadata:subtype"
 _INPUT, _OUTPUT, _NAME = "genkit:input", "genkit:output", "genkit:name"
 _SESSION_KEYS = ("genkit:metadata:agent:sessionId", "genkit:sessionId")

@@ -25,12 +25,13 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["SETTING", "TAGS", "kind", "runs", "tagged", "tool"]
+__all__ = ["CLAIM_KEYS", "SETTING", "TAGS", "kind", "runs", "tagged", "tool"]
 
 SETTING = ("OpenAIInstrumentor().instrument(tracer_provider=…) (opentelemetry-instrumentation-genai-openai) with "
            "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=SPAN_ONLY, or another instrumentation of the model client "
            "Griptape's prompt driver calls: Griptape's own spans carry no content")
 TAGS = "tags"
+CLAIM_KEYS = (TAGS,)  # ``kind`` claims no span without one of these, unless its name ends in ``()``
 _TAGGED = {"PromptDriver.run()": "llm", "Tool.run()": "tool"}
 _STRUCTURE_RUN = re.compile(r"^[A-Za-z_]\w*\.run(?:_stream)?\(\)$")
 _TOOL_SPAN = re.compile(r"^([A-Za-z_]\w*)\.try_run\(\)$")

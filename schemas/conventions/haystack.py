@@ -28,7 +28,7 @@ from typing import Any
 
 from ._parse import Io, Msg, json_value, message, result_text, text, tool_call
 
-__all__ = ["ERROR_KEY", "KIND_KEYS", "LLM_SPAN", "SETTING", "dataclass_messages", "error", "io", "kind", "model",
+__all__ = ["CLAIM_KEYS", "ERROR_KEY", "KIND_KEYS", "LLM_SPAN", "SETTING", "dataclass_messages", "error", "io", "kind", "model",
            "tool", "usage", "wrote"]
 
 SETTING = "HAYSTACK_CONTENT_TRACING_ENABLED=true"
@@ -39,6 +39,7 @@ _AGENT = "haystack.agent.max_steps"
 _LLM_INPUT = "haystack.agent.step.llm.input"
 _LLM_OUTPUT = "haystack.agent.step.llm.output"
 KIND_KEYS = (_TOOL, _AGENT, _LLM_INPUT, _LLM_OUTPUT)
+CLAIM_KEYS = KIND_KEYS  # ``kind`` claims no span without one of these, unless it is named ``LLM_SPAN``
 ERROR_KEY = "haystack.tool.error"
 _INPUT = "haystack.agent.step.tool.input"
 _OUTPUT = "haystack.agent.step.tool.output"

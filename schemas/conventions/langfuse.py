@@ -33,12 +33,13 @@ from ._parse import (
     value_messages,
 )
 
-__all__ = ["KEEP_KEYS", "KIND_KEY", "LEVEL_KEY", "SETTING", "WHO_KEYS", "error", "identity", "io", "kind", "model",
+__all__ = ["CLAIM_KEYS", "KEEP_KEYS", "KIND_KEY", "LEVEL_KEY", "SETTING", "WHO_KEYS", "error", "identity", "io", "kind", "model",
            "tool", "usage"]
 
 SETTING = ("Langfuse's observation input and output (@observe(capture_input=…, capture_output=…), "
            "LANGFUSE_OBSERVE_DECORATOR_IO_CAPTURE_ENABLED, a mask= on the Langfuse client)")
 KIND_KEY = "langfuse.observation.type"
+CLAIM_KEYS = (KIND_KEY,)  # ``kind`` claims no span without one of these
 LEVEL_KEY = "langfuse.observation.level"
 _INPUT, _OUTPUT = "langfuse.observation.input", "langfuse.observation.output"
 _TRACE_INPUT, _TRACE_OUTPUT = "langfuse.trace.input", "langfuse.trace.output"

@@ -37,13 +37,14 @@ from ._parse import (
     value_messages,
 )
 
-__all__ = ["DOCUMENT_KEYS", "KEEP_KEYS", "KEY_PREFIXES", "KIND_KEY", "SETTING", "WHO_KEYS", "documents", "identity",
+__all__ = ["CLAIM_KEYS", "DOCUMENT_KEYS", "KEEP_KEYS", "KEY_PREFIXES", "KIND_KEY", "SETTING", "WHO_KEYS", "documents", "identity",
            "io", "kind", "model", "tool", "usage"]
 
 SETTING = ("MLflow's span inputs and outputs (mlflow.spanInputs / mlflow.spanOutputs, recorded on every traced span "
            "unless a span processor given to mlflow.tracing.configure removes them)")
 KEY_PREFIXES = ("mlflow.",)  # every attribute this module reads starts so
 KIND_KEY = "mlflow.spanType"
+CLAIM_KEYS = (KIND_KEY,)  # ``kind`` claims no span without one of these
 _INPUTS, _OUTPUTS = "mlflow.spanInputs", "mlflow.spanOutputs"
 _MODEL, _USAGE = "mlflow.llm.model", "mlflow.chat.tokenUsage"
 _TAG = "mlflow.traceTag."

@@ -30,10 +30,11 @@ from ._parse import (
     value_messages,
 )
 
-__all__ = ["DOCUMENT_KEYS", "SETTING", "WHO_KEYS", "documents", "identity", "io", "kind", "tool"]
+__all__ = ["CLAIM_KEYS", "DOCUMENT_KEYS", "SETTING", "WHO_KEYS", "documents", "identity", "io", "kind", "tool"]
 
 SETTING = "OPENINFERENCE_HIDE_INPUTS / OPENINFERENCE_HIDE_OUTPUTS unset"
 _KINDS = {"AGENT": "agent", "CHAIN": "chain", "LLM": "llm", "TOOL": "tool", "RETRIEVER": "retriever"}
+CLAIM_KEYS = ("openinference.span.kind",)  # ``kind`` claims no span without one of these
 
 
 def kind(attrs: Mapping[str, Any]) -> str | None:

@@ -15,13 +15,24 @@ read by ``schemas.conventions.genai``).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from itertools import repeat
 from typing import Any
 
 from . import haystack
-from ._parse import Io, Msg, json_value, msg, outcome, result_text, text, tool_call, unpacked
+from ._parse import (
+    Io,
+    Msg,
+    json_value,
+    key_marks,
+    keys_start,
+    msg,
+    outcome,
+    result_text,
+    text,
+    tool_call,
+    unpacked,
+)
 
-__all__ = ["DOCUMENT_KEYS", "SETTING", "WHO_KEYS", "decided_by", "documents", "identity", "io", "kind", "tool"]
+__all__ = ["CLAIM_KEYS", "DOCUMENT_KEYS", "SETTING", "WHO_KEYS", "decided_by", "documents", "identity", "io", "kind", "tool"]
 
 SETTING = "TRACELOOP_TRACE_CONTENT=true (the default)"
 LLAMAINDEX_SCOPE = "opentelemetry.instrumentation.llamaindex"  # its entity input is the method's arguments by name
@@ -34,6 +45,7 @@ _ANSWER_KEYS = ("answer", "output", "content", "text", "result", "response")
 
 
 _OPERATIONS = {"execute_tool": "tool", "invoke_agent": "agent", "workflow": "chain"}
+CLAIM_KEYS = ("traceloop.span.kind",)  # ``kind`` claims no span without one of these
 
 
 def kind(attrs: Mapping[str, Any]) -> str | None:
@@ -149,10 +161,11 @@ def _tool_call_result(name: str, arguments: Any, result: dict[str, Any]) -> dict
 
 
 WHO_KEYS = ("traceloop.",)  # what every key ``identity`` reads starts with (a prefix: it ends in ".")
+_WHO_MARKS = key_marks(*WHO_KEYS)
 
 
 def identity(attrs: Mapping[str, Any]) -> dict[str, Any]:
-    if not any(map(str.startswith, attrs, repeat(WHO_KEYS))):
+    if not keys_start(attrs, _WHO_MARKS):
         return {"agent": None, "session_id": None, "metadata": {}}
     properties = {k[len(_ASSOCIATION):]: v for k, v in attrs.items() if k.startswith(_ASSOCIATION)}
     session = None

@@ -18,10 +18,11 @@ from typing import Any
 
 from ._parse import Io, Msg, json_value, message, msg, text, tool_call
 
-__all__ = ["KIND_KEY", "SETTING", "WHO_KEYS", "identity", "io", "kind", "tool", "usage"]
+__all__ = ["CLAIM_KEYS", "KIND_KEY", "SETTING", "WHO_KEYS", "identity", "io", "kind", "tool", "usage"]
 
 SETTING = "experimental_telemetry: { isEnabled: true, recordInputs: true, recordOutputs: true } (the defaults)"
 KIND_KEY = "ai.operationId"
+CLAIM_KEYS = (KIND_KEY,)  # ``kind`` claims no span without one of these
 _RUNS = ("ai.generateText", "ai.streamText", "ai.generateObject", "ai.streamObject")
 _METADATA = "ai.telemetry.metadata."
 _SESSION_KEYS = ("sessionId", "session_id", "conversationId", "conversation_id", "threadId", "thread_id")
