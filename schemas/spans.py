@@ -73,7 +73,8 @@ its packaging (OpenLLMetry's Haystack instrumentation writes the key of the gene
   words (OpenLIT's streamed LangGraph run states every chunk of the stream joined, the tool results' among
   them). A model that hands in its answer through a final-answer tool (``final_answer``, ``final_result``)
   answered: that is the text.
-- *tool calls*: the tool spans' calls (no tool above them in the run; a final-answer tool is none), in start order,
+- *tool calls*: the tool spans' calls (no tool above them in the run with no agent run or model call between; a
+  final-answer tool is none), in start order,
   each named by its tool (``conventions.tool``: the convention's name attribute, else what the span name says), with
   the call's own arguments (the LLM's tool call it ran, else the span's input unwrapped from a Python call's ``args``
   / ``kwargs`` packaging; never the tool's parameter schema), paired with the LLM's tool calls by name and
@@ -89,7 +90,10 @@ its packaging (OpenLLMetry's Haystack instrumentation writes the key of the gene
   call failed (Haystack's ``ToolCallResult.error``, in the conversation a pipeline returned: Haystack catches a
   tool's exception and sends the model its text), that message's text is the call's error. **Two spans of one call are one
   call**: spans of the same tool under a tool span (an instrumentation's span around the framework's own) give the
-  call what they say beside it (its id, result, error). **A span that records nothing of a call the model made is
+  call what they say beside it (its id, result, error). **A tool that runs an agent is a delegation**: a tool span
+  with an agent run or a model call between it and a tool span under it (pydantic-ai's agent delegation, an agent
+  offered as a tool) is a call of the run, and so is each call the delegated agent's model made under it: one user
+  request is one run, whichever agent's model called the tool. **A span that records nothing of a call the model made is
   bookkeeping**, not a call: no arguments, result or error, and neither its id nor its tool among the calls the LLM
   calls asked for, when they say which (Google ADK's ``execute_tool (merged tools)`` beside the spans of a parallel
   step's calls).
@@ -963,15 +967,23 @@ class _Trace:
                         around.add(a["span_id"])  # the one that started first (together: ended last) is around
         return [s for s in llms if s["span_id"] not in around]
 
-    def _has_ancestor_in(self, span: SpanRecord, ids: set[str]) -> bool:
+    def _tool_above(self, span: SpanRecord, tool_ids: set[str]) -> bool:
+        """A tool span above this one with no agent run or model call between them: the same call, seen twice."""
         parent = span.get("parent_id")
         seen = 0
         while parent in self.by_id and seen < 10_000:
-            if parent in ids:
+            if parent in tool_ids:
                 return True
+            if self.kind(self.by_id[parent]) in ("agent", "llm"):
+                return False
             parent = self.by_id[parent].get("parent_id")
             seen += 1
         return False
+
+    def _delegated(self, span: SpanRecord, tool_id: str) -> bool:
+        """An agent run or model call between this tool span and the tool span ``tool_id`` above it: a call the
+        delegated agent's model made, not the outer call seen again."""
+        return not self._tool_above(span, {tool_id})
 
     def _conversation(self, llms: list[SpanRecord],
                       last_answer: SpanRecord | None) -> tuple[list[conventions.Msg], SpanRecord | None]:
@@ -1045,11 +1057,12 @@ class _Trace:
         called: set[str] | None = None
         calls = []
         for span in tools:
-            if self._has_ancestor_in(span, tool_ids):
+            if self._tool_above(span, tool_ids):
                 continue
             call = conventions.tool(span)
             below = self.descendants(span) if span["span_id"] in self.children else ()
-            for inner in (conventions.tool(s) for s in below if s["span_id"] in tool_ids):
+            for inner in (conventions.tool(s) for s in below if s["span_id"] in tool_ids
+                          and not self._delegated(s, span["span_id"])):
                 if inner["name"] == call["name"]:
                     call = {**inner, **{k: v for k, v in call.items() if v not in (None, "", {})}}
             if conventions.is_final_tool(call["name"]):
@@ -1137,8 +1150,12 @@ def _paired(spans: list[dict[str, Any]], asked: list[dict[str, Any]], results: d
     no result and no error the one the tool message answering that id gives (``results``; a failed call's tool
     message is its error's text). The LLM's calls are paired whether or not they carry ids (OpenInference's
     LangChain.js instrumentation writes none). A span that names no tool the model asked for (OpenLLMetry JS names a
-    failed call's span by the tool's class, ``DynamicStructuredTool``) is the one call the model asked for with its
-    arguments that no span names, and takes its name; with several such calls nothing says which."""
+    failed call's span by the tool's class, ``DynamicStructuredTool``; OpenInference names the OpenAI Agents SDK's
+    handoff ``handoff to <agent>``, the model's call ``transfer_to_<agent>``) and records a call (its arguments, or
+    none and a result) is the one call the model asked for with its arguments that no span names, and takes its name;
+    with several such calls nothing says which. Such a span is the framework's record of what it did for the call,
+    named its own way (the handoff span's input and output are the agents handing over and taking over): the call's
+    result is the tool message the model was sent for it, where one is, the span's output where none is."""
     taken = {call["id"] for call in spans if call.get("id")}
     free = [call for call in asked if call.get("id") not in taken]
     by_id = {c["id"]: c for c in reversed(asked) if c.get("id")}  # the first call of each id
@@ -1153,12 +1170,15 @@ def _paired(spans: list[dict[str, Any]], asked: list[dict[str, Any]], results: d
             continue  # an id the model's calls do not carry, and nothing to take from them
         match = next((c for c in free if c["name"] == call["name"] and c["arguments"] == call["arguments"]), None)
         match = match or next((c for c in free if c["name"] == call["name"]), None)
-        if match is None and call["arguments"] and all(c["name"] != call["name"] for c in asked):
+        if match is None and (call["arguments"] or call.get("result") is not None) and all(
+                c["name"] != call["name"] for c in asked):
             named = {c["name"] for c in spans}
             same = {c.get("id") or c["name"]: c for c in free
                     if c["arguments"] == call["arguments"] and c["name"] not in named}
             if len(same) == 1:  # a span that names no tool the model asked for (but its class): the call it ran
                 [match] = same.values()
+                if match.get("id") in results and not call.get("error"):  # what the model was sent, not the record
+                    call["result"] = None
         match = match or next((c for c in free if conventions.griptape.runs(call, c)), None)
         call.pop("names_tool", None)
         if match is not None:

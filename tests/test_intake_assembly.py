@@ -68,6 +68,60 @@ def test_nested_agents_make_one_turn_for_the_outermost():
     assert (turn["span_id"][:2], turn["agent"], turn["output"]) == ("a1", "sub", "a")
 
 
+def asks(question: str, tool: str, call_id: str, arguments: str, before: list | None = None) -> str:
+    """An LLM call's conversation as JSON: the messages before, the user's words, and the model asking for a tool."""
+    return json.dumps([*(before or []), {"role": "user", "content": question}, {"role": "assistant", "tool_calls": [
+        {"id": call_id, "type": "function", "function": {"name": tool, "arguments": arguments}}]}])
+
+
+def test_a_tool_that_runs_an_agent_is_a_call_and_so_are_the_calls_of_the_agent_under_it():
+    """pydantic-ai's agent delegation: the triage agent's tool runs the orders agent, whose model calls lookup_order."""
+    tool = {"gen_ai.operation.name": "execute_tool"}
+    spans = [span("a1", None, 0, **{"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "triage"}),
+             chat("c1", "a1", 1, "Where is A-1001?",
+                  asks("Where is A-1001?", "ask_orders_bot", "d1", '{"query": "A-1001"}')),
+             span("t1", "a1", 2, **tool, **{"gen_ai.tool.name": "ask_orders_bot", "gen_ai.tool.call.id": "d1",
+                                             "gen_ai.tool.call.arguments": '{"query": "A-1001"}',
+                                             "gen_ai.tool.call.result": "It has shipped."}),
+             span("a2", "t1", 3, **{"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "orders_bot"}),
+             chat("c2", "a2", 4, "A-1001", asks("A-1001", "lookup_order", "l1", '{"order_id": "A-1001"}')),
+             span("t2", "a2", 5, **tool, **{"gen_ai.tool.name": "lookup_order", "gen_ai.tool.call.id": "l1",
+                                             "gen_ai.tool.call.arguments": '{"order_id": "A-1001"}',
+                                             "gen_ai.tool.call.result": "shipped"}),
+             chat("c3", "a2", 6, "A-1001", "It has shipped."),
+             chat("c4", "a1", 7, "Where is A-1001?", "Order A-1001 has shipped.")]
+
+    [turn] = assemble(spans)
+
+    assert (Turn.model_validate({**turn, "agent": "shop"}).question, turn["output"]) == (
+        "Where is A-1001?", "Order A-1001 has shipped.")
+    assert [(c["name"], c["arguments"], c["result"]) for c in turn["tool_calls"]] == [
+        ("ask_orders_bot", {"query": "A-1001"}, "It has shipped."), ("lookup_order", {"order_id": "A-1001"}, "shipped")]
+
+
+def test_a_handoff_span_is_the_models_transfer_call_with_the_result_the_model_was_sent():
+    """OpenInference's span of an OpenAI Agents SDK handoff names no tool the model asked for (``handoff to <agent>``,
+    the agents handing over and taking over as its input and output): it is the ``transfer_to_<agent>`` call."""
+    transfer = [{"role": "user", "content": "Where is A-1001?"}, {"role": "assistant", "tool_calls": [
+        {"id": "h1", "type": "function", "function": {"name": "transfer_to_orders_bot", "arguments": "{}"}}]},
+        {"role": "tool", "tool_call_id": "h1", "content": '{"assistant": "orders_bot"}'}]
+    spans = [span("a1", None, 0, **{"openinference.span.kind": "AGENT", "agent.name": "triage"}),
+             chat("c1", "a1", 1, "Where is A-1001?", json.dumps(transfer[1:2])),
+             {**span("h0", "a1", 2, **{"openinference.span.kind": "TOOL", "input.value": "triage",
+                                       "output.value": "orders_bot"}), "name": "handoff to orders_bot"},
+             span("a2", None, 3, **{"openinference.span.kind": "AGENT", "agent.name": "orders_bot"}),
+             chat("c2", "a2", 4, json.dumps(transfer), "Order A-1001 has shipped.")]
+    spans[3]["parent_id"] = spans[0]["parent_id"] = "w1".ljust(16, "0")
+    spans.insert(0, span("w1", None, 0, **{"openinference.span.kind": "AGENT"}))
+
+    [turn] = assemble(spans)
+
+    assert (Turn.model_validate({**turn, "agent": "shop"}).question, turn["output"]) == (
+        "Where is A-1001?", "Order A-1001 has shipped.")
+    assert [(c["name"], c["arguments"], c.get("id"), c["result"]) for c in turn["tool_calls"]] == [
+        ("transfer_to_orders_bot", {}, "h1", '{"assistant": "orders_bot"}')]
+
+
 def test_an_agent_root_without_its_own_messages_takes_the_first_llm_input_and_the_last_llm_output():
     spans = [span("a1", None, 0, **{"gen_ai.operation.name": "invoke_agent"}),
              chat("c1", "a1", 1, "What is the refund window?", "let me look"),
