@@ -844,14 +844,17 @@ class _Trace:
         ordered = sorted(everyone, key=_BY_START)[:MAX_SPANS]
         first = ordered[0]["start"] if ordered else 0
         out = []
+        kinds, error_of = self.kinds, self.error
         for span in ordered:
+            start = span["start"]
+            duration = (span["end"] or start) - start
             summary: dict[str, Any] = {
-                "span_id": span["span_id"], "name": str(span["name"] or "")[:256], "kind": self.kind(span),
-                "start_ms": max(span["start"] - first, 0) / 1e6,
-                "duration_ms": max((span["end"] or span["start"]) - span["start"], 0) / 1e6}
+                "span_id": span["span_id"], "name": str(span["name"] or "")[:256],
+                "kind": kinds.get(span["span_id"], "virtual"), "start_ms": (start - first if start > first else 0) / 1e6,
+                "duration_ms": (duration if duration > 0 else 0) / 1e6}
             if span.get("parent_id"):
                 summary["parent_id"] = span["parent_id"]
-            if error := self.error(span):
+            if error := error_of(span):
                 summary["error"] = str(error)[:1000]
             out.append(summary)
         return out
@@ -928,13 +931,13 @@ class _Trace:
         for call in calls:
             span: SpanRecord | None = call
             while span is not None and span["span_id"] not in counted:
-                said = [v if isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0 else None
-                        for v in conventions.usage(span["attributes"])]
-                if any(v is not None for v in said):
+                prompt, completion = conventions.usage(span["attributes"])
+                prompt, completion = _tokens(prompt), _tokens(completion)
+                if prompt is not None or completion is not None:
                     counted.add(span["span_id"])
-                    sums = [total + int(v or 0) for total, v in zip(sums, said, strict=True)]
+                    sums = [sums[0] + int(prompt or 0), sums[1] + int(completion or 0)]
                     stated = True
-                    if any(said):
+                    if prompt or completion:
                         break
                 parent = span.get("parent_id")
                 span = self.by_id[parent] if parent in ids else None
@@ -1059,9 +1062,9 @@ class _Trace:
         for span in tools:
             if self._tool_above(span, tool_ids):
                 continue
-            call = conventions.tool(span)
+            call = conventions.tool(span, self.decider.get(span["span_id"]))
             below = self.descendants(span) if span["span_id"] in self.children else ()
-            for inner in (conventions.tool(s) for s in below if s["span_id"] in tool_ids
+            for inner in (conventions.tool(s, self.decider.get(s["span_id"])) for s in below if s["span_id"] in tool_ids
                           and not self._delegated(s, span["span_id"])):
                 if inner["name"] == call["name"]:
                     call = {**inner, **{k: v for k, v in call.items() if v not in (None, "", {})}}
@@ -1201,6 +1204,11 @@ def _wire_message(message: conventions.Msg) -> dict[str, Any]:
     if message.get("tool_call_id"):
         out["tool_call_id"] = message["tool_call_id"]
     return out
+
+
+def _tokens(value: Any) -> int | float | None:
+    """A token count as a span states it: a number not below zero (not a flag), else ``None``."""
+    return value if isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0 else None
 
 
 def _iso(nanoseconds: int) -> str:

@@ -303,16 +303,25 @@ def documents(attrs: Mapping[str, Any]) -> list[dict[str, Any]]:
     return [doc for doc in map(_document, docs) if doc["text"]] if docs else []
 
 
-# the conventions that read a tool span's call, in the order the first names it and the others fill what it left empty
-_TOOL_READERS = (openllmetry.tool, openinference.tool, vercel.tool, pydantic_ai.tool, haystack.tool, genkit.tool,
-                 langfuse.tool, mlflow.tool, griptape.tool, genai.tool, logfire.tool)
+# the conventions that read a tool span's call, in the order the first names it and the others fill what it left empty,
+# each with the mapper whose kind gates it, as ``_READERS``: a reader that reads only the tool spans its convention's
+# ``kind`` claims is not asked of a span a mapper before that one decided
+_TOOL_READERS = ((openllmetry.tool, "openllmetry"), (openinference.tool, None), (vercel.tool, "vercel"),
+                 (pydantic_ai.tool, None), (haystack.tool, "haystack"), (genkit.tool, "genkit"),
+                 (langfuse.tool, "langfuse"), (mlflow.tool, "mlflow"), (griptape.tool, "griptape"), (genai.tool, None),
+                 (logfire.tool, None))
+_TOOLS_ASKED: dict[int | None, tuple[Any, ...]] = {
+    decided: tuple(reader for reader, gate in _TOOL_READERS if gate is None or _DECIDER[gate] >= decided)
+    for decided in range(len(MAPPERS) + 1)}
+_TOOLS_ASKED[None] = _TOOLS_ASKED[0]
 
 
-def tool(span: Mapping[str, Any]) -> dict[str, Any]:
+def tool(span: Mapping[str, Any], decided: int | None = None) -> dict[str, Any]:
     """The tool call a tool span made, with its error when the span says it failed. Arguments no convention names
-    are the span's own ``input`` (and its ``output`` the result)."""
+    are the span's own ``input`` (and its ``output`` the result). ``decided``: the mapper that decided the span's kind
+    (``decided_kind``), when the caller knows it."""
     call: dict[str, Any] | None = None
-    for reader in _TOOL_READERS:
+    for reader in _TOOLS_ASKED[decided]:
         said = reader(span)
         if said is None:
             continue
