@@ -93,7 +93,11 @@ its packaging (OpenLLMetry's Haystack instrumentation writes the key of the gene
   call what they say beside it (its id, result, error). **A tool that runs an agent is a delegation**: a tool span
   with an agent run or a model call between it and a tool span under it (pydantic-ai's agent delegation, an agent
   offered as a tool) is a call of the run, and so is each call the delegated agent's model made under it: one user
-  request is one run, whichever agent's model called the tool. **A span that records nothing of a call the model made is
+  request is one run, whichever agent's model called the tool. **A call the model made and was answered is a call**:
+  one of the LLM's tool calls that no tool span records, answered by a tool message for its id (the OpenAI Agents
+  SDK answers a ``transfer_to_<agent>`` handoff itself, and most of its instrumentations write no span for it), is a
+  call of the run beside the spans' calls, its result that message (not a final-answer tool), where each span's call
+  is one the model asked for by id (an unpaired span may be that call's record). **A span that records nothing of a call the model made is
   bookkeeping**, not a call: no arguments, result or error, and neither its id nor its tool among the calls the LLM
   calls asked for, when they say which (Google ADK's ``execute_tool (merged tools)`` beside the spans of a parallel
   step's calls).
@@ -1014,13 +1018,13 @@ class _Trace:
             for message in self.io(llm)[1]:
                 asked.extend(message["tool_calls"])
         spans = self._span_calls(members, asked)
-        if spans and all(call.get("id") and call["arguments"] and (call.get("result") is not None or call.get("error"))
-                         for call in spans):
-            return spans  # each span says its call whole
+        whole = spans and all(call.get("id") and call["arguments"] and (
+            call.get("result") is not None or call.get("error")) for call in spans)  # each span says its call whole
         results = {m["tool_call_id"]: conventions.result_text(m["content"]) for llm in llms for m in self.io(llm)[0]
                    if m["role"] == "tool" and m.get("tool_call_id")} if asked else {}
         if spans:
-            return _paired(spans, asked, results)
+            calls = spans if whole else _paired(spans, asked, results)
+            return calls + _answered_unrecorded(calls, asked, results)
         if not asked:
             return []
         calls, seen = [], set()
@@ -1137,6 +1141,28 @@ class _Group:
     why: str
     container: SpanRecord | None = None
     joined: list[_Group] = field(default_factory=list)  # runs of other traces whose work joined it (``links``)
+
+
+def _answered_unrecorded(calls: list[dict[str, Any]], asked: list[dict[str, Any]],
+                         results: dict[str, str]) -> list[dict[str, Any]]:
+    """The model's calls that were answered (a tool message for their id) though no tool span records them (the
+    OpenAI Agents SDK answers a ``transfer_to_<agent>`` call itself, and most of its instrumentations write no span
+    for it): calls of the run all the same, with the answer as their result. Not a final-answer tool's, and not one
+    a span's call already is (by id, or by name and arguments: a span may keep the Responses API's other id); and
+    only where every span's call is one the model asked for by id (a span no call was paired with may be the record
+    of that very call: nothing says it is not)."""
+    ids = {c.get("id") for c in asked}
+    if not results or any(c.get("id") not in ids for c in calls):
+        return []
+    taken = {c.get("id") for c in calls} | {json.dumps([c["name"], c["arguments"]], sort_keys=True, default=str)
+                                           for c in calls}
+    out = []
+    for call in asked:
+        key = json.dumps([call["name"], call["arguments"]], sort_keys=True, default=str)
+        if call.get("id") in results and not {call["id"], key} & taken and not conventions.is_final_tool(call["name"]):
+            taken.add(call["id"])
+            out.append({**call, "result": results[call["id"]]})
+    return out
 
 
 def _paired(spans: list[dict[str, Any]], asked: list[dict[str, Any]], results: dict[str, str]) -> list[dict[str, Any]]:

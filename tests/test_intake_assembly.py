@@ -122,6 +122,26 @@ def test_a_handoff_span_is_the_models_transfer_call_with_the_result_the_model_wa
         ("transfer_to_orders_bot", {}, "h1", '{"assistant": "orders_bot"}')]
 
 
+def test_a_call_the_model_made_and_was_answered_is_a_call_though_no_span_records_it():
+    """An OpenAI Agents SDK handoff under the OTel GenAI instrumentation: no span for ``transfer_to_orders_bot``, the
+    SDK's answer to it in the next agent's conversation; ``lookup_order`` has its span."""
+    sent = json.loads(asks("Where is A-1001?", "transfer_to_orders_bot", "h1", "{}")) + [
+        {"role": "tool", "tool_call_id": "h1", "content": '{"assistant": "orders_bot"}'}]
+    tool = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "lookup_order", "gen_ai.tool.call.id": "l1",
+            "gen_ai.tool.call.arguments": '{"order_id": "A-1001"}', "gen_ai.tool.call.result": "shipped"}
+    spans = [span("a1", None, 0, **{"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "triage"}),
+             chat("c1", "a1", 1, "Where is A-1001?", json.dumps(sent[1:2])),
+             chat("c2", "a1", 2, json.dumps(sent), asks("x", "lookup_order", "l1", '{"order_id": "A-1001"}')),
+             span("t1", "a1", 3, **tool),
+             chat("c3", "a1", 4, json.dumps(sent), "Order A-1001 has shipped.")]
+
+    [turn] = assemble(spans)
+
+    assert sorted((c["name"], c["arguments"], c["result"]) for c in turn["tool_calls"]) == [
+        ("lookup_order", {"order_id": "A-1001"}, "shipped"),
+        ("transfer_to_orders_bot", {}, '{"assistant": "orders_bot"}')]
+
+
 def test_an_agent_root_without_its_own_messages_takes_the_first_llm_input_and_the_last_llm_output():
     spans = [span("a1", None, 0, **{"gen_ai.operation.name": "invoke_agent"}),
              chat("c1", "a1", 1, "What is the refund window?", "let me look"),
