@@ -18,6 +18,30 @@ from vigil.worker.cli.suggest import SuggestingGroup
 
 __all__ = ["COMMANDS", "main"]
 
+
+def _import_structlog_without_rich() -> None:
+    """Import structlog with rich hidden from it, before anything else in a ``vigil`` process imports structlog.
+
+    ``import structlog`` imports its console renderer's pretty tracebacks whenever rich is installed (rich.traceback,
+    rich.pretty, pygments: ~0.04 CPU-s at every process start). vigil renders every log line as JSON with plain-text
+    tracebacks (``structlog.processors.format_exc_info``), and ``--debug`` shows Python's own traceback, so neither
+    path uses them. rich itself stays importable (the report's tables use it): it is hidden only during this import.
+    """
+    if "structlog" in sys.modules:
+        return
+    present = sys.modules.get("rich")
+    sys.modules["rich"] = None  # type: ignore[assignment]  # `import rich` raises ImportError: structlog's fallback
+    try:
+        import structlog  # noqa: F401
+    finally:
+        if present is None:
+            del sys.modules["rich"]
+        else:
+            sys.modules["rich"] = present
+
+
+_import_structlog_without_rich()
+
 # name -> "module:attribute"; the order is the order of ``vigil --help``.
 COMMANDS: dict[str, str] = {
     "demo": "vigil.worker.demo:demo_command",
@@ -83,13 +107,19 @@ def _fail(message: str, code: int) -> None:
     sys.exit(code)
 
 
-def _version() -> str:
+def _version(ctx: click.Context, param: click.Parameter, value: bool) -> None:
+    """``vigil --version``: the installed distribution's version, looked up only when asked (importlib.metadata and
+    the scan of site-packages cost ~0.07 CPU-s, which click's ``version_option`` would pay at every start)."""
+    if not value or ctx.resilient_parsing:
+        return
     from importlib.metadata import PackageNotFoundError, version
 
     try:
-        return version("vigil")
+        found = version("vigil")
     except PackageNotFoundError:
-        return "unknown"
+        found = "unknown"
+    click.echo(f"vigil {found}")
+    ctx.exit()
 
 
 @click.group(cls=_Table, context_settings={"help_option_names": ["-h", "--help"]},
@@ -102,7 +132,8 @@ Examples:
   VIGIL_CONFIG=vigil.yaml vigil worker        score turns as they arrive
   vigil show TRACE_ID                         one turn with all its scores, steps and reasons
   vigil review                                label turns in the browser: http://127.0.0.1:8766/review/""")
-@click.version_option(_version(), "--version", "-V", prog_name="vigil", message="%(prog)s %(version)s")
+@click.option("--version", "-V", is_flag=True, expose_value=False, is_eager=True, callback=_version,
+              help="Show the version and exit.")
 @click.option("--debug", is_flag=True, envvar="VIGIL_DEBUG",
               help="Show the full traceback when a command fails (and the drivers' own logs).")
 def main(debug: bool) -> None:
