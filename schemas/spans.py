@@ -394,17 +394,18 @@ class _Trace:
         self.by_id = attach_logs(by_id, logs)
         self.trace_id = next((s["trace_id"] for s in self.by_id.values()), "")
         self.children: dict[str | None, list[SpanRecord]] = defaultdict(list)
-        for span in self.by_id.values():
+        self.decider: dict[str, int] = {}  # which mapper decided a span's kind
+        self.stated: dict[str, str] = {}  # its kind as its convention states it
+        self.kinds: dict[str, str] = {}  # its kind here: a framework's chain at the top of the trace is the run
+        for span_id, span in self.by_id.items():  # one pass: each span's place in the tree and its kind
             parent = span.get("parent_id")
-            self.children[parent if parent in self.by_id else None].append(span)
+            on_top = parent not in self.by_id
+            self.children[None if on_top else parent].append(span)
+            stated, self.decider[span_id] = conventions.decided_kind(span)
+            self.stated[span_id] = stated
+            self.kinds[span_id] = "agent" if stated == "chain" and on_top else stated
         for siblings in self.children.values():
             siblings.sort(key=_BY_TIME)
-        decided = {span_id: conventions.decided_kind(span) for span_id, span in self.by_id.items()}
-        self.decider = {span_id: found[1] for span_id, found in decided.items()}  # which mapper decided it
-        self.stated = {span_id: found[0] for span_id, found in decided.items()}  # as its convention
-        self.kinds = {span_id: "agent" if found == "chain" and self.by_id[span_id].get("parent_id") not in self.by_id
-                      else found for span_id, found in self.stated.items()}  # a framework's chain at the top of the
-        # trace is the run
         self._errors: dict[str, str | None] = {}
         self._io: dict[str, tuple[conventions.Io, dict[str, str]]] = {}
         self.read: dict[str, dict[str, str]] = {}
@@ -854,8 +855,8 @@ class _Trace:
             duration = (span["end"] or start) - start
             summary: dict[str, Any] = {
                 "span_id": span["span_id"], "name": str(span["name"] or "")[:256],
-                "kind": kinds.get(span["span_id"], "virtual"), "start_ms": (start - first if start > first else 0) / 1e6,
-                "duration_ms": (duration if duration > 0 else 0) / 1e6}
+                "kind": kinds.get(span["span_id"], "virtual"), "start_ms": max(start - first, 0) / 1e6,
+                "duration_ms": max(duration, 0) / 1e6}
             if span.get("parent_id"):
                 summary["parent_id"] = span["parent_id"]
             if error := error_of(span):
