@@ -5,10 +5,12 @@
         client = openai.AsyncOpenAI(base_url=server.base_url, api_key="test")
 
 A script sees each request's JSON body and returns a ``Reply``: a status, a chat-completion content (``content``)
-or a raw body (``body``), headers (Retry-After), and a delay. ``requests`` records every request with its arrival
-time, so tests can count calls per 60-second window. ``rpm_limit`` makes the server enforce its own limit and
-answer 429 above it (counted in ``refused``): at most ``rpm_limit`` accepted requests in any ``window_s`` seconds
-(60 unless a test shortens the window, scaling the limit's time with the limiter's ``RateLimits.window_s``).
+or a raw body (``body``), headers (Retry-After), a delay, and a ``gate`` (a ``threading.Event``) that holds the
+reply until the test sets it, so every request of a wave arrives before any is answered. ``requests`` records every
+request with its arrival time, so tests can count calls per 60-second window. ``rpm_limit`` makes the server enforce
+its own limit and answer 429 above it (counted in ``refused``): at most ``rpm_limit`` accepted requests in any
+``window_s`` seconds (60 unless a test shortens the window, scaling the limit's time with the limiter's
+``RateLimits.window_s``).
 
 ``usage="chars"`` reports usage as a provider would, measured the same way for every client: prompt tokens are the
 characters of the request's messages / 4, completion tokens the reply's / 4, and ``prompt_tokens_details.
@@ -44,6 +46,7 @@ class Reply:
     prompt_tokens: int = 10
     completion_tokens: int = 5
     cached_tokens: int | None = None  # reported as usage.prompt_tokens_details.cached_tokens when set
+    gate: threading.Event | None = None  # the reply waits until it is set
 
     @classmethod
     def json(cls, payload: Any, **kwargs: Any) -> Reply:
@@ -136,6 +139,8 @@ class ScriptedJudge:
             self.requests.append(record)
             reply = self._next_reply(body)
             record.status = reply.status
+        while reply.gate is not None and not reply.gate.is_set():
+            await asyncio.sleep(0.02)
         if reply.delay:
             await asyncio.sleep(reply.delay)
         if reply.body is not None:
