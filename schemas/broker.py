@@ -51,6 +51,7 @@ from kombu.transport import virtual
 from kombu.utils.encoding import bytes_to_str
 from kombu.utils.json import dumps, loads
 from redis import exceptions as redis_errors
+from vigil.schemas.broker_limits import DEFAULT_MESSAGE_BYTES, MIN_MESSAGE_BYTES, POOL_CONNECTIONS, POOL_WAIT_S
 
 log = logging.getLogger(__name__)
 
@@ -92,10 +93,6 @@ UNDELIVERABLE_KEEP = 100_000  # characters of an undeliverable item kept for its
 JOURNAL = "vigil.journal"  # delivery tag -> "<list key>\n<message as pushed>" (_journal_entry)
 JOURNAL_INDEX = "vigil.journal.index"  # delivery tag -> when last known to be safe (published, restored, seen)
 _MUTEX = "vigil.journal.mutex"
-# The smallest sensible message budget: one turn of the largest valid size (schemas.trace.MAX_PAYLOAD_BYTES of UTF-8)
-# may take twice that once JSON escapes it as ASCII, and 4/3 of that again in base64.
-MIN_MESSAGE_BYTES = 6 * 2**20
-DEFAULT_MESSAGE_BYTES = 8 * 2**20
 _TAIL = 65_536  # bytes at the end of an oversize item searched for its delivery tag (kombu writes properties last)
 _TAG = re.compile(rb'"delivery_tag"\s*:\s*"([A-Za-z0-9._:-]{1,200})"')
 
@@ -172,11 +169,6 @@ def broker_ssl(url: str) -> dict[str, Any] | None:
 
 
 _SENTINEL_PORT = 26379
-# A redis-py client's connections at once (a worker sizes its own to its --concurrency, VIGIL_REDIS_CONNECTIONS), and
-# how long one more caller waits for a free one before the pool raises (a transient failure: the task is retried).
-# The same through Sentinel: its pool (which asks the Sentinels where the master is) waits like the plain one.
-POOL_CONNECTIONS = 100
-POOL_WAIT_S = 30.0
 
 
 @functools.cache

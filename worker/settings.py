@@ -8,7 +8,7 @@ from pathlib import Path
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 from vigil.schemas import VigilConfig, load_config
-from vigil.schemas.broker import DEFAULT_MESSAGE_BYTES, MIN_MESSAGE_BYTES, POOL_CONNECTIONS
+from vigil.schemas.broker_limits import DEFAULT_MESSAGE_BYTES, MIN_MESSAGE_BYTES, POOL_CONNECTIONS
 
 __all__ = ["CONFIG_NOT_SET", "ConfigNotSet", "Settings", "config_path", "get_settings", "monitor_config"]
 

@@ -34,10 +34,13 @@ import datetime as dt
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import redis
 from vigil.schemas import MonitorConfig, Score
 from vigil.schemas.config import Budget, VigilConfig
+
+if TYPE_CHECKING:  # redis-py only names the clients here; `vigil alerts backtest` replays without importing it
+    import redis
 
 __all__ = ["BudgetLine", "Pace", "Spend", "both", "count", "current", "forecast", "lines", "pace", "paces", "read_spend", "record", "replay", "spend", "take",
            "weighted_mean"]
