@@ -16,31 +16,31 @@ import sys
 import click
 from vigil.worker.cli.suggest import SuggestingGroup
 
-__all__ = ["COMMANDS", "main"]
+__all__ = ["COMMANDS", "import_hiding", "main"]
 
 
-def _import_structlog_without_rich() -> None:
-    """Import structlog with rich hidden from it, before anything else in a ``vigil`` process imports structlog.
-
-    ``import structlog`` imports its console renderer's pretty tracebacks whenever rich is installed (rich.traceback,
-    rich.pretty, pygments: ~0.04 CPU-s at every process start). vigil renders every log line as JSON with plain-text
-    tracebacks (``structlog.processors.format_exc_info``), and ``--debug`` shows Python's own traceback, so neither
-    path uses them. rich itself stays importable (the report's tables use it): it is hidden only during this import.
-    """
-    if "structlog" in sys.modules:
+def import_hiding(module: str, hidden: str) -> None:
+    """Import ``module`` with ``hidden`` unimportable while it loads, where ``module`` imports ``hidden`` only if it
+    is installed, for output no vigil process produces (each caller says which). ``hidden`` itself stays importable
+    afterwards, for whoever needs it. A start-up cost paid again by each of the many short ``vigil`` processes."""
+    if module in sys.modules:
         return
-    present = sys.modules.get("rich")
-    sys.modules["rich"] = None  # type: ignore[assignment]  # `import rich` raises ImportError: structlog's fallback
+    present = sys.modules.get(hidden)
+    sys.modules[hidden] = None  # type: ignore[assignment]  # `import hidden` raises ImportError: the module's fallback
     try:
-        import structlog  # noqa: F401
+        importlib.import_module(module)
     finally:
         if present is None:
-            del sys.modules["rich"]
+            del sys.modules[hidden]
         else:
-            sys.modules["rich"] = present
+            sys.modules[hidden] = present
 
 
-_import_structlog_without_rich()
+# structlog imports its console renderer's pretty tracebacks whenever rich is installed (rich.traceback,
+# rich.pretty, pygments: ~0.04 CPU-s). vigil renders every log line as JSON with plain-text tracebacks
+# (structlog.processors.format_exc_info) and `--debug` shows Python's own traceback: neither uses them. First, before
+# anything in the process imports structlog; the report's tables still import rich.
+import_hiding("structlog", "rich")
 
 # name -> "module:attribute"; the order is the order of ``vigil --help``.
 COMMANDS: dict[str, str] = {

@@ -153,6 +153,9 @@ def worker_command(concurrency: int, writer: bool, writer_id: str | None, queues
     # Celery's own worker command, given the app as `celery --app` would (app.worker_main would drop the worker's
     # exit status: an unrecoverable error must not look like a clean stop). Not through the `celery` group: it imports
     # every other subcommand and its REPL first (~0.15 s of CPU at each start).
+    from vigil.worker.cli import import_hiding
+
+    import_hiding("celery.bin.base", "pygments")  # it builds a pygments lexer (~0.03 CPU-s) to colour `celery inspect`
     from celery.bin.base import CLIContext
     from celery.bin.worker import worker as celery_worker
 
