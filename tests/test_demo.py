@@ -25,7 +25,7 @@ def test_the_demo_scores_every_sampled_turn_reports_from_clickhouse_raises_the_r
     for monitor in ("answer_relevancy", "context_relevance", "prompt_alignment", "rag_correctness", "multi_turn"):
         assert f"monitor {monitor} ({monitor} v2)" in out, f"{monitor} missing from the report"
     assert "Baseline judge (word overlap, no LLM): score" in out, "reasons are read back"
-    said = re.compile(r"answer_relevancy on support-bot fell from 0\.\d\d to 0\.\d\d since \d\d:\d\d UTC \(95%: "
+    said = re.compile(r"answer_relevancy on support-bot fell from 0\.\d\d to 0\.\d\d since (\d{4}-\d\d-\d\d )?\d\d:\d\d UTC \(95%: "
                       r"0\.\d\d to 0\.\d\d lower\); all of the drop is model = llama-3\.2-3b-instruct \(\d+% of traffic\)")
     flat = " ".join(out.split())  # rich wraps the terminal's lines
     assert said.search(flat), "the alert is one sentence naming the agent and the model the regression came from"
