@@ -11,8 +11,10 @@ import zlib
 from datetime import UTC, datetime
 from html import escape
 from pathlib import Path
+from typing import NamedTuple
 
 import pytest
+from vigil.worker.demo import demo_turns
 from vigil.worker.report import build_report, write_html
 from vigil.worker.report.build import MIN_TURNS_PER_BUCKET
 from vigil.worker.store import connect, migrate
@@ -59,14 +61,27 @@ def _chart(dom: str, name: str) -> str:
     return dom[start:dom.index("</svg>", start)]
 
 
-_DOT = re.compile(r'<circle class="dot" cx="[\d.]+" cy="([\d.]+)"[^>]*><title>[^<]*: mean ([\d.]+) of (\d+) turns'
-                  r'(?:, 95% interval ([\d.]+)–([\d.]+))?</title>')
+_DOT = re.compile(r'<circle class="dot" cx="[\d.]+" cy="([\d.]+)"[^>]*><title>([\d-]+ [\d:]+): mean ([\d.]+) of (\d+) '
+                  r'turns(?:, 95% interval ([\d.]+)–([\d.]+))?</title>')
 
 
-def _dots(chart: str) -> list[tuple[float, float, int, float | None, float | None]]:
-    """(y pixel, mean, turns, interval low, interval high) of each bucket drawn, left to right."""
-    return [(float(cy), float(mean), int(n), float(lo) if lo else None, float(hi) if hi else None)
-            for cy, mean, n, lo, hi in _DOT.findall(chart)]
+class Dot(NamedTuple):
+    """One bucket drawn on a chart: where its dot is (y pixel: lower on the page is a lower score), when the bucket
+    starts, and what its tooltip says."""
+
+    y: float
+    start: datetime
+    mean: float
+    turns: int
+    low: float | None
+    high: float | None
+
+
+def _dots(chart: str) -> list[Dot]:
+    """Each bucket drawn, left to right."""
+    return [Dot(float(cy), datetime.fromisoformat(start).replace(tzinfo=UTC), float(mean), int(n),
+                float(lo) if lo else None, float(hi) if hi else None)
+            for cy, start, mean, n, lo, hi in _DOT.findall(chart)]
 
 
 def _png_pixels(path: Path) -> tuple[int, int, bytes]:
@@ -118,8 +133,8 @@ def test_each_monitor_gets_one_small_chart_with_its_95_percent_band_and_labelled
         chart = _chart(dom, f"monitor-{name}")
         assert int(width) > 0 and re.search(r'class="band" d="M[^"]+ Z"', chart), f"{name} has no interval band"
         assert ">mean score</text>" in chart and "time (UTC), buckets of" in chart
-        for _, mean, _, low, high in _dots(chart):
-            assert low is not None and low <= mean <= high
+        for dot in _dots(chart):
+            assert dot.low is not None and dot.low <= dot.mean <= dot.high
     assert 'class="alert-mark firing"' in _chart(dom, "monitor-relevancy-support-bot")  # the seeded firing alert
 
 
@@ -147,19 +162,34 @@ def test_worst_turns_are_listed_per_monitor_with_question_answer_and_reason(seed
 
 
 def test_the_demos_regression_shows_as_a_drop_beyond_the_interval_in_the_support_bots_charts(demo_home, tmp_path):
-    """The demo's own report.html: the support bot's last bucket of at least MIN_TURNS_PER_BUCKET turns (its v2
-    release) is drawn below every earlier such bucket, and its whole 95% interval lies under the earlier turns' mean.
-    Buckets start on whole multiples of their width, so just after a boundary the newest bucket holds the turn or two
-    of the last minutes, too few for an interval: the release is the last full one."""
+    """The demo's own report.html: every bucket of the support bot's chart from the one its v2 release began in is
+    drawn below every earlier bucket (buckets of at least MIN_TURNS_PER_BUCKET turns), and the fullest of them has its
+    whole 95% interval under the earlier turns' mean.
+
+    Buckets start on whole multiples of their width (a day on the demo's week of history), so the release's turns
+    fall in one bucket or two depending on the hour the demo ran: between midnight and the release's second hour UTC
+    the newest bucket holds a few of them, and the one before holds the rest and the old release's last turns. The
+    release is therefore found from the store, as the first turn on the model the demo's data gives v2, not from the
+    chart's last dot."""
     dom = _chromium(tmp_path, "--dump-dom", (demo_home / "report.html").as_uri()).stdout
+    models = {t["model"] for t in demo_turns() if t["agent"] == "support-bot" and t["metadata"]["release"] == "v2"}
+    client = connect(f"chdb://{demo_home / 'chdb'}")
+    released = client.query("SELECT min(started_at) FROM traces FINAL WHERE agent = 'support-bot' AND model IN {m:Array(String)}",
+                            parameters={"m": sorted(models)}).result_rows[0][0].replace(tzinfo=UTC)
+    client.close()
 
     for monitor in ("answer_relevancy", "context_relevance", "rag_correctness"):
         dots = _dots(_chart(dom, f"monitor-{monitor}-support-bot"))
-        end = max(i for i, (_, _, n, _, _) in enumerate(dots) if n >= MIN_TURNS_PER_BUCKET)
-        before, last = dots[:end], dots[end]
-        earlier_mean = sum(mean * n for _, mean, n, _, _ in before) / sum(n for _, _, n, _, _ in before)
-        assert last[4] is not None and last[4] < earlier_mean, f"{monitor}: {last} vs earlier mean {earlier_mean:.2f}"
-        assert last[0] > max(cy for cy, _, n, _, _ in before if n >= MIN_TURNS_PER_BUCKET), monitor
+        width = min(b.start - a.start for a, b in zip(dots, dots[1:], strict=False))
+        before = [d for d in dots if d.start + width <= released]
+        after = [d for d in dots if d.start + width > released and d.turns >= MIN_TURNS_PER_BUCKET]
+        earlier_mean = sum(d.mean * d.turns for d in before) / sum(d.turns for d in before)
+        assert after, f"{monitor}: no bucket of {MIN_TURNS_PER_BUCKET} turns from the release on"
+        lowest_before = max(d.y for d in before if d.turns >= MIN_TURNS_PER_BUCKET)
+        assert all(d.y > lowest_before for d in after), f"{monitor}: {after} vs {before}"
+        fullest = max(after, key=lambda d: d.turns)
+        assert fullest.high is not None and fullest.high < earlier_mean, \
+            f"{monitor}: {fullest} vs earlier mean {earlier_mean:.2f}"
 
 
 def test_a_report_of_the_demos_store_marks_the_alerts_where_they_fired(demo_home, tmp_path):
