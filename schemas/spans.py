@@ -35,6 +35,10 @@ events, resource attributes). Output: turn dicts shaped like ``schemas.Turn`` (v
 user words. Each run is then a turn, and the runs are turns of one session (the container's session id, else the
 trace id). Agents under one another that answer the same words (a hand-off, a delegate) are one run, and so are an
 agent's own steps: agent spans that name the agent the span above them names (OpenLIT's smolagents ``step_N``).
+**A hand-over keeps the request**: an agent run that did not fail and whose last model call asked for tools (it
+ended on a call, a transfer, not on an answer), followed beside it by a run whose first model call was sent the user
+words that run was asked, handed that request on: the two are one run of the user's request, whichever agent answers
+(Google ADK's ``sub_agents`` transfer: the agents' spans side by side under its ``invoke_workflow`` span).
 
 **A trace with no LLM call is no turn** (an index build, an embedding batch, an ingestion job): ``Assembly.no_turn``
 says why a trace made none, for the funnel and the log line.
@@ -56,7 +60,13 @@ its packaging (OpenLLMetry's Haystack instrumentation writes the key of the gene
 ``replies``, as the assistant's content).
 
 - *question*: the user's own words, the last user message with text in the run's conversation. A message made only
-  of tool results is a tool message whatever role it carries (``conventions._parse.message``).
+  of tool results is a tool message whatever role it carries (``conventions._parse.message``). **The user spoke to
+  the entry agent**: where the answering call is another agent's than the run's first call (the agent each names,
+  ``gen_ai.agent.name``, else the agent span above it names) and continues its conversation, user text beyond the
+  first call's conversation was written in the run, by the framework, to the agent handed to: its account of what the
+  agents before it did. A model call's conversation holds only its own agent's replies, so another agent's tool calls,
+  results and text reach it as user messages (Google ADK's ``For context: [triage] called tool `transfer_to_agent` …``);
+  the turn's input leaves them out, and what they retell is the run's tool calls and answer.
 - *the root's input and output* count only when they are evidence of those words: text, a message list, an object
   with a known key (``question``, ``input``, ``task`` ...), a message among its arguments (``new_message``). A framework's state, keyword arguments or a Python repr
   say nothing (the conventions return no message for them). What a root states it was asked counts the same way
@@ -634,14 +644,42 @@ class _Trace:
         inner = sorted(self.topmost(lambda s: self.kind(s) == "agent" and self.has_llm(s), under=root["span_id"]),
                        key=_BY_TIME)
         if len(inner) >= 2 and not self._calls_llm_itself(root, inner) and not self._own_steps(root, inner):
-            questions = [self.question_of(run) for run in inner]
-            if len(set(questions)) == len(inner):
-                return [group for run in inner for group in self._runs(run, root)]
+            requests: list[list[SpanRecord]] = []  # the agent runs of each user request, a hand-over's together
+            for run in inner:
+                if requests and self._hands_over(requests[-1][-1], run):
+                    requests[-1].append(run)
+                else:
+                    requests.append([run])
+            questions = [self.question_of(runs[0]) for runs in requests]
+            if len(requests) >= 2 and len(set(questions)) == len(requests):
+                groups = []
+                for first, *rest in requests:
+                    if not rest:
+                        groups += self._runs(first, root)
+                        continue
+                    members = [m for run in (first, *rest) for m in (run, *self.descendants(run)) if m is not first]
+                    groups.append(_Group(first, members, "agent runs of one request, handed over, inside container "
+                                         f"{root['name']!r} ({root['span_id']})", root))
+                return groups
         why = "the topmost agent span with an LLM call under it"
         if container is not None:
             why = (f"an agent run inside container {container['name']!r} ({container['span_id']}), whose runs "
                    "answer different user words")
         return [_Group(root, self.descendants(root), why, container)]
+
+    def _hands_over(self, before: SpanRecord, run: SpanRecord) -> bool:
+        """An agent run whose last model call asked for tools and that did not fail (it ended on a call, a transfer,
+        not on an answer), followed by a run whose first model call was sent the user words that run was asked: the
+        request handed on, one run (*a hand-over keeps the request*)."""
+        asked = [s for s in (before, *self.descendants(before)) if self.kind(s) == "llm"]
+        then = sorted((s for s in (run, *self.descendants(run)) if self.kind(s) == "llm"), key=_BY_TIME)
+        if not asked or not then or self.error(before) is not None:
+            return False
+        last = max(asked, key=_BY_TIME)
+        if self.error(last) is not None or not any(m["tool_calls"] for m in self.io(last)[1]):
+            return False
+        words = self.question_of(before)
+        return any(m["role"] == "user" and m["content"] == words for m in self.io(then[0])[0])
 
     def _own_steps(self, root: SpanRecord, runs: list[SpanRecord]) -> bool:
         """Agent spans that name the agent their root names are that agent's steps, never runs it contains."""
@@ -754,6 +792,7 @@ class _Trace:
                 return None
         conversation, asked_in = self._conversation(
             calls, max(answered, key=lambda s: s["end"]) if answered else None)
+        conversation = self._handed_request(calls, conversation, asked_in)
         input_messages = root_in or conversation
         output_messages = root_out or (self.io(last_answer)[1] if last_answer is not None else [])
         system = root_system or (self.io(last_answer)[2] if last_answer is not None else "") or (
@@ -1005,6 +1044,30 @@ class _Trace:
                 a["role"] == b["role"] and a["content"] == b["content"] for a, b in zip(first, last, strict=False))):
             return last, later
         return first, llms[0]
+
+    def _handed_request(self, calls: list[SpanRecord], conversation: list[conventions.Msg],
+                        asked_in: SpanRecord | None) -> list[conventions.Msg]:
+        """The conversation without the user messages a hand-over wrote (*a hand-over keeps the request*): where the
+        answering call is another agent's than the run's first and continues its conversation, the user text beyond
+        the first call's is the framework's account of the run so far, not the user's words."""
+        if asked_in is None or not calls or asked_in is calls[0]:
+            return conversation
+        entry, answering = self._agent_of(calls[0]), self._agent_of(asked_in)
+        if entry is None or answering is None or entry == answering:
+            return conversation
+        sent = len(self.io(calls[0])[0])
+        return conversation[:sent] + [m for m in conversation[sent:] if not (m["role"] == "user" and m["content"])]
+
+    def _agent_of(self, call: SpanRecord) -> str | None:
+        """The agent a model call is of: the one it names, else the one the nearest agent span above it names."""
+        agent = self.identity(call)["agent"]
+        parent, seen = call.get("parent_id"), 0
+        while agent is None and parent in self.by_id and seen < 10_000:
+            span = self.by_id[parent]
+            if self.kind(span) == "agent":
+                return self.identity(span)["agent"]
+            parent, seen = span.get("parent_id"), seen + 1
+        return agent
 
     def _tool_calls(self, members: list[SpanRecord], llms: list[SpanRecord],
                     conversation: list[conventions.Msg]) -> list[dict[str, Any]]:

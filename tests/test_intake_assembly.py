@@ -142,6 +142,66 @@ def test_a_call_the_model_made_and_was_answered_is_a_call_though_no_span_records
         ("transfer_to_orders_bot", {}, '{"assistant": "orders_bot"}')]
 
 
+def handed_over(workflow: str, start: int, question: str, *, answer: str = "Order A-1001 has shipped.") -> list[dict]:
+    """One request as Google ADK's ``sub_agents`` transfer runs it: the triage agent's model calls transfer_to_agent
+    and answers nothing; the orders agent is sent the user's words and then, as user messages ADK writes itself, what
+    triage did (``For context: [triage] called tool …``); its model calls lookup_order and answers."""
+    said = [{"role": "user", "content": question},
+            {"role": "user", "content": "For context: [triage] called tool `transfer_to_agent` with parameters: "
+                                        "{'agent_name': 'orders_bot'}"},
+            {"role": "user", "content": "For context: [triage] `transfer_to_agent` tool returned result: "
+                                        "{'result': None}"}]
+    looked = [*said, {"role": "assistant", "tool_calls": [{"id": f"l{start}", "type": "function", "function": {
+        "name": "lookup_order", "arguments": '{"order_id": "A-1001"}'}}]},
+              {"role": "tool", "tool_call_id": f"l{start}", "content": "shipped"}]
+    tool = {"gen_ai.operation.name": "execute_tool"}
+    agent = {"gen_ai.operation.name": "invoke_agent"}
+    return [span(f"a{start}", workflow, start, **agent, **{"gen_ai.agent.name": "triage"}),
+            chat(f"c{start}", f"a{start}", start + 1, question,
+                 asks(question, "transfer_to_agent", f"h{start}", '{"agent_name": "orders_bot"}'),
+                 **{"gen_ai.agent.name": "triage"}),
+            span(f"t{start}", f"a{start}", start + 2, **tool, **{
+                "gen_ai.tool.name": "transfer_to_agent", "gen_ai.tool.call.id": f"h{start}",
+                "gen_ai.tool.call.arguments": '{"agent_name": "orders_bot"}', "gen_ai.tool.call.result": '{"result": null}'}),
+            span(f"b{start}", workflow, start + 3, **agent, **{"gen_ai.agent.name": "orders_bot"}),
+            chat(f"d{start}", f"b{start}", start + 4, json.dumps(said), json.dumps(looked[3:4]),
+                 **{"gen_ai.agent.name": "orders_bot"}),
+            span(f"u{start}", f"b{start}", start + 5, **tool, **{
+                "gen_ai.tool.name": "lookup_order", "gen_ai.tool.call.id": f"l{start}",
+                "gen_ai.tool.call.arguments": '{"order_id": "A-1001"}', "gen_ai.tool.call.result": "shipped"}),
+            chat(f"e{start}", f"b{start}", start + 6, json.dumps(looked), answer, **{"gen_ai.agent.name": "orders_bot"})]
+
+
+def test_a_hand_over_keeps_the_request_the_entry_agent_was_asked():
+    """The user speaks to the run's entry agent; the user messages the framework writes to the agent it hands over
+    to (what the agent before did) are not the question, and both agents' calls are the one run's."""
+    spans = [span("w1", None, 0, **{"gen_ai.operation.name": "invoke_workflow", "gen_ai.workflow.name": "triage"}),
+             *handed_over("w1", 10, "Where is A-1001?")]
+
+    [turn] = assemble(spans)
+
+    assert (Turn.model_validate({**turn, "agent": "shop"}).question, turn["output"]) == (
+        "Where is A-1001?", "Order A-1001 has shipped.")
+    assert (turn["span_id"][:2], turn["agent"]) == ("w1", "triage")
+    assert [m["role"] for m in turn["input"]] == ["user", "assistant", "tool"]
+    assert [(c["name"], c["arguments"], c["result"]) for c in turn["tool_calls"]] == [
+        ("transfer_to_agent", {"agent_name": "orders_bot"}, "null"), ("lookup_order", {"order_id": "A-1001"}, "shipped")]
+
+
+def test_requests_handed_over_inside_a_conversation_are_a_run_each():
+    """A conversation span around two requests, each handed from triage to the orders agent: two runs, not four."""
+    spans = [span("s1", None, 0, **{"gen_ai.operation.name": "invoke_workflow", "gen_ai.conversation.id": "conv-1"}),
+             *handed_over("s1", 10, "Where is A-1001?"),
+             *handed_over("s1", 30, "Can I return A-1002?", answer="Yes, within 30 days.")]
+
+    turns = assemble(spans)
+
+    assert [(Turn.model_validate({**t, "agent": "shop"}).question, t["output"], t["span_id"][:3]) for t in turns] == [
+        ("Where is A-1001?", "Order A-1001 has shipped.", "a10"), ("Can I return A-1002?", "Yes, within 30 days.", "a30")]
+    assert {t["session_id"] for t in turns} == {"conv-1"}
+    assert [len(t["tool_calls"]) for t in turns] == [2, 2]
+
+
 def test_an_agent_root_without_its_own_messages_takes_the_first_llm_input_and_the_last_llm_output():
     spans = [span("a1", None, 0, **{"gen_ai.operation.name": "invoke_agent"}),
              chat("c1", "a1", 1, "What is the refund window?", "let me look"),

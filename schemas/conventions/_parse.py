@@ -336,7 +336,8 @@ _PRINTED_MESSAGE = re.compile(r"""content=('(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*")(
 def result_text(value: Any) -> str:
     """A tool's result as text: a serialized tool message is its content, and so is one printed as its fields
     (``content='…' name='…' tool_call_id='…'``: a LangChain ``ToolMessage`` as ``str()`` gives it), content blocks
-    their text (a list of text blocks, ``[{"text": …}]``, too: a Strands tool's ``ToolResult`` content), a one-key envelope (``{"result": "..."}``, ``{"output": <a serialized tool message>}``) what it holds,
+    their text (a list of text blocks, ``[{"text": …}]``, too: a Strands tool's ``ToolResult`` content), a one-key envelope (``{"result": "..."}``, ``{"output": <a serialized tool message>}``) what it holds (a number, a
+    boolean or null as its JSON: ``{"result": null}`` is a tool that returned nothing),
     and so does the response part that carries a result back to the model (``{"id", "name", "response"}``: Google
     ADK's ``FunctionResponse``, which openinference-instrumentation-google-adk states as a tool span's output);
     a Python literal of a list or object (how some instrumentations print what a tool returned) is written as JSON."""
@@ -360,6 +361,8 @@ def result_text(value: Any) -> str:
             only = next(iter(parsed.values()))
             if isinstance(only, str):
                 return only  # a framework's envelope around what the tool returned (Google ADK's {"result": ...})
+            if only is None or isinstance(only, (bool, int, float)):
+                return json.dumps(only)  # around a value with no text: its JSON (a tool that returned None: null)
             if isinstance(only, dict) and (said := unpacked(only)) is not only and "content" in said:
                 return text(said["content"])  # around the tool message it made (LangChain.js: {"output": ToolMessage})
         blocks = parsed.get("blocks")  # a result made of content blocks (LlamaIndex's ToolOutput)
