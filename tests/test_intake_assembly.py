@@ -122,6 +122,28 @@ def test_a_handoff_span_is_the_models_transfer_call_with_the_result_the_model_wa
         ("transfer_to_orders_bot", {}, "h1", '{"assistant": "orders_bot"}')]
 
 
+def test_a_handoff_tool_that_answers_with_a_command_is_answered_by_the_tool_message_the_command_carries():
+    """LangGraph's handoff tool returns ``Command(goto="orders_bot", update={"messages": [..., tool message]},
+    graph=Command.PARENT)``, which OpenInference writes whole as the tool span's output: the model is sent the tool
+    message, and that is the call's result."""
+    command = {"graph": "__parent__", "goto": "orders_bot", "resume": None, "update": {"messages": [
+        {"type": "human", "data": {"content": "Where is A-1001?", "type": "human"}},
+        {"type": "ai", "data": {"content": "", "type": "ai", "tool_calls": [
+            {"name": "transfer_to_orders_bot", "args": {}, "id": "h1", "type": "tool_call"}]}},
+        {"role": "tool", "content": "Successfully transferred to orders_bot", "name": "transfer_to_orders_bot",
+         "tool_call_id": "h1"}]}}
+    spans = [span("a1", None, 0, **{"openinference.span.kind": "CHAIN", "input.value": "Where is A-1001?"}),
+             chat("c1", "a1", 1, "Where is A-1001?", asks("Where is A-1001?", "transfer_to_orders_bot", "h1", "{}")),
+             span("t1", "a1", 2, **{"openinference.span.kind": "TOOL", "tool.name": "transfer_to_orders_bot",
+                                    "output.value": json.dumps(command)}),
+             chat("c2", "a1", 3, "Where is A-1001?", "Order A-1001 has shipped.")]
+
+    [turn] = assemble(spans)
+
+    assert [(c["name"], c["result"]) for c in turn["tool_calls"]] == [
+        ("transfer_to_orders_bot", "Successfully transferred to orders_bot")]
+
+
 def test_a_call_the_model_made_and_was_answered_is_a_call_though_no_span_records_it():
     """An OpenAI Agents SDK handoff under the OTel GenAI instrumentation: no span for ``transfer_to_orders_bot``, the
     SDK's answer to it in the next agent's conversation; ``lookup_order`` has its span."""

@@ -330,6 +330,9 @@ _PACKAGING = ('"data"', '"kwargs"', '"blocks"', '"result"', '"output"', '"conten
 _RESPONSE_PART = frozenset({"type", "id", "name", "response"})
 
 
+_COMMAND = frozenset({"goto", "update", "graph", "resume"})  # LangGraph's Command, as a tool span's output
+
+
 _PRINTED_MESSAGE = re.compile(r"""content=('(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*")(?= [a-z_]+=|$)""")
 
 
@@ -340,6 +343,9 @@ def result_text(value: Any) -> str:
     boolean or null as its JSON: ``{"result": null}`` is a tool that returned nothing),
     and so does the response part that carries a result back to the model (``{"id", "name", "response"}``: Google
     ADK's ``FunctionResponse``, which openinference-instrumentation-google-adk states as a tool span's output);
+    **a tool that answers with a command is answered by the tool message the command carries**: a LangGraph
+    ``Command`` (``{"goto", "update", "graph", "resume"}``, a handoff tool's return) sends the model the tool message
+    its ``update`` adds to the graph's messages, so that message's content is the result, not the command;
     a Python literal of a list or object (how some instrumentations print what a tool returned) is written as JSON."""
     if isinstance(value, str) and value[:8] == "content=" and (printed := _PRINTED_MESSAGE.match(value)):
         content = _literal(printed.group(1))
@@ -354,6 +360,12 @@ def result_text(value: Any) -> str:
     if isinstance(parsed, dict):
         if "response" in parsed and parsed.keys() <= _RESPONSE_PART:
             return result_text(parsed["response"])  # the part that carries the result back to the model
+        if "goto" in parsed and parsed.keys() <= _COMMAND and isinstance(parsed.get("update"), dict):
+            messages = parsed["update"].get("messages")
+            told = [said for said in (unpacked(m) for m in messages if isinstance(m, dict))
+                    if said.get("role") == "tool" and "content" in said] if isinstance(messages, list) else []
+            if told:
+                return text(told[-1]["content"])  # the tool message the command adds: what the model is sent
         said = unpacked(parsed)
         if said is not parsed and "content" in said:
             return text(said["content"])
