@@ -36,9 +36,10 @@ user words. Each run is then a turn, and the runs are turns of one session (the 
 trace id). Agents under one another that answer the same words (a hand-off, a delegate) are one run, and so are an
 agent's own steps: agent spans that name the agent the span above them names (OpenLIT's smolagents ``step_N``).
 **A hand-over keeps the request**: an agent run that did not fail and whose last model call asked for tools (it
-ended on a call, a transfer, not on an answer), followed beside it by a run whose first model call was sent the user
-words that run was asked, handed that request on: the two are one run of the user's request, whichever agent answers
-(Google ADK's ``sub_agents`` transfer: the agents' spans side by side under its ``invoke_workflow`` span).
+ended on a call, a transfer, not on an answer), followed by a run whose first model call was sent the user words that
+run was asked, handed that request on: the two are one run of the user's request, rooted at the first, whichever agent
+answers (Google ADK's ``sub_agents`` transfer: the agents' spans side by side under its ``invoke_workflow`` span,
+which is exported last; AutoGen's ``Swarm``).
 
 **A trace with no LLM call is no turn** (an index build, an embedding batch, an ingestion job): ``Assembly.no_turn``
 says why a trace made none, for the funnel and the log line.
@@ -578,8 +579,8 @@ class _Trace:
         kinds = set(self.kinds.values())  # a rule whose kind of root no span has finds none: no walk
         agents = self.topmost(lambda s: self.kind(s) == "agent" and (
             self.has_llm(s) or self._explicit_failure(s) or self._answers_itself(s))) if "agent" in kinds else []
-        if agents:
-            return [run for root in agents for run in self._runs(root)]
+        if agents:  # runs beside each other that hand one request on are one (their parent may not have arrived)
+            return [group for runs in self._handed_on(sorted(agents, key=_BY_TIME)) for group in self._request(runs)]
         containers = self.topmost(lambda s: self.kind(s) in _CONTAINERS and self.has_llm(s)) if not kinds.isdisjoint(
             _CONTAINERS) else []
         if containers:
@@ -644,28 +645,35 @@ class _Trace:
         inner = sorted(self.topmost(lambda s: self.kind(s) == "agent" and self.has_llm(s), under=root["span_id"]),
                        key=_BY_TIME)
         if len(inner) >= 2 and not self._calls_llm_itself(root, inner) and not self._own_steps(root, inner):
-            requests: list[list[SpanRecord]] = []  # the agent runs of each user request, a hand-over's together
-            for run in inner:
-                if requests and self._hands_over(requests[-1][-1], run):
-                    requests[-1].append(run)
-                else:
-                    requests.append([run])
+            requests = self._handed_on(inner)
             questions = [self.question_of(runs[0]) for runs in requests]
             if len(requests) >= 2 and len(set(questions)) == len(requests):
-                groups = []
-                for first, *rest in requests:
-                    if not rest:
-                        groups += self._runs(first, root)
-                        continue
-                    members = [m for run in (first, *rest) for m in (run, *self.descendants(run)) if m is not first]
-                    groups.append(_Group(first, members, "agent runs of one request, handed over, inside container "
-                                         f"{root['name']!r} ({root['span_id']})", root))
-                return groups
+                return [group for runs in requests for group in self._request(runs, root)]
         why = "the topmost agent span with an LLM call under it"
         if container is not None:
             why = (f"an agent run inside container {container['name']!r} ({container['span_id']}), whose runs "
                    "answer different user words")
         return [_Group(root, self.descendants(root), why, container)]
+
+    def _handed_on(self, runs: list[SpanRecord]) -> list[list[SpanRecord]]:
+        """The agent runs of each user request, in order: a run that the one before it handed its request on to
+        joins it (``_hands_over``)."""
+        requests: list[list[SpanRecord]] = []
+        for run in runs:
+            if requests and self._hands_over(requests[-1][-1], run):
+                requests[-1].append(run)
+            else:
+                requests.append([run])
+        return requests
+
+    def _request(self, runs: list[SpanRecord], container: SpanRecord | None = None) -> list[_Group]:
+        """The runs of one request as one run, rooted at the first (the entry agent's); one run by ``_runs``."""
+        first, *rest = runs
+        if not rest:
+            return self._runs(first, container)
+        members = [m for run in runs for m in (run, *self.descendants(run)) if m is not first]
+        where = f" inside container {container['name']!r} ({container['span_id']})" if container is not None else ""
+        return [_Group(first, members, f"agent runs of one request, handed over{where}", container)]
 
     def _hands_over(self, before: SpanRecord, run: SpanRecord) -> bool:
         """An agent run whose last model call asked for tools and that did not fail (it ended on a call, a transfer,

@@ -210,6 +210,15 @@ def test_a_hand_over_keeps_the_request_the_entry_agent_was_asked():
         ("transfer_to_agent", {"agent_name": "orders_bot"}, "null"), ("lookup_order", {"order_id": "A-1001"}, "shipped")]
 
 
+def test_a_hand_over_whose_workflow_span_has_not_arrived_is_one_run_of_the_entry_agent():
+    """ADK exports its ``invoke_workflow`` span last: until it comes, the two agents' spans are the trace's tops."""
+    [turn] = assemble(handed_over("w1", 10, "Where is A-1001?"))
+
+    assert (Turn.model_validate({**turn, "agent": "shop"}).question, turn["output"]) == (
+        "Where is A-1001?", "Order A-1001 has shipped.")
+    assert (turn["span_id"][:3], turn["agent"], len(turn["tool_calls"])) == ("a10", "triage", 2)
+
+
 def test_requests_handed_over_inside_a_conversation_are_a_run_each():
     """A conversation span around two requests, each handed from triage to the orders agent: two runs, not four."""
     spans = [span("s1", None, 0, **{"gen_ai.operation.name": "invoke_workflow", "gen_ai.conversation.id": "conv-1"}),
