@@ -267,3 +267,62 @@ def test_a_tool_result_of_text_blocks_is_their_text():
     [turn] = assembly(spans).turns
 
     assert [(c["name"], c["result"]) for c in turn["tool_calls"]] == [("lookup_order", "shipped")]
+
+
+def test_a_tool_span_that_states_its_tools_name_is_that_tool():
+    """``mlflow.dspy.autolog()`` names a tool's span by its class (``Tool.lookup_order``) and copies the ``Tool``'s
+    fields onto it, its ``name`` among them; ``mlflow.llama_index.autolog()`` does the same (``FunctionTool.acall``).
+    DSPy's ReAct names the tool in the model's text, so no tool call of the model's names it either."""
+    said = "[[ ## next_tool_name ## ]]\nlookup_order"
+    spans = [mlflow_span("1", None, "ReAct.forward", 0, "AGENT", {"question": QUESTION}, {"answer": "It shipped."}),
+             chat_model("2", 1, ASKED, completion({"role": "assistant", "content": said})),
+             mlflow_span("3", "1", "Tool.lookup_order", 3, "TOOL", ARGS, "shipped",
+                         description="Look up an order by its id."),
+             chat_model("4", 5, ASKED, completion({"role": "assistant", "content": "It shipped."}))]
+    spans[2]["attributes"]["name"] = json.dumps("lookup_order")  # the Tool's field, beside its description
+
+    [turn] = assembly(spans).turns
+
+    assert [(c["name"], c["arguments"], c["result"]) for c in turn["tool_calls"]] == [
+        ("lookup_order", ARGS, "shipped")]
+
+
+def test_a_retrievers_output_that_holds_one_list_holds_its_documents():
+    """DSPy's ``Retrieve`` returns ``Prediction(passages=[…])``: MLflow records it as ``{"passages": […]}``."""
+    passages = ["Refunds within 30 days.", "Bring the order number."]
+    spans = [mlflow_span("1", None, "Rag.forward", 0, "CHAIN", {"question": QUESTION}, {"answer": "Within 30 days."}),
+             mlflow_span("2", "1", "Retrieve.forward", 1, "RETRIEVER", {"args": [QUESTION]}, {"passages": passages}),
+             chat_model("3", 3, ASKED, completion({"role": "assistant", "content": "Within 30 days."}))]
+
+    [turn] = assembly(spans).turns
+
+    assert [c["text"] for c in turn["contexts"]] == passages
+
+
+def test_autogens_own_messages_are_read_by_their_type_and_a_failed_result_is_the_calls_error():
+    """``mlflow.autogen.autolog()`` records a ``ChatCompletionClient.create`` call's messages as AutoGen's
+    ``LLMMessage``s (``mlflow.message.format`` ``autogen``): no roles, the speaker in ``type``, an assistant's tool
+    calls as ``FunctionCall``s, the results as ``FunctionExecutionResult``s; no tool span."""
+    asked = [{"content": "Be kind.", "type": "SystemMessage"},
+             {"content": QUESTION, "source": "user", "type": "UserMessage"}]
+    calls = [{"id": "call_1", "arguments": json.dumps(ARGS), "name": "lookup_order"}]
+    results = [{"content": "Error: database unreachable", "name": "lookup_order", "call_id": "call_1",
+                "is_error": True}]
+    sent = [*asked, {"content": calls, "thought": None, "source": "support_bot", "type": "AssistantMessage"},
+            {"content": results, "type": "FunctionExecutionResultMessage"}]
+
+    def create(span_id: str, start: int, messages: list[dict[str, Any]], content: Any) -> dict[str, Any]:
+        return mlflow_span(span_id, "1", "OpenAIChatCompletionClient.create", start, "LLM",
+                           {"messages": messages, "tools": [], "json_output": None},
+                           {"finish_reason": "stop", "content": content, "usage": {}, "cached": False},
+                           **{"mlflow.message.format": "autogen", "mlflow.chat.tokenUsage": USAGE})
+    spans = [mlflow_span("1", None, "support_bot.run", 0, "AGENT", {"task": QUESTION}),
+             create("2", 1, asked, calls), create("3", 3, sent, "It could not be looked up.")]
+
+    [turn] = assembly(spans).turns
+
+    assert (Turn.model_validate(turn).question, turn["output"], turn["system"]) == (
+        QUESTION, "It could not be looked up.", "Be kind.")
+    assert [(c["name"], c["arguments"], c["id"], c["error"]) for c in turn["tool_calls"]] == [
+        ("lookup_order", ARGS, "call_1", "Error: database unreachable")]
+    assert turn["usage"] == {"prompt_tokens": 80, "completion_tokens": 20}

@@ -9,12 +9,19 @@ attribute: what a span is and holds are ``mlflow.*`` attributes (``mlflow/tracin
 | what | read from |
 | --- | --- |
 | span kind | ``mlflow.spanType`` (``SpanType``): ``LLM`` and ``CHAT_MODEL`` an LLM call; ``AGENT`` an agent; ``TOOL`` a tool call; ``RETRIEVER`` a retriever; ``CHAIN``, ``WORKFLOW``, ``TASK`` and ``UNKNOWN`` (``@mlflow.trace``'s default: a function the application chose to trace) a chain, the run when it is the trace's top span; ``EMBEDDING``, ``RERANKER``, ``PARSER``, ``MEMORY``, ``GUARDRAIL``, ``EVALUATOR`` and any other other |
-| messages of an LLM call | ``mlflow.spanInputs``: the request as the client was called (``mlflow.openai.autolog``: the keyword arguments of ``chat.completions.create``, ``{"model", "messages", "tools", ...}``, or of ``responses.create``, ``{"input", "instructions", ...}``: ``input`` text a user message, its items messages, ``function_call`` the assistant asking for a tool, ``function_call_output`` the tool's message; the OpenAI Agents SDK's response spans, traced by the same autolog: the input items themselves); ``mlflow.spanOutputs``: the response (a chat completion: its first choice's ``message``; a Responses object: its ``output`` items; the Agents SDK's: the output items themselves); ``mlflow.pydantic_ai.autolog()``'s model requests: pydantic-ai's own ``ModelMessage``s (``{"messages": [{"kind": "request" | "response", "parts": […]}]}``, the response one such message), read by who sent each part (``_parse.model_messages``: a tool's result returns in a request as a ``tool-return`` part, never the user's words); a message list, a message or text as themselves |
+| messages of an LLM call | ``mlflow.spanInputs``: the request as the client was called (``mlflow.openai.autolog``: the keyword arguments of ``chat.completions.create``, ``{"model", "messages", "tools", ...}``, or of ``responses.create``, ``{"input", "instructions", ...}``: ``input`` text a user message, its items messages, ``function_call`` the assistant asking for a tool, ``function_call_output`` the tool's message; the OpenAI Agents SDK's response spans, traced by the same autolog: the input items themselves); ``mlflow.spanOutputs``: the response (a chat completion: its first choice's ``message``; a Responses object: its ``output`` items; the Agents SDK's: the output items themselves); ``mlflow.pydantic_ai.autolog()``'s model requests: pydantic-ai's own ``ModelMessage``s (``{"messages": [{"kind": "request" | "response", "parts": […]}]}``, the response one such message), read by who sent each part (``_parse.model_messages``: a tool's result returns in a request as a ``tool-return`` part, never the user's words); a message list, a message or text as themselves. **A call's messages are read in the format MLflow names**
+(``mlflow.message.format``, the library whose objects it recorded): ``autogen``, ``mlflow.autogen.autolog()``'s
+``ChatCompletionClient.create`` spans, records AutoGen's own ``LLMMessage``s, which say who spoke by their ``type``, not
+a role: ``SystemMessage``, ``UserMessage``, ``AssistantMessage`` (its ``content`` text, or a list of ``FunctionCall``s
+``{"id", "name", "arguments"}``: its tool calls) and ``FunctionExecutionResultMessage`` (a list of
+``FunctionExecutionResult``s ``{"call_id", "content", "is_error"}``: a tool message each, answering its ``call_id``,
+its text the call's error when ``is_error``); its output the ``CreateResult`` (``{"finish_reason", "content"}``:
+text, or the ``FunctionCall``s) |
 | a streamed call | MLflow rebuilds a streamed chat completion's output from its chunks with their text only (``_reconstruct_completion_from_stream``): the tool calls the model streamed are in the chunks, one span event each (``mlflow.chunk.item.<n>``, the chunk's JSON in ``mlflow.chunk.value``), ``choices[0].delta.tool_calls`` by ``index`` (the id and name once, the arguments in pieces): read there when the output has none |
 | a run's input and output | an agent's or chain's ``mlflow.spanInputs``: the traced function's arguments by parameter name (``{"question": …, "history": […]}``), evidence of words as ``_parse.value_messages`` says (a known key holding text or messages; other arguments say nothing, and the LLM calls are read); ``mlflow.spanOutputs``: what it returned, the same way |
 | model, usage | ``mlflow.llm.model`` (the model the response names, set when a call answered), else ``model``, which MLflow copies onto an LLM span (autolog: the request's arguments but the messages; the Agents SDK's response spans: the response's fields but its output); ``mlflow.chat.tokenUsage``, ``{"input_tokens", "output_tokens", "total_tokens"}``, else the ``usage`` copied so |
-| a tool span | its span name (the function's, or ``name=``) the tool; ``mlflow.spanInputs`` the call's arguments (by parameter name), ``mlflow.spanOutputs`` its result; no id (paired with the model's tool calls by name and arguments); its error from the span status and ``exception`` event (``@mlflow.trace`` records both when the function raises) |
-| contexts | a retriever's ``mlflow.spanOutputs``: a list of ``Document`` (``{"page_content", "metadata", "id"}``), the text its ``page_content``, the id its ``id`` else ``metadata.doc_uri``, the score ``metadata.score`` |
+| a tool span | **the tool's own name where the span states it**: MLflow copies the traced tool object's fields onto its span (DSPy's ``Tool``, LlamaIndex's ``FunctionTool``: ``name``, ``description``, ``args`` / ``parameters``) and names the span by its class and method (``Tool.lookup_order``, ``FunctionTool.acall``), so a TOOL span's ``name`` attribute, text, is the tool; else its span name (the function's, or ``name=``); ``mlflow.spanInputs`` the call's arguments (by parameter name), ``mlflow.spanOutputs`` its result; no id (paired with the model's tool calls by name and arguments); its error from the span status and ``exception`` event (``@mlflow.trace`` records both when the function raises) |
+| contexts | a retriever's ``mlflow.spanOutputs``: a list of ``Document`` (``{"page_content", "metadata", "id"}``), the text its ``page_content``, the id its ``id`` else ``metadata.doc_uri``, the score ``metadata.score``; **a retriever's output that holds one list holds its documents**: what the traced function returned, an object whose only value is the list (DSPy's ``Retrieve`` returns ``Prediction(passages=[…])``, recorded as ``{"passages": […]}``), each a text or a document as above |
 | who | the trace's tags (``mlflow.update_current_trace(tags=…)``), which MLflow's OTLP processor writes on the root span as ``mlflow.traceTag.<key>``: turn metadata under their keys. A trace's metadata (the session, ``mlflow.trace.session``, the user, ``mlflow.trace.user``) is not exported over OTLP: MLflow writes ``session.id`` / ``user.id`` only for its Databricks tables (read, as OpenInference's keys, wherever they appear). **A LangChain run's metadata names its conversation**: ``mlflow.langchain.autolog()`` writes the metadata LangChain gives each run's callback as the span's ``metadata`` (JSON), and LangChain's keys for the conversation a run belongs to, ``session_id``, else ``conversation_id``, else ``thread_id`` (where LangGraph puts its checkpointer's thread; the keys and order LangChain's tracers, OpenInference's among them, read as the session), are the session |
 | content | always: MLflow records every traced span's inputs and outputs (``SETTING`` names what removes them) |
 """
@@ -48,6 +55,7 @@ CLAIM_KEYS = (KIND_KEY,)  # ``kind`` claims no span without one of these
 _INPUTS, _OUTPUTS = "mlflow.spanInputs", "mlflow.spanOutputs"
 _MODEL, _USAGE = "mlflow.llm.model", "mlflow.chat.tokenUsage"
 _TAG = "mlflow.traceTag."
+_FORMAT = "mlflow.message.format"
 _CHUNK = "mlflow.chunk.item."
 KEEP_KEYS = (KIND_KEY,)  # every span MLflow's span API makes states its type: the spans the intake keeps
 DOCUMENT_KEYS = (KIND_KEY,)  # ``documents`` reads a retriever's outputs
@@ -68,8 +76,12 @@ def io(span: Mapping[str, Any]) -> Io:
     attrs = span["attributes"]
     found = kind(attrs)
     if found == "llm":
-        inputs = _request(json_value(attrs.get(_INPUTS)))
-        outputs = _response(json_value(attrs.get(_OUTPUTS)))
+        if json_value(attrs.get(_FORMAT)) == "autogen":
+            inputs, outputs = _autogen_request(json_value(attrs.get(_INPUTS))), _autogen_result(
+                json_value(attrs.get(_OUTPUTS)))
+        else:
+            inputs = _request(json_value(attrs.get(_INPUTS)))
+            outputs = _response(json_value(attrs.get(_OUTPUTS)))
         if not any(m["content"] or m["tool_calls"] for m in outputs) and span.get("events"):
             streamed = _streamed_calls(span["events"])
             if streamed:
@@ -110,6 +122,43 @@ def _response(response: Any) -> list[Msg]:
     if isinstance(response, list):  # the output items themselves (the OpenAI Agents SDK's response spans)
         return _items(response, "assistant")
     return json_messages(response, "assistant") if response is not None else []
+
+
+_AUTOGEN_ROLES = {"SystemMessage": "system", "UserMessage": "user", "AssistantMessage": "assistant"}
+
+
+def _autogen_request(request: Any) -> list[Msg]:
+    """The messages an AutoGen model client was sent (its ``LLMMessage``s), read by their ``type``."""
+    said = request.get("messages") if isinstance(request, dict) else request
+    out: list[Msg] = []
+    for item in said if isinstance(said, list) else ():
+        if not isinstance(item, dict):
+            continue
+        if item.get("type") == "FunctionExecutionResultMessage":
+            for result in item.get("content") or ():
+                if isinstance(result, dict):
+                    told = msg("tool", result_text(result.get("content")), tool_call_id=result.get("call_id"))
+                    if result.get("is_error") is True:
+                        told["failed"] = True
+                    out.append(told)
+        else:
+            out.append(_autogen_said(_AUTOGEN_ROLES.get(item.get("type"), "user"), item.get("content")))
+    return out
+
+
+def _autogen_result(result: Any) -> list[Msg]:
+    """The answer of an AutoGen model client (its ``CreateResult``): text, or the tool calls it asked for."""
+    return [_autogen_said("assistant", result["content"])] if isinstance(result, dict) and "content" in result else []
+
+
+def _autogen_said(role_: str, content: Any) -> Msg:
+    """An AutoGen message's content: text, a list of ``FunctionCall``s (an assistant's tool calls), or a list of text
+    and images (a user's)."""
+    if isinstance(content, list):
+        calls = [tool_call(c.get("name"), c.get("arguments"), c.get("id")) for c in content
+                 if isinstance(c, dict) and "arguments" in c]
+        return msg(role_, "\n".join(c for c in content if isinstance(c, str)), calls)
+    return msg(role_, text(content))
 
 
 def _items(items: list[Any], default_role: str) -> list[Msg]:
@@ -159,7 +208,9 @@ def tool(span: Mapping[str, Any]) -> dict[str, Any] | None:
     if kind(attrs) != "tool":
         return None
     given = json_value(attrs.get(_INPUTS))
-    call: dict[str, Any] = {"name": span["name"], "arguments": given if isinstance(given, dict) else {}}
+    named = json_value(attrs.get("name"))  # the tool object's own name, as MLflow copies its fields
+    call: dict[str, Any] = {"name": named if isinstance(named, str) and named else span["name"],
+                            "arguments": given if isinstance(given, dict) else {}}
     if attrs.get(_OUTPUTS) is not None:
         call["result"] = result_text(json_value(attrs[_OUTPUTS]))
     return call
@@ -170,6 +221,8 @@ def documents(attrs: Mapping[str, Any]) -> list[dict[str, Any]]:
     if kind(attrs) != "retriever":
         return []
     found = json_value(attrs.get(_OUTPUTS))
+    if isinstance(found, dict) and len(found) == 1 and isinstance(next(iter(found.values())), list):
+        [found] = found.values()  # the one list a returned object holds (DSPy's Prediction(passages=[…]))
     out = []
     for doc in found if isinstance(found, list) else ():
         if not isinstance(doc, dict):
