@@ -144,6 +144,44 @@ def test_a_handoff_tool_that_answers_with_a_command_is_answered_by_the_tool_mess
         ("transfer_to_orders_bot", "Successfully transferred to orders_bot")]
 
 
+def test_a_printed_command_is_answered_by_the_tool_message_it_carries():
+    """OpenLIT writes ``str()`` of what a LangGraph handoff tool returned, the ``Command`` printed with its messages
+    (LangChain's printed as their classes, the tool's own as a dict): the result is that tool message's content."""
+    printed = ("Command(graph='__parent__', update={'messages': [HumanMessage(content='Where is A-1001?', "
+               "additional_kwargs={}), AIMessage(content='', tool_calls=[{'name': 'transfer_to_orders_bot', 'args': "
+               "{}, 'id': 'h1', 'type': 'tool_call'}]), {'role': 'tool', 'content': 'Successfully transferred to "
+               "orders_bot', 'name': 'transfer_to_orders_bot', 'tool_call_id': 'h1'}], 'remaining_steps': 9}, "
+               "goto='orders_bot')")
+    spans = [span("a1", None, 0, **{"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "triage"}),
+             chat("c1", "a1", 1, "Where is A-1001?", asks("Where is A-1001?", "transfer_to_orders_bot", "h1", "{}")),
+             span("t1", "a1", 2, **{"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "transfer_to_orders_bot",
+                                    "gen_ai.tool.call.arguments": "{}", "gen_ai.tool.call.result": printed}),
+             chat("c2", "a1", 3, "Where is A-1001?", "Order A-1001 has shipped.")]
+
+    [turn] = assemble(spans)
+
+    assert [(c["name"], c["result"]) for c in turn["tool_calls"]] == [
+        ("transfer_to_orders_bot", "Successfully transferred to orders_bot")]
+
+
+def test_a_langchain_callbacks_packaging_is_unwrapped_to_its_inputs_even_when_the_call_has_none():
+    """OpenLLMetry's LangChain instrumentation writes ``on_tool_start``'s packaging as the tool's input (and as
+    ``gen_ai.tool.call.arguments``): a LangGraph handoff tool takes no arguments, its ``inputs`` are ``{}``, and the
+    ``kwargs`` beside them are the callback's own (``color``, ``tool_call_id``), not the tool's."""
+    packaging = json.dumps({"input_str": "{}", "tags": ["seq:step:1"], "metadata": {"langgraph_node": "tools"},
+                            "inputs": {}, "kwargs": {"color": "green", "name": None, "tool_call_id": "h1"}})
+    spans = [span("a1", None, 0, **{"traceloop.span.kind": "workflow", "traceloop.entity.name": "LangGraph"}),
+             chat("c1", "a1", 1, "Where is A-1001?", asks("Where is A-1001?", "transfer_to_orders_bot", "h1", "{}")),
+             span("t1", "a1", 2, **{"traceloop.span.kind": "tool", "traceloop.entity.name": "transfer_to_orders_bot",
+                                    "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "transfer_to_orders_bot",
+                                    "traceloop.entity.input": packaging, "gen_ai.tool.call.arguments": packaging}),
+             chat("c2", "a1", 3, "Where is A-1001?", "Order A-1001 has shipped.")]
+
+    [turn] = assemble(spans)
+
+    assert [(c["name"], c["arguments"]) for c in turn["tool_calls"]] == [("transfer_to_orders_bot", {})]
+
+
 def test_a_call_the_model_made_and_was_answered_is_a_call_though_no_span_records_it():
     """An OpenAI Agents SDK handoff under the OTel GenAI instrumentation: no span for ``transfer_to_orders_bot``, the
     SDK's answer to it in the next agent's conversation; ``lookup_order`` has its span."""

@@ -59,7 +59,12 @@ def msg(role_: str, content: str, tool_calls: list[dict[str, Any]] | None = None
 def call_arguments(value: Any) -> Any:
     """A tool's arguments as the call named them: a Python call's packaging (``{"args": [...], "kwargs": {...}}``,
     with the framework's own flags beside them) is unwrapped to its keyword arguments (or its one object
-    argument)."""
+    argument); a LangChain callback's packaging (``on_tool_start``: ``{"input_str", "tags", "metadata", "inputs",
+    "kwargs"}``, as OpenLLMetry's LangChain instrumentation writes it) is its ``inputs``, else its ``input_str``: its
+    ``kwargs`` are the callback's own (``color``, ``tool_call_id``), not the tool's, and an empty ``inputs`` is a call
+    with no arguments (a LangGraph handoff tool's)."""
+    if isinstance(value, dict) and "input_str" in value:
+        return value["inputs"] if isinstance(value.get("inputs"), dict) else value["input_str"]
     if isinstance(value, dict) and isinstance(value.get("kwargs"), dict) and not isinstance(value.get("args"), str):
         objects = [a for a in value.get("args") or [] if isinstance(a, dict)]
         return {**(objects[0] if len(objects) == 1 else {}), **value["kwargs"]}
@@ -70,7 +75,8 @@ def tool_call(name: Any, arguments: Any, call_id: Any = None) -> dict[str, Any]:
     """A requested tool call: its name, its arguments as an object (JSON text is read, and so is a Python literal of
     an object: how some instrumentations print the dict a tool was called with, ``{'order_id': 'A-1001'}``), its id
     when it has one."""
-    parsed = json_value(arguments)
+    parsed = call_arguments(json_value(arguments))
+    parsed = json_value(parsed) if isinstance(parsed, str) else parsed
     if isinstance(parsed, str) and parsed[:2] == "{'":
         parsed = _literal(parsed)
     parsed = call_arguments(parsed)
@@ -333,6 +339,7 @@ _RESPONSE_PART = frozenset({"type", "id", "name", "response"})
 _COMMAND = frozenset({"goto", "update", "graph", "resume"})  # LangGraph's Command, as a tool span's output
 
 
+_PRINTED_TOOL_MESSAGE = re.compile(r"""(?:\{'role': 'tool', 'content': |ToolMessage\(content=)('(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*")""")
 _PRINTED_MESSAGE = re.compile(r"""content=('(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*")(?= [a-z_]+=|$)""")
 
 
@@ -345,8 +352,14 @@ def result_text(value: Any) -> str:
     ADK's ``FunctionResponse``, which openinference-instrumentation-google-adk states as a tool span's output);
     **a tool that answers with a command is answered by the tool message the command carries**: a LangGraph
     ``Command`` (``{"goto", "update", "graph", "resume"}``, a handoff tool's return) sends the model the tool message
-    its ``update`` adds to the graph's messages, so that message's content is the result, not the command;
+    its ``update`` adds to the graph's messages, so that message's content is the result, not the command; and so
+    does one printed (``Command(graph=…, update={'messages': [… {'role': 'tool', 'content': '…'} …]}, goto=…)``,
+    OpenLIT's ``str()`` of what the tool returned: its last tool message, a dict or a ``ToolMessage``);
     a Python literal of a list or object (how some instrumentations print what a tool returned) is written as JSON."""
+    if isinstance(value, str) and value[:8] == "Command(" and (told := _PRINTED_TOOL_MESSAGE.findall(value)):
+        content = _literal(told[-1])
+        if isinstance(content, str):
+            return content  # the tool message a printed command adds: what the model is sent
     if isinstance(value, str) and value[:8] == "content=" and (printed := _PRINTED_MESSAGE.match(value)):
         content = _literal(printed.group(1))
         if isinstance(content, str):

@@ -119,9 +119,8 @@ def tool(span: Mapping[str, Any]) -> dict[str, Any] | None:
         return None
     arguments = json_value(attrs.get("tool.arguments", attrs.get("traceloop.entity.input")))
     call_id = None
-    if isinstance(arguments, dict) and "input_str" in arguments:  # a LangChain callback's on_tool_start
-        call_id = (arguments.get("kwargs") or {}).get("tool_call_id")
-        arguments = arguments["inputs"] if isinstance(arguments.get("inputs"), dict) else arguments["input_str"]
+    if isinstance(arguments, dict) and "input_str" in arguments:  # a LangChain callback's on_tool_start: its
+        call_id = (arguments.get("kwargs") or {}).get("tool_call_id")  # arguments are its inputs (tool_call)
     elif isinstance(arguments, dict) and ("args" in arguments or "kwargs" in arguments):
         objects = [a for a in map(json_value, arguments.get("args") or []) if isinstance(a, dict)]
         arguments = objects[0] if objects else arguments.get("kwargs") or {}
