@@ -326,3 +326,58 @@ def test_autogens_own_messages_are_read_by_their_type_and_a_failed_result_is_the
     assert [(c["name"], c["arguments"], c["id"], c["error"]) for c in turn["tool_calls"]] == [
         ("lookup_order", ARGS, "call_1", "Error: database unreachable")]
     assert turn["usage"] == {"prompt_tokens": 80, "completion_tokens": 20}
+
+
+def chat_message(role: str, said: str = "", calls: list[dict[str, Any]] | None = None,
+                 answers: str | None = None) -> dict[str, Any]:
+    """A LlamaIndex ``ChatMessage`` as MLflow records it: its words and tool calls content blocks."""
+    blocks = [{"block_type": "text", "text": said}] + [
+        {"block_type": "tool_call", "tool_call_id": c["id"], "tool_name": c["name"], "tool_kwargs": json.dumps(ARGS)}
+        for c in calls or ()]
+    return {"role": role, "additional_kwargs": {"tool_call_id": answers} if answers else {}, "blocks": blocks}
+
+
+def llamaindex_llm(span_id: str, parent: str, name: str, start: int, messages: list[dict[str, Any]],
+                   outputs: Any) -> dict[str, Any]:
+    return mlflow_span(span_id, parent, name, start, "CHAT_MODEL", {"messages": messages}, outputs,
+                       **{"mlflow.message.format": "llamaindex", "mlflow.llm.model": "gpt-4o-mini"})
+
+
+def test_llamaindexs_own_messages_are_read_from_their_blocks_and_a_stream_handed_back_unread_is_no_reply():
+    """``mlflow.llama_index.autolog()`` with a workflow agent (``FunctionAgent.run(user_msg=…)``): LlamaIndex's
+    ``ChatMessage``s (``mlflow.message.format`` ``llamaindex``), each streamed call's output the stream's repr, the
+    tool ``FunctionTool.acall`` (its ``name`` a field, its arguments ``{"kwargs": …}``), the answer in the
+    ``AgentOutput``'s ``response``."""
+    asked = [chat_message("system", "Be kind."), chat_message("user", QUESTION)]
+    called = chat_message("assistant", "", [{"id": "call_1", "name": "lookup_order"}])
+    told = chat_message("tool", "shipped", answers="call_1")
+    stream = "<async_generator object llm_chat_callback.<locals>.wrapped_gen at 0x7f13302>"
+    answer = {"result": {"response": chat_message("assistant", "It shipped."), "structured_response": None,
+                         "current_agent_name": "support-bot", "tool_calls": [], "retry_messages": []}}
+    spans = [mlflow_span("1", None, "FunctionAgent.run", 0, "AGENT", {"user_msg": QUESTION, "chat_history": None},
+                         answer),
+             llamaindex_llm("2", "1", "OpenAI.astream_chat", 1, asked, stream),
+             mlflow_span("3", "1", "FunctionTool.acall", 3, "TOOL", {"kwargs": ARGS}, {
+                 "blocks": [{"block_type": "text", "text": "shipped"}], "tool_name": "lookup_order",
+                 "raw_output": "shipped", "is_error": False}),
+             llamaindex_llm("4", "1", "OpenAI.astream_chat", 5, [*asked, called, told], stream)]
+    spans[2]["attributes"]["name"] = json.dumps("lookup_order")
+
+    [turn] = assembly(spans).turns
+
+    assert (Turn.model_validate(turn).question, turn["output"], turn["system"]) == (QUESTION, "It shipped.", "Be kind.")
+    assert [(c["name"], c["arguments"], c["result"]) for c in turn["tool_calls"]] == [("lookup_order", ARGS, "shipped")]
+
+
+def test_a_llamaindex_query_engines_query_is_the_question_and_its_responses_text_the_answer():
+    """A query engine's ``aquery(str_or_query_bundle)``: the model is sent a QA prompt around the query, and answers
+    a ``ChatResponse``; the engine returns a ``Response`` (``{"response": <text>, "source_nodes": […]}``)."""
+    prompt = f"Context information is below.\n---\nRefunds within 30 days.\n---\nQuery: {QUESTION}\nAnswer: "
+    spans = [mlflow_span("1", None, "RetrieverQueryEngine.aquery", 0, "CHAIN", {"str_or_query_bundle": QUESTION},
+                         {"response": "Within 30 days.", "source_nodes": [], "metadata": {}}),
+             llamaindex_llm("2", "1", "OpenAI.achat", 1, [chat_message("user", prompt)], {
+                 "message": chat_message("assistant", "Within 30 days."), "raw": {}})]
+
+    [turn] = assembly(spans).turns
+
+    assert (Turn.model_validate(turn).question, turn["output"]) == (QUESTION, "Within 30 days.")

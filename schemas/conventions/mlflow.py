@@ -16,11 +16,18 @@ a role: ``SystemMessage``, ``UserMessage``, ``AssistantMessage`` (its ``content`
 ``{"id", "name", "arguments"}``: its tool calls) and ``FunctionExecutionResultMessage`` (a list of
 ``FunctionExecutionResult``s ``{"call_id", "content", "is_error"}``: a tool message each, answering its ``call_id``,
 its text the call's error when ``is_error``); its output the ``CreateResult`` (``{"finish_reason", "content"}``:
-text, or the ``FunctionCall``s) |
+text, or the ``FunctionCall``s); ``llamaindex``, ``mlflow.llama_index.autolog()``'s spans of an LLM's methods, records
+LlamaIndex's own ``ChatMessage``s, whose words are content blocks (``{"role", "blocks": [{"block_type": "text",
+"text"}, {"block_type": "tool_call", "tool_call_id", "tool_name", "tool_kwargs"}], "additional_kwargs"}``, a tool
+message's ``tool_call_id`` and, before blocks held them, the assistant's OpenAI ``tool_calls`` in
+``additional_kwargs``): a call's input its ``messages``, its output the ``ChatResponse`` (``{"message"}``), the
+``CompletionResponse`` (``{"text"}``) or the text it returned. Anything else a LlamaIndex LLM method returned is no
+reply: the request ``_prepare_chat_with_tools`` built, or the stream ``astream_chat`` handed back unread (recorded as
+its repr, ``<async_generator object …>``) |
 | a streamed call | MLflow rebuilds a streamed chat completion's output from its chunks with their text only (``_reconstruct_completion_from_stream``): the tool calls the model streamed are in the chunks, one span event each (``mlflow.chunk.item.<n>``, the chunk's JSON in ``mlflow.chunk.value``), ``choices[0].delta.tool_calls`` by ``index`` (the id and name once, the arguments in pieces): read there when the output has none |
-| a run's input and output | an agent's or chain's ``mlflow.spanInputs``: the traced function's arguments by parameter name (``{"question": …, "history": […]}``), evidence of words as ``_parse.value_messages`` says (a known key holding text or messages; other arguments say nothing, and the LLM calls are read); ``mlflow.spanOutputs``: what it returned, the same way |
+| a run's input and output | an agent's or chain's ``mlflow.spanInputs``: the traced function's arguments by parameter name (``{"question": …, "history": […]}``), evidence of words as ``_parse.value_messages`` says (a known key holding text or messages; other arguments say nothing, and the LLM calls are read); ``mlflow.spanOutputs``: what it returned, the same way. **LlamaIndex's names for the words**, where nothing else says any (``mlflow.llama_index.autolog()`` traces its methods): a workflow agent's ``run(user_msg=…)``, a query engine's or retriever's query (``str_or_query_bundle``, ``query_bundle``: text, or a ``QueryBundle``, its ``query_str``), and what they return, an ``AgentOutput`` or a ``Response``, whose ``response`` is the reply (a ``ChatMessage``, or text) |
 | model, usage | ``mlflow.llm.model`` (the model the response names, set when a call answered), else ``model``, which MLflow copies onto an LLM span (autolog: the request's arguments but the messages; the Agents SDK's response spans: the response's fields but its output); ``mlflow.chat.tokenUsage``, ``{"input_tokens", "output_tokens", "total_tokens"}``, else the ``usage`` copied so |
-| a tool span | **the tool's own name where the span states it**: MLflow copies the traced tool object's fields onto its span (DSPy's ``Tool``, LlamaIndex's ``FunctionTool``: ``name``, ``description``, ``args`` / ``parameters``) and names the span by its class and method (``Tool.lookup_order``, ``FunctionTool.acall``), so a TOOL span's ``name`` attribute, text, is the tool; else its span name (the function's, or ``name=``); ``mlflow.spanInputs`` the call's arguments (by parameter name), ``mlflow.spanOutputs`` its result; no id (paired with the model's tool calls by name and arguments); its error from the span status and ``exception`` event (``@mlflow.trace`` records both when the function raises) |
+| a tool span | **the tool's own name where the span states it**: MLflow copies the traced tool object's fields onto its span (DSPy's ``Tool``, LlamaIndex's ``FunctionTool``: ``name``, ``description``, ``args`` / ``parameters``) and names the span by its class and method (``Tool.lookup_order``, ``FunctionTool.acall``), so a TOOL span's ``name`` attribute, text, is the tool; else its span name (the function's, or ``name=``); ``mlflow.spanInputs`` the call's arguments (by parameter name; a ``**kwargs`` function's, LlamaIndex's ``FunctionTool.acall``, as ``{"kwargs": {…}}``: what it packs), ``mlflow.spanOutputs`` its result; no id (paired with the model's tool calls by name and arguments); its error from the span status and ``exception`` event (``@mlflow.trace`` records both when the function raises) |
 | contexts | a retriever's ``mlflow.spanOutputs``: a list of ``Document`` (``{"page_content", "metadata", "id"}``), the text its ``page_content``, the id its ``id`` else ``metadata.doc_uri``, the score ``metadata.score``; **a retriever's output that holds one list holds its documents**: what the traced function returned, an object whose only value is the list (DSPy's ``Retrieve`` returns ``Prediction(passages=[…])``, recorded as ``{"passages": […]}``), each a text or a document as above |
 | who | the trace's tags (``mlflow.update_current_trace(tags=…)``), which MLflow's OTLP processor writes on the root span as ``mlflow.traceTag.<key>``: turn metadata under their keys. A trace's metadata (the session, ``mlflow.trace.session``, the user, ``mlflow.trace.user``) is not exported over OTLP: MLflow writes ``session.id`` / ``user.id`` only for its Databricks tables (read, as OpenInference's keys, wherever they appear). **A LangChain run's metadata names its conversation**: ``mlflow.langchain.autolog()`` writes the metadata LangChain gives each run's callback as the span's ``metadata`` (JSON), and LangChain's keys for the conversation a run belongs to, ``session_id``, else ``conversation_id``, else ``thread_id`` (where LangGraph puts its checkpointer's thread; the keys and order LangChain's tracers, OpenInference's among them, read as the session), are the session |
 | content | always: MLflow records every traced span's inputs and outputs (``SETTING`` names what removes them) |
@@ -28,11 +35,13 @@ text, or the ``FunctionCall``s) |
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
 from ._parse import (
     Io,
+    call_arguments,
     Msg,
     json_messages,
     json_value,
@@ -76,8 +85,12 @@ def io(span: Mapping[str, Any]) -> Io:
     attrs = span["attributes"]
     found = kind(attrs)
     if found == "llm":
-        if json_value(attrs.get(_FORMAT)) == "autogen":
+        said_in = json_value(attrs.get(_FORMAT))
+        if said_in == "autogen":
             inputs, outputs = _autogen_request(json_value(attrs.get(_INPUTS))), _autogen_result(
+                json_value(attrs.get(_OUTPUTS)))
+        elif said_in == "llamaindex":
+            inputs, outputs = _llamaindex_request(json_value(attrs.get(_INPUTS))), _llamaindex_reply(
                 json_value(attrs.get(_OUTPUTS)))
         else:
             inputs = _request(json_value(attrs.get(_INPUTS)))
@@ -96,7 +109,70 @@ def io(span: Mapping[str, Any]) -> Io:
 
 
 def _stated(said: Any, default_role: str) -> list[Msg]:
-    return value_messages(said, default_role) if said not in (None, "") else []
+    if said in (None, ""):
+        return []
+    return value_messages(said, default_role) or _llamaindex_stated(said, default_role)
+
+
+_LLAMAINDEX_WORDS = ("user_msg", "str_or_query_bundle", "query_bundle", "response")  # in arguments and returns
+
+
+def _llamaindex_stated(said: Any, default_role: str) -> list[Msg]:
+    """The words a LlamaIndex method's arguments or return state under LlamaIndex's own names: text, a
+    ``QueryBundle``'s ``query_str``, a ``ChatMessage``."""
+    parsed = json_value(said)
+    while isinstance(parsed, dict) and len(parsed) == 1 and isinstance(next(iter(parsed.values())), dict):
+        parsed = next(iter(parsed.values()))  # a workflow's result around what the agent returned
+    if not isinstance(parsed, dict):
+        return []
+    for key in _LLAMAINDEX_WORDS:
+        found = parsed.get(key)
+        if isinstance(found, dict) and isinstance(found.get("query_str"), str):
+            found = found["query_str"]
+        if isinstance(found, str) and found:
+            return [msg(default_role, found)]
+        if isinstance(found, dict) and "blocks" in found:
+            return [_llamaindex_message(found, default_role)]
+    return []
+
+
+def _llamaindex_request(request: Any) -> list[Msg]:
+    """The ``ChatMessage``s a LlamaIndex LLM was called with (its ``messages``)."""
+    said = request.get("messages") if isinstance(request, dict) else None
+    return [_llamaindex_message(m, "user") for m in said if isinstance(m, dict)] if isinstance(said, list) else []
+
+
+_DEFAULT_REPR = re.compile(r"^<[\w.]+ object .*at 0x[0-9a-fA-F]+>$", re.DOTALL)  # Python's repr of an object
+
+
+def _llamaindex_reply(reply: Any) -> list[Msg]:
+    """What a LlamaIndex LLM answered: a ``ChatResponse``'s message, a ``CompletionResponse``'s text, or text; its
+    default repr (``<… object at 0x…>``: a stream not read yet) is none."""
+    if isinstance(reply, dict):
+        if isinstance(reply.get("message"), dict):
+            return [_llamaindex_message(reply["message"], "assistant")]
+        return [msg("assistant", reply["text"])] if isinstance(reply.get("text"), str) else []
+    if isinstance(reply, str) and reply and not _DEFAULT_REPR.match(reply):
+        return [msg("assistant", reply)]
+    return []
+
+
+def _llamaindex_message(raw: dict[str, Any], default_role: str) -> Msg:
+    """A LlamaIndex ``ChatMessage``: its text blocks its words, its ``tool_call`` blocks (else ``additional_kwargs``'
+    OpenAI ``tool_calls``) its tool calls, ``additional_kwargs.tool_call_id`` the call a tool message answers."""
+    blocks = raw.get("blocks")
+    if not isinstance(blocks, list):
+        return message(raw, default_role)
+    extra = raw.get("additional_kwargs") if isinstance(raw.get("additional_kwargs"), dict) else {}
+    said = "\n".join(b["text"] for b in blocks if isinstance(b, dict) and b.get("block_type") == "text"
+                     and isinstance(b.get("text"), str) and b["text"])
+    calls = [tool_call(b.get("tool_name"), b.get("tool_kwargs"), b.get("tool_call_id")) for b in blocks
+             if isinstance(b, dict) and b.get("block_type") == "tool_call"]
+    if not calls and isinstance(extra.get("tool_calls"), list):
+        calls = message({"role": "assistant", "tool_calls": extra["tool_calls"]}, "assistant")["tool_calls"]
+    role_ = raw.get("role")
+    return msg(role_ if role_ in ("system", "user", "assistant", "tool") else default_role, said, calls,
+               extra.get("tool_call_id"))
 
 
 def _request(request: Any) -> list[Msg]:
@@ -209,6 +285,7 @@ def tool(span: Mapping[str, Any]) -> dict[str, Any] | None:
         return None
     given = json_value(attrs.get(_INPUTS))
     named = json_value(attrs.get("name"))  # the tool object's own name, as MLflow copies its fields
+    given = call_arguments(given)  # a ``**kwargs`` function's arguments as MLflow records them: {"kwargs": {…}}
     call: dict[str, Any] = {"name": named if isinstance(named, str) and named else span["name"],
                             "arguments": given if isinstance(given, dict) else {}}
     if attrs.get(_OUTPUTS) is not None:
