@@ -19,7 +19,9 @@ real agent for ``vigil probe``. Placeholders become real values (``PLACEHOLDERS`
 ``TRACE_ID``, the judge server for ``$URL``, free ports for documented ones; a relative path naming a file of the
 repository is resolved from its root, where the documentation runs). A command that serves (a worker, beat, intake, a
 page) runs until it says it is ready (``SERVES``), then is stopped; ``| jq FILTER`` runs jq on the command's JSON,
-``> FILE`` writes the file. Each outcome is the exit code (0, unless ``OUTCOMES`` says otherwise) and the words the
+``> FILE`` writes the file. Commands that run the same on the stack are one test naming every place that documents
+them: the same once concrete, or differing only in what the stack's environment already holds (``STACK_ENV``:
+``VIGIL_CONFIG=vigil.yaml vigil worker`` is ``vigil worker``). Each outcome is the exit code (0, unless ``OUTCOMES`` says otherwise) and the words the
 documentation promises (``OUTCOMES``), with no traceback. ``NOT_RUN`` is the short list of commands a test cannot
 run, each with the reason and where it is covered instead; an entry that no longer matches a documented command fails.
 """
@@ -584,12 +586,31 @@ def _recorded_spans_in_redis(stack: Stack) -> None:
 COMMANDS_FOUND = documented_commands()
 
 
+# What the stack's environment already holds (``stack``), as a documented command writes it once concrete: commands
+# run in the stack's directory, whose vigil.yaml is its VIGIL_CONFIG, on its Redis.
+STACK_ENV = {"VIGIL_CONFIG": "vigil.yaml",
+             "REDIS_URL": next(f"<{n}>" for n, (pattern, _) in enumerate(PLACEHOLDERS) if pattern.startswith("redis"))}
+
+
+def _as_run(command: str) -> str:
+    """``command`` concrete (without a stack) and without what changes nothing on the stack: a leading assignment of a
+    ``STACK_ENV`` variable to the value it has there, or the variable's expansion where its value is written. So
+    ``VIGIL_CONFIG=vigil.yaml vigil worker`` runs as ``vigil worker`` does, ``vigil config check "$VIGIL_CONFIG"`` as
+    ``vigil config check vigil.yaml``."""
+    command = _concrete(command, None)
+    for name, value in STACK_ENV.items():
+        command = re.sub(rf"^((?:\w+=\S+ )*){name}={re.escape(value)} ", r"\1", command)
+        command = re.sub(rf'"\${name}"|\${name}\b', value, command)
+    return command
+
+
 def _to_run(found: list[Documented]) -> list[Documented]:
     """One test per command that runs: documented commands that are the same once concrete (``vigil show TRACE_ID``
-    and ``vigil show 4bf92f35…``) are one, naming every place that documents it. A command not run stays alone."""
+    and ``vigil show 4bf92f35…``) or that differ only in what the stack already holds (``_as_run``) are one, naming
+    every place that documents it; the first found is the one run. A command not run stays alone."""
     tests: dict[str, Documented] = {}
     for item in found:
-        key = item.command if _not_run(item.command) else _concrete(item.command, None)
+        key = item.command if _not_run(item.command) else _as_run(item.command)
         first = tests.get(key)
         tests[key] = item if first is None else Documented(first.command, f"{first.where}, {item.where}")
     return list(tests.values())

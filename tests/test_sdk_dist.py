@@ -49,7 +49,8 @@ def pip(venv: Path, *args: str, timeout: float) -> subprocess.CompletedProcess:
     The venv is made without a pip of its own: bootstrapping one (ensurepip) cost ~4 CPU-s of the test's ~14 and
     gave an older pip than this one, which the SDK's users would not run either."""
     return subprocess.run([sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python"),
-                           "--disable-pip-version-check", *args], capture_output=True, text=True, timeout=timeout)
+                           "--disable-pip-version-check", *args], check=False, capture_output=True, text=True,
+                          timeout=timeout)
 
 
 @pytest.fixture(scope="module")
