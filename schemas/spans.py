@@ -894,19 +894,20 @@ class _Trace:
     def _skeleton(self, everyone: list[SpanRecord]) -> list[dict[str, Any]]:
         """The turn's spans for its page (``schemas.trace.SpanSummary``), earliest first, at most ``MAX_SPANS``."""
         ordered = sorted(everyone, key=_BY_START)[:MAX_SPANS]
-        first = ordered[0]["start"] if ordered else 0
+        first = ordered[0]["start"] if ordered else 0  # the earliest: no span starts before it
         out = []
-        kinds, error_of = self.kinds, self.error
+        kinds, errors, error_of = self.kinds, self._errors, self.error
         for span in ordered:
-            start = span["start"]
+            span_id, start, name = span["span_id"], span["start"], span["name"]
             duration = (span["end"] or start) - start
             summary: dict[str, Any] = {
-                "span_id": span["span_id"], "name": str(span["name"] or "")[:256],
-                "kind": kinds.get(span["span_id"], "virtual"), "start_ms": max(start - first, 0) / 1e6,
-                "duration_ms": max(duration, 0) / 1e6}
+                "span_id": span_id, "name": (name if name.__class__ is str else str(name or ""))[:256],
+                "kind": kinds.get(span_id, "virtual"), "start_ms": (start - first) / 1e6,
+                "duration_ms": (duration if duration > 0 else 0) / 1e6}
             if span.get("parent_id"):
                 summary["parent_id"] = span["parent_id"]
-            if error := error_of(span):
+            error = errors[span_id] if span_id in errors else error_of(span)
+            if error:
                 summary["error"] = str(error)[:1000]
             out.append(summary)
         return out
@@ -1101,7 +1102,7 @@ class _Trace:
             return []
         calls, seen = [], set()
         for call in asked:
-            key = call.get("id") or json.dumps([call["name"], call["arguments"]], sort_keys=True, default=str)
+            key = call.get("id") or _call_key(call)
             if key in seen:
                 continue
             seen.add(key)
@@ -1226,15 +1227,25 @@ def _answered_unrecorded(calls: list[dict[str, Any]], asked: list[dict[str, Any]
     ids = {c.get("id") for c in asked}
     if not results or any(c.get("id") not in ids for c in calls):
         return []
-    taken = {c.get("id") for c in calls} | {json.dumps([c["name"], c["arguments"]], sort_keys=True, default=str)
-                                           for c in calls}
+    taken = {c.get("id") for c in calls}
+    keys: set[str] | None = None  # the calls' names and arguments: written out only for a call answered by id
     out = []
     for call in asked:
-        key = json.dumps([call["name"], call["arguments"]], sort_keys=True, default=str)
-        if call.get("id") in results and not {call["id"], key} & taken and not conventions.is_final_tool(call["name"]):
-            taken.add(call["id"])
-            out.append({**call, "result": results[call["id"]]})
+        if call.get("id") not in results or call["id"] in taken or conventions.is_final_tool(call["name"]):
+            continue
+        if keys is None:
+            keys = {_call_key(c) for c in calls}
+        key = _call_key(call)
+        if call["id"] in keys or key in keys or key in taken:
+            continue
+        taken.add(call["id"])
+        out.append({**call, "result": results[call["id"]]})
     return out
+
+
+def _call_key(call: dict[str, Any]) -> str:
+    """A call's name and arguments as one text: two calls with the same are the same call."""
+    return json.dumps([call["name"], call["arguments"]], sort_keys=True, default=str)
 
 
 def _paired(spans: list[dict[str, Any]], asked: list[dict[str, Any]], results: dict[str, str]) -> list[dict[str, Any]]:

@@ -146,11 +146,18 @@ def message(raw: Any, default_role: str) -> Msg:
         return msg(default_role, text(raw))
     if "role" not in raw:
         raw = unpacked(raw)
-    texts, calls, results = [], [], []
     if raw.keys() <= _PARTS_ONLY:  # the GenAI conventions' message: its parts say it all (one test, not five reads)
-        call_id = openai_calls = None
         parts = raw.get("parts") or ()
+        if parts.__class__ is list and len(parts) == 1 and (part := parts[0]).__class__ is dict and part.get(
+                "type") == "text" and (said := part.get("content")).__class__ is str:
+            role_ = raw.get("role")  # one text part, the most common message: read as the loop below reads it
+            role_ = (_ROLES.get(role_) if role_.__class__ is str else None) if role_ else default_role
+            if role_ is not None:
+                return {"role": role_, "content": said, "tool_calls": []}
+        texts, calls, results = [], [], []
+        call_id = openai_calls = None
     else:
+        texts, calls, results = [], [], []
         call_id = raw.get("tool_call_id") or raw.get("toolCallId")
         content = raw["content"] if "content" in raw else raw.get("text")  # a result object may hold it as ``text``
         if isinstance(content, str):
@@ -217,7 +224,8 @@ def json_messages(raw: Any, default_role: str) -> list[Msg]:
         parsed = [parsed]
     if not isinstance(parsed, list):
         return [] if parsed.__class__ is str and _PRINTED_FIELDS.match(parsed) else [msg(default_role, str(raw))]
-    if any(isinstance(m, dict) and m.get("kind") in _MODEL_MESSAGE_KINDS and "parts" in m for m in parsed):
+    if (raw.__class__ is not str or '"kind"' in raw or "\\u" in raw) and any(  # no key "kind" in the text: none
+            isinstance(m, dict) and m.get("kind") in _MODEL_MESSAGE_KINDS and "parts" in m for m in parsed):
         return model_messages(parsed, default_role)
     return [message(m, default_role) for m in parsed]
 
