@@ -402,7 +402,7 @@ class _Trace:
                 by_id[span["span_id"]] = span
                 if span.get("links"):
                     self.linked = True
-        self.by_id = attach_logs(by_id, logs)
+        self.by_id = attach_logs(by_id, logs) if logs else by_id
         self.trace_id = next((s["trace_id"] for s in self.by_id.values()), "")
         self.children: dict[str | None, list[SpanRecord]] = defaultdict(list)
         self.decider: dict[str, int] = {}  # which mapper decided a span's kind
@@ -777,10 +777,9 @@ class _Trace:
         answering = answered or [s for s in llms if self.answers(s)]
         last_answer = max(answering, key=lambda s: s["end"]) if answering else None
         root_in, root_out, root_system = self.io(root) if self.kind(root) != "llm" else ([], [], "")
-        asked = [m["content"] for llm in llms for m in self.io(llm)[0] if m["role"] == "user" and m["content"]]
         if not root_in and self.kind(root) != "llm":
-            root_in = self._agent_input(members, asked)
-        if not self._words_of(root_in, asked):
+            root_in = self._agent_input(members, llms)
+        if not self._words_of(root_in, llms):
             root_in = []  # not evidence of the user's words: the LLM calls say what was asked
         if last_answer is None and root_out and (
                 self.error(root) is not None or (llms and self.error(llms[-1]) is not None)):
@@ -903,7 +902,7 @@ class _Trace:
             summary: dict[str, Any] = {
                 "span_id": span_id, "name": (name if name.__class__ is str else str(name or ""))[:256],
                 "kind": kinds.get(span_id, "virtual"), "start_ms": (start - first) / 1e6,
-                "duration_ms": (duration if duration > 0 else 0) / 1e6}
+                "duration_ms": max(duration, 0) / 1e6}
             if span.get("parent_id"):
                 summary["parent_id"] = span["parent_id"]
             error = errors[span_id] if span_id in errors else error_of(span)
@@ -929,22 +928,27 @@ class _Trace:
                 m["role"] == "assistant" and m["content"] for m in self.io(llm)[1]) and self.error(llm) is None
         return found
 
-    def _agent_input(self, members: list[SpanRecord], asked: list[str]) -> list[conventions.Msg]:
+    def _agent_input(self, members: list[SpanRecord], llms: list[SpanRecord]) -> list[conventions.Msg]:
         """What the run's agent states it was asked, where its root states nothing: the input of the first agent span
-        in the run that states any, when the LLM calls' user words wrap it (a crew's workflow span around its agent's);
-        where they are the same words, the calls' conversation says more."""
+        in the run that states any, when the LLM calls' user words (``_user_words``) wrap it (a crew's workflow span
+        around its agent's); where they are the same words, the calls' conversation says more."""
         said = next((given for s in members if self.kind(s) == "agent" and (given := self.io(s)[0])), [])
         text = next((m["content"] for m in reversed(said) if m["role"] == "user" and m["content"]), "").strip()
-        return said if text and any(text in words and text != words.strip() for words in asked) else []
+        return said if text and any(text in words and text != words.strip() for words in self._user_words(llms)) else []
 
-    def _words_of(self, root_in: list[conventions.Msg], asked: list[str]) -> bool:
+    def _words_of(self, root_in: list[conventions.Msg], llms: list[SpanRecord]) -> bool:
         """Whether a root's input is evidence of the user's words: it has user text, and where the LLM calls carry
-        user text (``asked``: the user words they were sent), theirs contains it (a framework wraps the words:
-        ``New task:\n…``, a prompt template)."""
+        user text (``_user_words``), theirs contains it (a framework wraps the words: ``New task:\n…``, a prompt
+        template)."""
         said = next((m["content"] for m in reversed(root_in) if m["role"] == "user" and m["content"]), "")
         if not said:
             return False
+        asked = self._user_words(llms)
         return not asked or any(said.strip() in words for words in asked)
+
+    def _user_words(self, llms: list[SpanRecord]) -> list[str]:
+        """The user words the LLM calls were sent: read only where a root or an agent states words to compare."""
+        return [m["content"] for llm in llms for m in self.io(llm)[0] if m["role"] == "user" and m["content"]]
 
     def _failure(self, root: SpanRecord, members: list[SpanRecord]) -> str | None:
         """Why a run with no answer failed: its root's error, else the last error among its spans; ``None`` when
@@ -1157,8 +1161,9 @@ class _Trace:
 
     def _who(self, everyone: list[SpanRecord], resource: dict[str, Any]) -> dict[str, str]:
         agent = session = None
+        known = self._identity  # each span's, read once (``identity``)
         for span in everyone:
-            said = self.identity(span)
+            said = known.get(span["span_id"]) or self.identity(span)
             if agent is None and said["agent"]:
                 agent = said["agent"]
             if session is None and said["session_id"]:
@@ -1185,8 +1190,9 @@ class _Trace:
     def _metadata(self, root: SpanRecord, everyone: list[SpanRecord], last_call: SpanRecord | None,
                   resource: dict[str, Any]) -> dict[str, str]:
         metadata: dict[str, str] = {}
+        known = self._identity  # each span's, read once (``identity``)
         for span in reversed(everyone):  # the root's say wins
-            said = self.identity(span)["metadata"]
+            said = (known.get(span["span_id"]) or self.identity(span))["metadata"]
             if said:
                 metadata.update(said)
         if resource.get(RELEASE_RESOURCE) not in (None, "") and RELEASE_KEY not in metadata:

@@ -148,12 +148,16 @@ def message(raw: Any, default_role: str) -> Msg:
         raw = unpacked(raw)
     if raw.keys() <= _PARTS_ONLY:  # the GenAI conventions' message: its parts say it all (one test, not five reads)
         parts = raw.get("parts") or ()
-        if parts.__class__ is list and len(parts) == 1 and (part := parts[0]).__class__ is dict and part.get(
-                "type") == "text" and (said := part.get("content")).__class__ is str:
-            role_ = raw.get("role")  # one text part, the most common message: read as the loop below reads it
+        if parts.__class__ is list and len(parts) == 1 and (part := parts[0]).__class__ is dict:
+            kind = part.get("type")  # one part, the most common message: read as the loop below reads it
+            role_ = raw.get("role")
             role_ = (_ROLES.get(role_) if role_.__class__ is str else None) if role_ else default_role
-            if role_ is not None:
+            if role_ is not None and kind == "text" and (said := part.get("content")).__class__ is str:
                 return {"role": role_, "content": said, "tool_calls": []}
+            if role_ is not None and kind == "tool_call" and "function_call" not in part:
+                return {"role": role_, "content": "", "tool_calls": [tool_call(
+                    part.get("name") or part.get("toolName"), _first(part, _ARGUMENT_KEYS),
+                    part.get("id") or part.get("toolCallId") or part.get("toolUseId"))]}
         texts, calls, results = [], [], []
         call_id = openai_calls = None
     else:
@@ -454,10 +458,10 @@ def _first(body: dict[str, Any], keys: tuple[str, ...]) -> Any:
 def hand_in(messages: list[Msg]) -> list[Msg]:
     """Messages with each final-answer tool call (``is_final_tool``) made the assistant's text: the run's answer."""
     for m in messages:
-        if m["tool_calls"]:
+        if m["tool_calls"] and any(is_final_tool(c.get("name")) for c in m["tool_calls"]):
             break
     else:
-        return list(messages)  # no call to hand in
+        return list(messages)  # no final-answer call to hand in
     out = []
     for m in messages:
         final = [c for c in m["tool_calls"] if is_final_tool(c.get("name"))] if m["tool_calls"] else None
