@@ -381,3 +381,18 @@ def test_a_llamaindex_query_engines_query_is_the_question_and_its_responses_text
     [turn] = assembly(spans).turns
 
     assert (Turn.model_validate(turn).question, turn["output"]) == (QUESTION, "Within 30 days.")
+
+
+def test_ag2s_record_of_a_model_call_that_raised_is_no_reply_and_the_chat_is_a_failed_run():
+    """``mlflow.ag2.autolog()`` writes AG2's runtime log of a model call: a failed one ends OK, its output the text
+    AG2 logs for a config that raised; the ``initiate_chat`` span around it failed with the error."""
+    error = "InternalServerError: Error code: 500 - overloaded"
+    spans = [mlflow_span("1", None, "initiate_chat", 0, "UNKNOWN", {"recipient": "support_bot", "message": QUESTION,
+                                                                   "max_turns": 2}, failed=error),
+             mlflow_span("2", "1", "chat_completion", 1, "LLM", {"messages": ASKED, "model": "gpt-4o-mini"},
+                         "error_code:None, config 0 failed", **{"mlflow.message.format": "ag2"})]
+
+    [turn] = assembly(spans).turns
+
+    assert (Turn.model_validate(turn).question, turn["output"]) == (QUESTION, "")
+    assert (turn["metadata"]["vigil.run"], turn["metadata"]["vigil.error"]) == ("failed", error)

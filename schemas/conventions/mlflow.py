@@ -23,7 +23,10 @@ message's ``tool_call_id`` and, before blocks held them, the assistant's OpenAI 
 ``additional_kwargs``): a call's input its ``messages``, its output the ``ChatResponse`` (``{"message"}``), the
 ``CompletionResponse`` (``{"text"}``) or the text it returned. Anything else a LlamaIndex LLM method returned is no
 reply: the request ``_prepare_chat_with_tools`` built, or the stream ``astream_chat`` handed back unread (recorded as
-its repr, ``<async_generator object …>``) |
+its repr, ``<async_generator object …>``); ``ag2``, ``mlflow.ag2.autolog()``'s ``chat_completion`` spans (AG2's runtime
+logging), records the request and the ``ChatCompletion`` as the chat-completions API's, but a call that failed with
+what AG2 logs for it, ``error_code:<code>, config <n> failed`` (its ``OpenAIWrapper``'s record of a config that
+raised), as its output and an OK status: that text is no reply (the chat's span around it failed with the error) |
 | a streamed call | MLflow rebuilds a streamed chat completion's output from its chunks with their text only (``_reconstruct_completion_from_stream``): the tool calls the model streamed are in the chunks, one span event each (``mlflow.chunk.item.<n>``, the chunk's JSON in ``mlflow.chunk.value``), ``choices[0].delta.tool_calls`` by ``index`` (the id and name once, the arguments in pieces): read there when the output has none |
 | a run's input and output | an agent's or chain's ``mlflow.spanInputs``: the traced function's arguments by parameter name (``{"question": …, "history": […]}``), evidence of words as ``_parse.value_messages`` says (a known key holding text or messages; other arguments say nothing, and the LLM calls are read); ``mlflow.spanOutputs``: what it returned, the same way. **LlamaIndex's names for the words**, where nothing else says any (``mlflow.llama_index.autolog()`` traces its methods): a workflow agent's ``run(user_msg=…)``, a query engine's or retriever's query (``str_or_query_bundle``, ``query_bundle``: text, or a ``QueryBundle``, its ``query_str``), and what they return, an ``AgentOutput`` or a ``Response``, whose ``response`` is the reply (a ``ChatMessage``, or text) |
 | model, usage | ``mlflow.llm.model`` (the model the response names, set when a call answered), else ``model``, which MLflow copies onto an LLM span (autolog: the request's arguments but the messages; the Agents SDK's response spans: the response's fields but its output); ``mlflow.chat.tokenUsage``, ``{"input_tokens", "output_tokens", "total_tokens"}``, else the ``usage`` copied so |
@@ -89,6 +92,8 @@ def io(span: Mapping[str, Any]) -> Io:
         if said_in == "autogen":
             inputs, outputs = _autogen_request(json_value(attrs.get(_INPUTS))), _autogen_result(
                 json_value(attrs.get(_OUTPUTS)))
+        elif said_in == "ag2" and _AG2_FAILED.match(str(json_value(attrs.get(_OUTPUTS)))):
+            inputs, outputs = _request(json_value(attrs.get(_INPUTS))), []
         elif said_in == "llamaindex":
             inputs, outputs = _llamaindex_request(json_value(attrs.get(_INPUTS))), _llamaindex_reply(
                 json_value(attrs.get(_OUTPUTS)))
@@ -142,6 +147,7 @@ def _llamaindex_request(request: Any) -> list[Msg]:
     return [_llamaindex_message(m, "user") for m in said if isinstance(m, dict)] if isinstance(said, list) else []
 
 
+_AG2_FAILED = re.compile(r"^error_code:.*, config \d+ failed$")  # AG2's log of a model call that raised
 _DEFAULT_REPR = re.compile(r"^<[\w.]+ object .*at 0x[0-9a-fA-F]+>$", re.DOTALL)  # Python's repr of an object
 
 
