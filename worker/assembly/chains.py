@@ -30,12 +30,15 @@ from __future__ import annotations
 
 import json
 import time
+from typing import TYPE_CHECKING
 
-import redis
 import structlog
 from vigil.schemas.chains import MAX_ID, join, named
 from vigil.schemas.spans import Assembly
 from vigil.worker.logs import Every
+
+if TYPE_CHECKING:
+    import redis
 
 __all__ = ["BOUND", "EVICTED", "LINKS", "LINKS_BYTES", "LINKS_BY_TIME", "LINK_OVERHEAD", "chain_sessions", "links_of"]
 

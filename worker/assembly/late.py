@@ -38,9 +38,8 @@ import time
 import zlib
 from collections.abc import Collection
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import redis
 import structlog
 from vigil.schemas.rows import PipelineEvent, Supersession
 from vigil.schemas.spans import Assembly, event_key
@@ -55,6 +54,9 @@ from vigil.worker.assembly.traces import (
     trace_key,
     trace_name,
 )
+
+if TYPE_CHECKING:
+    import redis
 
 __all__ = ["Settled", "compact", "conflict_events", "content_digest", "defer", "is_superseded", "reconcile", "settle",
            "span_digest", "waited_enough"]

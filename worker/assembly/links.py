@@ -37,9 +37,8 @@ import json
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import redis
 import structlog
 from vigil.schemas import links
 from vigil.schemas.rows import PipelineEvent
@@ -57,6 +56,9 @@ from vigil.worker.assembly.traces import (
     trace_name,
 )
 from vigil.worker.logs import Every
+
+if TYPE_CHECKING:
+    import redis
 
 __all__ = ["MAX_HOPS", "Trace", "join_linked"]
 

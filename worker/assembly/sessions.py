@@ -19,12 +19,14 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import redis
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 from vigil.schemas import Turn
+
+if TYPE_CHECKING:
+    import redis
 
 __all__ = ["CLOSE_SESSIONS_TASK", "SESSIONS", "SessionSettings", "session_settings", "session_turn",
            "session_turns", "track", "track_turns"]

@@ -67,9 +67,8 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import redis
 import structlog
 from vigil.schemas import steps
 from vigil.schemas.rows import PipelineEvent
@@ -77,6 +76,9 @@ from vigil.worker.assembly.chains import BOUND
 from vigil.worker.assembly.links import Trace
 from vigil.worker.assembly.traces import split_name
 from vigil.worker.logs import Every
+
+if TYPE_CHECKING:
+    import redis
 
 __all__ = ["EVICTED", "MAX_PER_KEY", "MS", "STEPS", "STEPS_BYTES", "STEPS_BY_TIME", "STEP_OVERHEAD", "continue_runs",
            "kept_named", "kept_steps", "one_call_once", "tell_failures"]

@@ -33,14 +33,16 @@ import time
 import zlib
 from collections import defaultdict
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import redis
 import structlog
 from vigil.schemas.config import DEFAULT_PROJECT
 from vigil.schemas.spans import PROJECT_RESOURCE, Assembly, assembly
 from vigil.schemas.steps import service
 from vigil.worker.logs import Every
+
+if TYPE_CHECKING:
+    import redis
 
 __all__ = ["DROPPED", "DROPPED_TOTAL", "KEPT", "KEPT_BYTES", "OVER_OPEN", "PENDING", "PENDING_BYTES", "Spans",
            "assembly_of", "claim_due", "keep_record", "project_of", "record_key", "recount_pending", "release",
