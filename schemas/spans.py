@@ -39,7 +39,10 @@ agent's own steps: agent spans that name the agent the span above them names (Op
 ended on a call, a transfer, not on an answer), followed by a run whose first model call was sent the user words that
 run was asked, handed that request on: the two are one run of the user's request, rooted at the first, whichever agent
 answers (Google ADK's ``sub_agents`` transfer: the agents' spans side by side under its ``invoke_workflow`` span,
-which is exported last; AutoGen's ``Swarm``).
+which is exported last; AutoGen's ``Swarm``). **A span that states the request is its run**: agent runs under a span
+that states the user's words, each sent words that hold them (the framework wraps the request in what it tells each
+agent: a Strands ``Swarm``'s ``Context:\nUser Request: …`` to the agent it starts and to each one handed to), answer
+that one request: one run, rooted at that span, not a container.
 
 **A trace with no LLM call is no turn** (an index build, an embedding batch, an ingestion job): ``Assembly.no_turn``
 says why a trace made none, for the funnel and the log line.
@@ -647,13 +650,20 @@ class _Trace:
         if len(inner) >= 2 and not self._calls_llm_itself(root, inner) and not self._own_steps(root, inner):
             requests = self._handed_on(inner)
             questions = [self.question_of(runs[0]) for runs in requests]
-            if len(requests) >= 2 and len(set(questions)) == len(requests):
+            if len(requests) >= 2 and len(set(questions)) == len(requests) and not self._wraps_its_words(root, questions):
                 return [group for runs in requests for group in self._request(runs, root)]
         why = "the topmost agent span with an LLM call under it"
         if container is not None:
             why = (f"an agent run inside container {container['name']!r} ({container['span_id']}), whose runs "
                    "answer different user words")
         return [_Group(root, self.descendants(root), why, container)]
+
+    def _wraps_its_words(self, root: SpanRecord, questions: list[str]) -> bool:
+        """Runs whose words each hold the user words their root states were asked those words, each wrapped in what
+        the framework tells its agent (*a span that states the request is its run*)."""
+        stated = [m["content"] for m in self.io(root)[0] if m["role"] == "user" and isinstance(m["content"], str)
+                  and m["content"].strip()]
+        return bool(stated) and all(isinstance(q, str) and stated[-1].strip() in q for q in questions)
 
     def _handed_on(self, runs: list[SpanRecord]) -> list[list[SpanRecord]]:
         """The agent runs of each user request, in order: a run that the one before it handed its request on to

@@ -182,6 +182,27 @@ def test_a_langchain_callbacks_packaging_is_unwrapped_to_its_inputs_even_when_th
     assert [(c["name"], c["arguments"]) for c in turn["tool_calls"]] == [("transfer_to_orders_bot", {})]
 
 
+def test_agent_runs_each_sent_the_words_their_root_states_wrapped_are_one_run_of_that_request():
+    """A Strands ``Swarm``: its ``invoke_swarm`` span states the user's words, and each agent it runs is sent them
+    wrapped in what the swarm tells it (``Context:\nUser Request: …``): one request, one run; runs whose words do not
+    all hold the root's stay runs of their own (a conversation)."""
+    def swarm(first: str, second: str) -> list[dict[str, Any]]:
+        return [span("s1", None, 0, **{"gen_ai.operation.name": "invoke_swarm", "gen_ai.input.messages": json.dumps(
+                    [{"role": "user", "content": "Where is A-1001?"}])}),
+                span("a1", "s1", 1, **{"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "triage"}),
+                chat("c1", "a1", 2, first, "Let me hand this over."),
+                span("a2", "s1", 3, **{"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "orders_bot"}),
+                chat("c2", "a2", 4, second, "Order A-1001 has shipped.")]
+
+    [turn] = assemble(swarm("Context:\nUser Request: Where is A-1001?\n\nOther agents: orders_bot.",
+                            "Context:\nHandoff Message: look it up\n\nUser Request: Where is A-1001?"))
+    conversation = assemble(swarm("Context:\nUser Request: Where is A-1001?", "And the kettle?"))
+
+    assert (turn["span_id"][:2], Turn.model_validate({**turn, "agent": "shop"}).question, turn["output"]) == (
+        "s1", "Where is A-1001?", "Order A-1001 has shipped.")
+    assert [t["output"] for t in conversation] == ["Let me hand this over.", "Order A-1001 has shipped."]
+
+
 def test_a_call_the_model_made_and_was_answered_is_a_call_though_no_span_records_it():
     """An OpenAI Agents SDK handoff under the OTel GenAI instrumentation: no span for ``transfer_to_orders_bot``, the
     SDK's answer to it in the next agent's conversation; ``lookup_order`` has its span."""

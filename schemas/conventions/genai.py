@@ -3,7 +3,7 @@
 
 | what | read from |
 | --- | --- |
-| span kind | ``gen_ai.operation.name``: ``invoke_agent`` / ``create_agent`` agent, ``invoke_workflow`` (a workflow of agents and tools run as one: OpenLIT's span around a LangGraph graph's or an OpenAI Agents SDK trace's run, named by ``gen_ai.workflow.name``) agent, and so is a span that names a workflow but no operation (OpenLIT sets the operation only when the graph returns: a failed run's span has none), ``execute_tool`` tool, ``retrieval`` retriever, ``chat`` / ``text_completion`` / ``generate_content`` / ``completion`` LLM; an operation the spec does not list is read by its words (``agent.run`` an agent, ``execute_task`` an agent's run of the task it is given, ``tool.execute`` a tool, ``...generation`` an LLM call, anything else other); no operation: message attributes or events make an LLM span |
+| span kind | ``gen_ai.operation.name``: ``invoke_agent`` / ``create_agent`` agent, ``invoke_workflow`` (a workflow of agents and tools run as one: OpenLIT's span around a LangGraph graph's or an OpenAI Agents SDK trace's run, named by ``gen_ai.workflow.name``) agent, and so is a span that names a workflow but no operation (OpenLIT sets the operation only when the graph returns: a failed run's span has none), ``execute_tool`` tool, ``retrieval`` retriever, ``chat`` / ``text_completion`` / ``generate_content`` / ``completion`` LLM; an operation the spec does not list is read by its words (``agent.run`` an agent, ``execute_task`` an agent's run of the task it is given, Strands' ``invoke_swarm`` / ``invoke_graph`` an agent run: agents run together on one request, ``tool.execute`` a tool, ``...generation`` an LLM call, anything else other); no operation: message attributes or events make an LLM span |
 | messages, current | ``gen_ai.input.messages``, ``gen_ai.output.messages``, ``gen_ai.system_instructions`` (JSON messages of typed parts: ``text``, ``tool_call`` with its id, ``tool_call_response``) |
 | messages, as events | span events or log records ``gen_ai.system.message``, ``gen_ai.user.message``, ``gen_ai.assistant.message`` (``tool_calls``), ``gen_ai.tool.message`` (``id``), ``gen_ai.choice``; ``gen_ai.content.prompt`` / ``gen_ai.content.completion``; ``gen_ai.client.inference.operation.details`` (attached by ``schemas.spans.attach_logs``) |
 | messages, oldest | ``gen_ai.prompt`` / ``gen_ai.completion`` (JSON messages, or indexed ``.N.role`` / ``.N.content`` / ``.N.tool_calls.K.*`` / ``.N.function_call.*``), also where the current attributes are there but say nothing (messages with no text and no tool call) |
@@ -78,6 +78,8 @@ def _by_words(operation: str) -> str:
     agentic proposal's ``execute_task``, a task being the work an agent is given: OpenLIT's pydantic-ai run)."""
     words = set(re.split(r"[^a-z]+", operation))
     if words & {"agent", "task"}:  # a task is the work an agent is given: its run (``execute_task``)
+        return "agent"
+    if words & {"swarm", "graph"}:  # agents run together on one request (Strands' ``invoke_swarm``, ``invoke_graph``)
         return "agent"
     if "tool" in words:
         return "tool"
