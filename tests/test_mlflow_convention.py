@@ -396,3 +396,19 @@ def test_ag2s_record_of_a_model_call_that_raised_is_no_reply_and_the_chat_is_a_f
 
     assert (Turn.model_validate(turn).question, turn["output"]) == (QUESTION, "")
     assert (turn["metadata"]["vigil.run"], turn["metadata"]["vigil.error"]) == ("failed", error)
+
+
+def test_a_crewai_agent_is_asked_its_tasks_description():
+    """``mlflow.crewai.autolog()`` with CrewAI's native OpenAI provider traces no model call: the run is the agent's
+    ``execute_task`` span, its input the Task as its fields, its output the answer."""
+    task = {"used_tools": 0, "name": None, "description": QUESTION, "expected_output": "A short answer.",
+            "agent": {"role": "support bot", "tools": [{"name": "lookup_order"}]}}
+    spans = [mlflow_span("1", None, "Crew.kickoff", 0, "CHAIN", {}, {"raw": "It shipped.", "tasks_output": []}),
+             mlflow_span("2", "1", "Task.execute_sync", 1, "CHAIN", {"agent": task["agent"]}, {"raw": "It shipped."}),
+             mlflow_span("3", "2", "support bot", 2, "AGENT", {"task": task, "context": "", "tools": []},
+                         "It shipped.")]
+
+    [turn] = assembly(spans).turns
+
+    assert (Turn.model_validate(turn).question, turn["output"]) == (QUESTION, "It shipped.")
+    assert "vigil.content" not in turn["metadata"]

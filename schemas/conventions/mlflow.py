@@ -28,7 +28,7 @@ logging), records the request and the ``ChatCompletion`` as the chat-completions
 what AG2 logs for it, ``error_code:<code>, config <n> failed`` (its ``OpenAIWrapper``'s record of a config that
 raised), as its output and an OK status: that text is no reply (the chat's span around it failed with the error) |
 | a streamed call | MLflow rebuilds a streamed chat completion's output from its chunks with their text only (``_reconstruct_completion_from_stream``): the tool calls the model streamed are in the chunks, one span event each (``mlflow.chunk.item.<n>``, the chunk's JSON in ``mlflow.chunk.value``), ``choices[0].delta.tool_calls`` by ``index`` (the id and name once, the arguments in pieces): read there when the output has none |
-| a run's input and output | an agent's or chain's ``mlflow.spanInputs``: the traced function's arguments by parameter name (``{"question": …, "history": […]}``), evidence of words as ``_parse.value_messages`` says (a known key holding text or messages; other arguments say nothing, and the LLM calls are read); ``mlflow.spanOutputs``: what it returned, the same way. **LlamaIndex's names for the words**, where nothing else says any (``mlflow.llama_index.autolog()`` traces its methods): a workflow agent's ``run(user_msg=…)``, a query engine's or retriever's query (``str_or_query_bundle``, ``query_bundle``: text, or a ``QueryBundle``, its ``query_str``), and what they return, an ``AgentOutput`` or a ``Response``, whose ``response`` is the reply (a ``ChatMessage``, or text) |
+| a run's input and output | an agent's or chain's ``mlflow.spanInputs``: the traced function's arguments by parameter name (``{"question": …, "history": […]}``), evidence of words as ``_parse.value_messages`` says (a known key holding text or messages; other arguments say nothing, and the LLM calls are read); ``mlflow.spanOutputs``: what it returned, the same way. **LlamaIndex's names for the words**, where nothing else says any (``mlflow.llama_index.autolog()`` traces its methods): a workflow agent's ``run(user_msg=…)``, a query engine's or retriever's query (``str_or_query_bundle``, ``query_bundle``: text, or a ``QueryBundle``, its ``query_str``), and what they return, an ``AgentOutput`` or a ``Response``, whose ``response`` is the reply (a ``ChatMessage``, or text). **CrewAI's agent is asked its task**: ``mlflow.crewai.autolog()`` traces ``Agent.execute_task(task, context, tools)``, the ``Task`` as its fields, and a Task asks its ``description`` (the words CrewAI wraps in its prompt template) |
 | model, usage | ``mlflow.llm.model`` (the model the response names, set when a call answered), else ``model``, which MLflow copies onto an LLM span (autolog: the request's arguments but the messages; the Agents SDK's response spans: the response's fields but its output); ``mlflow.chat.tokenUsage``, ``{"input_tokens", "output_tokens", "total_tokens"}``, else the ``usage`` copied so |
 | a tool span | **the tool's own name where the span states it**: MLflow copies the traced tool object's fields onto its span (DSPy's ``Tool``, LlamaIndex's ``FunctionTool``: ``name``, ``description``, ``args`` / ``parameters``) and names the span by its class and method (``Tool.lookup_order``, ``FunctionTool.acall``), so a TOOL span's ``name`` attribute, text, is the tool; else its span name (the function's, or ``name=``); ``mlflow.spanInputs`` the call's arguments (by parameter name; a ``**kwargs`` function's, LlamaIndex's ``FunctionTool.acall``, as ``{"kwargs": {…}}``: what it packs), ``mlflow.spanOutputs`` its result; no id (paired with the model's tool calls by name and arguments); its error from the span status and ``exception`` event (``@mlflow.trace`` records both when the function raises) |
 | contexts | a retriever's ``mlflow.spanOutputs``: a list of ``Document`` (``{"page_content", "metadata", "id"}``), the text its ``page_content``, the id its ``id`` else ``metadata.doc_uri``, the score ``metadata.score``; **a retriever's output that holds one list holds its documents**: what the traced function returned, an object whose only value is the list (DSPy's ``Retrieve`` returns ``Prediction(passages=[…])``, recorded as ``{"passages": […]}``), each a text or a document as above |
@@ -116,24 +116,27 @@ def io(span: Mapping[str, Any]) -> Io:
 def _stated(said: Any, default_role: str) -> list[Msg]:
     if said in (None, ""):
         return []
-    return value_messages(said, default_role) or _llamaindex_stated(said, default_role)
+    return value_messages(said, default_role) or _framework_stated(said, default_role)
 
 
-_LLAMAINDEX_WORDS = ("user_msg", "str_or_query_bundle", "query_bundle", "response")  # in arguments and returns
+# LlamaIndex's names for the words in arguments and returns, CrewAI's agent's task
+_FRAMEWORK_WORDS = ("user_msg", "str_or_query_bundle", "query_bundle", "response", "task")
 
 
-def _llamaindex_stated(said: Any, default_role: str) -> list[Msg]:
-    """The words a LlamaIndex method's arguments or return state under LlamaIndex's own names: text, a
-    ``QueryBundle``'s ``query_str``, a ``ChatMessage``."""
+def _framework_stated(said: Any, default_role: str) -> list[Msg]:
+    """The words a LlamaIndex method's arguments or return state under LlamaIndex's own names (text, a
+    ``QueryBundle``'s ``query_str``, a ``ChatMessage``), or the description of the ``Task`` a CrewAI agent runs."""
     parsed = json_value(said)
     while isinstance(parsed, dict) and len(parsed) == 1 and isinstance(next(iter(parsed.values())), dict):
         parsed = next(iter(parsed.values()))  # a workflow's result around what the agent returned
     if not isinstance(parsed, dict):
         return []
-    for key in _LLAMAINDEX_WORDS:
+    for key in _FRAMEWORK_WORDS:
         found = parsed.get(key)
         if isinstance(found, dict) and isinstance(found.get("query_str"), str):
             found = found["query_str"]
+        elif key == "task" and isinstance(found, dict) and isinstance(found.get("description"), str):
+            found = found["description"]
         if isinstance(found, str) and found:
             return [msg(default_role, found)]
         if isinstance(found, dict) and "blocks" in found:
