@@ -203,6 +203,28 @@ def test_agent_runs_each_sent_the_words_their_root_states_wrapped_are_one_run_of
     assert [t["output"] for t in conversation] == ["Let me hand this over.", "Order A-1001 has shipped."]
 
 
+@pytest.mark.parametrize("said", [
+    {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "delegate_task_to_member", "gen_ai.tool.call.id": "d1",
+     "gen_ai.tool.call.result": "<generator object _delegate.<locals>.delegate_task_to_member at 0x7f3a2c1e06c0>"},
+    {"traceloop.span.kind": "tool", "traceloop.entity.name": "delegate_task_to_member",
+     "traceloop.entity.output": "status='success' result=<generator object _delegate.<locals>.delegate_task_to_member "
+                                "at 0x7f3a2c1e06c0> error=None images=None"}], ids=["openlit", "openllmetry"])
+def test_a_result_that_is_an_objects_identity_is_none_and_the_tool_message_the_model_was_sent_is(said):
+    """Agno's ``delegate_task_to_member`` is a generator function: OpenLIT and OpenLLMetry write ``str()`` of what
+    it returned, the generator, before the member ran. The leader's model is then sent the member's answer for the
+    call's id: that is the result."""
+    sent = json.loads(asks("Where is A-1001?", "delegate_task_to_member", "d1", '{"member_id": "orders_bot"}')) + [
+        {"role": "tool", "tool_call_id": "d1", "content": "It has shipped."}]
+    spans = [span("a1", None, 0, **{"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "triage"}),
+             chat("c1", "a1", 1, "Where is A-1001?", json.dumps(sent[1:2])),
+             span("t1", "a1", 2, **said),
+             chat("c2", "a1", 3, json.dumps(sent), "Order A-1001 has shipped.")]
+
+    [turn] = assemble(spans)
+
+    assert [(c["name"], c["result"]) for c in turn["tool_calls"]] == [("delegate_task_to_member", "It has shipped.")]
+
+
 def test_a_call_the_model_made_and_was_answered_is_a_call_though_no_span_records_it():
     """An OpenAI Agents SDK handoff under the OTel GenAI instrumentation: no span for ``transfer_to_orders_bot``, the
     SDK's answer to it in the next agent's conversation; ``lookup_order`` has its span."""

@@ -66,6 +66,7 @@ from ._parse import (
     key_marks,
     keys_start,
     result_text,
+    says_nothing,
     sent,
     span_tool_name,
     text,
@@ -342,6 +343,8 @@ def tool(span: Mapping[str, Any], decided: int | None = None) -> dict[str, Any]:
         call["arguments"] = given  # no convention named them: the span's own input is the call's
     if call.get("result") is None and attrs.get("output") is not None:
         call["result"] = result_text(attrs["output"])
+    if says_nothing(call.get("result")):  # an object's identity, printed before it yielded anything: no result
+        del call["result"]
     found = error(span)
     if found:
         call["error"] = found

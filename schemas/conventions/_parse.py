@@ -30,6 +30,7 @@ __all__ = [
     "printed_fields",
     "result_text",
     "role",
+    "says_nothing",
     "sent",
     "span_tool_name",
     "text",
@@ -289,15 +290,28 @@ _PRINTED_FIELDS = re.compile(r"""[A-Za-z_]\w*=(?:'|"|-?\d|\[|\{|\(|None\b|True\b
 _FIELD_END = re.compile(r" (?=[A-Za-z_]\w*=)")
 
 
+_IDENTITY = re.compile(r"<[\w.]+ object \S+ at 0x[0-9a-fA-F]+>")  # ``repr()`` of an object that prints no value
+
+
+def says_nothing(value: Any) -> bool:
+    """**An object's identity is no value**: ``<generator object … at 0x…>`` (what a tool that is a generator function
+    returned, printed before it ran: Agno's ``delegate_task_to_member``) says nothing of what it yields."""
+    return value.__class__ is str and _IDENTITY.fullmatch(value.strip()) is not None
+
+
 def printed_fields(value: Any) -> dict[str, Any] | None:
     """An object printed as its fields (``status='failure' result=None error='…'``: a pydantic model's ``str()``),
-    each field's value the Python literal it spells; ``None`` for any other value, or a field that spells none."""
+    each field's value the Python literal it spells (an object's identity, ``<… object … at 0x…>``, spells none:
+    ``says_nothing``); ``None`` for any other value, or a field that spells none."""
     if value.__class__ is not str or len(value) >= 200_000 or not _PRINTED_FIELDS.match(value):
         return None
     fields: dict[str, Any] = {}
     rest = value
     while rest:
         name, _, rest = rest.partition("=")
+        if (identity := _IDENTITY.match(rest)) and (rest[identity.end():identity.end() + 1] in ("", " ")):
+            fields[name], rest = None, rest[identity.end() + 1:]
+            continue
         ends = [m.start() for m in _FIELD_END.finditer(rest)] + [len(rest)]
         for end in ends:  # the shortest text up to a field's end that spells a literal is its value
             try:
