@@ -35,7 +35,7 @@ pytest_plugins = ["tests.judge_server"]
 # xdist workers test by test; every other file runs on one worker, so its module-scoped fixtures start once.
 SPREAD_FILES = ("tests/test_cli_mistakes.py", "tests/test_review.py", "tests/test_eval.py",
                 "tests/test_feedback_pipeline.py", "tests/test_poison.py", "tests/test_pipeline.py",
-                "tests/test_poison_turns.py", "tests/test_documented_commands.py")
+                "tests/test_documented_commands.py")
 
 
 @pytest.hookimpl(optionalhook=True)  # an xdist hook: without xdist nothing calls it

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
+import redis
 import yaml
 from vigil.schemas import Turn
 from vigil.schemas.trace import MAX_PAYLOAD_BYTES, WIRE_VERSION
@@ -43,37 +44,54 @@ def dead(worker: WorkerProcess) -> list[tuple[str, str]]:
     return connect(worker.dsn).query("SELECT reason, payload FROM dead_letters FINAL").result_rows
 
 
-def test_a_turn_nested_too_deeply_is_dead_lettered_and_the_good_turns_of_its_batch_are_scored(redis_url, tmp_path):
+# The three batches below, each its own message on the ingest queue, taken by one worker run: a batch is validated
+# turn by turn, so what one holds decides nothing of another's, and each test reads only its own batch's rows.
+DEEP = {**make_turn(99), "metadata": {"m": nested(600)}}
+GOOD = [make_turn(i) for i in range(9)]
+LARGE = {**make_turn(1), "contexts": [{"text": f"passage {i:05d}"} for i in range(60_000)]}
+NEWER = {**make_turn(1), "schema_version": WIRE_VERSION + 1, "sentiment": {"model": "vigil-py 9"},
+         "input": [{"role": "user", "content": "Where is my order?", "name": "alice"}]}
+CURRENT = {**make_turn(2), "schema_version": WIRE_VERSION, "sentiment": "this version knows no such field"}
+
+
+@pytest.fixture(scope="module")
+def taken(redis_server, tmp_path_factory):
+    """The batches sent, then a real `vigil worker` run until they are drained and stopped: (scored trace ids,
+    dead letters as (reason, payload))."""
+    client = redis.Redis.from_url(redis_server.url)
+    client.flushall()
+    client.close()
+    for batch in ([*GOOD[:4], DEEP, *GOOD[4:]], [LARGE], [NEWER, CURRENT]):
+        send(redis_server.url, batch)
+    worker = run_worker(redis_server.url, tmp_path_factory.mktemp("poison-turns") / "vigil")
+    return scored(worker), dead(worker)
+
+
+def of(batch: list[dict], taken: tuple[set[str], list[tuple[str, str]]]) -> tuple[set[str], list[tuple[str, str]]]:
+    """What the worker scored and dead-lettered of ``batch``'s turns (a dead letter names its turn's trace id)."""
+    ids = {turn["trace_id"] for turn in batch}
+    scored_ids, letters = taken
+    return scored_ids & ids, [(reason, payload) for reason, payload in letters if any(i in payload for i in ids)]
+
+
+def test_a_turn_nested_too_deeply_is_dead_lettered_and_the_good_turns_of_its_batch_are_scored(taken):
     """Metadata nested 600 deep used to raise RecursionError in validation and lose the whole batch."""
-    good = [make_turn(i) for i in range(9)]
-    deep = {**make_turn(99), "metadata": {"m": nested(600)}}
-    send(redis_url, [*good[:4], deep, *good[4:]])
-    worker = run_worker(redis_url, tmp_path / "vigil")
-    assert scored(worker) == {t["trace_id"] for t in good}
-    [(reason, payload)] = dead(worker)
-    assert "nested too deeply" in reason and deep["trace_id"] in payload
+    scored_ids, [(reason, payload)] = of([*GOOD, DEEP], taken)
+    assert scored_ids == {t["trace_id"] for t in GOOD}
+    assert "nested too deeply" in reason and DEEP["trace_id"] in payload
 
 
-def test_a_valid_turn_near_the_size_limit_is_scored_as_it_came_not_re_serialised_with_defaults(redis_url, tmp_path):
+def test_a_valid_turn_near_the_size_limit_is_scored_as_it_came_not_re_serialised_with_defaults(taken):
     """60,000 short contexts: 1.6 MB as sent, over 2 MB once every default (id, score) is written out."""
-    turn = {**make_turn(1), "contexts": [{"text": f"passage {i:05d}"} for i in range(60_000)]}
-    assert len(json.dumps(turn)) < MAX_PAYLOAD_BYTES
-    as_defaults = json.dumps(Turn.model_validate(turn).model_dump(mode="json"))
+    assert len(json.dumps(LARGE)) < MAX_PAYLOAD_BYTES
+    as_defaults = json.dumps(Turn.model_validate(LARGE).model_dump(mode="json"))
     assert len(as_defaults) > MAX_PAYLOAD_BYTES, "the case must be one a re-serialised turn would fail"
-    send(redis_url, [turn])
-    worker = run_worker(redis_url, tmp_path / "vigil")
-    assert dead(worker) == []
-    assert scored(worker) == {turn["trace_id"]}
+    assert of([LARGE], taken) == ({LARGE["trace_id"]}, [])
 
 
-def test_a_turn_from_a_newer_contract_is_taken_with_its_unknown_fields_ignored(redis_url, tmp_path):
-    newer = {**make_turn(1), "schema_version": WIRE_VERSION + 1, "sentiment": {"model": "vigil-py 9"},
-             "input": [{"role": "user", "content": "Where is my order?", "name": "alice"}]}
-    current = {**make_turn(2), "schema_version": WIRE_VERSION, "sentiment": "this version knows no such field"}
-    send(redis_url, [newer, current])
-    worker = run_worker(redis_url, tmp_path / "vigil")
-    assert scored(worker) == {newer["trace_id"]}
-    [(reason, _)] = dead(worker)
+def test_a_turn_from_a_newer_contract_is_taken_with_its_unknown_fields_ignored(taken):
+    scored_ids, [(reason, _)] = of([NEWER, CURRENT], taken)
+    assert scored_ids == {NEWER["trace_id"]}
     assert "sentiment: Extra inputs are not permitted" in reason
 
 
