@@ -85,7 +85,9 @@ its packaging (OpenLLMetry's Haystack instrumentation writes the key of the gene
   last LLM call that answers (has assistant text; a step asks only for tools, a failed call says nothing). A root's
   text that holds the answering call's text and more wraps it, and loses to it as a template loses to the user's
   words (OpenLIT's streamed LangGraph run states every chunk of the stream joined, the tool results' among
-  them). A model that hands in its answer through a final-answer tool (``final_answer``, ``final_result``)
+  them), where that call is the run's last model call: a later call whose reply no span recorded (a stream handed
+  back unread: LlamaIndex's workflow agent through MLflow) may have said the root's text, quoting a tool's result
+  that holds the earlier call's (an agent's query-engine tool, its own model call under it). A model that hands in its answer through a final-answer tool (``final_answer``, ``final_result``)
   answered: that is the text.
 - *tool calls*: the tool spans' calls (no tool above them in the run with no agent run or model call between; a
   final-answer tool is none), in start order,
@@ -794,8 +796,8 @@ class _Trace:
         if last_answer is None and root_out and (
                 self.error(root) is not None or (llms and self.error(llms[-1]) is not None)):
             root_out = []  # no call answered and the run failed: the root's output is its error's text, not an answer
-        if root_out and last_answer is not None and _wraps(_assistant_text(root_out),
-                                                           _assistant_text(self.io(last_answer)[1])):
+        if root_out and last_answer is not None and last_answer["end"] >= max(s["end"] for s in calls) and _wraps(
+                _assistant_text(root_out), _assistant_text(self.io(last_answer)[1])):
             root_out = []  # the root's answer wraps the model's: the words it wraps are the answer
         failure = None
         if last_answer is None and not root_out:

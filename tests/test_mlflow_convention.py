@@ -412,3 +412,42 @@ def test_a_crewai_agent_is_asked_its_tasks_description():
 
     assert (Turn.model_validate(turn).question, turn["output"]) == (QUESTION, "It shipped.")
     assert "vigil.content" not in turn["metadata"]
+
+
+STREAM = "<async_generator object llm_chat_callback.<locals>.wrapped_gen at 0x7fa6fa4b4760>"
+
+
+def test_a_value_the_tracer_could_only_print_as_its_default_repr_says_nothing():
+    """``mlflow.llama_index.autolog()`` with a streaming query engine: the synthesizer's span returns the stream, which
+    MLflow records as its repr; that is no one's words, and the model call's reply is the answer."""
+    spans = [mlflow_span("1", None, "CompactAndRefine.aget_response", 0, "CHAIN",
+                         {"query_str": QUESTION, "text_chunks": ["Refunds within 30 days."]}, STREAM),
+             chat_model("2", 1, ASKED, completion({"role": "assistant", "content": "Within 30 days."}))]
+
+    [turn] = assembly(spans).turns
+
+    assert turn["output"] == "Within 30 days."
+
+
+def test_a_roots_answer_quoting_a_tools_model_call_is_the_answer_when_the_runs_last_call_recorded_no_reply():
+    """An agent whose tool is a query engine (LlamaIndex's agentic RAG through MLflow): the engine's model call, under
+    the tool, is the only call whose reply was recorded (the agent's own calls stream); the agent's answer quotes the
+    tool's result, which holds that reply, and the agent's last call said it."""
+    engine = "Within 30 days."
+    final = f"You can return it. [tool results: {engine}]"
+    asked = [chat_message("system", "Be kind."), chat_message("user", QUESTION)]
+    called = chat_message("assistant", "", [{"id": "call_1", "name": "search_docs"}])
+    spans = [mlflow_span("1", None, "FunctionAgent.run", 0, "AGENT", {"user_msg": QUESTION},
+                         {"result": {"response": chat_message("assistant", final), "structured_response": None,
+                                     "current_agent_name": "support-bot", "tool_calls": [], "retry_messages": []}}),
+             llamaindex_llm("2", "1", "OpenAI.astream_chat", 1, asked, STREAM),
+             mlflow_span("3", "1", "QueryEngineTool.acall", 3, "TOOL", {"input": "returns"}, engine),
+             llamaindex_llm("4", "3", "OpenAI.achat", 4, [chat_message("user", "Context: …\nQuery: returns")], {
+                 "message": chat_message("assistant", engine)}),
+             llamaindex_llm("5", "1", "OpenAI.astream_chat", 6,
+                            [*asked, called, chat_message("tool", engine, answers="call_1")], STREAM)]
+    spans[2]["attributes"]["name"] = json.dumps("search_docs")
+
+    [turn] = assembly(spans).turns
+
+    assert (Turn.model_validate(turn).question, turn["output"]) == (QUESTION, final)

@@ -526,12 +526,15 @@ def role(value: Any, default: str) -> str:
 
 
 _REPR = re.compile(r"^[A-Za-z_][\w.]*\((?:[A-Za-z_]\w*=|\)$)", re.DOTALL)
+_DEFAULT_REPR = re.compile(r"^<[A-Za-z_][\w.]* object .*at 0x[0-9a-fA-F]+>$", re.DOTALL)
 
 
 def is_repr(value: str) -> bool:
-    """Whether text is a Python object's repr (``StopEvent(result=...)``, ``AgentOutput(...)``): framework state
-    printed, never anyone's words."""
-    return bool(_REPR.match(value.strip()))  # instrumentations cut long values: the head says it
+    """Whether text is a Python object's repr (``StopEvent(result=...)``, ``AgentOutput(...)``, or the default one,
+    ``<async_generator object … at 0x7f…>``: what a tracer records for a value it cannot serialize, such as a stream
+    handed back unread): framework state printed, never anyone's words."""
+    value = value.strip()
+    return bool(_REPR.match(value)) or (value[:1] == "<" and bool(_DEFAULT_REPR.match(value)))
 
 
 # The keys of an object that hold someone's words (a run's input or output as a framework states it)

@@ -45,6 +45,7 @@ from typing import Any
 from ._parse import (
     Io,
     call_arguments,
+    is_repr,
     Msg,
     json_messages,
     json_value,
@@ -151,17 +152,16 @@ def _llamaindex_request(request: Any) -> list[Msg]:
 
 
 _AG2_FAILED = re.compile(r"^error_code:.*, config \d+ failed$")  # AG2's log of a model call that raised
-_DEFAULT_REPR = re.compile(r"^<[\w.]+ object .*at 0x[0-9a-fA-F]+>$", re.DOTALL)  # Python's repr of an object
 
 
 def _llamaindex_reply(reply: Any) -> list[Msg]:
     """What a LlamaIndex LLM answered: a ``ChatResponse``'s message, a ``CompletionResponse``'s text, or text; its
-    default repr (``<… object at 0x…>``: a stream not read yet) is none."""
+    repr (``<async_generator object … at 0x…>``: a stream not read yet) is none."""
     if isinstance(reply, dict):
         if isinstance(reply.get("message"), dict):
             return [_llamaindex_message(reply["message"], "assistant")]
         return [msg("assistant", reply["text"])] if isinstance(reply.get("text"), str) else []
-    if isinstance(reply, str) and reply and not _DEFAULT_REPR.match(reply):
+    if isinstance(reply, str) and reply and not is_repr(reply):
         return [msg("assistant", reply)]
     return []
 
