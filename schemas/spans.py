@@ -1109,8 +1109,7 @@ class _Trace:
         spans = self._span_calls(members, asked)
         whole = spans and all(call.get("id") and call["arguments"] and (
             call.get("result") is not None or call.get("error")) for call in spans)  # each span says its call whole
-        results = {m["tool_call_id"]: conventions.result_text(m["content"]) for llm in llms for m in self.io(llm)[0]
-                   if m["role"] == "tool" and m.get("tool_call_id")} if asked else {}
+        results = self._tool_results(llms) if asked else {}
         if spans:
             calls = spans if whole else _paired(spans, asked, results)
             return calls + _answered_unrecorded(calls, asked, results)
@@ -1127,6 +1126,17 @@ class _Trace:
                 call["result"] = results[call["id"]]
             calls.append(call)
         return calls
+
+    def _tool_results(self, llms: list[SpanRecord]) -> dict[str, str]:
+        """Each tool call id's result: the text of the last tool message answering it that the LLM calls were sent.
+        Read from the last call back, each id's result once: a run's later calls are sent its earlier calls' tool
+        messages again."""
+        results: dict[str, str] = {}
+        for llm in reversed(llms):
+            for m in reversed(self.io(llm)[0]):
+                if m["role"] == "tool" and (call_id := m.get("tool_call_id")) and call_id not in results:
+                    results[call_id] = conventions.result_text(m["content"])
+        return results
 
     def _failed_by_word(self, calls: list[dict[str, Any]], root: SpanRecord,
                         llms: list[SpanRecord]) -> list[dict[str, Any]]:

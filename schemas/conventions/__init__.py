@@ -284,12 +284,6 @@ def _keys(*groups: tuple[str, ...]) -> tuple[frozenset[str], tuple[str, ...]]:
     return frozenset(k for k in entries if not k.endswith(".")), key_marks(*(k for k in entries if k.endswith(".")))
 
 
-def _states(attrs: Mapping[str, Any], keys: tuple[frozenset[str], tuple[str, ...]]) -> bool:
-    """Whether a span has a key of ``keys`` (``_keys``): the one key looked up, then the prefixes, in one pass each."""
-    exact, prefixes = keys
-    return not exact.isdisjoint(attrs) or keys_start(attrs, prefixes)
-
-
 _DOCUMENT_KEYS = _keys(openinference.DOCUMENT_KEYS, genai.DOCUMENT_KEYS, openllmetry.DOCUMENT_KEYS,
                        genkit.DOCUMENT_KEYS, mlflow.DOCUMENT_KEYS)
 
@@ -297,7 +291,8 @@ _DOCUMENT_KEYS = _keys(openinference.DOCUMENT_KEYS, genai.DOCUMENT_KEYS, openllm
 def documents(attrs: Mapping[str, Any]) -> list[dict[str, Any]]:
     """The retrieved documents a span holds, as ``ContextDoc`` fields (documents without text are left out). A span
     with none of the keys a convention reads (its ``DOCUMENT_KEYS``) holds none: found in one pass."""
-    if not _states(attrs, _DOCUMENT_KEYS):
+    exact, prefixes = _DOCUMENT_KEYS  # the keys looked up, then the prefixes (``_keys``), in one pass each
+    if exact.isdisjoint(attrs) and not keys_start(attrs, prefixes):
         return []
     docs = (openinference.documents(attrs) + genai.documents(attrs) + openllmetry.documents(attrs)
             + genkit.documents(attrs) + mlflow.documents(attrs))
@@ -360,7 +355,8 @@ def identity(attrs: Mapping[str, Any]) -> dict[str, Any]:
     (``gen_ai.agent.id``) names it only when no convention states its name. A span with none
     of the keys a convention reads (its ``WHO_KEYS``) states nothing: found in one pass, the readers not asked (most
     spans of a run: its LLM calls, tools and retrievers)."""
-    if not _states(attrs, _WHO_KEYS):
+    exact, prefixes = _WHO_KEYS  # the keys looked up, then the prefixes (``_keys``), in one pass each
+    if exact.isdisjoint(attrs) and not keys_start(attrs, prefixes):
         return {"agent": None, "session_id": None, "metadata": {}}
     agent = session = None
     metadata: dict[str, Any] = {}

@@ -149,16 +149,21 @@ def message(raw: Any, default_role: str) -> Msg:
         raw = unpacked(raw)
     if raw.keys() <= _PARTS_ONLY:  # the GenAI conventions' message: its parts say it all (one test, not five reads)
         parts = raw.get("parts") or ()
-        if parts.__class__ is list and len(parts) == 1 and (part := parts[0]).__class__ is dict:
+        if parts.__class__ is list and len(parts) == 1 and (part := parts[0]).__class__ is dict and (
+                "function_call" not in part and "function_response" not in part):
             kind = part.get("type")  # one part, the most common message: read as the loop below reads it
+            if kind == "tool_call_response":  # a tool's result alone: a tool message, whatever role it carries
+                call_id = _answered_id(part)
+                out = {"role": "tool", "content": _result_of(part), "tool_calls": []}
+                if call_id not in (None, ""):
+                    out["tool_call_id"] = str(call_id)
+                return out
             role_ = raw.get("role")
             role_ = (_ROLES.get(role_) if role_.__class__ is str else None) if role_ else default_role
             if role_ is not None and kind == "text" and (said := part.get("content")).__class__ is str:
                 return {"role": role_, "content": said, "tool_calls": []}
-            if role_ is not None and kind == "tool_call" and "function_call" not in part:
-                return {"role": role_, "content": "", "tool_calls": [tool_call(
-                    part.get("name") or part.get("toolName"), _first(part, _ARGUMENT_KEYS),
-                    part.get("id") or part.get("toolCallId") or part.get("toolUseId"))]}
+            if role_ is not None and kind == "tool_call":
+                return {"role": role_, "content": "", "tool_calls": [_call_of(part)]}
         texts, calls, results = [], [], []
         call_id = openai_calls = None
     else:
@@ -186,13 +191,11 @@ def message(raw: Any, default_role: str) -> Msg:
             kind, part = ("tool_use" if "toolUse" in part else "tool_result"), next(iter(part.values()))
         if kind in _CALL_PARTS or isinstance(part.get("function_call"), dict):
             body = part.get("function_call") if isinstance(part.get("function_call"), dict) else part
-            calls.append(tool_call(body.get("name") or body.get("toolName"), _first(body, _ARGUMENT_KEYS),
-                                   body.get("id") or body.get("toolCallId") or body.get("toolUseId")))
+            calls.append(_call_of(body))
         elif kind in _RESULT_PARTS or isinstance(part.get("function_response"), dict):
             body = part.get("function_response") if isinstance(part.get("function_response"), dict) else part
-            results.append(text(_unwrap(_block_text(_first(body, _RESULT_KEYS)))))
-            call_id = (call_id or body.get("id") or body.get("toolCallId") or body.get("tool_use_id")
-                       or body.get("toolUseId"))
+            results.append(_result_of(body))
+            call_id = call_id or _answered_id(body)
         elif "content" in part or "text" in part:
             texts.append(text(part.get("content", part.get("text"))))
     if openai_calls is not None:
@@ -213,6 +216,22 @@ def message(raw: Any, default_role: str) -> Msg:
     if call_id not in (None, ""):
         out["tool_call_id"] = str(call_id)
     return out
+
+
+def _call_of(part: dict[str, Any]) -> dict[str, Any]:
+    """The tool call a message's call part asks for."""
+    return tool_call(part.get("name") or part.get("toolName"), _first(part, _ARGUMENT_KEYS),
+                     part.get("id") or part.get("toolCallId") or part.get("toolUseId"))
+
+
+def _result_of(part: dict[str, Any]) -> str:
+    """The result a message's result part carries, as text."""
+    return text(_unwrap(_block_text(_first(part, _RESULT_KEYS))))
+
+
+def _answered_id(part: dict[str, Any]) -> Any:
+    """The id of the call a message's result part answers."""
+    return part.get("id") or part.get("toolCallId") or part.get("tool_use_id") or part.get("toolUseId")
 
 
 def json_messages(raw: Any, default_role: str) -> list[Msg]:
