@@ -451,3 +451,19 @@ def test_a_roots_answer_quoting_a_tools_model_call_is_the_answer_when_the_runs_l
     [turn] = assembly(spans).turns
 
     assert (Turn.model_validate(turn).question, turn["output"]) == (QUESTION, final)
+
+
+def test_an_autogen_user_message_from_another_source_than_the_tasks_is_an_agents_words_not_the_users():
+    """AutoGen's Swarm hands over with a message the next agent's model is sent as a ``UserMessage`` whose ``source``
+    is the agent that handed over (``Transferred to orders_bot, …``); the user's own have the task's source."""
+    handed = "Transferred to orders_bot, adopting the role of orders_bot immediately."
+    sent = [{"content": "You answer questions about orders.", "type": "SystemMessage"},
+            {"content": QUESTION, "source": "user", "type": "UserMessage"},
+            {"content": handed, "source": "triage", "type": "UserMessage"}]
+    spans = [mlflow_span("1", None, "OpenAIChatCompletionClient.create", 0, "LLM", {"messages": sent},
+                         {"finish_reason": "stop", "content": "It shipped."},
+                         **{"mlflow.message.format": "autogen"})]
+
+    [turn] = assembly(spans).turns
+
+    assert (Turn.model_validate(turn).question, turn["output"]) == (QUESTION, "It shipped.")

@@ -13,7 +13,9 @@ attribute: what a span is and holds are ``mlflow.*`` attributes (``mlflow/tracin
 (``mlflow.message.format``, the library whose objects it recorded): ``autogen``, ``mlflow.autogen.autolog()``'s
 ``ChatCompletionClient.create`` spans, records AutoGen's own ``LLMMessage``s, which say who spoke by their ``type``, not
 a role: ``SystemMessage``, ``UserMessage``, ``AssistantMessage`` (its ``content`` text, or a list of ``FunctionCall``s
-``{"id", "name", "arguments"}``: its tool calls) and ``FunctionExecutionResultMessage`` (a list of
+``{"id", "name", "arguments"}``: its tool calls; a ``UserMessage`` whose ``source`` is not the first one's, the task's,
+is an agent's words passed on, not the user's: a Swarm's hand-over, ``Transferred to <agent>, …``, from the agent that
+handed over) and ``FunctionExecutionResultMessage`` (a list of
 ``FunctionExecutionResult``s ``{"call_id", "content", "is_error"}``: a tool message each, answering its ``call_id``,
 its text the call's error when ``is_error``); its output the ``CreateResult`` (``{"finish_reason", "content"}``:
 text, or the ``FunctionCall``s); ``llamaindex``, ``mlflow.llama_index.autolog()``'s spans of an LLM's methods, records
@@ -216,10 +218,14 @@ def _autogen_request(request: Any) -> list[Msg]:
     """The messages an AutoGen model client was sent (its ``LLMMessage``s), read by their ``type``."""
     said = request.get("messages") if isinstance(request, dict) else request
     out: list[Msg] = []
+    asker = next((m.get("source") for m in said if isinstance(m, dict) and m.get("type") == "UserMessage"),
+                 None) if isinstance(said, list) else None
     for item in said if isinstance(said, list) else ():
         if not isinstance(item, dict):
             continue
-        if item.get("type") == "FunctionExecutionResultMessage":
+        if item.get("type") == "UserMessage" and item.get("source") != asker:
+            out.append(_autogen_said("assistant", item.get("content")))  # an agent's words passed on: not the user's
+        elif item.get("type") == "FunctionExecutionResultMessage":
             for result in item.get("content") or ():
                 if isinstance(result, dict):
                     told = msg("tool", result_text(result.get("content")), tool_call_id=result.get("call_id"))
