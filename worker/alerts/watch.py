@@ -37,16 +37,15 @@ EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 # A row dated after now (+ SKEW_S, for clocks a little apart) is never a monitor's state: it would stay the latest.
 SKEW_S = 300
+# Per monitor, in one pass: its latest row up to now (+ SKEW_S), the state, and whether it has rows after that, and the
+# latest one's time (never read; they are later than the week's start, so the week's rows hold them all).
 _STATES = """
-SELECT monitor, argMax(scorer_version, checked_at), argMax(cursor, checked_at), argMax(state, checked_at)
+WITH {now:DateTime64(3)} + INTERVAL %d SECOND AS latest
+SELECT monitor, countIf(checked_at <= latest), argMaxIf(scorer_version, checked_at, checked_at <= latest),
+       argMaxIf(cursor, checked_at, checked_at <= latest), argMaxIf(state, checked_at, checked_at <= latest),
+       countIf(checked_at > latest), maxIf(checked_at, checked_at > latest)
 FROM detector_checks
 WHERE rule = {rule:String} AND checked_at >= {now:DateTime64(3)} - INTERVAL 7 DAY
-  AND checked_at <= {now:DateTime64(3)} + INTERVAL %d SECOND
-GROUP BY monitor""" % SKEW_S
-
-_FUTURE = """
-SELECT monitor, max(checked_at) FROM detector_checks
-WHERE rule = {rule:String} AND checked_at > {now:DateTime64(3)} + INTERVAL %d SECOND
 GROUP BY monitor""" % SKEW_S
 
 _MONITORS = """
@@ -110,17 +109,20 @@ def _sound(row: tuple, now: datetime) -> _Saved | str:
 def _saved(client: Client, rule: AlertRule, now: datetime) -> dict[str, _Saved]:
     """Each monitor's latest state; a row that cannot be one is set aside (one log line), so that monitor is rebuilt
     from its history and the check writes a sound row in its place. Rows dated after now are never read."""
-    parameters = {"rule": rule.name, "now": now}
-    for monitor, at in client.query(_FUTURE, parameters=parameters).result_rows:
-        _set_aside(rule, monitor, f"a check row is dated {at:%Y-%m-%d %H:%M} UTC, after now",
-                   "never read: the latest row before now is the state, or the stored scores rebuild it")
+    rows = client.query(_STATES, parameters={"rule": rule.name, "now": now}).result_rows
+    for monitor, *_, ahead, at in rows:
+        if ahead:
+            _set_aside(rule, monitor, f"a check row is dated {at:%Y-%m-%d %H:%M} UTC, after now",
+                       "never read: the latest row before now is the state, or the stored scores rebuild it")
     saved = {}
-    for row in client.query(_STATES, parameters=parameters).result_rows:
-        sound = _sound(row, now)
+    for monitor, before, version, cursor, text, *_ in rows:
+        if not before:
+            continue
+        sound = _sound((monitor, version, cursor, text), now)
         if isinstance(sound, str):
-            _set_aside(rule, row[0], sound, "rebuilt from the stored scores; this check's row replaces it")
+            _set_aside(rule, monitor, sound, "rebuilt from the stored scores; this check's row replaces it")
         else:
-            saved[row[0]] = sound
+            saved[monitor] = sound
     return saved
 
 
