@@ -15,10 +15,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from weakref import WeakKeyDictionary
 
 import numpy as np
 import structlog
 from clickhouse_connect.driver.client import Client
+from clickhouse_connect.driver.insert import InsertContext
 from vigil.schemas import AlertRule
 from vigil.worker.alerts.decide import sequential_verdict
 from vigil.worker.alerts.model import Subject, Verdict
@@ -82,6 +84,9 @@ class _Saved:
     cursor: datetime
     state: DetectorState
 
+
+# Each client's insert into detector_checks, its column types read once (a DESCRIBE per check otherwise).
+_inserts: WeakKeyDictionary[Client, InsertContext] = WeakKeyDictionary()
 
 _said: set[tuple[str, str, str]] = set()  # (rule, monitor, why) already logged by this process
 
@@ -203,7 +208,11 @@ def watch(client: Client, rule: AlertRule, now: datetime) -> list[Watched]:
                            version=kept.version))
         rows.append(_check_row(rule, m, now, kept, decision))
     if rows:
-        client.insert("detector_checks", rows, column_names=list(CHECK_COLUMNS))
+        context = _inserts.get(client)
+        if context is None:
+            context = _inserts[client] = client.create_insert_context("detector_checks", list(CHECK_COLUMNS))
+        context.data = rows
+        client.insert(context=context)
     return out
 
 
