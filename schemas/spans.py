@@ -427,6 +427,7 @@ class _Trace:
         self.read: dict[str, dict[str, str]] = {}
         self.explain = False
         self._identity: dict[str, dict[str, Any]] = {}
+        self._keys: dict[str, str] = {}  # a span's attribute keys joined (``conventions.joined_keys``), for the gates
         self._has_llm: dict[str, bool] | None = None
         self._answers: dict[str, bool] = {}
         self._steps: dict[str, bool] = {}
@@ -450,7 +451,8 @@ class _Trace:
         """The agent, session and metadata a span states (once per span)."""
         found = self._identity.get(span["span_id"])
         if found is None:
-            found = self._identity[span["span_id"]] = conventions.identity(span["attributes"])
+            keys = self._keys[span["span_id"]] = conventions.joined_keys(span["attributes"])  # for every gate
+            found = self._identity[span["span_id"]] = conventions.identity(span["attributes"], keys)
         return found
 
     def chain(self, group: _Group) -> _chains.Chain | None:
@@ -532,6 +534,7 @@ class _Trace:
         self._errors.update(sub._errors)
         self._io.update(sub._io)
         self._identity.update(sub._identity)
+        self._keys.update(sub._keys)
         self._answers.update(sub._answers)
         self._steps.update(sub._steps)
 
@@ -857,8 +860,9 @@ class _Trace:
         if usage:
             turn["usage"] = usage
         contexts: dict[tuple[str, Any], dict[str, Any]] = {}
+        joined = self._keys  # the keys ``identity`` joined, where it read the span
         for span in everyone:
-            for doc in conventions.documents(span["attributes"]):
+            for doc in conventions.documents(span["attributes"], joined.get(span["span_id"])):
                 contexts.setdefault((doc["text"], doc.get("id")), doc)  # the first span to state it, in start order
         if contexts:
             turn["contexts"] = list(contexts.values())
@@ -1145,9 +1149,11 @@ class _Trace:
         pipeline returned it, or the LLM calls' input)."""
         if not calls:
             return calls
-        said = {m["tool_call_id"]: m["content"] for m in (*self.io(root)[0], *self.io(root)[1],
-                                                         *(m for llm in llms for m in self.io(llm)[0]))
-                if m.get("failed") and m.get("tool_call_id")}
+        said = {}  # a key test per message: most say nothing of failing
+        for messages in (self.io(root)[0], self.io(root)[1], *[self.io(llm)[0] for llm in llms]):
+            for m in messages:
+                if "failed" in m and m["failed"] and m.get("tool_call_id"):
+                    said[m["tool_call_id"]] = m["content"]
         if not said:
             return calls
         return [{**c, "error": said[c["id"]]} if c.get("id") in said and not c.get("error") else c for c in calls]

@@ -63,6 +63,7 @@ from ._parse import (
     hand_in,
     is_final_tool,
     json_value,
+    joined_keys,
     key_marks,
     keys_start,
     result_text,
@@ -73,7 +74,7 @@ from ._parse import (
     without_stack,
 )
 
-__all__ = ["MAPPERS", "Io", "Msg", "content_setting", "decided_kind", "documents", "error", "explain_kind", "identity", "io",
+__all__ = ["MAPPERS", "Io", "Msg", "content_setting", "decided_kind", "documents", "error", "explain_kind", "identity", "io", "joined_keys",
            "io_sources", "is_final_tool", "json_value", "kind", "model", "result_text", "sent", "stated_usage", "tool", "usage"]
 
 _SERVER_KINDS = (2, 5)  # OTLP SPAN_KIND_SERVER, SPAN_KIND_CONSUMER: a request or a message handled
@@ -288,11 +289,12 @@ _DOCUMENT_KEYS = _keys(openinference.DOCUMENT_KEYS, genai.DOCUMENT_KEYS, openllm
                        genkit.DOCUMENT_KEYS, mlflow.DOCUMENT_KEYS)
 
 
-def documents(attrs: Mapping[str, Any]) -> list[dict[str, Any]]:
+def documents(attrs: Mapping[str, Any], keys: str | None = None) -> list[dict[str, Any]]:
     """The retrieved documents a span holds, as ``ContextDoc`` fields (documents without text are left out). A span
-    with none of the keys a convention reads (its ``DOCUMENT_KEYS``) holds none: found in one pass."""
+    with none of the keys a convention reads (its ``DOCUMENT_KEYS``) holds none: found in one pass. ``keys``: the
+    span's keys joined (``joined_keys``), when the caller has them."""
     exact, prefixes = _DOCUMENT_KEYS  # the keys looked up, then the prefixes (``_keys``), in one pass each
-    if exact.isdisjoint(attrs) and not keys_start(attrs, prefixes):
+    if exact.isdisjoint(attrs) and not keys_start(attrs, prefixes, keys):
         return []
     docs = (openinference.documents(attrs) + genai.documents(attrs) + openllmetry.documents(attrs)
             + genkit.documents(attrs) + mlflow.documents(attrs))
@@ -350,13 +352,14 @@ _WHO = (genai, openllmetry, openinference, vercel, genkit, langfuse, mlflow, log
 _WHO_KEYS = _keys(*(convention.WHO_KEYS for convention in _WHO))
 
 
-def identity(attrs: Mapping[str, Any]) -> dict[str, Any]:
+def identity(attrs: Mapping[str, Any], keys: str | None = None) -> dict[str, Any]:
     """Agent name, session id and metadata a span states (``None`` / empty where it states nothing); the agent's id
     (``gen_ai.agent.id``) names it only when no convention states its name. A span with none
     of the keys a convention reads (its ``WHO_KEYS``) states nothing: found in one pass, the readers not asked (most
-    spans of a run: its LLM calls, tools and retrievers)."""
+    spans of a run: its LLM calls, tools and retrievers). ``keys``: the span's keys joined (``joined_keys``), when
+    the caller has them."""
     exact, prefixes = _WHO_KEYS  # the keys looked up, then the prefixes (``_keys``), in one pass each
-    if exact.isdisjoint(attrs) and not keys_start(attrs, prefixes):
+    if exact.isdisjoint(attrs) and not keys_start(attrs, prefixes, keys):
         return {"agent": None, "session_id": None, "metadata": {}}
     agent = session = None
     metadata: dict[str, Any] = {}
