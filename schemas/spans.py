@@ -1171,10 +1171,10 @@ class _Trace:
         for span in tools:
             if self._tool_above(span, tool_ids):
                 continue
-            call = conventions.tool(span, self.decider.get(span["span_id"]))
+            call = conventions.tool(span, self.decider.get(span["span_id"]), self.error)
             below = self.descendants(span) if span["span_id"] in self.children else ()
-            for inner in (conventions.tool(s, self.decider.get(s["span_id"])) for s in below if s["span_id"] in tool_ids
-                          and not self._delegated(s, span["span_id"])):
+            for inner in (conventions.tool(s, self.decider.get(s["span_id"]), self.error) for s in below
+                          if s["span_id"] in tool_ids and not self._delegated(s, span["span_id"])):
                 if inner["name"] == call["name"]:
                     call = {**inner, **{k: v for k, v in call.items() if v not in (None, "", {})}}
             if conventions.is_final_tool(call["name"]):

@@ -39,7 +39,7 @@ own flag (Haystack's ``haystack.tool.error``), an agent turn that resolved faile
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from . import (
@@ -62,8 +62,8 @@ from ._parse import (
     call_arguments,
     hand_in,
     is_final_tool,
-    json_value,
     joined_keys,
+    json_value,
     key_marks,
     keys_start,
     result_text,
@@ -74,8 +74,9 @@ from ._parse import (
     without_stack,
 )
 
-__all__ = ["MAPPERS", "Io", "Msg", "content_setting", "decided_kind", "documents", "error", "explain_kind", "identity", "io", "joined_keys",
-           "io_sources", "is_final_tool", "json_value", "kind", "model", "result_text", "sent", "stated_usage", "tool", "usage"]
+__all__ = ["MAPPERS", "Io", "Msg", "content_setting", "decided_kind", "documents", "error", "explain_kind", "identity", "io",
+           "io_sources", "is_final_tool", "joined_keys", "json_value", "kind", "model", "result_text", "sent",
+           "stated_usage", "tool", "usage"]
 
 _SERVER_KINDS = (2, 5)  # OTLP SPAN_KIND_SERVER, SPAN_KIND_CONSUMER: a request or a message handled
 # (name, the attribute(s) it decides a kind on, or a function of the attributes naming the one it decided on, its kind
@@ -251,7 +252,11 @@ def model(attrs: Mapping[str, Any]) -> Any:
     """The model a call names (the one that answered before the one asked for), whichever convention wrote it:
     an attribute, else what Haystack's tracer says its replies came from, else the model action Genkit ran, else the
     model a Langfuse generation or an MLflow span names (``None`` when silent)."""
-    found = next((attrs[k] for k in _MODEL_KEYS if attrs.get(k) not in (None, "")), None)
+    found = None
+    for key in _MODEL_KEYS:  # a loop, not a generator: this runs for every turn
+        if attrs.get(key) not in (None, ""):
+            found = attrs[key]
+            break
     for reader in _MODEL_READERS:
         if found is not None:
             break
@@ -314,10 +319,12 @@ _TOOLS_ASKED: dict[int | None, tuple[Any, ...]] = {
 _TOOLS_ASKED[None] = _TOOLS_ASKED[0]
 
 
-def tool(span: Mapping[str, Any], decided: int | None = None) -> dict[str, Any]:
+def tool(span: Mapping[str, Any], decided: int | None = None,
+         error_of: Callable[[Mapping[str, Any]], str | None] | None = None) -> dict[str, Any]:
     """The tool call a tool span made, with its error when the span says it failed. Arguments no convention names
     are the span's own ``input`` (and its ``output`` the result). ``decided``: the mapper that decided the span's kind
-    (``decided_kind``), when the caller knows it."""
+    (``decided_kind``), when the caller knows it; ``error_of``: how the caller reads a span's ``error`` (once per
+    span), when it keeps them."""
     call: dict[str, Any] | None = None
     for reader in _TOOLS_ASKED[decided]:
         said = reader(span)
@@ -342,7 +349,7 @@ def tool(span: Mapping[str, Any], decided: int | None = None) -> dict[str, Any]:
         call["result"] = result_text(attrs["output"])
     if says_nothing(call.get("result")):  # an object's identity, printed before it yielded anything: no result
         del call["result"]
-    found = error(span)
+    found = (error_of or error)(span)
     if found:
         call["error"] = found
     return call
@@ -456,7 +463,8 @@ def _reported_error(attrs: Mapping[str, Any]) -> str | None:
             return text(said)
     reasons = (attrs.get("gen_ai.response.finish_reasons") or attrs.get("ai.response.finishReason")
                or attrs.get("llm.finish_reason"))
-    if reasons is not None:
+    # text that holds neither the word nor an escape cannot parse to "error": not parsed (most model calls' ["stop"])
+    if reasons is not None and (reasons.__class__ is not str or "error" in reasons or "\\" in reasons):
         reasons = json_value(reasons)
         if reasons == "error" or (isinstance(reasons, (list, tuple)) and "error" in reasons):
             return "the model call stopped with finish reason 'error'"
