@@ -179,6 +179,22 @@ def test_a_restart_resumes_from_the_saved_state_not_the_history(store):
     assert mode == "firing"
 
 
+def test_a_rule_naming_a_monitor_checks_only_that_monitor_before_and_after_it_has_a_state(store):
+    """A sequential rule with ``monitor`` set writes check rows for that monitor alone: on its first check (rebuilt
+    from the history) and on the next (from the saved state), while another monitor's scores keep arriving."""
+    start = NOW - timedelta(hours=2)
+    insert_scores(store, [score_row(at=start + timedelta(minutes=i), score=0.8, monitor=monitor, seq=i)
+                          for i in range(120) for monitor in ("relevancy", "other")])
+    cfg = config(monitor="relevancy")
+    check_alerts(store, cfg, now=NOW, notifier=Recorder())
+    insert_scores(store, [score_row(at=NOW + timedelta(seconds=i), score=0.8, monitor=monitor, seq=10**6 + i)
+                          for i in range(30) for monitor in ("relevancy", "other")])
+    check_alerts(store, cfg, now=NOW + timedelta(minutes=1), notifier=Recorder())
+
+    checked = store.query("SELECT monitor, count() FROM detector_checks GROUP BY monitor").result_rows
+    assert checked == [("relevancy", 2)]
+
+
 def test_a_backfill_of_old_low_scores_does_not_page(store):
     rng = np.random.default_rng(13)
     insert(store, rows(rng, start=NOW - timedelta(days=1), minutes=24 * 60, rate=3, mean=0.8))

@@ -181,9 +181,12 @@ def _advance(saved: _Saved, rows: list[tuple], rule: AlertRule, now: datetime) -
 def watch(client: Client, rule: AlertRule, now: datetime) -> list[Watched]:
     """One check of a sequential regression rule over every monitor it covers; writes each monitor's check row."""
     saved = _saved(client, rule, now)
-    found = {r[0] for r in client.query(_MONITORS, parameters={"now": now, "minutes": rule.baseline_minutes})
-             .result_rows}
-    monitors = sorted((found | set(saved)) if rule.monitor is None else {rule.monitor} & (found | set(saved)))
+    if rule.monitor in saved:  # a rule on one monitor with a saved state: no need to look for monitors with scores
+        monitors = [rule.monitor]
+    else:
+        found = {r[0] for r in client.query(_MONITORS, parameters={"now": now, "minutes": rule.baseline_minutes})
+                 .result_rows}
+        monitors = sorted((found | set(saved)) if rule.monitor is None else {rule.monitor} & (found | set(saved)))
     decisions: dict[str, tuple[_Saved, Decision]] = {}
     known = [m for m in monitors if m in saved]
     if known:

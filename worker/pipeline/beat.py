@@ -50,10 +50,10 @@ def run_claimed_check() -> int:
     rt = runtime()
     if not claim_check(rt.redis, get_settings().alerts_interval_s):
         return 0
+    config = monitor_config()  # read once a tick: the check and the anchor sets run the same rules
     with writer.lock:
-        events = check_alerts(writer.store, monitor_config(), now=datetime.now(UTC),
-                              paused_judges=lambda: _paused(rt.redis))
-    run_due(rt, lambda rows: _insert_anchor_rows(writer, rows), monitor_config())  # judged outside the lock
+        events = check_alerts(writer.store, config, now=datetime.now(UTC), paused_judges=lambda: _paused(rt.redis))
+    run_due(rt, lambda rows: _insert_anchor_rows(writer, rows), config)  # judged outside the lock
     return len(events)
 
 
