@@ -34,12 +34,14 @@ from __future__ import annotations
 from collections import ChainMap
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from operator import itemgetter
 from typing import Any
 
 from vigil.schemas.conventions.genai import RESPONSE_ID
 
 __all__ = ["MAX_ID", "Chain", "join", "named", "read"]
 
+_END = itemgetter("end")
 MAX_ID = 256  # a session id's longest (``schemas.Turn.session_id``): a longer id is no link
 
 
@@ -64,13 +66,17 @@ def read(spans: Iterable[dict[str, Any]], is_call: Callable[[dict[str, Any]], bo
     """A run's ``Chain`` from its spans (root first, then in start order): ``is_call`` says which are model calls,
     ``session_of`` what conversation id a span states. ``None`` when it states none or no call has a response id."""
     spans = list(spans)
-    stated = tuple(dict.fromkeys(str(s) for s in map(session_of, spans) if s not in (None, "")))
+    stated: dict[str, None] = {}  # loops, not generators: this runs for every turn with a session
+    for span in spans:
+        said = session_of(span)
+        if said not in (None, ""):
+            stated[str(said)] = None
     if not stated:
         return None
-    calls = sorted((s for s in spans if is_call(s) and s["attributes"].get(RESPONSE_ID) not in (None, "")),
-                   key=lambda s: s["end"])
-    responses = tuple(dict.fromkeys(str(s["attributes"][RESPONSE_ID]) for s in calls))
-    return Chain(responses, stated) if responses else None
+    calls = [s for s in spans if is_call(s) and s["attributes"].get(RESPONSE_ID) not in (None, "")]
+    calls.sort(key=_END)
+    responses = tuple(dict.fromkeys([str(s["attributes"][RESPONSE_ID]) for s in calls]))
+    return Chain(responses, tuple(stated)) if responses else None
 
 
 def named(chains: Mapping[str, Chain]) -> list[str]:

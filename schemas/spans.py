@@ -457,8 +457,10 @@ class _Trace:
 
     def chain(self, group: _Group) -> _chains.Chain | None:
         """What a run says of its conversation across traces (``vigil.schemas.chains``)."""
-        return _chains.read([group.root, *sorted(group.members, key=_BY_TIME)], lambda s: self.kind(s) == "llm",
-                           lambda s: self.identity(s)["session_id"])
+        kinds, known = self.kinds, self._identity  # each span's, read once (``identity``)
+        return _chains.read([group.root, *sorted(group.members, key=_BY_TIME)],
+                            lambda s: kinds.get(s["span_id"]) == "llm",
+                            lambda s: (known.get(s["span_id"]) or self.identity(s))["session_id"])
 
     def above(self, groups: list[_Group]) -> list[SpanRecord]:
         """The runs' roots and the spans above them (whose links say what started the runs: ``links.target``)."""
