@@ -427,7 +427,6 @@ class _Trace:
         self.read: dict[str, dict[str, str]] = {}
         self.explain = False
         self._identity: dict[str, dict[str, Any]] = {}
-        self._keys: dict[str, str] = {}  # a span's attribute keys joined (``conventions.joined_keys``), for the gates
         self._has_llm: dict[str, bool] | None = None
         self._answers: dict[str, bool] = {}
         self._steps: dict[str, bool] = {}
@@ -451,8 +450,7 @@ class _Trace:
         """The agent, session and metadata a span states (once per span)."""
         found = self._identity.get(span["span_id"])
         if found is None:
-            keys = self._keys[span["span_id"]] = conventions.joined_keys(span["attributes"])  # for every gate
-            found = self._identity[span["span_id"]] = conventions.identity(span["attributes"], keys)
+            found = self._identity[span["span_id"]] = conventions.identity(span["attributes"])
         return found
 
     def chain(self, group: _Group) -> _chains.Chain | None:
@@ -536,7 +534,6 @@ class _Trace:
         self._errors.update(sub._errors)
         self._io.update(sub._io)
         self._identity.update(sub._identity)
-        self._keys.update(sub._keys)
         self._answers.update(sub._answers)
         self._steps.update(sub._steps)
 
@@ -862,9 +859,8 @@ class _Trace:
         if usage:
             turn["usage"] = usage
         contexts: dict[tuple[str, Any], dict[str, Any]] = {}
-        joined = self._keys  # the keys ``identity`` joined, where it read the span
         for span in everyone:
-            for doc in conventions.documents(span["attributes"], joined.get(span["span_id"])):
+            for doc in conventions.documents(span["attributes"]):
                 contexts.setdefault((doc["text"], doc.get("id")), doc)  # the first span to state it, in start order
         if contexts:
             turn["contexts"] = list(contexts.values())

@@ -75,7 +75,7 @@ from ._parse import (
 )
 
 __all__ = ["MAPPERS", "Io", "Msg", "content_setting", "decided_kind", "documents", "error", "explain_kind", "identity", "io",
-           "io_sources", "is_final_tool", "joined_keys", "json_value", "kind", "model", "result_text", "sent",
+           "io_sources", "is_final_tool", "json_value", "kind", "model", "result_text", "sent",
            "stated_usage", "tool", "usage"]
 
 _SERVER_KINDS = (2, 5)  # OTLP SPAN_KIND_SERVER, SPAN_KIND_CONSUMER: a request or a message handled
@@ -294,12 +294,10 @@ _DOCUMENT_KEYS = _keys(openinference.DOCUMENT_KEYS, genai.DOCUMENT_KEYS, openllm
                        genkit.DOCUMENT_KEYS, mlflow.DOCUMENT_KEYS)
 
 
-def documents(attrs: Mapping[str, Any], keys: str | None = None) -> list[dict[str, Any]]:
+def documents(attrs: Mapping[str, Any]) -> list[dict[str, Any]]:
     """The retrieved documents a span holds, as ``ContextDoc`` fields (documents without text are left out). A span
-    with none of the keys a convention reads (its ``DOCUMENT_KEYS``) holds none: found in one pass. ``keys``: the
-    span's keys joined (``joined_keys``), when the caller has them."""
-    exact, prefixes = _DOCUMENT_KEYS  # the keys looked up, then the prefixes (``_keys``), in one pass each
-    if exact.isdisjoint(attrs) and not keys_start(attrs, prefixes, keys):
+    with none of the keys a convention reads (its ``DOCUMENT_KEYS``) holds none (``_gates``)."""
+    if not _gates(attrs)[1]:
         return []
     docs = (openinference.documents(attrs) + genai.documents(attrs) + openllmetry.documents(attrs)
             + genkit.documents(attrs) + mlflow.documents(attrs))
@@ -357,16 +355,33 @@ def tool(span: Mapping[str, Any], decided: int | None = None,
 
 _WHO = (genai, openllmetry, openinference, vercel, genkit, langfuse, mlflow, logfire)  # in the order their say wins
 _WHO_KEYS = _keys(*(convention.WHO_KEYS for convention in _WHO))
+# what a span's keys open (``_gates``), by the keys in their order: instrumentations write a few key sets over and over
+_OPENED: dict[tuple[str, ...], tuple[bool, bool]] = {}
+_OPENED_MAX = 4096  # key sets remembered; past it, forgotten at once and learnt again
 
 
-def identity(attrs: Mapping[str, Any], keys: str | None = None) -> dict[str, Any]:
+def _gates(attrs: Mapping[str, Any]) -> tuple[bool, bool]:
+    """Whether a span has a key the identity readers read (``WHO_KEYS``) and one the document readers read
+    (``DOCUMENT_KEYS``): the keys looked up, then the prefixes (``_keys``), the keys joined once for both. A function
+    of the keys alone, so remembered by them: most spans' answer is one lookup, not a pass over their keys."""
+    keys = tuple(attrs)
+    found = _OPENED.get(keys)
+    if found is None:
+        joined = joined_keys(attrs)
+        found = (not _WHO_KEYS[0].isdisjoint(keys) or keys_start(attrs, _WHO_KEYS[1], joined),
+                 not _DOCUMENT_KEYS[0].isdisjoint(keys) or keys_start(attrs, _DOCUMENT_KEYS[1], joined))
+        if len(_OPENED) >= _OPENED_MAX:
+            _OPENED.clear()
+        _OPENED[keys] = found
+    return found
+
+
+def identity(attrs: Mapping[str, Any]) -> dict[str, Any]:
     """Agent name, session id and metadata a span states (``None`` / empty where it states nothing); the agent's id
     (``gen_ai.agent.id``) names it only when no convention states its name. A span with none
-    of the keys a convention reads (its ``WHO_KEYS``) states nothing: found in one pass, the readers not asked (most
-    spans of a run: its LLM calls, tools and retrievers). ``keys``: the span's keys joined (``joined_keys``), when
-    the caller has them."""
-    exact, prefixes = _WHO_KEYS  # the keys looked up, then the prefixes (``_keys``), in one pass each
-    if exact.isdisjoint(attrs) and not keys_start(attrs, prefixes, keys):
+    of the keys a convention reads (its ``WHO_KEYS``) states nothing (``_gates``), the readers not asked (most spans
+    of a run: its LLM calls, tools and retrievers)."""
+    if not _gates(attrs)[0]:
         return {"agent": None, "session_id": None, "metadata": {}}
     agent = session = None
     metadata: dict[str, Any] = {}
