@@ -656,7 +656,7 @@ class _Trace:
             questions = [self.question_of(runs[0]) for runs in requests]
             if len(requests) >= 2 and len(set(questions)) == len(requests) and not self._wraps_its_words(root, questions):
                 return [group for runs in requests for group in self._request(runs, root)]
-        why = "the topmost agent span with an LLM call under it"
+        why = self._why_run(root)
         if container is not None:
             why = (f"an agent run inside container {container['name']!r} ({container['span_id']}), whose runs "
                    "answer different user words")
@@ -688,6 +688,16 @@ class _Trace:
         members = [m for run in runs for m in (run, *self.descendants(run)) if m is not first]
         where = f" inside container {container['name']!r} ({container['span_id']})" if container is not None else ""
         return [_Group(first, members, f"agent runs of one request, handed over{where}", container)]
+
+    def _why_run(self, root: SpanRecord) -> str:
+        """Which rule made the topmost agent span ``root`` a run, for the explanation."""
+        if self.has_llm(root):
+            return "the topmost agent span with an LLM call under it"
+        if self._answers_itself(root):
+            return "the topmost agent span, which states its answer (no LLM call is traced under it)"
+        if self._explicit_failure(root):
+            return "the topmost agent span, which failed (no LLM call under it)"
+        return "the topmost agent span"
 
     def _hands_over(self, before: SpanRecord, run: SpanRecord) -> bool:
         """An agent run whose last model call asked for tools and that did not fail (it ended on a call, a transfer,

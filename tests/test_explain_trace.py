@@ -39,6 +39,18 @@ def test_the_help_example_explains_which_span_became_the_run_and_where_each_part
     assert any(line.startswith('  tool call lookup_order({"order_id": "A-1001"}) id=call_') for line in lines)
 
 
+def test_a_run_with_no_llm_call_traced_says_it_is_a_run_because_it_states_its_answer():
+    """MLflow's CrewAI autolog traces no model call of CrewAI's native provider: the agent span is a run because it
+    states its answer, and the explanation says so rather than naming an LLM call that is not there."""
+    run = vigil("explain-trace", "tests/fixtures/otlp/frameworks/crewai_mlflow/tool.json")
+
+    assert run.returncode == 0, run.stderr
+    lines = run.stdout.splitlines()
+    assert "turn e58544d8a9fd3b69: the run is this span: the topmost agent span, which states its answer (no LLM call " \
+           "is traced under it)" in lines
+    assert not any("with an LLM call under it" in line for line in lines)
+
+
 def test_a_stored_trace_id_is_read_from_redis_and_a_failed_run_says_its_error(redis_url):
     [(trace_id, spans)] = recorded("pydantic_ai_crash.json").items()
     client = redis.Redis.from_url(redis_url)
