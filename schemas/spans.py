@@ -101,7 +101,13 @@ its packaging (OpenLLMetry's Haystack instrumentation writes the key of the gene
   holds, and its error the call's: ``conventions._parse.outcome``; a span that states none and did not fail, the tool message for its
   call's id; a span that states its call's id but no arguments, the arguments the model's call of that id gives), and errors from the span status, an ``exception``
   event (``exception.type``: ``exception.message``) or ``error.type``; with no tool spans, the calls the LLM calls
-  asked for, with the results the tool messages give them (by ``tool_call_id``). **A tool message the framework
+  asked for, with the results the tool messages give them (by ``tool_call_id``). **A run whose model calls are not
+  traced states its calls in the conversation it reports**: with no LLM call and no tool span in the run, its calls
+  are the assistant's tool calls in the conversation the run's root, else the nearest span above it, reports as its
+  input or output and that ends in the run's answer (the framework's record of the run's exchange with the model),
+  each with the result of the tool message answering its id (MLflow's CrewAI autolog traces neither the model calls
+  nor the tools of CrewAI's native OpenAI provider; the ``Task.execute_sync`` span above the agent's run returns the
+  ``TaskOutput``, whose ``messages`` are that exchange). **A tool message the framework
   says failed is the call's error**: where a call has no error from a span and its framework's own message says the
   call failed (Haystack's ``ToolCallResult.error``, in the conversation a pipeline returned: Haystack catches a
   tool's exception and sends the model its text), that message's text is the call's error. **Two spans of one call are one
@@ -874,7 +880,10 @@ class _Trace:
                 contexts.setdefault((doc["text"], doc.get("id")), doc)  # the first span to state it, in start order
         if contexts:
             turn["contexts"] = list(contexts.values())
-        tools = self._failed_by_word(self._tool_calls(members, calls, input_messages), root, calls)
+        reported = self._reported(root, output) if not llms and not any(
+            self.kind(m) == "tool" for m in members) else None  # no model call and no tool traced
+        tools = self._failed_by_word(self._tool_calls(members, calls, reported[2] if reported else input_messages),
+                                     root, calls)
         if tools:
             turn["tool_calls"] = tools
         turn["metadata"] = metadata
@@ -884,7 +893,8 @@ class _Trace:
                 "question": self._where(root if root_in else asked_in, "inputs"),
                 "answer": self._where(root if root_out and not group.joined else last_answer, "outputs"),
                 "tool calls": ("tool spans" if any(self.kind(m) == "tool" for m in members)
-                               else "the LLM calls' tool calls"),
+                               else f"the conversation in the {reported[1]} of {self._where(reported[0], reported[1])}"
+                               if reported else "the LLM calls' tool calls"),
                 "usage": "summed over the LLM calls, else the root's stated totals"}
         return turn
 
@@ -1121,7 +1131,7 @@ class _Trace:
         spans = self._span_calls(members, asked)
         whole = spans and all(call.get("id") and call["arguments"] and (
             call.get("result") is not None or call.get("error")) for call in spans)  # each span says its call whole
-        results = self._tool_results(llms) if asked else {}
+        results = (self._tool_results(llms) if llms else _answers([conversation])) if asked else {}
         if spans:
             calls = spans if whole else _paired(spans, asked, results)
             return calls + _answered_unrecorded(calls, asked, results)
@@ -1143,12 +1153,22 @@ class _Trace:
         """Each tool call id's result: the text of the last tool message answering it that the LLM calls were sent.
         Read from the last call back, each id's result once: a run's later calls are sent its earlier calls' tool
         messages again."""
-        results: dict[str, str] = {}
-        for llm in reversed(llms):
-            for m in reversed(self.io(llm)[0]):
-                if m["role"] == "tool" and (call_id := m.get("tool_call_id")) and call_id not in results:
-                    results[call_id] = conventions.result_text(m["content"])
-        return results
+        return _answers([self.io(llm)[0] for llm in reversed(llms)])
+
+    def _reported(self, root: SpanRecord, answer: str) -> tuple[SpanRecord, str, list[conventions.Msg]] | None:
+        """The conversation a span of the run's request reports (*a run whose model calls are not traced*): the
+        root's input or output, else the nearest span's above it, that holds the assistant's tool calls and ends in
+        the run's answer; with the span and which part (``None``: no span reports one)."""
+        answer = answer.strip()
+        span: SpanRecord | None = root
+        seen = 0
+        while answer and span is not None and seen < 10_000:
+            said_in, said_out, _ = self.io(span)
+            for part, said in (("outputs", said_out), ("inputs", said_in)):
+                if any(m["tool_calls"] for m in said) and _assistant_text(said).strip() == answer:
+                    return span, part, said
+            span, seen = self.by_id.get(span.get("parent_id") or ""), seen + 1
+        return None
 
     def _failed_by_word(self, calls: list[dict[str, Any]], root: SpanRecord,
                         llms: list[SpanRecord]) -> list[dict[str, Any]]:
@@ -1283,6 +1303,17 @@ def _answered_unrecorded(calls: list[dict[str, Any]], asked: list[dict[str, Any]
         taken.add(call["id"])
         out.append({**call, "result": results[call["id"]]})
     return out
+
+
+def _answers(conversations: list[list[conventions.Msg]]) -> dict[str, str]:
+    """Each tool call id's result: the text of the last tool message answering it, each conversation read from its
+    last message back, the latest conversation first (a model call is sent the tool messages of the calls before)."""
+    results: dict[str, str] = {}
+    for messages in conversations:
+        for m in reversed(messages):
+            if m["role"] == "tool" and (call_id := m.get("tool_call_id")) and call_id not in results:
+                results[call_id] = conventions.result_text(m["content"])
+    return results
 
 
 def _call_key(call: dict[str, Any]) -> str:

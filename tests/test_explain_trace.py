@@ -51,6 +51,21 @@ def test_a_run_with_no_llm_call_traced_says_it_is_a_run_because_it_states_its_an
     assert not any("with an LLM call under it" in line for line in lines)
 
 
+def test_a_run_with_no_llm_call_traced_says_its_tool_calls_were_read_from_the_conversation_a_span_above_it_reports():
+    """The same recording: the tool calls are in the conversation the Task span above the agent's run returns
+    (``TaskOutput.messages``), and the explanation names that span and part, not LLM calls that are not there."""
+    run = vigil("explain-trace", "tests/fixtures/otlp/frameworks/crewai_mlflow/tool.json")
+
+    assert run.returncode == 0, run.stderr
+    lines = run.stdout.splitlines()
+    at = lines.index("turn e58544d8a9fd3b69: the run is this span: the topmost agent span, which states its answer "
+                     "(no LLM call is traced under it)")
+    turn = lines[at:next((i for i in range(at + 1, len(lines)) if lines[i].startswith("trace ")), len(lines))]
+    assert any(line.startswith('  tool call lookup_order({"order_id": "A-1001"}) id=call_1_48965 -> ') for line in turn)
+    assert "    from the conversation in the outputs of span 'Task.execute_sync' (9b22c125f51238d3), read by mlflow" \
+           in turn
+
+
 def test_a_stored_trace_id_is_read_from_redis_and_a_failed_run_says_its_error(redis_url):
     [(trace_id, spans)] = recorded("pydantic_ai_crash.json").items()
     client = redis.Redis.from_url(redis_url)

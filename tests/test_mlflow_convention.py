@@ -414,6 +414,28 @@ def test_a_crewai_agent_is_asked_its_tasks_description():
     assert "vigil.content" not in turn["metadata"]
 
 
+@pytest.mark.parametrize(("final", "calls"), [
+    pytest.param("It shipped.", [("lookup_order", ARGS, "shipped")], id="the run's own conversation: its calls"),
+    pytest.param("Another task's answer.", [], id="a conversation ending in another answer: none of the run's"),
+])
+def test_a_run_with_no_model_call_traced_has_the_tool_calls_of_the_conversation_a_span_above_it_reports(final, calls):
+    """No model call or tool of the run is traced (``mlflow.crewai.autolog()`` with CrewAI's native OpenAI provider);
+    the span above the agent's run returns the framework's record of the run's exchange with the model (CrewAI's
+    ``TaskOutput.messages``): where it ends in the run's answer, its assistant's tool calls are the run's, each with
+    the tool message answering its id."""
+    task = {"description": QUESTION, "expected_output": "A short answer.", "agent": {"role": "support bot"}}
+    exchange = [*ASKED, CALLED, TOLD, {"role": "assistant", "content": final}]
+    spans = [mlflow_span("1", None, "Crew.kickoff", 0, "CHAIN", {}, {"raw": final, "tasks_output": []}),
+             mlflow_span("2", "1", "Task.execute_sync", 1, "CHAIN", {"agent": task["agent"]},
+                         {"description": QUESTION, "raw": final, "messages": exchange, "tool_failures": []}),
+             mlflow_span("3", "2", "support bot", 2, "AGENT", {"task": task, "context": "", "tools": []},
+                         "It shipped.")]
+
+    [turn] = assembly(spans).turns
+
+    assert [(c.name, c.arguments, c.result) for c in Turn.model_validate(turn).tool_calls] == calls
+
+
 STREAM = "<async_generator object llm_chat_callback.<locals>.wrapped_gen at 0x7fa6fa4b4760>"
 
 
