@@ -883,7 +883,7 @@ class _Trace:
         reported = self._reported(root, output) if not llms and not any(
             self.kind(m) == "tool" for m in members) else None  # no model call and no tool traced
         tools = self._failed_by_word(self._tool_calls(members, calls, reported[2] if reported else input_messages),
-                                     root, calls)
+                                     root, calls, reported[2] if reported else [])
         if tools:
             turn["tool_calls"] = tools
         turn["metadata"] = metadata
@@ -1170,15 +1170,15 @@ class _Trace:
             span, seen = self.by_id.get(span.get("parent_id") or ""), seen + 1
         return None
 
-    def _failed_by_word(self, calls: list[dict[str, Any]], root: SpanRecord,
-                        llms: list[SpanRecord]) -> list[dict[str, Any]]:
+    def _failed_by_word(self, calls: list[dict[str, Any]], root: SpanRecord, llms: list[SpanRecord],
+                        reported: list[conventions.Msg]) -> list[dict[str, Any]]:
         """The calls with the errors their tool messages state, where the framework's message says its call failed
         (``failed``) and nothing else gave the call an error: the message's text (the root's conversation, as a
-        pipeline returned it, or the LLM calls' input)."""
+        pipeline returned it, the LLM calls' input, or the conversation the run reports: ``_reported``)."""
         if not calls:
             return calls
         said = {}  # a key test per message: most say nothing of failing
-        for messages in (self.io(root)[0], self.io(root)[1], *[self.io(llm)[0] for llm in llms]):
+        for messages in (self.io(root)[0], self.io(root)[1], *[self.io(llm)[0] for llm in llms], reported):
             for m in messages:
                 if "failed" in m and m["failed"] and m.get("tool_call_id"):
                     said[m["tool_call_id"]] = m["content"]

@@ -436,6 +436,25 @@ def test_a_run_with_no_model_call_traced_has_the_tool_calls_of_the_conversation_
     assert [(c.name, c.arguments, c.result) for c in Turn.model_validate(turn).tool_calls] == calls
 
 
+def test_a_call_crewais_task_output_says_failed_has_the_tool_messages_text_as_its_error():
+    """CrewAI catches a tool's exception and sends the model ``Error executing tool: …``; the ``TaskOutput`` the Task
+    span returns says which call that was (``tool_failures``: its tool and arguments), so that message is its error."""
+    told = {**TOLD, "content": "Error executing tool: order database unreachable"}
+    failures = [{"tool_name": "lookup_order", "tool_args": ARGS, "agent_role": "support bot",
+                 "failure": {"message": "order database unreachable", "reason": "exception", "code": "ValueError"}}]
+    task = {"description": QUESTION, "expected_output": "A short answer.", "agent": {"role": "support bot"}}
+    spans = [mlflow_span("1", None, "Crew.kickoff", 0, "CHAIN", {}, {"raw": "Sorry.", "tasks_output": []}),
+             mlflow_span("2", "1", "Task.execute_sync", 1, "CHAIN", {"agent": task["agent"]},
+                         {"raw": "Sorry.", "messages": [*ASKED, CALLED, told, {"role": "assistant", "content": "Sorry."}],
+                          "tool_failures": failures}),
+             mlflow_span("3", "2", "support bot", 2, "AGENT", {"task": task, "context": "", "tools": []}, "Sorry.")]
+
+    [turn] = assembly(spans).turns
+
+    [call] = Turn.model_validate(turn).tool_calls
+    assert (call.name, call.arguments, call.error) == ("lookup_order", ARGS, told["content"])
+
+
 STREAM = "<async_generator object llm_chat_callback.<locals>.wrapped_gen at 0x7fa6fa4b4760>"
 
 

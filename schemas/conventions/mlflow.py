@@ -30,7 +30,11 @@ logging), records the request and the ``ChatCompletion`` as the chat-completions
 what AG2 logs for it, ``error_code:<code>, config <n> failed`` (its ``OpenAIWrapper``'s record of a config that
 raised), as its output and an OK status: that text is no reply (the chat's span around it failed with the error) |
 | a streamed call | MLflow rebuilds a streamed chat completion's output from its chunks with their text only (``_reconstruct_completion_from_stream``): the tool calls the model streamed are in the chunks, one span event each (``mlflow.chunk.item.<n>``, the chunk's JSON in ``mlflow.chunk.value``), ``choices[0].delta.tool_calls`` by ``index`` (the id and name once, the arguments in pieces): read there when the output has none |
-| a run's input and output | an agent's or chain's ``mlflow.spanInputs``: the traced function's arguments by parameter name (``{"question": …, "history": […]}``), evidence of words as ``_parse.value_messages`` says (a known key holding text or messages; other arguments say nothing, and the LLM calls are read); ``mlflow.spanOutputs``: what it returned, the same way. **LlamaIndex's names for the words**, where nothing else says any (``mlflow.llama_index.autolog()`` traces its methods): a workflow agent's ``run(user_msg=…)``, a query engine's or retriever's query (``str_or_query_bundle``, ``query_bundle``: text, or a ``QueryBundle``, its ``query_str``), and what they return, an ``AgentOutput`` or a ``Response``, whose ``response`` is the reply (a ``ChatMessage``, or text). **CrewAI's agent is asked its task**: ``mlflow.crewai.autolog()`` traces ``Agent.execute_task(task, context, tools)``, the ``Task`` as its fields, and a Task asks its ``description`` (the words CrewAI wraps in its prompt template) |
+| a run's input and output | an agent's or chain's ``mlflow.spanInputs``: the traced function's arguments by parameter name (``{"question": …, "history": […]}``), evidence of words as ``_parse.value_messages`` says (a known key holding text or messages; other arguments say nothing, and the LLM calls are read); ``mlflow.spanOutputs``: what it returned, the same way. **LlamaIndex's names for the words**, where nothing else says any (``mlflow.llama_index.autolog()`` traces its methods): a workflow agent's ``run(user_msg=…)``, a query engine's or retriever's query (``str_or_query_bundle``, ``query_bundle``: text, or a ``QueryBundle``, its ``query_str``), and what they return, an ``AgentOutput`` or a ``Response``, whose ``response`` is the reply (a ``ChatMessage``, or text). **CrewAI's agent is asked its task**: ``mlflow.crewai.autolog()`` traces ``Agent.execute_task(task, context, tools)``, the ``Task`` as its fields, and a Task asks its ``description`` (the words CrewAI wraps in its prompt template). **CrewAI's task output says
+which calls failed**: the ``TaskOutput`` a ``Task.execute_sync`` span returns holds the agent's exchange with the model
+(``messages``) and, in ``tool_failures``, each call that raised (``{"tool_name", "tool_args", "failure"}``): the tool
+message answering the assistant's call of that tool with those arguments says its call failed (CrewAI sends the model
+``Error executing tool: …`` as the result) |
 | model, usage | ``mlflow.llm.model`` (the model the response names, set when a call answered), else ``model``, which MLflow copies onto an LLM span (autolog: the request's arguments but the messages; the Agents SDK's response spans: the response's fields but its output); ``mlflow.chat.tokenUsage``, ``{"input_tokens", "output_tokens", "total_tokens"}``, else the ``usage`` copied so |
 | a tool span | **the tool's own name where the span states it**: MLflow copies the traced tool object's fields onto its span (DSPy's ``Tool``, LlamaIndex's ``FunctionTool``: ``name``, ``description``, ``args`` / ``parameters``) and names the span by its class and method (``Tool.lookup_order``, ``FunctionTool.acall``), so a TOOL span's ``name`` attribute, text, is the tool; else its span name (the function's, or ``name=``); ``mlflow.spanInputs`` the call's arguments (by parameter name; a ``**kwargs`` function's, LlamaIndex's ``FunctionTool.acall``, as ``{"kwargs": {…}}``: what it packs), ``mlflow.spanOutputs`` its result; no id (paired with the model's tool calls by name and arguments); its error from the span status and ``exception`` event (``@mlflow.trace`` records both when the function raises) |
 | contexts | a retriever's ``mlflow.spanOutputs``: a list of ``Document`` (``{"page_content", "metadata", "id"}``), the text its ``page_content``, the id its ``id`` else ``metadata.doc_uri``, the score ``metadata.score``; **a retriever's output that holds one list holds its documents**: what the traced function returned, an object whose only value is the list (DSPy's ``Retrieve`` returns ``Prediction(passages=[…])``, recorded as ``{"passages": […]}``), each a text or a document as above |
@@ -40,6 +44,7 @@ raised), as its output and an OK status: that text is no reply (the chat's span 
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -119,7 +124,30 @@ def io(span: Mapping[str, Any]) -> Io:
 def _stated(said: Any, default_role: str) -> list[Msg]:
     if said in (None, ""):
         return []
-    return value_messages(said, default_role) or _framework_stated(said, default_role)
+    found = value_messages(said, default_role)
+    if found and said.__class__ is str and '"tool_failures"' in said:
+        _mark_failures(found, json_value(said))
+    return found or _framework_stated(said, default_role)
+
+
+def _mark_failures(messages: list[Msg], said: Any) -> None:
+    """The tool messages a CrewAI ``TaskOutput`` says answered failed calls marked ``failed`` (its ``tool_failures``:
+    the tool's name and arguments of each call that raised, ``{"tool_name", "tool_args", "failure"}``): the tool
+    message answering the assistant's call of that tool with those arguments."""
+    failures = said.get("tool_failures") if isinstance(said, dict) else None
+    failed = {_call_key(f.get("tool_name"), f.get("tool_args")) for f in failures if isinstance(f, dict)} if isinstance(
+        failures, list) else set()
+    ids = {c["id"] for m in messages for c in m["tool_calls"] if c.get("id") and _call_key(
+        c["name"], c["arguments"]) in failed}
+    for m in messages:
+        if m["role"] == "tool" and m.get("tool_call_id") in ids:
+            m["failed"] = True
+
+
+def _call_key(name: Any, arguments: Any) -> str:
+    """A call's tool and arguments as one text (the arguments read as ``tool_call`` reads them)."""
+    call = tool_call(name, arguments)
+    return json.dumps([call["name"], call["arguments"]], sort_keys=True, default=str)
 
 
 # LlamaIndex's names for the words in arguments and returns, CrewAI's agent's task
