@@ -176,6 +176,8 @@ def span_record(span: ReadableSpan) -> SpanRecord:
         record["parent_remote"] = True
     if span.status.status_code is StatusCode.ERROR:
         record["status"] = {"code": 2, "message": span.status.description or ""}
+    elif span.status.status_code is StatusCode.OK and any(e.name == "exception" for e in span.events):
+        record["status"] = {"code": 1}  # the exception it recorded did not fail it (``conventions.error``)
     if span.instrumentation_scope is not None:
         record["scope"] = span.instrumentation_scope.name
     return record

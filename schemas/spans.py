@@ -82,7 +82,13 @@ its packaging (OpenLLMetry's Haystack instrumentation writes the key of the gene
   the conversation of the first call, or of the answering call when it extends the first's (so the assistant's tool
   calls and ``tool_call_id`` are kept).
 - *answer*: the run's final assistant text: the last assistant message with text of the root's output, else of the
-  last LLM call that answers (has assistant text; a step asks only for tools, a failed call says nothing). A root's
+  last LLM call that answers (has assistant text; a step asks only for tools, a failed call says nothing). **A run
+  that answered nothing and did not fail has not answered yet**: a root whose output holds no assistant text (the
+  conversation so far, ending on the model's tool calls), in a run none of whose calls answered, states no answer,
+  and the run's calls are steps, not a turn (``Assembly.steps``), as rule 4's unanswered steps are: a run paused for
+  a human (LangGraph's ``interrupt()`` ends the graph's ``invoke`` with the model's tool call unanswered, the state
+  as its output) goes on in the trace of its resume, whose model call is sent that call's result, and
+  ``vigil.schemas.steps`` joins the two: one turn, its usage both traces'. A root's
   text that holds the answering call's text and more wraps it, and loses to it as a template loses to the user's
   words (OpenLIT's streamed LangGraph run states every chunk of the stream joined, the tool results' among
   them), where that call is the run's last model call: a later call whose reply no span recorded (a stream handed
@@ -814,6 +820,8 @@ class _Trace:
         if last_answer is None and root_out and (
                 self.error(root) is not None or (llms and self.error(llms[-1]) is not None)):
             root_out = []  # no call answered and the run failed: the root's output is its error's text, not an answer
+        if last_answer is None and root_out and not _assistant_text(root_out):
+            root_out = []  # the conversation so far, ending on the model's tool calls: no answer (a paused run)
         if root_out and last_answer is not None and last_answer["end"] >= max(s["end"] for s in calls) and _wraps(
                 _assistant_text(root_out), _assistant_text(self.io(last_answer)[1])):
             root_out = []  # the root's answer wraps the model's: the words it wraps are the answer

@@ -9,8 +9,10 @@ import pytest
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import StatusCode
 from vigil.producers import GenAISpanProcessor, Monitor
-from vigil.schemas import Turn
+from vigil.producers.otel import span_record
+from vigil.schemas import Turn, conventions
 
 from tests.test_sdk import make_monitor, turns  # noqa: F401 - the fixture is shared
 
@@ -130,3 +132,19 @@ def test_malformed_message_json_still_reaches_the_worker_as_text(redis_url, make
 
     [wire] = turns(redis_url)
     assert (wire["input"], wire["output"]) == ([{"role": "user", "content": "{not json"}], "also [not json")
+
+
+def test_an_exception_recorded_by_a_span_that_ended_ok_is_no_failure_and_one_that_ended_in_error_is():
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    for status in (StatusCode.OK, StatusCode.ERROR):  # a pause raised on purpose (LangGraph's interrupt), a failure
+        with provider.get_tracer("agent").start_as_current_span(
+                "execute_tool lookup_order", attributes={"gen_ai.operation.name": "execute_tool"},
+                record_exception=False, set_status_on_exception=False) as span:
+            span.record_exception(RuntimeError("waiting for a human"))
+            span.set_status(status)
+    ended_ok, failed = (span_record(s) for s in exporter.get_finished_spans())
+
+    assert conventions.error(ended_ok) is None
+    assert conventions.error(failed) == "RuntimeError: waiting for a human"

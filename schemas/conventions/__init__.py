@@ -34,7 +34,11 @@ instrumentation named the span after the method it wrapped (the tool is the obje
 **A span that says it failed, failed** (``error``): by its status, ``error.type`` or ``exception`` event, and also by
 what it reports when its status says OK: a finish reason ``error``, an error object as its output, a tool span's
 own flag (Haystack's ``haystack.tool.error``), an agent turn that resolved failed (Genkit's ``finishReason``
-``failed``), an observation whose level is ``ERROR`` (Langfuse's).
+``failed``), an observation whose level is ``ERROR`` (Langfuse's). **A span whose status is OK did not fail by the
+exceptions it recorded**: OpenTelemetry's ``Ok`` is set by whoever validated that the operation completed, and is
+final, so an ``exception`` event beside it is an exception the operation handled or raised on purpose (LangGraph's
+``GraphInterrupt``, which ``interrupt()`` raises to pause the graph for a human, recorded by OpenInference on the
+tool's and the node's spans, each ended OK); what such a span reports still counts.
 """
 
 from __future__ import annotations
@@ -429,9 +433,9 @@ def content_setting(span: Mapping[str, Any]) -> str:
 
 def error(span: Mapping[str, Any]) -> str | None:
     """Why a span failed, or ``None``: its status ``ERROR`` (with its message), ``error.type``, or an ``exception``
-    event (``exception.type``: ``exception.message``), whichever says most. **A span that says it failed in what
-    it reports failed, whatever its status**: an output that is an error object (``{"type": "error", "error":
-    {"name", "message"}}``: a streamed error part, an API's error body) fails with its text, a model call whose
+    event (``exception.type``: ``exception.message``; not on a span whose status is OK), whichever says most. **A
+    span that says it failed in what it reports failed, whatever its status**: an output that is an error object
+    (``{"type": "error", "error": {"name", "message"}}``: a streamed error part, an API's error body) fails with its text, a model call whose
     finish reason is ``error`` (the GenAI conventions' ``gen_ai.response.finish_reasons`` or an output message's own, the Vercel AI SDK's
     ``ai.response.finishReason``) stopped in error, and a tool span flagged failed by its convention (Haystack's
     ``haystack.tool.error``) failed with the error its output names. A failed status with no message says why in
@@ -441,7 +445,8 @@ def error(span: Mapping[str, Any]) -> str | None:
     attrs = span["attributes"]
     error_type = attrs.get("error.type")
     events = span.get("events")
-    raised = next((e.get("attributes") or {} for e in events if e.get("name") == "exception"), None) if events else None
+    raised = next((e.get("attributes") or {} for e in events if e.get("name") == "exception"), None) if (
+        events and status.get("code") != 1) else None  # an exception recorded by a span that ended OK: not a failure
     if status.get("code") != 2 and error_type in (None, "") and raised is None:
         return _reported_error(attrs)
     message = status.get("message") or logfire.error(attrs) or ""  # Logfire's status says only that it failed

@@ -252,7 +252,27 @@ def json_messages(raw: Any, default_role: str) -> list[Msg]:
     if (raw.__class__ is not str or '"kind"' in raw or "\\u" in raw) and any(  # no key "kind" in the text: none
             isinstance(m, dict) and m.get("kind") in _MODEL_MESSAGE_KINDS and "parts" in m for m in parsed):
         return model_messages(parsed, default_role)
-    return [message(m, default_role) for m in parsed]
+    out = [message(m, default_role) for m in parsed]
+    for m in out:
+        if m["role"] == "tool":  # only a conversation with tool results can hold several in one message
+            return _each_result(parsed, out, default_role)
+    return out
+
+
+def _each_result(parsed: list[Any], read: list[Msg], default_role: str) -> list[Msg]:
+    """**A message of several tool results is one tool message per result**, each answering the call its id names
+    (Mirascope sends a parallel step's results as one ``user`` message of ``tool_call_response`` parts; Anthropic's
+    API, one ``user`` message of ``tool_result`` blocks): read as one, its results would be joined into the first
+    call's and the others' lost. ``read``: ``parsed`` read message by message."""
+    out: list[Msg] = []
+    for raw, said in zip(parsed, read, strict=True):
+        parts = (raw.get("parts") or raw.get("content")) if raw.__class__ is dict and said["role"] == "tool" else None
+        if parts.__class__ is list and len(parts) > 1 and all(
+                p.__class__ is dict and p.get("type") in _RESULT_PARTS for p in parts):
+            out.extend(message({"role": "tool", "parts": [p]}, default_role) for p in parts)
+        else:
+            out.append(said)
+    return out
 
 
 _MODEL_MESSAGE_KINDS = frozenset({"request", "response"})

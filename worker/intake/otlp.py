@@ -11,7 +11,8 @@ keeps each trace under the project its spans name, and a bare span under another
 says which services had a span some convention reads (``read``) and the attribute families (``griptape`` of
 ``griptape.task.id``: a key up to its first ``.`` or ``:``) of the spans none did (``unread``), so the intake can say
 once in a while that a service sends spans in no convention it reads, which make no turn.
-Of every span the record also keeps its kind, an error status, its scope's name and whether its parent is remote
+Of every span the record also keeps its kind, an error status (and an OK one beside an ``exception`` event: the
+exception did not fail the span, ``conventions.error``), its scope's name and whether its parent is remote
 (the span flags), which assembly reads to find a turn's root and to tell a parent not yet arrived from one in
 another process; and its links to spans of other traces (``links``: the trace and span id of each, at most
 ``vigil.schemas.links.MAX_LINKS``, ``links_more`` when it had more), which tell work a run started in a trace of its
@@ -77,7 +78,7 @@ _ID_FIELDS = ("traceId", "spanId", "parentSpanId", "trace_id", "span_id", "paren
 _MAX_REASONS = 10
 _MAX_UNREAD = 16  # services, and attribute families of each, a request's ``unread`` names at most
 _FAMILY = re.compile(r"[.:]")
-_STATUS_ERROR = 2  # Status.STATUS_CODE_ERROR
+_STATUS_OK, _STATUS_ERROR = 1, 2  # Status.STATUS_CODE_OK, STATUS_CODE_ERROR
 _FLAGS_KNOW_REMOTE, _FLAGS_REMOTE = 0x100, 0x200  # SpanFlags: whether the parent is remote is known; it is
 
 
@@ -277,6 +278,8 @@ def _records(request: ExportTraceServiceRequest, bad: dict[tuple[int, int, int],
                     _links(record, span.links)
                 if span.status.code == _STATUS_ERROR:  # a bare link's too: a span that kept only its name and error
                     record["status"] = {"code": _STATUS_ERROR, "message": span.status.message}
+                elif span.status.code == _STATUS_OK and any(e.name == "exception" for e in span.events):
+                    record["status"] = {"code": _STATUS_OK}  # the exception it recorded did not fail it
                 attributes = _attributes(span.attributes)
                 if is_genai(attributes, (e.name for e in span.events)):
                     record["attributes"] = attributes
