@@ -10,6 +10,7 @@ shows the traceback instead. Nothing printed here carries a password (``vigil.wo
 from __future__ import annotations
 
 import importlib
+import importlib.abc
 import os
 import sys
 
@@ -20,20 +21,48 @@ __all__ = ["COMMANDS", "import_hiding", "main"]
 
 
 def import_hiding(module: str, hidden: str) -> None:
-    """Import ``module`` with ``hidden`` unimportable while it loads, where ``module`` imports ``hidden`` only if it
-    is installed, for output no vigil process produces (each caller says which). ``hidden`` itself stays importable
-    afterwards, for whoever needs it. A start-up cost paid again by each of the many short ``vigil`` processes."""
-    if module in sys.modules:
-        return
-    present = sys.modules.get(hidden)
-    sys.modules[hidden] = None  # type: ignore[assignment]  # `import hidden` raises ImportError: the module's fallback
-    try:
-        importlib.import_module(module)
-    finally:
-        if present is None:
-            del sys.modules[hidden]
-        else:
-            sys.modules[hidden] = present
+    """From now on, ``module`` loads (when first imported) with ``hidden`` unimportable, where ``module`` imports
+    ``hidden`` only if it is installed, for output no vigil process produces (each caller says which). ``hidden``
+    stays importable before and after, for whoever needs it, and is not hidden once imported (it then costs nothing).
+    A start-up cost paid again by each of the many short ``vigil`` processes. Nothing is imported here: a command that
+    never imports ``module`` never pays for it."""
+    if module not in sys.modules:
+        sys.meta_path.insert(0, _Hiding(module, hidden))
+
+
+class _Hiding(importlib.abc.MetaPathFinder):
+    """Finds ``module`` with the finders after it and loads it with ``hidden`` unimportable (``import_hiding``)."""
+
+    def __init__(self, module: str, hidden: str) -> None:
+        self.module, self.hidden = module, hidden
+
+    def find_spec(self, name, path, target=None):
+        if name != self.module:
+            return None
+        sys.meta_path.remove(self)  # once: the module is found here or nowhere
+        spec = next(filter(None, (finder.find_spec(name, path, target) for finder in sys.meta_path
+                                  if hasattr(finder, "find_spec"))), None)
+        if spec is not None and spec.loader is not None and self.hidden not in sys.modules:
+            spec.loader = _HidingLoader(spec.loader, self.hidden)
+        return spec
+
+
+class _HidingLoader(importlib.abc.Loader):
+    """``loader``, with ``hidden`` unimportable while the module runs; the module keeps ``loader`` as its own."""
+
+    def __init__(self, loader: importlib.abc.Loader, hidden: str) -> None:
+        self.loader, self.hidden = loader, hidden
+
+    def create_module(self, spec):
+        return self.loader.create_module(spec)
+
+    def exec_module(self, module) -> None:
+        sys.modules[self.hidden] = None  # type: ignore[assignment]  # `import hidden` raises ImportError: the fallback
+        try:
+            module.__spec__.loader = module.__loader__ = self.loader
+            self.loader.exec_module(module)
+        finally:
+            del sys.modules[self.hidden]
 
 
 # structlog imports its console renderer's pretty tracebacks whenever rich is installed (rich.traceback,
@@ -41,6 +70,10 @@ def import_hiding(module: str, hidden: str) -> None:
 # (structlog.processors.format_exc_info) and `--debug` shows Python's own traceback: neither uses them. First, before
 # anything in the process imports structlog; the report's tables still import rich.
 import_hiding("structlog", "rich")
+# redis-py 8 imports the OpenTelemetry metrics SDK (and psutil) to learn whether it is installed, for its own metrics,
+# which only `redis.observability.get_observability_instance().init(...)` turns on and vigil never does (~0.035 CPU-s at
+# each start of a process that imports redis; the worker still imports the SDK for its own metrics).
+import_hiding("redis.observability.providers", "opentelemetry.sdk.metrics")
 
 # name -> "module:attribute"; the order is the order of ``vigil --help``.
 COMMANDS: dict[str, str] = {
