@@ -10,7 +10,7 @@ events, resource attributes). Output: turn dicts shaped like ``schemas.Turn`` (v
 
 1. *agent roots*: an agent span (GenAI ``invoke_agent``, OpenInference ``AGENT``, OpenLLMetry ``workflow`` /
    ``agent``, the Vercel AI SDK's ``generateText`` ..., or a framework's chain at the top of the trace) with no agent
-   above it and an LLM call under it (or that failed, or states its answer itself);
+   above it and an LLM call under it (or that failed, or states its answer itself and the user words it was asked);
 2. *container roots*: the topmost plain server or consumer span (an HTTP request, an RPC, a queue message), framework
    chain (OpenInference ``CHAIN``) or OpenLLMetry ``task`` with LLM calls under it;
 3. *waiting roots*: spans whose parent has not arrived (a slow root is exported last) are grouped by that parent,
@@ -45,7 +45,11 @@ agent: a Strands ``Swarm``'s ``Context:\nUser Request: …`` to the agent it sta
 that one request: one run, rooted at that span, not a container.
 
 **A trace with no LLM call is no turn** (an index build, an embedding batch, an ingestion job): ``Assembly.no_turn``
-says why a trace made none, for the funnel and the log line.
+says why a trace made none, for the funnel and the log line. **A resume asked nothing**: an agent span with no LLM
+call under it is a run by the answer it states only when it states the user words it was asked too; one that states
+an answer and no user words answered no request of its own, it handed back the state of a run made before (LangGraph's
+``invoke(Command(resume=…))`` after a human reviewed the paused run's answer, a graph whose resumed node calls no
+model: its input the command, its output the thread's messages), and makes no turn.
 
 **Work a run started in a trace of its own is that run's** (``vigil.schemas.links``): a trace whose runs state no
 user words, linked (an OTel span link) to one span of another trace, joins the run that holds that span. ``Assembly.link``
@@ -655,8 +659,10 @@ class _Trace:
         return self.stated.get(span["span_id"]) == "agent" and self.error(span) is not None
 
     def _answers_itself(self, span: SpanRecord) -> bool:
-        """An agent span that states the answer itself (an agent that sets the attributes by hand): a run."""
-        return any(m["content"] for m in self.io(span)[1])
+        """An agent span that states the answer itself (an agent that sets the attributes by hand), and the user
+        words it was asked: a run (*a resume asked nothing*)."""
+        sent, said, _ = self.io(span)
+        return any(m["content"] for m in said) and any(m["role"] == "user" and m["content"] for m in sent)
 
     def _runs(self, root: SpanRecord, container: SpanRecord | None = None) -> list[_Group]:
         """``root`` as one run, or, when it is a container (several runs under it answering different words and no
