@@ -9,7 +9,6 @@ import json
 import subprocess
 import sys
 import textwrap
-import zipfile
 from pathlib import Path
 
 import pytest
@@ -62,17 +61,17 @@ def sdk_venv(tmp_path_factory) -> Path:
     return venv
 
 
-def test_the_wheel_holds_only_the_namespaced_sdk(tmp_path):
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w",
-                    str(tmp_path), str(DIST)], check=True, capture_output=True, timeout=300)
-
-    [wheel] = tmp_path.glob("vigil_sdk-*.whl")
-    names = zipfile.ZipFile(wheel).namelist()
+def test_the_wheel_holds_only_the_namespaced_sdk(sdk_venv):
+    """The wheel ``pip install ./producers/sdk-dist`` built and installed: its files are the installed distribution's
+    RECORD (one build for the module, not a second ``pip wheel`` of the same source: ~2.9 CPU-s)."""
+    [dist_info] = next((sdk_venv / "lib").glob("python3*/site-packages")).glob("vigil_sdk-*.dist-info")
+    site = dist_info.parent
+    names = [line.rsplit(",", 2)[0] for line in (dist_info / "RECORD").read_text().splitlines() if line]
     packages = {name.rsplit("/", 1)[0] for name in names if name.endswith(".py")}
     assert packages == {"vigil/sdk", "vigil/schemas", "vigil/schemas/conventions"}
     assert "vigil/__init__.py" not in names  # a namespace: other vigil.* distributions can share it
     for name in (n for n in names if n.endswith(".py")):
-        source = zipfile.ZipFile(wheel).read(name).decode()
+        source = (site / name).read_text()
         assert not any(line.lstrip().startswith(("from producers", "import producers", "from schemas",
                                                  "import schemas")) for line in source.splitlines()), name
 
