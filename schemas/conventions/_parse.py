@@ -77,11 +77,14 @@ def tool_call(name: Any, arguments: Any, call_id: Any = None) -> dict[str, Any]:
     """A requested tool call: its name, its arguments as an object (JSON text is read, and so is a Python literal of
     an object: how some instrumentations print the dict a tool was called with, ``{'order_id': 'A-1001'}``), its id
     when it has one."""
-    parsed = call_arguments(json_value(arguments))
-    parsed = json_value(parsed) if isinstance(parsed, str) else parsed
-    if isinstance(parsed, str) and parsed[:2] == "{'":
-        parsed = _literal(parsed)
-    parsed = call_arguments(parsed)
+    if arguments.__class__ is dict and "input_str" not in arguments and "kwargs" not in arguments:
+        parsed = arguments  # an object no packaging wraps (``call_arguments``): the arguments as they stand
+    else:
+        parsed = call_arguments(json_value(arguments))
+        parsed = json_value(parsed) if isinstance(parsed, str) else parsed
+        if isinstance(parsed, str) and parsed[:2] == "{'":
+            parsed = _literal(parsed)
+        parsed = call_arguments(parsed)
     call: dict[str, Any] = {"name": str(name or ""), "arguments": parsed if isinstance(parsed, dict) else {}}
     if call_id not in (None, ""):
         call["id"] = str(call_id)
@@ -144,7 +147,7 @@ def message(raw: Any, default_role: str) -> Msg:
     a ``Msg``. **A message made only of tool results is a tool message, whatever role it carries** (pydantic-ai sends
     them as a ``user`` message of ``tool_call_response`` parts, Google ADK as a ``user`` message of
     ``function_response`` parts): it is never the user's words."""
-    if not isinstance(raw, dict):
+    if raw.__class__ is not dict and not isinstance(raw, dict):
         return msg(default_role, text(raw))
     if "role" not in raw:
         raw = unpacked(raw)
@@ -249,14 +252,19 @@ def json_messages(raw: Any, default_role: str) -> list[Msg]:
         parsed = [parsed]
     if not isinstance(parsed, list):
         return [] if parsed.__class__ is str and _PRINTED_FIELDS.match(parsed) else [msg(default_role, str(raw))]
-    if (raw.__class__ is not str or '"kind"' in raw or "\\u" in raw) and any(  # no key "kind" in the text: none
-            isinstance(m, dict) and m.get("kind") in _MODEL_MESSAGE_KINDS and "parts" in m for m in parsed):
-        return model_messages(parsed, default_role)
-    out = [message(m, default_role) for m in parsed]
-    for m in out:
-        if m["role"] == "tool":  # only a conversation with tool results can hold several in one message
-            return _each_result(parsed, out, default_role)
-    return out
+    out = []
+    several = False  # a message of several tool results among them (``_each_result``)
+    for m in parsed:  # one loop, each item looked at once: this runs for every model call's inputs and outputs
+        if m.__class__ is dict and "kind" not in m:
+            said = message(m, default_role)
+        elif isinstance(m, dict) and m.get("kind") in _MODEL_MESSAGE_KINDS and "parts" in m:
+            return model_messages(parsed, default_role)  # pydantic-ai's own messages: read whole, by their parts
+        else:
+            said = message(m, default_role)
+        if said["role"] == "tool" and not several:  # only a tool message can hold several results
+            several = _results(m) is not None
+        out.append(said)
+    return _each_result(parsed, out, default_role) if several else out
 
 
 def _each_result(parsed: list[Any], read: list[Msg], default_role: str) -> list[Msg]:
@@ -266,13 +274,21 @@ def _each_result(parsed: list[Any], read: list[Msg], default_role: str) -> list[
     call's and the others' lost. ``read``: ``parsed`` read message by message."""
     out: list[Msg] = []
     for raw, said in zip(parsed, read, strict=True):
-        parts = (raw.get("parts") or raw.get("content")) if raw.__class__ is dict and said["role"] == "tool" else None
-        if parts.__class__ is list and len(parts) > 1 and all(
-                p.__class__ is dict and p.get("type") in _RESULT_PARTS for p in parts):
+        parts = _results(raw) if said["role"] == "tool" else None
+        if parts is not None:
             out.extend(message({"role": "tool", "parts": [p]}, default_role) for p in parts)
         else:
             out.append(said)
     return out
+
+
+def _results(raw: Any) -> list[Any] | None:
+    """The parts of a message made of several tool results (``_each_result``), else ``None``."""
+    parts = (raw.get("parts") or raw.get("content")) if raw.__class__ is dict else None
+    if parts.__class__ is list and len(parts) > 1 and all(
+            p.__class__ is dict and p.get("type") in _RESULT_PARTS for p in parts):
+        return parts
+    return None
 
 
 _MODEL_MESSAGE_KINDS = frozenset({"request", "response"})
@@ -511,8 +527,9 @@ def _first(body: dict[str, Any], keys: tuple[str, ...]) -> Any:
 
 def hand_in(messages: list[Msg]) -> list[Msg]:
     """Messages with each final-answer tool call (``is_final_tool``) made the assistant's text: the run's answer."""
-    for m in messages:
-        if m["tool_calls"] and any(is_final_tool(c.get("name")) for c in m["tool_calls"]):
+    for m in messages:  # loops, not a generator: this runs for every span's inputs and outputs
+        calls = m["tool_calls"]
+        if calls and _hands_in(calls):
             break
     else:
         return list(messages)  # no final-answer call to hand in
@@ -525,6 +542,13 @@ def hand_in(messages: list[Msg]) -> list[Msg]:
                  "tool_calls": [c for c in m["tool_calls"] if not is_final_tool(c.get("name"))]}
         out.append(m)
     return out
+
+
+def _hands_in(calls: list[dict[str, Any]]) -> bool:
+    for call in calls:
+        if is_final_tool(call.get("name")):
+            return True
+    return False
 
 
 def key_marks(*prefixes: str) -> tuple[str, ...]:
