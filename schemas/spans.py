@@ -321,8 +321,10 @@ def assembly(spans: Iterable[SpanRecord], *, explain: bool = False) -> Assembly:
     if trace.grafts:
         groups += trace.graft(groups)
     made = []
+    used = out.used
     for group in groups:
-        out.used.update([group.root["span_id"], *(m["span_id"] for m in group.members)])
+        used.add(group.root["span_id"])
+        used.update([m["span_id"] for m in group.members])
         turn = trace.turn(group, out.steps)
         if turn is not None:
             out.turns.append(turn)
@@ -412,32 +414,39 @@ class _Trace:
     def __init__(self, spans: Iterable[SpanRecord]) -> None:
         by_id: dict[str, SpanRecord] = {}
         logs: list[SpanRecord] = []
-        self.grafts: dict[str, list[SpanRecord]] = {}  # spans of traces whose work joins a run here, by trace
-        self.linked = False  # a span here is linked to another trace
+        grafts: dict[str, list[SpanRecord]] = {}  # spans of traces whose work joins a run here, by trace
+        linked = False  # a span here is linked to another trace
         for span in spans:
             if span.get("joined"):
-                self.grafts.setdefault(span["joined"]["trace_id"], []).append(span)
+                grafts.setdefault(span["joined"]["trace_id"], []).append(span)
             elif span.get("log"):
                 logs.append(span)
             else:
                 by_id[span["span_id"]] = span
                 if span.get("links"):
-                    self.linked = True
-        self.by_id = attach_logs(by_id, logs) if logs else by_id
-        self.trace_id = next((s["trace_id"] for s in self.by_id.values()), "")
+                    linked = True
+        self.grafts, self.linked = grafts, linked
+        self.by_id = by_id = attach_logs(by_id, logs) if logs else by_id
+        self.trace_id = next(iter(by_id.values()))["trace_id"] if by_id else ""
         self.children: dict[str | None, list[SpanRecord]] = defaultdict(list)
         self.decider: dict[str, int] = {}  # which mapper decided a span's kind
         self.stated: dict[str, str] = {}  # its kind as its convention states it
         self.kinds: dict[str, str] = {}  # its kind here: a framework's chain at the top of the trace is the run
-        for span_id, span in self.by_id.items():  # one pass: each span's place in the tree and its kind
+        children, decider, stated_of, kinds = self.children, self.decider, self.stated, self.kinds
+        decided_kind = conventions.decided_kind
+        for span_id, span in by_id.items():  # one pass: each span's place in the tree and its kind
             parent = span.get("parent_id")
-            on_top = parent not in self.by_id
-            self.children[None if on_top else parent].append(span)
-            stated, self.decider[span_id] = conventions.decided_kind(span)
-            self.stated[span_id] = stated
-            self.kinds[span_id] = "agent" if stated == "chain" and on_top else stated
-        for siblings in self.children.values():
-            siblings.sort(key=_BY_TIME)
+            stated, decider[span_id] = decided_kind(span)
+            stated_of[span_id] = stated
+            if parent in by_id:
+                children[parent].append(span)
+                kinds[span_id] = stated
+            else:  # on top
+                children[None].append(span)
+                kinds[span_id] = "agent" if stated == "chain" else stated
+        for siblings in children.values():
+            if len(siblings) > 1:
+                siblings.sort(key=_BY_TIME)
         self._errors: dict[str, str | None] = {}
         self._io: dict[str, tuple[conventions.Io, dict[str, str]]] = {}
         self.read: dict[str, dict[str, str]] = {}
@@ -562,57 +571,95 @@ class _Trace:
         return self._io[span["span_id"]]
 
     def descendants(self, span: SpanRecord) -> list[SpanRecord]:
-        out, stack = [], list(self.children.get(span["span_id"], []))
+        children = self.children
+        below = children.get(span["span_id"])
+        if not below:
+            return []
+        out, stack = [], list(below)
         while stack:
             child = stack.pop()
             out.append(child)
-            stack.extend(self.children.get(child["span_id"], []))
+            below = children.get(child["span_id"])
+            if below:
+                stack.extend(below)
         return out
 
     def has_llm(self, span: SpanRecord) -> bool:
-        """Whether the span is an LLM call or has one below it (one pass over the tree, the first time)."""
-        if self._has_llm is None:
-            order, stack = [], list(self.children.get(None, []))
-            while stack:
-                node = stack.pop()
-                order.append(node)
-                stack.extend(self.children.get(node["span_id"], []))
-            self._has_llm = {}
-            for node in reversed(order):  # children before their parents
-                self._has_llm[node["span_id"]] = self.kind(node) == "llm" or any(
-                    self._has_llm[c["span_id"]] for c in self.children.get(node["span_id"], []))
-        return self._has_llm.get(span["span_id"], False)
+        """Whether the span is an LLM call or has one below it, in the tree from the trace's top (the first time, each
+        LLM call's ancestors walked up to the top or to one already known: a span in a cycle of parents is in no
+        tree)."""
+        found = self._has_llm
+        if found is None:
+            by_id = self.by_id
+            found = self._has_llm = {}
+            for span_id, kind in self.kinds.items():
+                if kind != "llm" or span_id in found:
+                    continue
+                path, on_path, node_id, has = [], set(), span_id, True
+                while node_id not in found:
+                    path.append(node_id)
+                    on_path.add(node_id)
+                    node_id = by_id[node_id].get("parent_id")
+                    if node_id not in by_id:  # the top of the tree
+                        break
+                    if node_id in on_path:  # a cycle: no top above it
+                        has = False
+                        break
+                else:
+                    has = found[node_id]
+                for node_id in path:
+                    found[node_id] = has
+        return found.get(span["span_id"], False)
 
     def topmost(self, wanted, under: str | None = None) -> list[SpanRecord]:
         """The spans ``wanted(span)`` holds for with no such span above them, walked from the trace's top (or from
         below the span ``under``)."""
-        found, stack = [], list(self.children.get(under, []))
+        children = self.children
+        found, stack = [], list(children.get(under, ()))
         while stack:
             span = stack.pop()
             if wanted(span):
                 found.append(span)
                 continue
-            stack.extend(self.children.get(span["span_id"], []))
+            below = children.get(span["span_id"])
+            if below:
+                stack.extend(below)
+        return found
+
+    def _topmost_of(self, kind: str) -> list[SpanRecord]:
+        """``topmost`` of the spans of one kind."""
+        children, kinds = self.children, self.kinds
+        found, stack = [], list(children.get(None, ()))
+        while stack:
+            span = stack.pop()
+            span_id = span["span_id"]
+            if kinds.get(span_id) == kind:
+                found.append(span)
+                continue
+            below = children.get(span_id)
+            if below:
+                stack.extend(below)
         return found
 
     # -- which spans make a turn -------------------------------------------------------------------------------
 
     def groups(self, steps: list[str]) -> list[_Group]:
         """One group per run, by the module's rules 1-4; unanswered steps are added to ``steps``."""
-        kinds = set(self.kinds.values())  # a rule whose kind of root no span has finds none: no walk
-        agents = self.topmost(lambda s: self.kind(s) == "agent" and (
+        of = self.kinds
+        kinds = set(of.values())  # a rule whose kind of root no span has finds none: no walk
+        agents = self.topmost(lambda s: of.get(s["span_id"]) == "agent" and (
             self.has_llm(s) or self._explicit_failure(s) or self._answers_itself(s))) if "agent" in kinds else []
         if agents:  # runs beside each other that hand one request on are one (their parent may not have arrived)
             return [group for runs in self._handed_on(sorted(agents, key=_BY_TIME)) for group in self._request(runs)]
-        containers = self.topmost(lambda s: self.kind(s) in _CONTAINERS and self.has_llm(s)) if not kinds.isdisjoint(
-            _CONTAINERS) else []
+        containers = self.topmost(lambda s: of.get(s["span_id"]) in _CONTAINERS and self.has_llm(s)) if not (
+            kinds.isdisjoint(_CONTAINERS)) else []
         if containers:
             return [_Group(root, self.descendants(root), f"the topmost {self.kind(root)} span with LLM calls under it")
                     for root in containers]
         out: list[_Group] = []
         waiting: dict[str, list[SpanRecord]] = defaultdict(list)
-        for top in self.children.get(None, []):
-            if top.get("parent_id") and not top.get("log") and self.has_llm(top) and self.kind(top) == "llm":
+        for top in self.children.get(None, ()):
+            if top.get("parent_id") and not top.get("log") and of.get(top["span_id"]) == "llm":
                 waiting[top["parent_id"]].append(top)  # a span around LLM calls is read by rule 4 where it stands
         for parent_id, tops in waiting.items():
             if len(tops) >= 2 and len({self.question_of(top) for top in tops}) == len(tops):
@@ -620,8 +667,10 @@ class _Trace:
             members = [m for top in tops for m in (top, *self.descendants(top))]
             out.append(_Group(self._stand_in(parent_id, members), members,
                               "the parent of the trace's top spans, not arrived yet"))
-        grouped = {s["span_id"] for group in out for s in group.members}
-        llms = [s for s in self.topmost(lambda s: self.kind(s) == "llm") if s["span_id"] not in grouped]
+        llms = self._topmost_of("llm")
+        if out:
+            grouped = {s["span_id"] for group in out for s in group.members}
+            llms = [s for s in llms if s["span_id"] not in grouped]
         by_parent: dict[str | None, list[SpanRecord]] = defaultdict(list)
         for llm in llms:
             parent = llm.get("parent_id")
@@ -667,7 +716,8 @@ class _Trace:
     def _runs(self, root: SpanRecord, container: SpanRecord | None = None) -> list[_Group]:
         """``root`` as one run, or, when it is a container (several runs under it answering different words and no
         LLM call of its own), each of its runs."""
-        inner = sorted(self.topmost(lambda s: self.kind(s) == "agent" and self.has_llm(s), under=root["span_id"]),
+        of = self.kinds
+        inner = sorted(self.topmost(lambda s: of.get(s["span_id"]) == "agent" and self.has_llm(s), under=root["span_id"]),
                        key=_BY_TIME)
         if len(inner) >= 2 and not self._calls_llm_itself(root, inner) and not self._own_steps(root, inner):
             requests = self._handed_on(inner)
