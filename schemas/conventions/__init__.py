@@ -358,21 +358,23 @@ def tool(span: Mapping[str, Any], decided: int | None = None,
 
 
 _WHO = (genai, openllmetry, openinference, vercel, genkit, langfuse, mlflow, logfire)  # in the order their say wins
-_WHO_KEYS = _keys(*(convention.WHO_KEYS for convention in _WHO))
+_WHO_KEYS = tuple(_keys(convention.WHO_KEYS) for convention in _WHO)  # each one's, as ``_WHO``
 # what a span's keys open (``_gates``), by the keys in their order: instrumentations write a few key sets over and over
-_OPENED: dict[tuple[str, ...], tuple[bool, bool]] = {}
+_OPENED: dict[tuple[str, ...], tuple[tuple[Any, ...], bool]] = {}
 _OPENED_MAX = 4096  # key sets remembered; past it, forgotten at once and learnt again
 
 
-def _gates(attrs: Mapping[str, Any]) -> tuple[bool, bool]:
-    """Whether a span has a key the identity readers read (``WHO_KEYS``) and one the document readers read
-    (``DOCUMENT_KEYS``): the keys looked up, then the prefixes (``_keys``), the keys joined once for both. A function
-    of the keys alone, so remembered by them: most spans' answer is one lookup, not a pass over their keys."""
+def _gates(attrs: Mapping[str, Any]) -> tuple[tuple[Any, ...], bool]:
+    """The identity readers a span has a key of (each convention's ``WHO_KEYS``, in ``_WHO``'s order) and whether it
+    has one the document readers read (``DOCUMENT_KEYS``): the keys looked up, then the prefixes (``_keys``), the keys
+    joined once for all. A function of the keys alone, so remembered by them: most spans' answer is one lookup, not a
+    pass over their keys."""
     keys = tuple(attrs)
     found = _OPENED.get(keys)
     if found is None:
         joined = joined_keys(attrs)
-        found = (not _WHO_KEYS[0].isdisjoint(keys) or keys_start(attrs, _WHO_KEYS[1], joined),
+        found = (tuple(convention for convention, (exact, prefixes) in zip(_WHO, _WHO_KEYS, strict=True)
+                       if not exact.isdisjoint(keys) or keys_start(attrs, prefixes, joined)),
                  not _DOCUMENT_KEYS[0].isdisjoint(keys) or keys_start(attrs, _DOCUMENT_KEYS[1], joined))
         if len(_OPENED) >= _OPENED_MAX:
             _OPENED.clear()
@@ -382,14 +384,15 @@ def _gates(attrs: Mapping[str, Any]) -> tuple[bool, bool]:
 
 def identity(attrs: Mapping[str, Any]) -> dict[str, Any]:
     """Agent name, session id and metadata a span states (``None`` / empty where it states nothing); the agent's id
-    (``gen_ai.agent.id``) names it only when no convention states its name. A span with none
-    of the keys a convention reads (its ``WHO_KEYS``) states nothing (``_gates``), the readers not asked (most spans
-    of a run: its LLM calls, tools and retrievers)."""
-    if not _gates(attrs)[0]:
+    (``gen_ai.agent.id``) names it only when no convention states its name. A convention states nothing of a span
+    with none of the keys it reads (its ``WHO_KEYS``), so only the conventions whose keys the span has are asked
+    (``_gates``): most spans of a run (its LLM calls, tools and retrievers) ask none, an agent's span one or two."""
+    asked = _gates(attrs)[0]
+    if not asked:
         return {"agent": None, "session_id": None, "metadata": {}}
     agent = session = None
     metadata: dict[str, Any] = {}
-    for convention in _WHO:
+    for convention in asked:
         found = convention.identity(attrs)
         if agent is None and found.get("agent") not in (None, ""):
             agent = text(found["agent"])
