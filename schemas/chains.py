@@ -32,7 +32,7 @@ Pure given ``earlier``: ``assembly`` reads each run's ``Chain`` (``read``), and 
 from __future__ import annotations
 
 from collections import ChainMap
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from operator import itemgetter
 from typing import Any
@@ -61,22 +61,17 @@ class Chain:
         return next((c for c in self.stated if c not in own), None)
 
 
-def read(spans: Iterable[dict[str, Any]], is_call: Callable[[dict[str, Any]], bool],
-         session_of: Callable[[dict[str, Any]], Any]) -> Chain | None:
-    """A run's ``Chain`` from its spans (root first, then in start order): ``is_call`` says which are model calls,
-    ``session_of`` what conversation id a span states. ``None`` when it states none or no call has a response id."""
-    spans = list(spans)
-    stated: dict[str, None] = {}  # loops, not generators: this runs for every turn with a session
-    for span in spans:
-        said = session_of(span)
-        if said not in (None, ""):
-            stated[str(said)] = None
-    if not stated:
+def read(stated: Iterable[Any], calls: Iterable[dict[str, Any]]) -> Chain | None:
+    """A run's ``Chain`` from the conversation id each of its spans states (the root's first, then in start order;
+    ``None`` or ``""`` where a span states none) and its model calls (in the same order). ``None`` when it states
+    none or no call has a response id."""
+    said = dict.fromkeys([str(s) for s in stated if s not in (None, "")])
+    if not said:
         return None
-    calls = [s for s in spans if is_call(s) and s["attributes"].get(RESPONSE_ID) not in (None, "")]
-    calls.sort(key=_END)
-    responses = tuple(dict.fromkeys([str(s["attributes"][RESPONSE_ID]) for s in calls]))
-    return Chain(responses, tuple(stated)) if responses else None
+    answered = [s for s in calls if s["attributes"].get(RESPONSE_ID) not in (None, "")]
+    answered.sort(key=_END)
+    responses = tuple(dict.fromkeys([str(s["attributes"][RESPONSE_ID]) for s in answered]))
+    return Chain(responses, tuple(said)) if responses else None
 
 
 def named(chains: Mapping[str, Chain]) -> list[str]:

@@ -333,7 +333,7 @@ def assembly(spans: Iterable[SpanRecord], *, explain: bool = False) -> Assembly:
             out.read[turn["span_id"]] = trace.read.get(turn["span_id"], {})
             if group.joined:
                 out.joined[turn["span_id"]] = list(dict.fromkeys(g.root["trace_id"] for g in group.joined))
-            if "session_id" in turn and (chain := trace.chain(group)) is not None:
+            if "session_id" in turn and (chain := trace.chains.get(turn["span_id"])) is not None:
                 out.chains[turn["span_id"]] = chain
     out.turns.sort(key=lambda t: t["started_at"])
     if trace.linked and out.turns:
@@ -455,6 +455,7 @@ class _Trace:
         self._has_llm: dict[str, bool] | None = None
         self._answers: dict[str, bool] = {}
         self._steps: dict[str, bool] = {}
+        self.chains: dict[str, _chains.Chain | None] = {}  # what each run with a session says of its conversation
 
     def kind(self, span: SpanRecord) -> str:
         return self.kinds.get(span["span_id"], "virtual")
@@ -477,13 +478,6 @@ class _Trace:
         if found is None:
             found = self._identity[span["span_id"]] = conventions.identity(span["attributes"])
         return found
-
-    def chain(self, group: _Group) -> _chains.Chain | None:
-        """What a run says of its conversation across traces (``vigil.schemas.chains``)."""
-        kinds, known = self.kinds, self._identity  # each span's, read once (``identity``)
-        return _chains.read([group.root, *sorted(group.members, key=_BY_TIME)],
-                            lambda s: kinds.get(s["span_id"]) == "llm",
-                            lambda s: (known.get(s["span_id"]) or self.identity(s))["session_id"])
 
     def above(self, groups: list[_Group]) -> list[SpanRecord]:
         """The runs' roots and the spans above them (whose links say what started the runs: ``links.target``)."""
@@ -860,16 +854,21 @@ class _Trace:
 
     def turn(self, group: _Group, steps: list[str]) -> dict[str, Any] | None:
         root = group.root
+        kinds = self.kinds
         members = sorted(group.members, key=_BY_TIME)
-        llms = [s for s in ([root] if self.kind(root) == "llm" else []) + members if self.kind(s) == "llm"]
-        llms.sort(key=_BY_TIME)
+        llms = [s for s in members if kinds.get(s["span_id"]) == "llm"]
+        said_llms = llms  # the LLM calls root first, then in start order (``chains.read``)
+        root_llm = kinds.get(root["span_id"]) == "llm"
+        if root_llm:
+            said_llms = [root, *llms]
+            llms = sorted(said_llms, key=_BY_TIME)
         calls = self._innermost(llms)  # one per model call: an LLM span around another is its wrapper
         answered = [s for s in calls if self.answers(s)]
         # what the model answered is the inner call's, which saw the wire; a wrapper's only where no inner call's is
         answering = answered or [s for s in llms if self.answers(s)]
         last_answer = max(answering, key=lambda s: s["end"]) if answering else None
-        root_in, root_out, root_system = self.io(root) if self.kind(root) != "llm" else ([], [], "")
-        if not root_in and self.kind(root) != "llm":
+        root_in, root_out, root_system = self.io(root) if not root_llm else ([], [], "")
+        if not root_in and not root_llm:
             root_in = self._agent_input(members, llms)
         if not self._words_of(root_in, llms):
             root_in = []  # not evidence of the user's words: the LLM calls say what was asked
@@ -905,6 +904,7 @@ class _Trace:
         if not input_messages and not output and not llms and failure is None:
             return None
         everyone = [root, *members]
+        resource, who, sessions, metadatas, contexts = self._said(everyone)
         turn: dict[str, Any] = {
             "trace_id": root["trace_id"],
             "span_id": root["span_id"],
@@ -916,9 +916,8 @@ class _Trace:
             turn["ended_at"] = _iso(max([root["end"], *(g.root["end"] for g in group.joined)]))
         if system:
             turn["system"] = system
-        resource = next((s["resource"] for s in everyone if s.get("resource")), {})  # a bare root keeps none
         last_call = max(calls, key=_END) if calls else None  # the model and response as the wire said them
-        metadata = self._metadata(root, everyone, last_call, resource)
+        metadata = self._metadata(root, metadatas, len(everyone), last_call, resource)
         if failure is not None:
             metadata[RUN_METADATA] = "failed"
             metadata[ERROR_METADATA] = failure
@@ -927,7 +926,7 @@ class _Trace:
             turn["input"] = [{"role": "user", "content": ""}]
             metadata[CONTENT_METADATA] = "missing"
             metadata[SETTING_METADATA] = conventions.content_setting(llms[0] if llms else root)
-        turn.update(self._who(everyone, resource))
+        turn.update(self._who(who, resource))
         if group.container is not None and "session_id" not in turn:
             turn["session_id"] = str(conventions.identity(group.container["attributes"])["session_id"]
                                      or root["trace_id"])
@@ -938,10 +937,6 @@ class _Trace:
         usage = self._usage(root, llms, calls)
         if usage:
             turn["usage"] = usage
-        contexts: dict[tuple[str, Any], dict[str, Any]] = {}
-        for span in everyone:
-            for doc in conventions.documents(span["attributes"]):
-                contexts.setdefault((doc["text"], doc.get("id")), doc)  # the first span to state it, in start order
         if contexts:
             turn["contexts"] = list(contexts.values())
         reported = self._reported(root, output) if not llms and not any(
@@ -952,6 +947,8 @@ class _Trace:
             turn["tool_calls"] = tools
         turn["metadata"] = metadata
         turn["spans"] = self._skeleton(everyone)
+        if "session_id" in turn:
+            self.chains[root["span_id"]] = _chains.read(sessions, said_llms)
         if self.explain:
             self.read[root["span_id"]] = {
                 "question": self._where(root if root_in else asked_in, "inputs"),
@@ -1279,42 +1276,58 @@ class _Trace:
             calls.append(call)
         return calls
 
-    def _who(self, everyone: list[SpanRecord], resource: dict[str, Any]) -> dict[str, str]:
-        agent = session = None
-        known = self._identity  # each span's, read once (``identity``)
+    def _said(self, everyone: list[SpanRecord]) -> tuple[dict[str, Any], dict[str, Any], list[Any],
+                                                         list[dict[str, Any]], dict[tuple[str, Any], dict[str, Any]]]:
+        """What the turn's spans (root first, then in start order) state, read in one pass: the first resource (a bare
+        root keeps none); the agent, session, reference and origin, each the first span's that states one (``_who``);
+        every span's conversation id (``chains.read``); the metadata each span states (``_metadata``); and the
+        documents, each once (the same text and id), the first span's to state it."""
+        known, identity, documents = self._identity, self.identity, conventions.documents  # each span's, read once
+        resource: dict[str, Any] | None = None
+        agent = session = reference = origin = None
+        sessions, metadatas = [], []
+        contexts: dict[tuple[str, Any], dict[str, Any]] = {}
         for span in everyone:
-            said = known.get(span["span_id"]) or self.identity(span)
+            if resource is None and span.get("resource"):
+                resource = span["resource"]
+            said = known.get(span["span_id"]) or identity(span)
             if agent is None and said["agent"]:
                 agent = said["agent"]
-            if session is None and said["session_id"]:
-                session = said["session_id"]
-                if agent is not None:
-                    break
-        service = resource.get("service.name")
-        if not agent and isinstance(service, str) and not service.startswith("unknown_service"):
-            agent = service
-        reference = origin = None  # the first span's that states one
-        for span in everyone:
+            stated = said["session_id"]
+            sessions.append(stated)
+            if session is None and stated:
+                session = stated
+            if said["metadata"]:
+                metadatas.append(said["metadata"])
             attrs = span["attributes"]
             if reference is None and (value := attrs.get(REFERENCE_ATTRIBUTE)) not in (None, ""):
                 reference = value
             if origin is None and (value := attrs.get(ORIGIN_ATTRIBUTE)) not in (None, ""):
                 origin = value
-        found = {"agent": agent, "session_id": session,
+            for doc in documents(attrs):
+                contexts.setdefault((doc["text"], doc.get("id")), doc)
+        who = {"agent": agent, "session_id": session, "reference": reference, "origin": origin}
+        return resource or {}, who, sessions, metadatas, contexts
+
+    @staticmethod
+    def _who(who: dict[str, Any], resource: dict[str, Any]) -> dict[str, str]:
+        """The turn's agent (else the resource's service), session, environment, project, reference and origin."""
+        agent = who["agent"]
+        service = resource.get("service.name")
+        if not agent and isinstance(service, str) and not service.startswith("unknown_service"):
+            agent = service
+        found = {"agent": agent, "session_id": who["session_id"],
                  "environment": resource.get("deployment.environment.name") or resource.get("deployment.environment"),
-                 "project": resource.get(PROJECT_RESOURCE), "reference": reference}
-        if origin in ORIGINS:
-            found["origin"] = origin
+                 "project": resource.get(PROJECT_RESOURCE), "reference": who["reference"]}
+        if who["origin"] in ORIGINS:
+            found["origin"] = who["origin"]
         return {key: str(value) for key, value in found.items() if value}
 
-    def _metadata(self, root: SpanRecord, everyone: list[SpanRecord], last_call: SpanRecord | None,
+    def _metadata(self, root: SpanRecord, metadatas: list[dict[str, Any]], spans: int, last_call: SpanRecord | None,
                   resource: dict[str, Any]) -> dict[str, str]:
         metadata: dict[str, str] = {}
-        known = self._identity  # each span's, read once (``identity``)
-        for span in reversed(everyone):  # the root's say wins
-            said = (known.get(span["span_id"]) or self.identity(span))["metadata"]
-            if said:
-                metadata.update(said)
+        for said in reversed(metadatas):  # the root's say wins
+            metadata.update(said)
         if resource.get(RELEASE_RESOURCE) not in (None, "") and RELEASE_KEY not in metadata:
             metadata[RELEASE_KEY] = str(resource[RELEASE_RESOURCE])
         if root["name"]:
@@ -1327,7 +1340,7 @@ class _Trace:
             value = attrs.get(key, source.get(key))
             if value is not None:
                 metadata[name] = str(value)
-        metadata["spans"] = str(len(everyone) - (root["span_id"] not in self.by_id))
+        metadata["spans"] = str(spans - (root["span_id"] not in self.by_id))
         return metadata
 
 
