@@ -844,10 +844,13 @@ class _Trace:
         span)."""
         found = self._steps.get(llm["span_id"])
         if found is None:
-            outputs = self.io(llm)[1]
-            found = self._steps[llm["span_id"]] = bool(outputs) and all(
-                m["tool_calls"] and not m["content"] for m in outputs if m["role"] == "assistant") and any(
-                m["role"] == "assistant" for m in outputs)
+            found = False  # an assistant message, and every one only tool calls
+            for m in self.io(llm)[1]:
+                if m["role"] == "assistant":
+                    found = bool(m["tool_calls"]) and not m["content"]
+                    if not found:
+                        break
+            self._steps[llm["span_id"]] = found
         return found
 
     # -- one turn ----------------------------------------------------------------------------------------------
@@ -863,10 +866,14 @@ class _Trace:
             said_llms = [root, *llms]
             llms = sorted(said_llms, key=_BY_TIME)
         calls = self._innermost(llms)  # one per model call: an LLM span around another is its wrapper
-        answered = [s for s in calls if self.answers(s)]
+        answers = self.answers
+        answered = []
+        for s in calls:
+            if answers(s):
+                answered.append(s)
         # what the model answered is the inner call's, which saw the wire; a wrapper's only where no inner call's is
         answering = answered or [s for s in llms if self.answers(s)]
-        last_answer = max(answering, key=lambda s: s["end"]) if answering else None
+        last_answer = max(answering, key=_END) if answering else None
         root_in, root_out, root_system = self.io(root) if not root_llm else ([], [], "")
         if not root_in and not root_llm:
             root_in = self._agent_input(members, llms)
@@ -890,8 +897,7 @@ class _Trace:
             elif failure is None:
                 steps.extend(s["span_id"] for s in llms)  # only steps so far: the answer has not arrived (or never)
                 return None
-        conversation, asked_in = self._conversation(
-            calls, max(answered, key=lambda s: s["end"]) if answered else None)
+        conversation, asked_in = self._conversation(calls, max(answered, key=_END) if answered else None)
         conversation = self._handed_request(calls, conversation, asked_in)
         input_messages = root_in or conversation
         output_messages = root_out or (self.io(last_answer)[1] if last_answer is not None else [])
@@ -913,7 +919,10 @@ class _Trace:
             "started_at": _iso(root["start"]),
         }
         if root["end"] or group.joined:
-            turn["ended_at"] = _iso(max([root["end"], *(g.root["end"] for g in group.joined)]))
+            end = root["end"]
+            for joined in group.joined:
+                end = max(end, joined.root["end"])
+            turn["ended_at"] = _iso(end)
         if system:
             turn["system"] = system
         last_call = max(calls, key=_END) if calls else None  # the model and response as the wire said them
@@ -921,7 +930,7 @@ class _Trace:
         if failure is not None:
             metadata[RUN_METADATA] = "failed"
             metadata[ERROR_METADATA] = failure
-        elif not any(m["content"] for m in input_messages if m["role"] == "user") and not (
+        elif not _user_text(input_messages) and not (
                 output and (answered or any(m["content"] for m in conversation))):  # nothing said, or only by a root
             turn["input"] = [{"role": "user", "content": ""}]
             metadata[CONTENT_METADATA] = "missing"
@@ -1019,23 +1028,31 @@ class _Trace:
         per span)."""
         found = self._answers.get(llm["span_id"])
         if found is None:
-            found = self._answers[llm["span_id"]] = any(
-                m["role"] == "assistant" and m["content"] for m in self.io(llm)[1]) and self.error(llm) is None
+            found = False
+            for m in self.io(llm)[1]:
+                if m["role"] == "assistant" and m["content"]:
+                    found = self.error(llm) is None
+                    break
+            self._answers[llm["span_id"]] = found
         return found
 
     def _agent_input(self, members: list[SpanRecord], llms: list[SpanRecord]) -> list[conventions.Msg]:
         """What the run's agent states it was asked, where its root states nothing: the input of the first agent span
         in the run that states any, when the LLM calls' user words (``_user_words``) wrap it (a crew's workflow span
         around its agent's); where they are the same words, the calls' conversation says more."""
-        said = next((given for s in members if self.kind(s) == "agent" and (given := self.io(s)[0])), [])
-        text = next((m["content"] for m in reversed(said) if m["role"] == "user" and m["content"]), "").strip()
+        said: list[conventions.Msg] = []
+        kinds = self.kinds
+        for s in members:
+            if kinds.get(s["span_id"]) == "agent" and (said := self.io(s)[0]):
+                break
+        text = _user_text(said).strip()
         return said if text and any(text in words and text != words.strip() for words in self._user_words(llms)) else []
 
     def _words_of(self, root_in: list[conventions.Msg], llms: list[SpanRecord]) -> bool:
         """Whether a root's input is evidence of the user's words: it has user text, and where the LLM calls carry
         user text (``_user_words``), theirs contains it (a framework wraps the words: ``New task:\n…``, a prompt
         template)."""
-        said = next((m["content"] for m in reversed(root_in) if m["role"] == "user" and m["content"]), "")
+        said = _user_text(root_in)
         if not said:
             return False
         asked = self._user_words(llms)
@@ -1106,21 +1123,23 @@ class _Trace:
         if len(llms) < 2:
             return llms
         ids = {s["span_id"] for s in llms}
-        around = set()
+        around: set[str] = set()
+        scopes = set()
         for span in llms:
+            scopes.add(span.get("scope"))
             parent, seen = span.get("parent_id"), 0
             while parent in self.by_id and seen < 10_000:
                 if parent in ids:
                     around.add(parent)
                 parent, seen = self.by_id[parent].get("parent_id"), seen + 1
-        if len({s.get("scope") for s in llms}) > 1:
+        if len(scopes) > 1:
             sent = {s["span_id"]: conventions.sent(self.io(s)[0]) for s in llms}
             for a in llms:
                 for b in llms:
                     if (a["start"], -a["end"]) < (b["start"], -b["end"]) and a.get("scope") != b.get("scope") \
                             and b["start"] <= a["end"] and sent[a["span_id"]] == sent[b["span_id"]] != ():
                         around.add(a["span_id"])  # the one that started first (together: ended last) is around
-        return [s for s in llms if s["span_id"] not in around]
+        return [s for s in llms if s["span_id"] not in around] if around else llms
 
     def _tool_above(self, span: SpanRecord, tool_ids: set[str]) -> bool:
         """A tool span above this one with no agent run or model call between them: the same call, seen twice."""
@@ -1129,7 +1148,7 @@ class _Trace:
         while parent in self.by_id and seen < 10_000:
             if parent in tool_ids:
                 return True
-            if self.kind(self.by_id[parent]) in ("agent", "llm"):
+            if self.kinds.get(parent) in ("agent", "llm"):
                 return False
             parent = self.by_id[parent].get("parent_id")
             seen += 1
@@ -1172,7 +1191,7 @@ class _Trace:
         parent, seen = call.get("parent_id"), 0
         while agent is None and parent in self.by_id and seen < 10_000:
             span = self.by_id[parent]
-            if self.kind(span) == "agent":
+            if self.kinds.get(parent) == "agent":
                 return self.identity(span)["agent"]
             parent, seen = span.get("parent_id"), seen + 1
         return agent
@@ -1183,12 +1202,16 @@ class _Trace:
         the calls the LLM calls asked for (and the conversation holds since its last user message), with the results
         the tool messages give them."""
         asked: list[dict[str, Any]] = []  # the messages' own calls (read once per span): copied before a change
-        last_user = next((i for i in range(len(conversation) - 1, -1, -1) if conversation[i]["role"] == "user"), -1)
+        last_user = len(conversation) - 1
+        while last_user >= 0 and conversation[last_user]["role"] != "user":
+            last_user -= 1
         for message in conversation[last_user + 1:]:
             asked.extend(message["tool_calls"])
+        io = self.io
         for llm in llms:
-            for message in self.io(llm)[1]:
-                asked.extend(message["tool_calls"])
+            for message in io(llm)[1]:
+                if message["tool_calls"]:
+                    asked.extend(message["tool_calls"])
         spans = self._span_calls(members, asked)
         whole = spans and all(call.get("id") and call["arguments"] and (
             call.get("result") is not None or call.get("error")) for call in spans)  # each span says its call whole
@@ -1253,7 +1276,10 @@ class _Trace:
         (its id, result, error). No final-answer tool; no bookkeeping span: one the model's calls do not account
         for (neither its id nor its tool among what they asked for, when they say) that records nothing of a call
         (no arguments, result or error)."""
-        tools = [s for s in members if self.kind(s) == "tool"]
+        kinds = self.kinds
+        tools = [s for s in members if kinds.get(s["span_id"]) == "tool"]
+        if not tools:
+            return []
         tool_ids = {s["span_id"] for s in tools}
         called: set[str] | None = None
         calls = []
@@ -1316,12 +1342,15 @@ class _Trace:
         service = resource.get("service.name")
         if not agent and isinstance(service, str) and not service.startswith("unknown_service"):
             agent = service
-        found = {"agent": agent, "session_id": who["session_id"],
-                 "environment": resource.get("deployment.environment.name") or resource.get("deployment.environment"),
-                 "project": resource.get(PROJECT_RESOURCE), "reference": who["reference"]}
-        if who["origin"] in ORIGINS:
-            found["origin"] = who["origin"]
-        return {key: str(value) for key, value in found.items() if value}
+        found: dict[str, str] = {}
+        for key, value in (("agent", agent), ("session_id", who["session_id"]),
+                           ("environment", resource.get("deployment.environment.name")
+                            or resource.get("deployment.environment")),
+                           ("project", resource.get(PROJECT_RESOURCE)), ("reference", who["reference"]),
+                           ("origin", who["origin"] if who["origin"] in ORIGINS else None)):
+            if value:
+                found[key] = str(value)
+        return found
 
     def _metadata(self, root: SpanRecord, metadatas: list[dict[str, Any]], spans: int, last_call: SpanRecord | None,
                   resource: dict[str, Any]) -> dict[str, str]:
@@ -1476,7 +1505,18 @@ def _iso(nanoseconds: int) -> str:
 
 def _assistant_text(messages: list[conventions.Msg]) -> str:
     """The final assistant text of ``messages`` (``""`` when none has any)."""
-    return next((m["content"] for m in reversed(messages) if m["role"] == "assistant" and m["content"]), "")
+    for m in reversed(messages):
+        if m["role"] == "assistant" and m["content"]:
+            return m["content"]
+    return ""
+
+
+def _user_text(messages: list[conventions.Msg]) -> str:
+    """The last user text of ``messages`` (``""`` when none has any)."""
+    for m in reversed(messages):
+        if m["role"] == "user" and m["content"]:
+            return m["content"]
+    return ""
 
 
 def _wraps(outer: str, inner: str) -> bool:
