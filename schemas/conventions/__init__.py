@@ -242,8 +242,12 @@ def io_sources(span: Mapping[str, Any], decided: int | None = None) -> tuple[Io,
             outputs, sources["outputs"] = more_out, name
         if more_system and not system:
             system, sources["system"] = more_system, name
-    if not system:
-        system = "\n".join([m["content"] for m in inputs if m["role"] == "system" and m["content"]])
+    if not system:  # the system messages' words (a loop: a comprehension costs more than a span's few messages)
+        said = []
+        for m in inputs:
+            if m["role"] == "system" and m["content"]:
+                said.append(m["content"])
+        system = "\n".join(said)
     return (hand_in(inputs), hand_in(outputs), system), sources
 
 

@@ -151,7 +151,7 @@ def message(raw: Any, default_role: str) -> Msg:
         return msg(default_role, text(raw))
     if "role" not in raw:
         raw = unpacked(raw)
-    if raw.keys() <= _PARTS_ONLY:  # the GenAI conventions' message: its parts say it all (one test, not five reads)
+    if _PARTS_ONLY.issuperset(raw):  # the GenAI conventions' message: its parts say it all (one test, not five reads)
         parts = raw.get("parts") or ()
         if parts.__class__ is list and len(parts) == 1 and (part := parts[0]).__class__ is dict and (
                 "function_call" not in part and "function_response" not in part):
@@ -230,7 +230,8 @@ def _call_of(part: dict[str, Any]) -> dict[str, Any]:
 
 def _result_of(part: dict[str, Any]) -> str:
     """The result a message's result part carries, as text."""
-    return text(_unwrap(_block_text(_first(part, _RESULT_KEYS))))
+    found = _first(part, _RESULT_KEYS)
+    return found if found.__class__ is str else text(_unwrap(_block_text(found)))  # text is the result as it stands
 
 
 def _answered_id(part: dict[str, Any]) -> Any:

@@ -91,7 +91,8 @@ def _by_words(operation: str) -> str:
 
 
 _INPUT, _OUTPUT = _MESSAGE_KEYS[:2]  # the current attributes, looked up first: a model call's span has them
-_IO_KEYS = key_marks(*_MESSAGE_KEYS, "gen_ai.system_instructions")  # what every key ``io`` reads starts with
+_SYSTEM = "gen_ai.system_instructions"
+_IO_KEYS = key_marks(*_MESSAGE_KEYS, _SYSTEM)  # what every key ``io`` reads starts with
 
 
 def io(span: Mapping[str, Any]) -> Io:
@@ -100,10 +101,9 @@ def io(span: Mapping[str, Any]) -> Io:
     events = span.get("events")
     if not events and _INPUT not in attrs and _OUTPUT not in attrs and not keys_start(attrs, _IO_KEYS):
         return [], [], ""
-    system = _system_instructions(attrs.get("gen_ai.system_instructions"))
-    inputs = _json_messages(attrs, "gen_ai.input.messages", "user") or _json_messages(attrs, "gen_ai.prompt", "user")
-    outputs = (_json_messages(attrs, "gen_ai.output.messages", "assistant")
-               or _json_messages(attrs, "gen_ai.completion", "assistant"))
+    system = _system_instructions(attrs[_SYSTEM]) if _SYSTEM in attrs else ""
+    inputs = json_messages(attrs.get(_INPUT), "user") or _json_messages(attrs, "gen_ai.prompt", "user")
+    outputs = json_messages(attrs.get(_OUTPUT), "assistant") or _json_messages(attrs, "gen_ai.completion", "assistant")
     if not _says_anything(inputs):
         inputs = _flat_indexed(attrs, "gen_ai.prompt", "user") or inputs
     if not _says_anything(outputs):

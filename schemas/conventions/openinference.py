@@ -22,6 +22,8 @@ from ._parse import (
     Msg,
     indexed,
     json_value,
+    key_marks,
+    keys_start,
     msg,
     result_text,
     role,
@@ -44,10 +46,16 @@ def kind(attrs: Mapping[str, Any]) -> str | None:
     return _KINDS.get(value, "other")
 
 
+_MESSAGE_MARKS = key_marks("llm.input_messages.", "llm.output_messages.")  # what the message lists' keys start with
+
+
 def io(span: Mapping[str, Any]) -> Io:
     attrs = span["attributes"]
-    inputs = _messages(attrs, "llm.input_messages", "user")
-    outputs = _messages(attrs, "llm.output_messages", "assistant")
+    if keys_start(attrs, _MESSAGE_MARKS):  # one look at the keys for both lists: most spans have neither
+        inputs = _messages(attrs, "llm.input_messages", "user")
+        outputs = _messages(attrs, "llm.output_messages", "assistant")
+    else:
+        inputs, outputs = [], []
     if not inputs and attrs.get("input.value") not in (None, ""):
         inputs = value_messages(attrs["input.value"], "user")
     if not inputs and attrs.get("crew_tasks"):
