@@ -190,14 +190,22 @@ def test_checks_and_the_tool_policy_fail_a_turn_that_breaks_them_saying_why(scen
 
 
 def test_a_python_scorer_that_raises_hangs_or_returns_seven_fails_only_its_own_score_and_the_worker_goes_on(scenario):
+    hung = []
     for trace in ("good", "sorry", "hostile", "no_docs"):
         got = rows(scenario, trace)
-        assert {(m, got[m]["error_type"]) for m in ("broken_monitor", "hung_monitor", "seven_monitor")} == {
-            ("broken_monitor", "function_error"), ("hung_monitor", "timeout"), ("seven_monitor", "invalid_score")}
+        assert {(m, got[m]["error_type"]) for m in ("broken_monitor", "seven_monitor")} == {
+            ("broken_monitor", "function_error"), ("seven_monitor", "invalid_score")}
         assert got["broken_monitor"]["reason"].startswith("RuntimeError: the scorer broke on ")
-        assert got["hung_monitor"]["reason"] == "tests.user_scorer_functions:hangs did not return within 0.5 s (timeout_s)"
         assert got["seven_monitor"]["reason"] == "tests.user_scorer_functions:returns_seven returned 7, outside [0, 1]"
+        error_type, reason = got["hung_monitor"]["error_type"], got["hung_monitor"]["reason"]
+        hung.append(error_type)
+        assert (error_type, reason) == (
+            "timeout", "tests.user_scorer_functions:hangs did not return within 0.5 s (timeout_s)") or (
+            error_type == "busy" and "threads are held by calls still running past their 0.5 s limit" in reason), reason
         assert got["brief_monitor"]["status"] == "scored"  # the other monitors of the same turn
+    # Five turns (these four and the OTLP one) reach the hanging function, whose four threads the first four calls
+    # hold for 30 s each: at most one call, the fifth, fails at once (busy); which turn is fifth is the worker's order.
+    assert hung.count("timeout") >= 3
     assert len(rows(scenario, "no_docs")) == len(SCORERS)  # the turn sent behind them
 
 
