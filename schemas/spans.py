@@ -857,9 +857,19 @@ class _Trace:
 
     def turn(self, group: _Group, steps: list[str]) -> dict[str, Any] | None:
         root = group.root
-        kinds = self.kinds
+        kinds, io = self.kinds, self.io
         members = sorted(group.members, key=_BY_TIME)
-        llms = [s for s in members if kinds.get(s["span_id"]) == "llm"]
+        llms: list[SpanRecord] = []
+        tools: list[SpanRecord] = []
+        agents: list[SpanRecord] = []  # the run's spans of each kind, in start order, sorted out in one pass
+        for s in members:
+            kind = kinds.get(s["span_id"])
+            if kind == "llm":
+                llms.append(s)
+            elif kind == "tool":
+                tools.append(s)
+            elif kind == "agent":
+                agents.append(s)
         said_llms = llms  # the LLM calls root first, then in start order (``chains.read``)
         root_llm = kinds.get(root["span_id"]) == "llm"
         if root_llm:
@@ -872,12 +882,12 @@ class _Trace:
             if answers(s):
                 answered.append(s)
         # what the model answered is the inner call's, which saw the wire; a wrapper's only where no inner call's is
-        answering = answered or [s for s in llms if self.answers(s)]
+        answering = answered or [s for s in llms if answers(s)]
         last_answer = max(answering, key=_END) if answering else None
-        root_in, root_out, root_system = self.io(root) if not root_llm else ([], [], "")
-        if not root_in and not root_llm:
-            root_in = self._agent_input(members, llms)
-        if not self._words_of(root_in, llms):
+        root_in, root_out, root_system = io(root) if not root_llm else ([], [], "")
+        if not root_in and agents:
+            root_in = self._agent_input(agents, llms)
+        if root_in and not self._words_of(root_in, llms):
             root_in = []  # not evidence of the user's words: the LLM calls say what was asked
         if last_answer is None and root_out and (
                 self.error(root) is not None or (llms and self.error(llms[-1]) is not None)):
@@ -897,7 +907,7 @@ class _Trace:
             elif failure is None:
                 steps.extend(s["span_id"] for s in llms)  # only steps so far: the answer has not arrived (or never)
                 return None
-        conversation, asked_in = self._conversation(calls, max(answered, key=_END) if answered else None)
+        conversation, asked_in = self._conversation(calls, last_answer if answered else None)  # the last to answer
         conversation = self._handed_request(calls, conversation, asked_in)
         input_messages = root_in or conversation
         output_messages = root_out or (self.io(last_answer)[1] if last_answer is not None else [])
@@ -914,7 +924,7 @@ class _Trace:
         turn: dict[str, Any] = {
             "trace_id": root["trace_id"],
             "span_id": root["span_id"],
-            "input": [_wire_message(m) for m in input_messages] or [{"role": "user", "content": ""}],
+            "input": _wire(input_messages) or [{"role": "user", "content": ""}],
             "output": output,
             "started_at": _iso(root["start"]),
         }
@@ -935,7 +945,7 @@ class _Trace:
             turn["input"] = [{"role": "user", "content": ""}]
             metadata[CONTENT_METADATA] = "missing"
             metadata[SETTING_METADATA] = conventions.content_setting(llms[0] if llms else root)
-        turn.update(self._who(who, resource))
+        self._who(turn, who, resource)
         if group.container is not None and "session_id" not in turn:
             turn["session_id"] = str(conventions.identity(group.container["attributes"])["session_id"]
                                      or root["trace_id"])
@@ -948,12 +958,11 @@ class _Trace:
             turn["usage"] = usage
         if contexts:
             turn["contexts"] = list(contexts.values())
-        reported = self._reported(root, output) if not llms and not any(
-            self.kind(m) == "tool" for m in members) else None  # no model call and no tool traced
-        tools = self._failed_by_word(self._tool_calls(members, calls, reported[2] if reported else input_messages),
-                                     root, calls, reported[2] if reported else [])
-        if tools:
-            turn["tool_calls"] = tools
+        reported = self._reported(root, output) if not llms and not tools else None  # no model call, no tool traced
+        tool_calls = self._failed_by_word(self._tool_calls(tools, calls, reported[2] if reported else input_messages),
+                                          root, calls, reported[2] if reported else [])
+        if tool_calls:
+            turn["tool_calls"] = tool_calls
         turn["metadata"] = metadata
         turn["spans"] = self._skeleton(everyone)
         if "session_id" in turn:
@@ -962,7 +971,7 @@ class _Trace:
             self.read[root["span_id"]] = {
                 "question": self._where(root if root_in else asked_in, "inputs"),
                 "answer": self._where(root if root_out and not group.joined else last_answer, "outputs"),
-                "tool calls": ("tool spans" if any(self.kind(m) == "tool" for m in members)
+                "tool calls": ("tool spans" if tools
                                else f"the conversation in the {reported[1]} of {self._where(reported[0], reported[1])}"
                                if reported else "the LLM calls' tool calls"),
                 "usage": "summed over the LLM calls, else the root's stated totals"}
@@ -1036,14 +1045,14 @@ class _Trace:
             self._answers[llm["span_id"]] = found
         return found
 
-    def _agent_input(self, members: list[SpanRecord], llms: list[SpanRecord]) -> list[conventions.Msg]:
+    def _agent_input(self, agents: list[SpanRecord], llms: list[SpanRecord]) -> list[conventions.Msg]:
         """What the run's agent states it was asked, where its root states nothing: the input of the first agent span
-        in the run that states any, when the LLM calls' user words (``_user_words``) wrap it (a crew's workflow span
-        around its agent's); where they are the same words, the calls' conversation says more."""
+        in the run (``agents``, in start order) that states any, when the LLM calls' user words (``_user_words``) wrap
+        it (a crew's workflow span around its agent's); where they are the same words, the calls' conversation says
+        more."""
         said: list[conventions.Msg] = []
-        kinds = self.kinds
-        for s in members:
-            if kinds.get(s["span_id"]) == "agent" and (said := self.io(s)[0]):
+        for s in agents:
+            if said := self.io(s)[0]:
                 break
         text = _user_text(said).strip()
         return said if text and any(text in words and text != words.strip() for words in self._user_words(llms)) else []
@@ -1080,37 +1089,48 @@ class _Trace:
         only the fallback reads as one (a span naming a model that no convention claims) counts only when the calls a
         convention claims state no tokens: beside them it is a record of one of them (AG2's ``record_usage
         model_call`` span, the response's model and its tokens, nothing sent), not a call of its own."""
-        ids = {s["span_id"] for s in llms}
-        claimed = [c for c in calls if self.decider[c["span_id"]] < len(conventions.MAPPERS)]
-        sums, stated = self._stated(claimed or calls, ids)
+        decider, mappers = self.decider, len(conventions.MAPPERS)
+        claimed = calls
+        for call in calls:
+            if decider[call["span_id"]] >= mappers:  # the fallback's: the claimed calls are the others
+                claimed = [c for c in calls if decider[c["span_id"]] < mappers]
+                break
+        sums, stated = self._stated(claimed or calls, llms)
         if not stated and claimed and len(claimed) < len(calls):
-            sums, stated = self._stated(calls, ids)
-        if not stated or sums == [0, 0]:
-            totals = conventions.stated_usage(root["attributes"]) if root["span_id"] not in ids else (None, None)
+            sums, stated = self._stated(calls, llms)
+        if not stated or sums == (0, 0):
+            totals = (conventions.stated_usage(root["attributes"]) if root["span_id"] not in {s["span_id"] for s in llms}
+                      else (None, None))
             if any(isinstance(v, (int, float)) and v > 0 for v in totals):
-                sums = [int(v) if isinstance(v, (int, float)) and v >= 0 else 0 for v in totals]
+                sums = tuple(int(v) if isinstance(v, (int, float)) and v >= 0 else 0 for v in totals)
                 stated = True
         return {"prompt_tokens": sums[0], "completion_tokens": sums[1]} if stated else {}
 
-    def _stated(self, calls: list[SpanRecord], ids: set[str]) -> tuple[list[int], bool]:
-        """The tokens these calls state, each once (``_usage``), summed, and whether any stated some."""
-        sums = [0, 0]
+    def _stated(self, calls: list[SpanRecord], llms: list[SpanRecord]) -> tuple[tuple[int, int], bool]:
+        """The tokens these calls state, each once (``_usage``; a wrapper around one is among ``llms``), summed, and
+        whether any stated some."""
+        prompts = completions = 0
         stated = False
         counted: set[str] = set()
+        ids: set[str] | None = None  # the LLM spans' ids: read only where a call states no tokens
+        usage = conventions.usage
         for call in calls:
             span: SpanRecord | None = call
             while span is not None and span["span_id"] not in counted:
-                prompt, completion = conventions.usage(span["attributes"])
+                prompt, completion = usage(span["attributes"])
                 prompt, completion = _tokens(prompt), _tokens(completion)
                 if prompt is not None or completion is not None:
                     counted.add(span["span_id"])
-                    sums = [sums[0] + int(prompt or 0), sums[1] + int(completion or 0)]
+                    prompts += int(prompt or 0)
+                    completions += int(completion or 0)
                     stated = True
                     if prompt or completion:
                         break
+                if ids is None:
+                    ids = {s["span_id"] for s in llms}
                 parent = span.get("parent_id")
                 span = self.by_id[parent] if parent in ids else None
-        return sums, stated
+        return (prompts, completions), stated
 
     def _innermost(self, llms: list[SpanRecord]) -> list[SpanRecord]:
         """The LLM calls with no LLM call under them: an LLM span around another is a framework's wrapper of the same
@@ -1179,10 +1199,15 @@ class _Trace:
         the first call's is the framework's account of the run so far, not the user's words."""
         if asked_in is None or not calls or asked_in is calls[0]:
             return conversation
+        sent = len(self.io(calls[0])[0])
+        for m in conversation[sent:]:  # the agents are read only where user text beyond the first call's is
+            if m["role"] == "user" and m["content"]:
+                break
+        else:
+            return conversation
         entry, answering = self._agent_of(calls[0]), self._agent_of(asked_in)
         if entry is None or answering is None or entry == answering:
             return conversation
-        sent = len(self.io(calls[0])[0])
         return conversation[:sent] + [m for m in conversation[sent:] if not (m["role"] == "user" and m["content"])]
 
     def _agent_of(self, call: SpanRecord) -> str | None:
@@ -1196,9 +1221,9 @@ class _Trace:
             parent, seen = span.get("parent_id"), seen + 1
         return agent
 
-    def _tool_calls(self, members: list[SpanRecord], llms: list[SpanRecord],
+    def _tool_calls(self, tools: list[SpanRecord], llms: list[SpanRecord],
                     conversation: list[conventions.Msg]) -> list[dict[str, Any]]:
-        """The tool spans' calls in start order (``_span_calls``), their ids paired with the LLM's tool calls; else
+        """The tool spans' calls (``tools``: the run's, in start order; ``_span_calls``), their ids paired with the LLM's tool calls; else
         the calls the LLM calls asked for (and the conversation holds since its last user message), with the results
         the tool messages give them."""
         asked: list[dict[str, Any]] = []  # the messages' own calls (read once per span): copied before a change
@@ -1212,12 +1237,14 @@ class _Trace:
             for message in io(llm)[1]:
                 if message["tool_calls"]:
                     asked.extend(message["tool_calls"])
-        spans = self._span_calls(members, asked)
-        whole = spans and all(call.get("id") and call["arguments"] and (
-            call.get("result") is not None or call.get("error")) for call in spans)  # each span says its call whole
+        spans = self._span_calls(tools, asked) if tools else []
         results = (self._tool_results(llms) if llms else _answers([conversation])) if asked else {}
         if spans:
-            calls = spans if whole else _paired(spans, asked, results)
+            calls = spans
+            for call in spans:  # paired unless each span says its call whole
+                if not (call.get("id") and call["arguments"] and (call.get("result") is not None or call.get("error"))):
+                    calls = _paired(spans, asked, results)
+                    break
             return calls + _answered_unrecorded(calls, asked, results)
         if not asked:
             return []
@@ -1262,7 +1289,13 @@ class _Trace:
         if not calls:
             return calls
         said = {}  # a key test per message: most say nothing of failing
-        for messages in (self.io(root)[0], self.io(root)[1], *[self.io(llm)[0] for llm in llms], reported):
+        io = self.io
+        root_in, root_out, _ = io(root)
+        sources = [root_in, root_out]
+        for llm in llms:
+            sources.append(io(llm)[0])
+        sources.append(reported)
+        for messages in sources:
             for m in messages:
                 if "failed" in m and m["failed"] and m.get("tool_call_id"):
                     said[m["tool_call_id"]] = m["content"]
@@ -1270,16 +1303,12 @@ class _Trace:
             return calls
         return [{**c, "error": said[c["id"]]} if c.get("id") in said and not c.get("error") else c for c in calls]
 
-    def _span_calls(self, members: list[SpanRecord], asked: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """One call per tool span with no tool above it, in start order. The tool spans of the same tool under it
+    def _span_calls(self, tools: list[SpanRecord], asked: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """One call per tool span (``tools``: the run's, in start order) with no tool above it. The tool spans of the same tool under it
         are the same call (an instrumentation's span around the framework's own): the call takes what either says
         (its id, result, error). No final-answer tool; no bookkeeping span: one the model's calls do not account
         for (neither its id nor its tool among what they asked for, when they say) that records nothing of a call
         (no arguments, result or error)."""
-        kinds = self.kinds
-        tools = [s for s in members if kinds.get(s["span_id"]) == "tool"]
-        if not tools:
-            return []
         tool_ids = {s["span_id"] for s in tools}
         called: set[str] | None = None
         calls = []
@@ -1336,21 +1365,27 @@ class _Trace:
         return resource or {}, who, sessions, metadatas, contexts
 
     @staticmethod
-    def _who(who: dict[str, Any], resource: dict[str, Any]) -> dict[str, str]:
-        """The turn's agent (else the resource's service), session, environment, project, reference and origin."""
+    def _who(turn: dict[str, Any], who: dict[str, Any], resource: dict[str, Any]) -> None:
+        """The turn's agent (else the resource's service), session, environment, project, reference and origin, each
+        set on ``turn`` where it is said."""
         agent = who["agent"]
-        service = resource.get("service.name")
-        if not agent and isinstance(service, str) and not service.startswith("unknown_service"):
-            agent = service
-        found: dict[str, str] = {}
-        for key, value in (("agent", agent), ("session_id", who["session_id"]),
-                           ("environment", resource.get("deployment.environment.name")
-                            or resource.get("deployment.environment")),
-                           ("project", resource.get(PROJECT_RESOURCE)), ("reference", who["reference"]),
-                           ("origin", who["origin"] if who["origin"] in ORIGINS else None)):
-            if value:
-                found[key] = str(value)
-        return found
+        if not agent:
+            service = resource.get("service.name")
+            if isinstance(service, str) and not service.startswith("unknown_service"):
+                agent = service
+        if agent:
+            turn["agent"] = str(agent)
+        if value := who["session_id"]:
+            turn["session_id"] = str(value)
+        if resource:
+            if value := resource.get("deployment.environment.name") or resource.get("deployment.environment"):
+                turn["environment"] = str(value)
+            if value := resource.get(PROJECT_RESOURCE):
+                turn["project"] = str(value)
+        if value := who["reference"]:
+            turn["reference"] = str(value)
+        if (value := who["origin"]) and value in ORIGINS:
+            turn["origin"] = str(value)
 
     def _metadata(self, root: SpanRecord, metadatas: list[dict[str, Any]], spans: int, last_call: SpanRecord | None,
                   resource: dict[str, Any]) -> dict[str, str]:
@@ -1484,13 +1519,16 @@ def _paired(spans: list[dict[str, Any]], asked: list[dict[str, Any]], results: d
     return spans
 
 
-def _wire_message(message: conventions.Msg) -> dict[str, Any]:
-    """A message as ``schemas.Message``: role and content, the assistant's tool calls and a tool message's id."""
-    out: dict[str, Any] = {"role": message["role"], "content": message["content"]}
-    if message["tool_calls"]:
-        out["tool_calls"] = message["tool_calls"]
-    if message.get("tool_call_id"):
-        out["tool_call_id"] = message["tool_call_id"]
+def _wire(messages: list[conventions.Msg]) -> list[dict[str, Any]]:
+    """The messages as ``schemas.Message``: role and content, the assistant's tool calls and a tool message's id."""
+    out = []
+    for message in messages:
+        wire: dict[str, Any] = {"role": message["role"], "content": message["content"]}
+        if message["tool_calls"]:
+            wire["tool_calls"] = message["tool_calls"]
+        if message.get("tool_call_id"):
+            wire["tool_call_id"] = message["tool_call_id"]
+        out.append(wire)
     return out
 
 
