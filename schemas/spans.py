@@ -279,6 +279,8 @@ _BY_TIME = itemgetter("start", "end")  # spans in start order, the shorter first
 _SAYS_NOTHING = "error"  # conventions.error's text for a span that failed and says nothing more
 _BY_START = itemgetter("start", "span_id")
 _END = itemgetter("end")
+_SPAN_ID = itemgetter("span_id")
+_STARTED = itemgetter("started_at")
 
 
 def is_genai(attributes: Mapping[str, Any], event_names: Iterable[str] = ()) -> bool:
@@ -324,7 +326,7 @@ def assembly(spans: Iterable[SpanRecord], *, explain: bool = False) -> Assembly:
     used = out.used
     for group in groups:
         used.add(group.root["span_id"])
-        used.update([m["span_id"] for m in group.members])
+        used.update(map(_SPAN_ID, group.members))
         turn = trace.turn(group, out.steps)
         if turn is not None:
             out.turns.append(turn)
@@ -335,7 +337,8 @@ def assembly(spans: Iterable[SpanRecord], *, explain: bool = False) -> Assembly:
                 out.joined[turn["span_id"]] = list(dict.fromkeys(g.root["trace_id"] for g in group.joined))
             if "session_id" in turn and (chain := trace.chains.get(turn["span_id"])) is not None:
                 out.chains[turn["span_id"]] = chain
-    out.turns.sort(key=lambda t: t["started_at"])
+    if len(out.turns) > 1:
+        out.turns.sort(key=_STARTED)
     if trace.linked and out.turns:
         out.link = _links.target(trace.trace_id, out.turns, trace.above(made))
     if not out.turns and not out.steps and any(is_genai(s["attributes"], (e["name"] for e in s.get("events") or ()))
@@ -428,25 +431,32 @@ class _Trace:
         self.grafts, self.linked = grafts, linked
         self.by_id = by_id = attach_logs(by_id, logs) if logs else by_id
         self.trace_id = next(iter(by_id.values()))["trace_id"] if by_id else ""
-        self.children: dict[str | None, list[SpanRecord]] = defaultdict(list)
+        self.children: dict[str | None, list[SpanRecord]] = {}  # a span's children (None: the top spans)
         self.decider: dict[str, int] = {}  # which mapper decided a span's kind
         self.stated: dict[str, str] = {}  # its kind as its convention states it
         self.kinds: dict[str, str] = {}  # its kind here: a framework's chain at the top of the trace is the run
         children, decider, stated_of, kinds = self.children, self.decider, self.stated, self.kinds
         decided_kind = conventions.decided_kind
+        unsorted = False  # a span has two children or more
         for span_id, span in by_id.items():  # one pass: each span's place in the tree and its kind
             parent = span.get("parent_id")
             stated, decider[span_id] = decided_kind(span)
             stated_of[span_id] = stated
             if parent in by_id:
-                children[parent].append(span)
                 kinds[span_id] = stated
             else:  # on top
-                children[None].append(span)
+                parent = None
                 kinds[span_id] = "agent" if stated == "chain" else stated
-        for siblings in children.values():
-            if len(siblings) > 1:
-                siblings.sort(key=_BY_TIME)
+            siblings = children.get(parent)
+            if siblings is None:
+                children[parent] = [span]
+            else:
+                siblings.append(span)
+                unsorted = True
+        if unsorted:
+            for siblings in children.values():
+                if len(siblings) > 1:
+                    siblings.sort(key=_BY_TIME)
         self._errors: dict[str, str | None] = {}
         self._io: dict[str, tuple[conventions.Io, dict[str, str]]] = {}
         self.read: dict[str, dict[str, str]] = {}
@@ -542,7 +552,7 @@ class _Trace:
         for span_id, span in sub.by_id.items():
             if under is not None and span.get("parent_id") not in sub.by_id:
                 span["parent_id"] = under  # a copy made for the graft
-                self.children[under].append(span)
+                self.children.setdefault(under, []).append(span)
             self.by_id[span_id] = span
         for parent, children in sub.children.items():
             if parent is not None:
@@ -620,10 +630,10 @@ class _Trace:
                 stack.extend(below)
         return found
 
-    def _topmost_of(self, kind: str) -> list[SpanRecord]:
+    def _topmost_of(self, kind: str, under: str | None = None) -> list[SpanRecord]:
         """``topmost`` of the spans of one kind."""
         children, kinds = self.children, self.kinds
-        found, stack = [], list(children.get(None, ()))
+        found, stack = [], list(children.get(under, ()))
         while stack:
             span = stack.pop()
             span_id = span["span_id"]
@@ -651,10 +661,11 @@ class _Trace:
             return [_Group(root, self.descendants(root), f"the topmost {self.kind(root)} span with LLM calls under it")
                     for root in containers]
         out: list[_Group] = []
-        waiting: dict[str, list[SpanRecord]] = defaultdict(list)
+        waiting: dict[str, list[SpanRecord]] = {}
         for top in self.children.get(None, ()):
             if top.get("parent_id") and not top.get("log") and of.get(top["span_id"]) == "llm":
-                waiting[top["parent_id"]].append(top)  # a span around LLM calls is read by rule 4 where it stands
+                # a span around LLM calls is read by rule 4 where it stands
+                waiting.setdefault(top["parent_id"], []).append(top)
         for parent_id, tops in waiting.items():
             if len(tops) >= 2 and len({self.question_of(top) for top in tops}) == len(tops):
                 continue  # a container's runs, not one run: rule 4 reads them
@@ -665,22 +676,24 @@ class _Trace:
         if out:
             grouped = {s["span_id"] for group in out for s in group.members}
             llms = [s for s in llms if s["span_id"] not in grouped]
-        by_parent: dict[str | None, list[SpanRecord]] = defaultdict(list)
+        by_parent: dict[str | None, list[SpanRecord]] = {}
+        by_id = self.by_id
         for llm in llms:
             parent = llm.get("parent_id")
-            by_parent[parent if parent in self.by_id else None].append(llm)
+            by_parent.setdefault(parent if parent in by_id else None, []).append(llm)
         unanswered: list[str] = []
         for parent, calls in by_parent.items():
-            out.extend(self._sequence(parent, sorted(calls, key=_BY_TIME), unanswered))
-        steps.extend(self._join_steps(out, unanswered))
+            if len(calls) > 1:
+                calls.sort(key=_BY_TIME)
+            self._sequence(parent, calls, out, unanswered)
+        if unanswered:
+            steps.extend(self._join_steps(out, unanswered))
         return out
 
     def _join_steps(self, groups: list[_Group], unanswered: list[str]) -> list[str]:
         """Steps no call under their parent answers join the run whose LLM calls were sent their tool calls' results
         (by tool call id): the conversation says they are one run, whatever span each step sits in. The steps that
         join none."""
-        if not unanswered:
-            return []
         sent = {m["tool_call_id"]: group for group in groups for span in (group.root, *group.members)
                 if self.kind(span) == "llm" for m in self.io(span)[0] if m["role"] == "tool" and m.get("tool_call_id")}
         left = []
@@ -710,11 +723,10 @@ class _Trace:
     def _runs(self, root: SpanRecord, container: SpanRecord | None = None) -> list[_Group]:
         """``root`` as one run, or, when it is a container (several runs under it answering different words and no
         LLM call of its own), each of its runs."""
-        of = self.kinds
-        inner = sorted(self.topmost(lambda s: of.get(s["span_id"]) == "agent" and self.has_llm(s), under=root["span_id"]),
-                       key=_BY_TIME)
+        has_llm = self.has_llm  # an agent span with no LLM call under it has no agent span with one under it
+        inner = [agent for agent in self._topmost_of("agent", root["span_id"]) if has_llm(agent)]
         if len(inner) >= 2 and not self._calls_llm_itself(root, inner) and not self._own_steps(root, inner):
-            requests = self._handed_on(inner)
+            requests = self._handed_on(sorted(inner, key=_BY_TIME))
             questions = [self.question_of(runs[0]) for runs in requests]
             if len(requests) >= 2 and len(set(questions)) == len(requests) and not self._wraps_its_words(root, questions):
                 return [group for runs in requests for group in self._request(runs, root)]
@@ -807,22 +819,29 @@ class _Trace:
             return "no LLM call"
         return "its LLM calls answered nothing and nothing failed"
 
-    def _sequence(self, parent: str | None, calls: list[SpanRecord], steps: list[str]) -> list[_Group]:
-        """Rule 4: each call that answers is a turn, with the steps before it and the spans beside them."""
-        beside = [s for s in self.children.get(parent, []) if self.kind(s) != "llm"] if parent else []
-        out, pending = [], []
+    def _sequence(self, parent: str | None, calls: list[SpanRecord], out: list[_Group], steps: list[str]) -> None:
+        """Rule 4: each call that answers is a turn (added to ``out``), with the steps before it and the spans beside
+        them; the steps no call after them answers are added to ``steps``."""
+        kinds = self.kinds
+        beside = [s for s in self.children.get(parent, ()) if kinds.get(s["span_id"]) != "llm"] if parent else []
+        pending = []
         for at, call in enumerate(calls):
             if self.is_step(call) or self._answered_apart(call, calls[at + 1:]):
                 pending.append(call)
                 continue
-            joined = [s for s in beside if s["start"] <= call["start"]]
-            beside = [s for s in beside if s not in joined]
-            members = [m for s in (*pending, *joined) for m in (s, *self.descendants(s))]
+            members = []
+            if beside:
+                joined = [s for s in beside if s["start"] <= call["start"]]
+                beside = [s for s in beside if s not in joined]
+                pending += joined
+            for s in pending:
+                members.append(s)
+                members += self.descendants(s)
             out.append(_Group(call, members + self.descendants(call), "an LLM call that answers, with no agent or "
                               "container above it (the tool steps before it join it)"))
             pending = []
-        steps.extend(s["span_id"] for s in pending)
-        return out
+        for s in pending:
+            steps.append(s["span_id"])
 
     def _answered_apart(self, call: SpanRecord, later: list[SpanRecord]) -> bool:
         """A call that states no output and did not fail, sent the conversation a later call beside it states an
