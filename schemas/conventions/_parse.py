@@ -401,9 +401,13 @@ _LC_CLASSES = {"HumanMessage": "user", "AIMessage": "assistant", "ToolMessage": 
 
 def unpacked(raw: dict[str, Any]) -> dict[str, Any]:
     """A serialized message (LangChain's ``{"type": "ai", "data": {...}}`` or ``{"lc": 1, "id": [..., "AIMessage"],
-    "kwargs": {...}}``) as the plain message it holds."""
+    "kwargs": {...}}``) as the plain message it holds; **a chat completion's choice is the message it holds**: OpenAI's
+    ``{"index", "finish_reason", "message": {...}}``, a response's choice as the API returns it, which Laminar's OpenAI
+    instrumentation writes as each item of ``gen_ai.output.messages``."""
     if "role" in raw:
         return raw
+    if "finish_reason" in raw and isinstance(raw.get("message"), dict):
+        return unpacked(raw["message"])
     if isinstance(raw.get("data"), dict) and isinstance(raw.get("type"), str):
         return {"role": raw["type"], **raw["data"]}
     if isinstance(raw.get("kwargs"), dict) and isinstance(raw.get("id"), list) and raw["id"]:
