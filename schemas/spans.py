@@ -273,7 +273,8 @@ _GENAI_PREFIXES = ("gen_ai.", "llm.", "input.value", "output.value", "retrieval.
                    *conventions.genkit.KEEP_KEYS,  # Genkit's actions and chat turns, not its every step
                    *conventions.langfuse.KEEP_KEYS,  # Langfuse's observations
                    *conventions.mlflow.KEEP_KEYS,  # MLflow's traced spans
-                   *conventions.logfire.KEEP_KEYS)  # the OpenAI Agents SDK's traces as Logfire writes them
+                   *conventions.logfire.KEEP_KEYS,  # the OpenAI Agents SDK's traces as Logfire writes them
+                   *conventions.laminar.KEEP_KEYS)  # Laminar's spans
 _CONTAINERS = ("server", "chain", "step")
 _BY_TIME = itemgetter("start", "end")  # spans in start order, the shorter first
 _SAYS_NOTHING = "error"  # conventions.error's text for a span that failed and says nothing more

@@ -3,12 +3,13 @@ Traceloop (``openllmetry``), OpenInference (``openinference``, LangChain's, Llam
 OpenAI Agents SDK's included), the Vercel AI SDK (``vercel``), pydantic-ai (``pydantic_ai``), Haystack's own tracer
 (``haystack``), Firebase Genkit's own tracing (``genkit``), the Langfuse SDK's observations (``langfuse``), MLflow
 Tracing (``mlflow``), Griptape's own observability (``griptape``), the OpenTelemetry GenAI conventions (``genai``),
-Pydantic Logfire's OpenAI Agents SDK spans (``logfire``: the SDK's own records as attributes) and openlit (``openlit``). Each module's docstring has its table: which attributes and events mean what.
+Pydantic Logfire's OpenAI Agents SDK spans (``logfire``: the SDK's own records as attributes), Laminar's
+``@observe`` spans (``laminar``) and openlit (``openlit``). Each module's docstring has its table: which attributes and events mean what.
 ``schemas.spans`` builds turns from what these functions say of each span.
 
 **A registry of small mappers in priority order, ending in a fallback by meaning.** A span's kind is the first
 mapper's that claims it (``MAPPERS``: OpenLLMetry, OpenInference, Vercel, pydantic-ai, Haystack, Genkit, Langfuse,
-MLflow, Griptape, GenAI, Logfire); a span no mapper claims is read by what it says: one that names a model
+MLflow, Griptape, GenAI, Logfire, Laminar); a span no mapper claims is read by what it says: one that names a model
 (``gen_ai.request.model``, ``llm.model_name``, ``ai.model.id`` ...) is an LLM call, one that names a tool is a tool
 call, a plain server or consumer span is ``server``, one named as the GenAI conventions name an agent's or a tool's
 span (``invoke_agent <agent>``, ``invoke_workflow <name>``, ``execute_tool <tool>``) is that span (OpenLIT's CrewAI
@@ -51,6 +52,7 @@ from . import (
     genkit,
     griptape,
     haystack,
+    laminar,
     langfuse,
     logfire,
     mlflow,
@@ -97,6 +99,7 @@ MAPPERS = (
     ("griptape", griptape.TAGS, lambda attrs, events, name: griptape.kind(attrs, name)),
     ("genai", "gen_ai.operation.name", lambda attrs, events, name: genai.kind(attrs, events)),
     ("logfire", logfire.KIND_KEYS, lambda attrs, events, name: logfire.kind(attrs)),
+    ("laminar", laminar.KIND_KEY, lambda attrs, events, name: laminar.kind(attrs)),
 )
 # the model a call names, the one that answered before the one asked for
 _MODEL_KEYS = ("gen_ai.response.model", "gen_ai.request.model", "llm.model_name", "ai.response.model", "ai.model.id")
@@ -161,6 +164,9 @@ def decided_kind(span: Mapping[str, Any]) -> tuple[str, int]:
     found = logfire.kind(attrs)
     if found:
         return found, 10
+    found = laminar.kind(attrs)
+    if found:
+        return found, 11
     return _by_meaning(span)[0], len(MAPPERS)
 
 
@@ -318,7 +324,7 @@ def documents(attrs: Mapping[str, Any]) -> list[dict[str, Any]]:
 _TOOL_READERS = ((openllmetry.tool, "openllmetry"), (openinference.tool, None), (vercel.tool, "vercel"),
                  (pydantic_ai.tool, None), (haystack.tool, "haystack"), (genkit.tool, "genkit"),
                  (langfuse.tool, "langfuse"), (mlflow.tool, "mlflow"), (griptape.tool, "griptape"), (genai.tool, None),
-                 (logfire.tool, None))
+                 (logfire.tool, None), (laminar.tool, "laminar"))
 _TOOLS_ASKED: dict[int | None, tuple[Any, ...]] = {
     decided: tuple(reader for reader, gate in _TOOL_READERS if gate is None or _DECIDER[gate] >= decided)
     for decided in range(len(MAPPERS) + 1)}
@@ -361,7 +367,7 @@ def tool(span: Mapping[str, Any], decided: int | None = None,
     return call
 
 
-_WHO = (genai, openllmetry, openinference, vercel, genkit, langfuse, mlflow, logfire)  # in the order their say wins
+_WHO = (genai, openllmetry, openinference, vercel, genkit, langfuse, mlflow, logfire, laminar)  # in the order their say wins
 _WHO_KEYS = tuple(_keys(convention.WHO_KEYS) for convention in _WHO)  # each one's, as ``_WHO``
 # what a span's keys open (``_gates``), by the keys in their order: instrumentations write a few key sets over and over
 _OPENED: dict[tuple[str, ...], tuple[tuple[Any, ...], bool]] = {}
