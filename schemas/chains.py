@@ -65,13 +65,22 @@ def read(stated: Iterable[Any], calls: Iterable[dict[str, Any]]) -> Chain | None
     """A run's ``Chain`` from the conversation id each of its spans states (the root's first, then in start order;
     ``None`` or ``""`` where a span states none) and its model calls (in the same order). ``None`` when it states
     none or no call has a response id."""
-    said = dict.fromkeys([str(s) for s in stated if s not in (None, "")])
+    said: dict[str, None] = {}
+    for s in stated:
+        if s not in (None, ""):
+            said[str(s)] = None
     if not said:
         return None
-    answered = [s for s in calls if s["attributes"].get(RESPONSE_ID) not in (None, "")]
-    answered.sort(key=_END)
-    responses = tuple(dict.fromkeys([str(s["attributes"][RESPONSE_ID]) for s in answered]))
-    return Chain(responses, tuple(said)) if responses else None
+    answered = []
+    for s in calls:
+        if s["attributes"].get(RESPONSE_ID) not in (None, ""):
+            answered.append(s)
+    if len(answered) > 1:
+        answered.sort(key=_END)
+    responses: dict[str, None] = {}
+    for s in answered:
+        responses[str(s["attributes"][RESPONSE_ID])] = None
+    return Chain(tuple(responses), tuple(said)) if responses else None
 
 
 def named(chains: Mapping[str, Chain]) -> list[str]:

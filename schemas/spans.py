@@ -903,7 +903,7 @@ class _Trace:
                 answered.append(s)
         # what the model answered is the inner call's, which saw the wire; a wrapper's only where no inner call's is
         answering = answered or [s for s in llms if answers(s)]
-        last_answer = max(answering, key=_END) if answering else None
+        last_answer = (answering[0] if len(answering) == 1 else max(answering, key=_END)) if answering else None
         root_in, root_out, root_system = io(root) if not root_llm else ([], [], "")
         if not root_in and agents:
             root_in = self._agent_input(agents, llms)
@@ -955,7 +955,8 @@ class _Trace:
             turn["ended_at"] = _iso(end)
         if system:
             turn["system"] = system
-        last_call = max(calls, key=_END) if calls else None  # the model and response as the wire said them
+        last_call = (calls[0] if len(calls) == 1 else max(calls, key=_END)) if calls else None  # the model and
+        # response as the wire said them
         metadata = self._metadata(root, metadatas, len(everyone), last_call, resource)
         if failure is not None:
             metadata[RUN_METADATA] = "failed"
@@ -1025,19 +1026,20 @@ class _Trace:
 
     def _skeleton(self, everyone: list[SpanRecord]) -> list[dict[str, Any]]:
         """The turn's spans for its page (``schemas.trace.SpanSummary``), earliest first, at most ``MAX_SPANS``."""
-        ordered = sorted(everyone, key=_BY_START)[:MAX_SPANS]
+        ordered = sorted(everyone, key=_BY_START)
+        if len(ordered) > MAX_SPANS:
+            del ordered[MAX_SPANS:]
         first = ordered[0]["start"] if ordered else 0  # the earliest: no span starts before it
         out = []
         kinds, errors, error_of = self.kinds, self._errors, self.error
         for span in ordered:
-            span_id, start, name = span["span_id"], span["start"], span["name"]
-            duration = (span["end"] or start) - start
+            span_id, start, end, name = span["span_id"], span["start"], span["end"], span["name"]
             summary: dict[str, Any] = {
-                "span_id": span_id, "name": (name if name.__class__ is str else str(name or ""))[:256],
+                "span_id": span_id, "name": name[:256] if name.__class__ is str else str(name or "")[:256],
                 "kind": kinds.get(span_id, "virtual"), "start_ms": (start - first) / 1e6,
-                "duration_ms": max(duration, 0) / 1e6}
-            if span.get("parent_id"):
-                summary["parent_id"] = span["parent_id"]
+                "duration_ms": (end - start) / 1e6 if end and end > start else 0.0}  # no end: no duration
+            if parent := span.get("parent_id"):
+                summary["parent_id"] = parent
             error = errors[span_id] if span_id in errors else error_of(span)
             if error:
                 summary["error"] = str(error)[:1000]
@@ -1284,7 +1286,11 @@ class _Trace:
         """Each tool call id's result: the text of the last tool message answering it that the LLM calls were sent.
         Read from the last call back, each id's result once: a run's later calls are sent its earlier calls' tool
         messages again."""
-        return _answers([self.io(llm)[0] for llm in reversed(llms)])
+        io = self.io
+        sent = []
+        for llm in reversed(llms):
+            sent.append(io(llm)[0])
+        return _answers(sent)
 
     def _reported(self, root: SpanRecord, answer: str) -> tuple[SpanRecord, str, list[conventions.Msg]] | None:
         """The conversation a span of the run's request reports (*a run whose model calls are not traced*): the
@@ -1336,11 +1342,12 @@ class _Trace:
             if self._tool_above(span, tool_ids):
                 continue
             call = conventions.tool(span, self.decider.get(span["span_id"]), self.error)
-            below = self.descendants(span) if span["span_id"] in self.children else ()
-            for inner in (conventions.tool(s, self.decider.get(s["span_id"]), self.error) for s in below
-                          if s["span_id"] in tool_ids and not self._delegated(s, span["span_id"])):
-                if inner["name"] == call["name"]:
-                    call = {**inner, **{k: v for k, v in call.items() if v not in (None, "", {})}}
+            if span["span_id"] in self.children:  # the tool spans under it: the same call, where the same tool's
+                for inner in (conventions.tool(s, self.decider.get(s["span_id"]), self.error)
+                              for s in self.descendants(span)
+                              if s["span_id"] in tool_ids and not self._delegated(s, span["span_id"])):
+                    if inner["name"] == call["name"]:
+                        call = {**inner, **{k: v for k, v in call.items() if v not in (None, "", {})}}
             if conventions.is_final_tool(call["name"]):
                 continue
             if asked and not (call["arguments"] or call.get("result") is not None or call.get("error")):
@@ -1357,7 +1364,7 @@ class _Trace:
         root keeps none); the agent, session, reference and origin, each the first span's that states one (``_who``);
         every span's conversation id (``chains.read``); the metadata each span states (``_metadata``); and the
         documents, each once (the same text and id), the first span's to state it."""
-        known, identity, documents = self._identity, self.identity, conventions.documents  # each span's, read once
+        identity, documents = self.identity, conventions.documents  # identity: each span's, read once
         resource: dict[str, Any] | None = None
         agent = session = reference = origin = None
         sessions, metadatas = [], []
@@ -1365,7 +1372,7 @@ class _Trace:
         for span in everyone:
             if resource is None and span.get("resource"):
                 resource = span["resource"]
-            said = known.get(span["span_id"]) or identity(span)
+            said = identity(span)
             if agent is None and said["agent"]:
                 agent = said["agent"]
             stated = said["session_id"]
@@ -1447,10 +1454,16 @@ def _answered_unrecorded(calls: list[dict[str, Any]], asked: list[dict[str, Any]
     a span's call already is (by id, or by name and arguments: a span may keep the Responses API's other id); and
     only where every span's call is one the model asked for by id (a span no call was paired with may be the record
     of that very call: nothing says it is not)."""
-    ids = {c.get("id") for c in asked}
-    if not results or any(c.get("id") not in ids for c in calls):
+    if not results:
         return []
-    taken = {c.get("id") for c in calls}
+    ids = set()
+    for c in asked:
+        ids.add(c.get("id"))
+    taken = set()
+    for c in calls:
+        if (call_id := c.get("id")) not in ids:
+            return []
+        taken.add(call_id)
     keys: set[str] | None = None  # the calls' names and arguments: written out only for a call answered by id
     out = []
     for call in asked:
@@ -1502,9 +1515,17 @@ def _paired(spans: list[dict[str, Any]], asked: list[dict[str, Any]], results: d
     with several such calls nothing says which. Such a span is the framework's record of what it did for the call,
     named its own way (the handoff span's input and output are the agents handing over and taking over): the call's
     result is the tool message the model was sent for it, where one is, the span's output where none is."""
-    taken = {call["id"] for call in spans if call.get("id")}
-    free = [call for call in asked if call.get("id") not in taken]
-    by_id = {c["id"]: c for c in reversed(asked) if c.get("id")}  # the first call of each id
+    taken = set()
+    for call in spans:
+        if call.get("id"):
+            taken.add(call["id"])
+    free, by_id = [], {}  # the calls no span says it is; the first call of each id
+    for c in asked:
+        if c.get("id") not in taken:
+            free.append(c)
+    for c in reversed(asked):
+        if c.get("id"):
+            by_id[c["id"]] = c
     for call in spans:
         if (said := by_id.get(call.get("id"))) is not None:  # the model's call of that id: what the span left unsaid
             if not call["arguments"] and said["arguments"]:
@@ -1554,6 +1575,10 @@ def _wire(messages: list[conventions.Msg]) -> list[dict[str, Any]]:
 
 def _tokens(value: Any) -> int | float | None:
     """A token count as a span states it: a number not below zero (not a flag), else ``None``."""
+    if value is None:
+        return None
+    if value.__class__ is int:  # most counts: an int, no subclass to rule out
+        return value if value >= 0 else None
     return value if isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0 else None
 
 
