@@ -146,8 +146,16 @@ def message(raw: Any, default_role: str) -> Msg:
     """A GenAI, OpenAI, Vercel or Gemini-style message (``parts`` or ``content``, ``tool_calls``, ``tool_call_id``) as
     a ``Msg``. **A message made only of tool results is a tool message, whatever role it carries** (pydantic-ai sends
     them as a ``user`` message of ``tool_call_response`` parts, Google ADK as a ``user`` message of
-    ``function_response`` parts): it is never the user's words."""
+    ``function_response`` parts): it is never the user's words. **The chat API's tool call object** (``{"id", "type":
+    "function", "function": {"name", "arguments"}}``) **is a tool call wherever a message holds it**: in its
+    ``tool_calls``, as a part of its content (Langtrace writes the calls a model answered with as the assistant
+    message's content), or as an item of a message list that is a list of them alone: an assistant message that
+    called those tools (Langtrace writes such a message of a request so; a call with no ``function`` in it, as
+    Langtrace writes one it could not read, names no call)."""
     if raw.__class__ is not dict and not isinstance(raw, dict):
+        if raw.__class__ is list and raw and all(_is_chat_call(call) for call in raw):  # an assistant's calls alone
+            return {"role": "assistant", "content": "",
+                    "tool_calls": [_chat_call(call) for call in raw if isinstance(call.get("function"), dict)]}
         return msg(default_role, text(raw))
     if "role" not in raw:
         raw = unpacked(raw)
@@ -191,6 +199,9 @@ def message(raw: Any, default_role: str) -> Msg:
             said = part["content"] if "content" in part else part.get("text")
             texts.append(said if isinstance(said, str) else text(said))
             continue
+        if kind == "function" and isinstance(part.get("function"), dict):  # the chat API's tool call object
+            calls.append(_chat_call(part))
+            continue
         if len(part) == 1 and isinstance(part.get("toolUse", part.get("toolResult")), dict):  # a keyed block
             kind, part = ("tool_use" if "toolUse" in part else "tool_result"), next(iter(part.values()))
         if kind in _CALL_PARTS or isinstance(part.get("function_call"), dict):
@@ -206,8 +217,7 @@ def message(raw: Any, default_role: str) -> Msg:
         openai_calls = json_value(openai_calls)
         for call in openai_calls if isinstance(openai_calls, list) else ():
             if isinstance(call, dict):
-                function = call.get("function") if isinstance(call.get("function"), dict) else call
-                calls.append(tool_call(function.get("name"), function.get("arguments"), call.get("id")))
+                calls.append(_chat_call(call))
     if results and not texts and not calls:
         role_ = "tool"
     else:
@@ -220,6 +230,20 @@ def message(raw: Any, default_role: str) -> Msg:
     if call_id not in (None, ""):
         out["tool_call_id"] = str(call_id)
     return out
+
+
+_CHAT_CALL = frozenset({"id", "type", "function"})  # the chat API's tool call object, and nothing else
+
+
+def _is_chat_call(value: Any) -> bool:
+    return isinstance(value, dict) and "type" in value and _CHAT_CALL.issuperset(value)
+
+
+def _chat_call(call: dict[str, Any]) -> dict[str, Any]:
+    """A tool call as the chat API writes it (``{"id", "type", "function": {"name", "arguments"}}``; its name and
+    arguments beside the id where no ``function`` holds them)."""
+    function = call.get("function") if isinstance(call.get("function"), dict) else call
+    return tool_call(function.get("name"), function.get("arguments"), call.get("id"))
 
 
 def _call_of(part: dict[str, Any]) -> dict[str, Any]:
