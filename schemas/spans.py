@@ -431,7 +431,6 @@ class _Trace:
                     linked = True
         self.grafts, self.linked = grafts, linked
         self.by_id = by_id = attach_logs(by_id, logs) if logs else by_id
-        self.trace_id = next(iter(by_id.values()))["trace_id"] if by_id else ""
         self.children: dict[str | None, list[SpanRecord]] = {}  # a span's children (None: the top spans)
         self.decider: dict[str, int] = {}  # which mapper decided a span's kind
         self.stated: dict[str, str] = {}  # its kind as its convention states it
@@ -463,10 +462,15 @@ class _Trace:
         self.read: dict[str, dict[str, str]] = {}
         self.explain = False
         self._identity: dict[str, dict[str, Any]] = {}
-        self._has_llm: dict[str, bool] | None = None
+        self._has_llm: dict[str, bool] = {}
         self._answers: dict[str, bool] = {}
         self._steps: dict[str, bool] = {}
         self.chains: dict[str, _chains.Chain | None] = {}  # what each run with a session says of its conversation
+
+    @property
+    def trace_id(self) -> str:
+        """The trace's id: its first span's (asked only of a trace linked to another)."""
+        return next(iter(self.by_id.values()))["trace_id"] if self.by_id else ""
 
     def kind(self, span: SpanRecord) -> str:
         return self.kinds.get(span["span_id"], "virtual")
@@ -569,11 +573,13 @@ class _Trace:
 
     def io_sources(self, span: SpanRecord) -> tuple[conventions.Io, dict[str, str]]:
         """A span's messages and which module read each part (once per span)."""
-        if span["span_id"] not in self.by_id:
-            return ([], [], ""), {}
-        if span["span_id"] not in self._io:
-            self._io[span["span_id"]] = conventions.io_sources(span, self.decider.get(span["span_id"]))
-        return self._io[span["span_id"]]
+        span_id = span["span_id"]
+        found = self._io.get(span_id)
+        if found is None:
+            if span_id not in self.by_id:
+                return ([], [], ""), {}
+            found = self._io[span_id] = conventions.io_sources(span, self.decider.get(span_id))
+        return found
 
     def descendants(self, span: SpanRecord) -> list[SpanRecord]:
         children = self.children
@@ -590,31 +596,36 @@ class _Trace:
         return out
 
     def has_llm(self, span: SpanRecord) -> bool:
-        """Whether the span is an LLM call or has one below it, in the tree from the trace's top (the first time, each
-        LLM call's ancestors walked up to the top or to one already known: a span in a cycle of parents is in no
-        tree)."""
+        """Whether the span is an LLM call or has one below it: its subtree walked down until one is found (asked
+        only of spans walked to from the trace's top: a span in a cycle of parents is in no tree, and none is below
+        them). Each answer is kept, and a span found to have none says so of every span below it."""
         found = self._has_llm
-        if found is None:
-            by_id = self.by_id
-            found = self._has_llm = {}
-            for span_id, kind in self.kinds.items():
-                if kind != "llm" or span_id in found:
-                    continue
-                path, on_path, node_id, has = [], set(), span_id, True
-                while node_id not in found:
-                    path.append(node_id)
-                    on_path.add(node_id)
-                    node_id = by_id[node_id].get("parent_id")
-                    if node_id not in by_id:  # the top of the tree
+        span_id = span["span_id"]
+        has = found.get(span_id)
+        if has is None:
+            kinds, children = self.kinds, self.children
+            has = kinds.get(span_id) == "llm"
+            if not has:
+                walked, stack = [span_id], list(children.get(span_id, ()))
+                while stack:
+                    node_id = stack.pop()["span_id"]
+                    known = found.get(node_id)
+                    if known is None:
+                        if kinds.get(node_id) == "llm":
+                            has = True
+                            break
+                        walked.append(node_id)
+                        below = children.get(node_id)
+                        if below:
+                            stack.extend(below)
+                    elif known:
+                        has = True
                         break
-                    if node_id in on_path:  # a cycle: no top above it
-                        has = False
-                        break
-                else:
-                    has = found[node_id]
-                for node_id in path:
-                    found[node_id] = has
-        return found.get(span["span_id"], False)
+                if not has:
+                    for node_id in walked:
+                        found[node_id] = False
+            found[span_id] = has
+        return has
 
     def topmost(self, wanted, under: str | None = None) -> list[SpanRecord]:
         """The spans ``wanted(span)`` holds for with no such span above them, walked from the trace's top (or from
@@ -697,6 +708,8 @@ class _Trace:
         join none."""
         sent = {m["tool_call_id"]: group for group in groups for span in (group.root, *group.members)
                 if self.kind(span) == "llm" for m in self.io(span)[0] if m["role"] == "tool" and m.get("tool_call_id")}
+        if not sent:  # no run was sent a tool call's result: no step joins one
+            return unanswered
         left = []
         for step_id in unanswered:
             step = self.by_id[step_id]
@@ -826,8 +839,9 @@ class _Trace:
         kinds = self.kinds
         beside = [s for s in self.children.get(parent, ()) if kinds.get(s["span_id"]) != "llm"] if parent else []
         pending = []
+        last = len(calls) - 1
         for at, call in enumerate(calls):
-            if self.is_step(call) or self._answered_apart(call, calls[at + 1:]):
+            if self.is_step(call) or (at < last and self._answered_apart(call, calls[at + 1:])):
                 pending.append(call)
                 continue
             members = []

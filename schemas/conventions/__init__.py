@@ -187,12 +187,12 @@ def explain_kind(span: Mapping[str, Any]) -> tuple[str, str, str]:
 def _by_meaning(span: Mapping[str, Any]) -> tuple[str, str, str]:
     """The kind of a span no mapper claims, read by what it says (the module's fallback)."""
     attrs = span["attributes"]
-    model = next((k for k in _MODEL_KEYS if attrs.get(k) not in (None, "")), None)
-    if model:
-        return "llm", "fallback", model
-    named_tool = next((k for k in _TOOL_KEYS if attrs.get(k) not in (None, "")), None)
-    if named_tool:
-        return "tool", "fallback", named_tool
+    for model in _MODEL_KEYS:  # loops, not generators: every span no mapper claims (an HTTP or a database span) is asked
+        if attrs.get(model) not in (None, ""):
+            return "llm", "fallback", model
+    for named_tool in _TOOL_KEYS:
+        if attrs.get(named_tool) not in (None, ""):
+            return "tool", "fallback", named_tool
     if span.get("kind") in _SERVER_KINDS:
         return "server", "fallback", "span kind server/consumer"
     operation, _, named = span["name"].partition(" ")

@@ -62,9 +62,12 @@ def kind(attrs: Mapping[str, Any], event_names: Iterable[str]) -> str | None:
         return OPERATIONS.get(operation) or _by_words(operation)
     if _WORKFLOW in attrs:  # a workflow's run that failed before its operation was set (OpenLIT's LangGraph)
         return "agent"
-    if any(key.startswith(_MESSAGE_KEYS) for key in attrs) or any(
-            name in INPUT_EVENTS or name in OUTPUT_EVENTS for name in event_names):
-        return "llm"
+    for key in attrs:  # loops, not generators: every span no mapper before this one claims is asked
+        if key.startswith(_MESSAGE_KEYS):
+            return "llm"
+    for name in event_names:
+        if name in INPUT_EVENTS or name in OUTPUT_EVENTS:
+            return "llm"
     return None
 
 
