@@ -307,6 +307,17 @@ class Assembly:
     link: tuple[str, str] | None = None  # the span of another trace whose run this trace's work joins (``links``)
     joined: dict[str, list[str]] = field(default_factory=dict)  # a turn's span id -> the traces whose work joined it
 
+    def __init__(self) -> None:  # one per trace: the fields' defaults as literals, not a call of each factory
+        self.turns = []
+        self.steps = []
+        self.used = set()
+        self.no_turn = ""
+        self.why = {}
+        self.read = {}
+        self.chains = {}
+        self.link = None
+        self.joined = {}
+
 
 def assemble(spans: Iterable[SpanRecord]) -> list[dict[str, Any]]:
     """The turns in one trace's spans (``assembly(spans).turns``)."""
@@ -665,6 +676,8 @@ class _Trace:
         kinds = set(of.values())  # a rule whose kind of root no span has finds none: no walk
         agents = self.topmost(lambda s: of.get(s["span_id"]) == "agent" and (
             self.has_llm(s) or self._explicit_failure(s) or self._answers_itself(s))) if "agent" in kinds else []
+        if len(agents) == 1:  # one run: it hands its request to no other
+            return self._runs(agents[0])
         if agents:  # runs beside each other that hand one request on are one (their parent may not have arrived)
             return [group for runs in self._handed_on(sorted(agents, key=_BY_TIME)) for group in self._request(runs)]
         containers = self.topmost(lambda s: of.get(s["span_id"]) in _CONTAINERS and self.has_llm(s)) if not (
