@@ -1148,8 +1148,8 @@ class _Trace:
         if not stated and claimed and len(claimed) < len(calls):
             sums, stated = self._stated(calls, llms)
         if not stated or sums == (0, 0):
-            totals = (conventions.stated_usage(root["attributes"]) if root["span_id"] not in {s["span_id"] for s in llms}
-                      else (None, None))
+            totals = (conventions.stated_usage(root["attributes"])
+                      if root["span_id"] not in {s["span_id"] for s in llms} else (None, None))
             if any(isinstance(v, (int, float)) and v > 0 for v in totals):
                 sums = tuple(int(v) if isinstance(v, (int, float)) and v >= 0 else 0 for v in totals)
                 stated = True
@@ -1272,9 +1272,9 @@ class _Trace:
 
     def _tool_calls(self, tools: list[SpanRecord], llms: list[SpanRecord],
                     conversation: list[conventions.Msg]) -> list[dict[str, Any]]:
-        """The tool spans' calls (``tools``: the run's, in start order; ``_span_calls``), their ids paired with the LLM's tool calls; else
-        the calls the LLM calls asked for (and the conversation holds since its last user message), with the results
-        the tool messages give them."""
+        """The tool spans' calls (``tools``: the run's, in start order; ``_span_calls``), their ids paired with the
+        LLM's tool calls; else the calls the LLM calls asked for (and the conversation holds since its last user
+        message), with the results the tool messages give them."""
         asked: list[dict[str, Any]] = []  # the messages' own calls (read once per span): copied before a change
         last_user = len(conversation) - 1
         while last_user >= 0 and conversation[last_user]["role"] != "user":
@@ -1357,11 +1357,11 @@ class _Trace:
         return [{**c, "error": said[c["id"]]} if c.get("id") in said and not c.get("error") else c for c in calls]
 
     def _span_calls(self, tools: list[SpanRecord], asked: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """One call per tool span (``tools``: the run's, in start order) with no tool above it. The tool spans of the same tool under it
-        are the same call (an instrumentation's span around the framework's own): the call takes what either says
-        (its id, result, error). No final-answer tool; no bookkeeping span: one the model's calls do not account
-        for (neither its id nor its tool among what they asked for, when they say) that records nothing of a call
-        (no arguments, result or error)."""
+        """One call per tool span (``tools``: the run's, in start order) with no tool above it. The tool spans of the
+        same tool under it are the same call (an instrumentation's span around the framework's own): the call takes
+        what either says (its id, result, error). No final-answer tool; no bookkeeping span: one the model's calls do
+        not account for (neither its id nor its tool among what they asked for, when they say) that records nothing of
+        a call (no arguments, result or error)."""
         tool_ids = {s["span_id"] for s in tools}
         called: set[str] | None = None
         calls = []
