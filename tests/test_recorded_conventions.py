@@ -246,6 +246,35 @@ def test_a_root_value_that_is_not_anyones_words_loses_to_the_llm_calls(given, an
     assert (turn["input"][-1]["content"], turn["output"]) == ("Where is A-1001?", "It ships in 2 days.")
 
 
+@pytest.mark.parametrize(("tool_choice", "answered"), [
+    pytest.param({"type": "function", "function": {"name": "OrderStatus"}}, True, id="the chat API's, by name"),
+    pytest.param({"type": "function", "name": "OrderStatus"}, True, id="the Responses API's, by name"),
+    pytest.param("required", False, id="required: no one function"),
+    pytest.param("auto", False, id="auto"),
+])
+def test_a_call_of_the_function_the_request_forced_is_the_answer(tool_choice, answered):
+    """Instructor's structured output: the request forces the model to call ``OrderStatus`` and the application takes
+    the call's arguments as its answer; nothing runs it. A call the request did not force is a step: the answer has
+    not arrived."""
+    arguments = {"order_id": "A-1001", "status": "shipped"}
+    call = llm("2", "1", 1, "Where is A-1001?", "")
+    del call["attributes"]["llm.output_messages.0.message.content"]
+    call["attributes"].update({
+        "llm.invocation_parameters": json.dumps({"model": "m", "tool_choice": tool_choice}),
+        "llm.output_messages.0.message.tool_calls.0.tool_call.id": "call_1",
+        "llm.output_messages.0.message.tool_calls.0.tool_call.function.name": "OrderStatus",
+        "llm.output_messages.0.message.tool_calls.0.tool_call.function.arguments": json.dumps(arguments)})
+    spans = [span("1", None, "instructor.create", 0, **{"openinference.span.kind": "CHAIN"}), call]
+
+    found = assembly(spans)
+
+    if answered:
+        [turn] = found.turns
+        assert json.loads(turn["output"]) == arguments and not turn.get("tool_calls")
+    else:
+        assert (found.turns, found.steps) == ([], [call["span_id"]])
+
+
 def test_a_root_value_that_is_plain_text_is_the_question():
     spans = [span("1", None, "run", 0, **{"openinference.span.kind": "AGENT", "input.value": "Where is A-1001?"}),
              llm("2", "1", 1, "New task:\nWhere is A-1001?", "It ships in 2 days.")]

@@ -25,7 +25,11 @@ its own kind beside the GenAI conventions' call attributes (OpenLLMetry's OpenAI
 
 **A final-answer tool is the answer.** A model that ends its run by calling a tool (``final_answer``,
 ``final_result``, ReAct's ``finish``: ``_parse.is_final_tool``) answered: that call becomes the assistant's text (its
-argument, when it carries one), never a tool call.
+argument, when it carries one), never a tool call. **So is a call of the function the request forced**: a request
+whose ``tool_choice`` names the one function the model must call asked for that function's arguments, the form the
+application takes its answer in (function calling as structured output: Instructor's default mode, LangChain's
+``with_structured_output(method="function_calling")``); read where a convention records the request's parameters
+(OpenInference's ``llm.invocation_parameters``: ``_parse.forced_answer``).
 
 **A tool's name is the tool's, not the span's.** A tool span is named by the attribute its convention gives
 (``tool.name``, ``gen_ai.tool.name`` ...), whichever convention writes it; one that names its tool only in its span

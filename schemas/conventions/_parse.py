@@ -6,7 +6,7 @@ from __future__ import annotations
 import ast
 import json
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 __all__ = [
@@ -15,6 +15,7 @@ __all__ = [
     "Msg",
     "call_arguments",
     "final_text",
+    "forced_answer",
     "hand_in",
     "indexed",
     "is_final_tool",
@@ -562,15 +563,38 @@ def hand_in(messages: list[Msg]) -> list[Msg]:
             break
     else:
         return list(messages)  # no final-answer call to hand in
+    return _handed(messages, is_final_tool)
+
+
+def _handed(messages: list[Msg], is_answer: Callable[[Any], bool]) -> list[Msg]:
+    """Messages with each call of a tool ``is_answer`` names made the assistant's text."""
     out = []
     for m in messages:
-        final = [c for c in m["tool_calls"] if is_final_tool(c.get("name"))] if m["tool_calls"] else None
+        final = [c for c in m["tool_calls"] if is_answer(c.get("name"))] if m["tool_calls"] else None
         if final:
             answer = "\n".join(t for t in map(final_text, final) if t)
             m = {**m, "content": m["content"] or answer,
-                 "tool_calls": [c for c in m["tool_calls"] if not is_final_tool(c.get("name"))]}
+                 "tool_calls": [c for c in m["tool_calls"] if not is_answer(c.get("name"))]}
         out.append(m)
     return out
+
+
+def forced_answer(messages: list[Msg], request: Any) -> list[Msg]:
+    """A model's output messages with its call of the one function its request forced (``request``: the request's
+    parameters, a dict or its JSON, whose ``tool_choice`` is the chat API's ``{"type": "function", "function":
+    {"name": …}}`` or the Responses API's ``{"type": "function", "name": …}``) made the assistant's text: the
+    application asked the model for that function's arguments, function calling as structured output (Instructor's
+    default mode, LangChain's ``with_structured_output(method="function_calling")``), and they are its answer, as a
+    final-answer tool's call is (``final_text``). ``"auto"``, ``"required"`` and ``"none"`` force no one function."""
+    choice = request.get("tool_choice") if isinstance(request, dict) else None
+    if choice is None and isinstance(request, str) and '"tool_choice"' in request:
+        parsed = json_value(request)
+        choice = parsed.get("tool_choice") if isinstance(parsed, dict) else None
+    if not isinstance(choice, dict) or choice.get("type") != "function":
+        return messages
+    function = choice.get("function")
+    name = function.get("name") if isinstance(function, dict) else choice.get("name")
+    return _handed(messages, lambda called: called == name) if name else messages
 
 
 def _hands_in(calls: list[dict[str, Any]]) -> bool:

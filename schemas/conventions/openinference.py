@@ -5,6 +5,7 @@
 | span kind | ``openinference.span.kind``: ``AGENT`` agent, ``CHAIN`` chain (at the top of a trace, the turn's root), ``LLM``, ``TOOL``, ``RETRIEVER``; the others (``EMBEDDING``, ``RERANKER``, ``PROMPT``, ``GUARDRAIL`` ...) are kept as members, not read |
 | messages | ``llm.input_messages.N.message.{role, content, contents.M.message_content.text, tool_call_id, tool_calls.K.tool_call.{id, function.name, function.arguments}}``, ``llm.output_messages.*``; else ``input.value`` / ``output.value`` when they are evidence of words (text, a message list, JSON with a known key: ``messages``, ``input``, ``question``, ``query`` ...); kwargs, state and Python reprs are not |
 | what a run was asked | where ``input.value`` says nothing, the tasks a crew's kickoff states it was given (``crew_tasks``: a JSON list of tasks, each ``description`` one user message; CrewAI's kickoff has no ``input.value`` unless it was given template variables) |
+| the answer's form | ``llm.invocation_parameters``' ``tool_choice``: a call of the one function the request forced is the model's answer, its arguments the text (``_parse.forced_answer``: function calling as structured output, Instructor's way) |
 | model, usage | ``llm.model_name``, ``llm.token_count.prompt`` / ``completion`` |
 | contexts | ``retrieval.documents.N.document.{content, id, score}``; LangChain puts id and score in ``document.metadata`` (JSON), read there when the fields are missing |
 | a tool span | ``tool.name`` (else the span's name, ``<tool>.__call__``: ``conventions.tool``), ``input.value`` (the call's arguments: ``tool.parameters`` is the tool's schema, never read; inputs of one text value are written as that text, ``A-1001``, no arguments object: the LLM's call gives them), ``output.value`` (a JSON string, ``output.mime_type`` ``application/json``, is the text it holds; the JS instrumentation's ``{"output": <serialized ToolMessage>}`` its content), ``tool_call.id``; its error from the span status or ``exception`` event |
@@ -20,6 +21,7 @@ from typing import Any
 from ._parse import (
     Io,
     Msg,
+    forced_answer,
     indexed,
     json_value,
     key_marks,
@@ -54,6 +56,8 @@ def io(span: Mapping[str, Any]) -> Io:
     if keys_start(attrs, _MESSAGE_MARKS):  # one look at the keys for both lists: most spans have neither
         inputs = _messages(attrs, "llm.input_messages", "user")
         outputs = _messages(attrs, "llm.output_messages", "assistant")
+        if outputs and attrs.get("llm.invocation_parameters"):
+            outputs = forced_answer(outputs, attrs["llm.invocation_parameters"])
     else:
         inputs, outputs = [], []
     if not inputs and attrs.get("input.value") not in (None, ""):
