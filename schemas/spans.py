@@ -954,12 +954,14 @@ class _Trace:
             elif failure is None:
                 steps.extend(s["span_id"] for s in llms)  # only steps so far: the answer has not arrived (or never)
                 return None
-        conversation, asked_in = self._conversation(calls, last_answer if answered else None)  # the last to answer
-        conversation = self._handed_request(calls, conversation, asked_in)
+        said = [io(s) for s in calls]  # each call's messages, read once here for the passes below
+        conversation, asked_in = self._conversation(calls, said, last_answer if answered else None)  # the last to
+        # answer
+        conversation = self._handed_request(calls, said, conversation, asked_in)
         input_messages = root_in or conversation
-        output_messages = root_out or (self.io(last_answer)[1] if last_answer is not None else [])
-        system = root_system or (self.io(last_answer)[2] if last_answer is not None else "") or (
-            self.io(llms[-1])[2] if llms else "")
+        _, answer_out, answer_system = io(last_answer) if last_answer is not None else ((), [], "")
+        output_messages = root_out or answer_out
+        system = root_system or answer_system or (io(llms[-1])[2] if llms else "")
         output = _assistant_text(output_messages)
         if group.joined:  # work the run started in traces of their own: their last answer is the run's
             output, failure, joined_answer = self._joined_answer(group, output, failure, answering)
@@ -1007,8 +1009,8 @@ class _Trace:
         if contexts:
             turn["contexts"] = list(contexts.values())
         reported = self._reported(root, output) if not llms and not tools else None  # no model call, no tool traced
-        tool_calls = self._failed_by_word(self._tool_calls(tools, calls, reported[2] if reported else input_messages),
-                                          root, calls, reported[2] if reported else [])
+        tool_calls = self._failed_by_word(self._tool_calls(tools, said, reported[2] if reported else input_messages),
+                                          root, said, reported[2] if reported else [])
         if tool_calls:
             turn["tool_calls"] = tool_calls
         turn["metadata"] = metadata
@@ -1228,27 +1230,31 @@ class _Trace:
         delegated agent's model made, not the outer call seen again."""
         return not self._tool_above(span, {tool_id})
 
-    def _conversation(self, llms: list[SpanRecord],
+    def _conversation(self, llms: list[SpanRecord], said: list[conventions.Io],
                       last_answer: SpanRecord | None) -> tuple[list[conventions.Msg], SpanRecord | None]:
         """The first call's input; the answering call's when it extends it (so the tool round trip is kept); and the
-        call it came from."""
+        call it came from (``said``: the calls' messages, as ``io`` reads them)."""
         if not llms:
             return [], None
-        later = last_answer if last_answer is not None else llms[-1]
-        first, last = self.io(llms[0])[0], self.io(later)[0]
+        first = said[0][0]
+        if last_answer is None:
+            later, last = llms[-1], said[-1][0]
+        else:
+            later, last = last_answer, self.io(last_answer)[0]
         if len(last) >= len(first) and (last[:len(first)] == first or all(  # the same messages: the same words
                 a["role"] == b["role"] and a["content"] == b["content"] for a, b in zip(first, last, strict=False))):
             return last, later
         return first, llms[0]
 
-    def _handed_request(self, calls: list[SpanRecord], conversation: list[conventions.Msg],
+    def _handed_request(self, calls: list[SpanRecord], said: list[conventions.Io], conversation: list[conventions.Msg],
                         asked_in: SpanRecord | None) -> list[conventions.Msg]:
         """The conversation without the user messages a hand-over wrote (*a hand-over keeps the request*): where the
         answering call is another agent's than the run's first and continues its conversation, the user text beyond
-        the first call's is the framework's account of the run so far, not the user's words."""
+        the first call's is the framework's account of the run so far, not the user's words (``said``: the calls'
+        messages)."""
         if asked_in is None or not calls or asked_in is calls[0]:
             return conversation
-        sent = len(self.io(calls[0])[0])
+        sent = len(said[0][0])
         for m in conversation[sent:]:  # the agents are read only where user text beyond the first call's is
             if m["role"] == "user" and m["content"]:
                 break
@@ -1270,24 +1276,24 @@ class _Trace:
             parent, seen = span.get("parent_id"), seen + 1
         return agent
 
-    def _tool_calls(self, tools: list[SpanRecord], llms: list[SpanRecord],
+    def _tool_calls(self, tools: list[SpanRecord], said: list[conventions.Io],
                     conversation: list[conventions.Msg]) -> list[dict[str, Any]]:
         """The tool spans' calls (``tools``: the run's, in start order; ``_span_calls``), their ids paired with the
-        LLM's tool calls; else the calls the LLM calls asked for (and the conversation holds since its last user
-        message), with the results the tool messages give them."""
+        LLM's tool calls; else the calls the LLM calls asked for (``said``: their messages, in start order; and the
+        conversation holds since its last user message), with the results the tool messages give them
+        (``_tool_results``)."""
         asked: list[dict[str, Any]] = []  # the messages' own calls (read once per span): copied before a change
         last_user = len(conversation) - 1
         while last_user >= 0 and conversation[last_user]["role"] != "user":
             last_user -= 1
         for message in conversation[last_user + 1:]:
             asked.extend(message["tool_calls"])
-        io = self.io
-        for llm in llms:
-            for message in io(llm)[1]:
+        for _, said_out, _ in said:
+            for message in said_out:
                 if message["tool_calls"]:
                     asked.extend(message["tool_calls"])
         spans = self._span_calls(tools, asked) if tools else []
-        results = (self._tool_results(llms) if llms else _answers([conversation])) if asked else {}
+        results = (_tool_results(said) if said else _answers([conversation])) if asked else {}
         if spans:
             calls = spans
             for call in spans:  # paired unless each span says its call whole
@@ -1309,16 +1315,6 @@ class _Trace:
             calls.append(call)
         return calls
 
-    def _tool_results(self, llms: list[SpanRecord]) -> dict[str, str]:
-        """Each tool call id's result: the text of the last tool message answering it that the LLM calls were sent.
-        Read from the last call back, each id's result once: a run's later calls are sent its earlier calls' tool
-        messages again."""
-        io = self.io
-        sent = []
-        for llm in reversed(llms):
-            sent.append(io(llm)[0])
-        return _answers(sent)
-
     def _reported(self, root: SpanRecord, answer: str) -> tuple[SpanRecord, str, list[conventions.Msg]] | None:
         """The conversation a span of the run's request reports (*a run whose model calls are not traced*): the
         root's input or output, else the nearest span's above it, that holds the assistant's tool calls and ends in
@@ -1334,27 +1330,27 @@ class _Trace:
             span, seen = self.by_id.get(span.get("parent_id") or ""), seen + 1
         return None
 
-    def _failed_by_word(self, calls: list[dict[str, Any]], root: SpanRecord, llms: list[SpanRecord],
+    def _failed_by_word(self, calls: list[dict[str, Any]], root: SpanRecord, said: list[conventions.Io],
                         reported: list[conventions.Msg]) -> list[dict[str, Any]]:
         """The calls with the errors their tool messages state, where the framework's message says its call failed
         (``failed``) and nothing else gave the call an error: the message's text (the root's conversation, as a
-        pipeline returned it, the LLM calls' input, or the conversation the run reports: ``_reported``)."""
+        pipeline returned it, the LLM calls' input (``said``: their messages), or the conversation the run reports:
+        ``_reported``)."""
         if not calls:
             return calls
-        said = {}  # a key test per message: most say nothing of failing
-        io = self.io
-        root_in, root_out, _ = io(root)
+        failed = {}  # a key test per message: most say nothing of failing
+        root_in, root_out, _ = self.io(root)
         sources = [root_in, root_out]
-        for llm in llms:
-            sources.append(io(llm)[0])
+        for said_in, _, _ in said:
+            sources.append(said_in)
         sources.append(reported)
         for messages in sources:
             for m in messages:
                 if "failed" in m and m["failed"] and m.get("tool_call_id"):
-                    said[m["tool_call_id"]] = m["content"]
-        if not said:
+                    failed[m["tool_call_id"]] = m["content"]
+        if not failed:
             return calls
-        return [{**c, "error": said[c["id"]]} if c.get("id") in said and not c.get("error") else c for c in calls]
+        return [{**c, "error": failed[c["id"]]} if c.get("id") in failed and not c.get("error") else c for c in calls]
 
     def _span_calls(self, tools: list[SpanRecord], asked: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """One call per tool span (``tools``: the run's, in start order) with no tool above it. The tool spans of the
@@ -1504,6 +1500,13 @@ def _answered_unrecorded(calls: list[dict[str, Any]], asked: list[dict[str, Any]
         taken.add(call["id"])
         out.append({**call, "result": results[call["id"]]})
     return out
+
+
+def _tool_results(said: list[conventions.Io]) -> dict[str, str]:
+    """Each tool call id's result: the text of the last tool message answering it that the LLM calls were sent
+    (``said``: their messages, in start order). Read from the last call back, each id's result once: a run's later
+    calls are sent its earlier calls' tool messages again."""
+    return _answers([said_in for said_in, _, _ in reversed(said)])
 
 
 def _answers(conversations: list[list[conventions.Msg]]) -> dict[str, str]:
