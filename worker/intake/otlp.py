@@ -19,7 +19,10 @@ another process; and its links to spans of other traces (``links``: the trace an
 own (``vigil.schemas.links``). A link whose ids are not OTLP ids is dropped, not the span. A span whose ids are not OTLP ids (a 16-byte trace id and an 8-byte span id, not all zeros; in
 OTLP/JSON, hex) is rejected, and the answer's ``partial_success`` says which and why; the others are kept. So is an
 OTLP/JSON span (or log record) that protobuf's JSON mapping refuses (a value of the wrong type, nesting past its
-limit): it alone is rejected.
+limit): it alone is rejected. An OTLP/JSON trace request written as exporters write it is read directly into its
+records (``otlp_json``: the records the mapping's reading makes, without building the message); one holding
+anything else (a snake_case name, a ``null``, an id that is not hex, a value the mapping refuses) is read by the
+mapping, which names what it refuses.
 
 Of logs, only the GenAI events that carry content are kept: a log record whose event name (``event_name``, else the
 ``event.name`` attribute) is one of ``vigil.schemas.spans.CONTENT_EVENTS``, as a span event of its span
@@ -42,6 +45,7 @@ from __future__ import annotations
 import base64
 import json
 import re
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -69,6 +73,8 @@ from vigil.schemas.spans import (
     is_genai,
     log_record,
 )
+from vigil.worker.intake import otlp_json
+from vigil.worker.intake.otlp_json import Span
 
 __all__ = ["Decoded", "UndecodableBody", "Unread", "decode_logs", "decode_traces", "encode_error", "encode_logs_response",
            "encode_response"]
@@ -127,9 +133,17 @@ class Decoded:
 
 
 def decode_traces(body: bytes, *, json_body: bool) -> Decoded:
-    """The span records in one export request; raises ``UndecodableBody``."""
+    """The span records in one export request; raises ``UndecodableBody``. OTLP/JSON is read directly
+    (``otlp_json``) unless it holds what only protobuf's JSON mapping reads."""
     bad: dict[tuple[int, int, int], str] = {}
-    return _records(_parse(body, ExportTraceServiceRequest(), json_body=json_body, bad=bad), bad)
+    if not json_body:
+        return _records(_proto_spans(_parse(body, ExportTraceServiceRequest(), json_body=False, bad=bad)), bad)
+    data = _json(body)
+    try:
+        return _records(otlp_json.spans(data, body), bad)
+    except otlp_json.Slow:
+        pass
+    return _records(_proto_spans(_from_json(data, ExportTraceServiceRequest(), bad=bad)), bad)
 
 
 def decode_logs(body: bytes, *, json_body: bool) -> Decoded:
@@ -178,13 +192,17 @@ def _parse(body: bytes, request, *, json_body: bool, bad: dict[tuple[int, int, i
     """``body`` parsed into the (empty) protobuf message ``request``; raises ``UndecodableBody``. In OTLP/JSON, the
     spans or log records that cannot be read (an id that is not hex, a value protobuf refuses) are left empty and
     named in ``bad`` by their (resource, scope, item) indices, so the others are kept."""
-    kind = type(request).__name__
     if not json_body:
         try:
             request.ParseFromString(body)
         except (DecodeError, ValueError, RecursionError) as exc:
-            raise UndecodableBody(f"not a protobuf {kind}: {exc}") from None
+            raise UndecodableBody(f"not a protobuf {type(request).__name__}: {exc}") from None
         return request
+    return _from_json(_json(body), request, bad=bad)
+
+
+def _json(body: bytes) -> dict[str, Any]:
+    """An OTLP/JSON body parsed; raises ``UndecodableBody``."""
     try:
         data = json.loads(body)
     except (ValueError, UnicodeDecodeError) as exc:
@@ -193,6 +211,13 @@ def _parse(body: bytes, request, *, json_body: bool, bad: dict[tuple[int, int, i
         raise UndecodableBody("body is not JSON: nested too deeply") from None
     if not isinstance(data, dict):
         raise UndecodableBody(f"body must be a JSON object, got {type(data).__name__}")
+    return data
+
+
+def _from_json(data: dict[str, Any], request, *, bad: dict[tuple[int, int, int], str]):
+    """A parsed OTLP/JSON body read by protobuf's JSON mapping into the (empty) message ``request``, as ``_parse``
+    says."""
+    kind = type(request).__name__
     levels = _LEVELS[kind]
     items = list(_items(data, levels))
     for where, item in items:
@@ -243,58 +268,78 @@ def _items(data: dict[str, Any], levels: tuple[str, str, str]):
                     yield (r, s, i), item
 
 
-def _records(request: ExportTraceServiceRequest, bad: dict[tuple[int, int, int], str]) -> Decoded:
-    out = Decoded()
+def _proto_spans(request: ExportTraceServiceRequest) -> Iterator[tuple[int, int, int, dict[str, Any], str, Span]]:
+    """The spans of a protobuf request, as ``otlp_json.spans`` reads those of an OTLP/JSON one."""
     for r, resource_spans in enumerate(request.resource_spans):
-        resource = {kv.key: _value(kv.value) for kv in resource_spans.resource.attributes if kv.key in RESOURCE_KEYS}
-        # a bare span's whole resource: the project it is of
-        project = {PROJECT_RESOURCE: resource[PROJECT_RESOURCE]} if PROJECT_RESOURCE in resource else None
+        resource = _attributes(resource_spans.resource.attributes)
         for s, scope_spans in enumerate(resource_spans.scope_spans):
+            scope = scope_spans.scope.name
             for i, span in enumerate(scope_spans.spans):
-                where = f"resource_spans[{r}].scope_spans[{s}].spans[{i}]"
-                if (r, s, i) in bad:
-                    out.reject(where, bad[r, s, i])
-                    continue
-                if len(span.trace_id) != 16 or span.trace_id == _ZERO_TRACE:
-                    out.reject(where, f"trace_id must be 16 bytes and not all zero (got {len(span.trace_id)} bytes)")
-                    continue
-                if len(span.span_id) != 8 or span.span_id == _ZERO_SPAN:
-                    out.reject(where, f"span_id must be 8 bytes and not all zero (got {len(span.span_id)} bytes)")
-                    continue
-                parent = span.parent_span_id
-                record: SpanRecord = {
-                    "trace_id": span.trace_id.hex(),
-                    "span_id": span.span_id.hex(),
-                    "parent_id": parent.hex() if len(parent) == 8 and parent != _ZERO_SPAN else None,
-                    "name": span.name,
-                    "start": span.start_time_unix_nano,
-                    "end": span.end_time_unix_nano,
-                    "attributes": {},
-                    "kind": span.kind,
-                }
-                if span.flags & _FLAGS_KNOW_REMOTE and span.flags & _FLAGS_REMOTE and record["parent_id"]:
-                    record["parent_remote"] = True
-                if span.links:
-                    _links(record, span.links)
-                if span.status.code == _STATUS_ERROR:  # a bare link's too: a span that kept only its name and error
-                    record["status"] = {"code": _STATUS_ERROR, "message": span.status.message}
-                elif span.status.code == _STATUS_OK and any(e.name == "exception" for e in span.events):
-                    record["status"] = {"code": _STATUS_OK}  # the exception it recorded did not fail it
-                attributes = _attributes(span.attributes)
-                if is_genai(attributes, (e.name for e in span.events)):
-                    record["attributes"] = attributes
-                    record["events"] = [{"name": e.name, "time": e.time_unix_nano,
-                                         "attributes": _attributes(e.attributes)} for e in span.events]
-                    record["resource"] = resource
-                    record["scope"] = scope_spans.scope.name
-                    out.read.add(str(resource.get("service.name") or ""))
-                else:
-                    if project is not None:
-                        record["resource"] = project
-                    if attributes:
-                        out.unreadable(str(resource.get("service.name") or ""), attributes)
-                out.spans.append(record)
+                yield r, s, i, resource, scope, Span(
+                    span.trace_id, span.span_id, span.parent_span_id, span.name, span.start_time_unix_nano,
+                    span.end_time_unix_nano, span.kind, span.flags, span.status.code, span.status.message,
+                    [(link.trace_id, link.span_id) for link in span.links] if span.links else [],
+                    _attributes(span.attributes),
+                    [{"name": e.name, "time": e.time_unix_nano, "attributes": _attributes(e.attributes)}
+                     for e in span.events] if span.events else [])
+
+
+def _records(spans: Iterable[tuple[int, int, int, dict[str, Any], str, Span]],
+             bad: dict[tuple[int, int, int], str]) -> Decoded:
+    out = Decoded()
+    attributes_of: dict[str, Any] | None = None  # the resource whose kept attributes are ``resource``
+    for r, s, i, all_resource, scope, span in spans:
+        if all_resource is not attributes_of:
+            attributes_of = all_resource
+            resource = {key: value for key, value in all_resource.items() if key in RESOURCE_KEYS}
+            # a bare span's whole resource: the project it is of
+            project = {PROJECT_RESOURCE: resource[PROJECT_RESOURCE]} if PROJECT_RESOURCE in resource else None
+        if (r, s, i) in bad:
+            out.reject(_where(r, s, i), bad[r, s, i])
+            continue
+        if len(span.trace_id) != 16 or span.trace_id == _ZERO_TRACE:
+            out.reject(_where(r, s, i), f"trace_id must be 16 bytes and not all zero (got {len(span.trace_id)} bytes)")
+            continue
+        if len(span.span_id) != 8 or span.span_id == _ZERO_SPAN:
+            out.reject(_where(r, s, i), f"span_id must be 8 bytes and not all zero (got {len(span.span_id)} bytes)")
+            continue
+        parent = span.parent_span_id
+        record: SpanRecord = {
+            "trace_id": span.trace_id.hex(),
+            "span_id": span.span_id.hex(),
+            "parent_id": parent.hex() if len(parent) == 8 and parent != _ZERO_SPAN else None,
+            "name": span.name,
+            "start": span.start,
+            "end": span.end,
+            "attributes": {},
+            "kind": span.kind,
+        }
+        if span.flags & _FLAGS_KNOW_REMOTE and span.flags & _FLAGS_REMOTE and record["parent_id"]:
+            record["parent_remote"] = True
+        if span.links:
+            _links(record, span.links)
+        if span.status_code == _STATUS_ERROR:  # a bare link's too: a span that kept only its name and error
+            record["status"] = {"code": _STATUS_ERROR, "message": span.status_message}
+        elif span.status_code == _STATUS_OK and any(e["name"] == "exception" for e in span.events):
+            record["status"] = {"code": _STATUS_OK}  # the exception it recorded did not fail it
+        attributes = span.attributes
+        if is_genai(attributes, (e["name"] for e in span.events)):
+            record["attributes"] = attributes
+            record["events"] = span.events
+            record["resource"] = resource
+            record["scope"] = scope
+            out.read.add(str(resource.get("service.name") or ""))
+        else:
+            if project is not None:
+                record["resource"] = project
+            if attributes:
+                out.unreadable(str(resource.get("service.name") or ""), attributes)
+        out.spans.append(record)
     return out
+
+
+def _where(r: int, s: int, i: int) -> str:
+    return f"resource_spans[{r}].scope_spans[{s}].spans[{i}]"
 
 
 def _otlp_ids(trace_id: bytes, span_id: bytes) -> bool:
@@ -302,13 +347,13 @@ def _otlp_ids(trace_id: bytes, span_id: bytes) -> bool:
     return len(trace_id) == 16 and trace_id != _ZERO_TRACE and len(span_id) == 8 and span_id != _ZERO_SPAN
 
 
-def _links(record: SpanRecord, links) -> None:
+def _links(record: SpanRecord, links: list[tuple[bytes, bytes]]) -> None:
     """A span's links with OTLP ids, each once, at most ``MAX_LINKS`` (``links_more`` when it had others)."""
     kept: list[dict[str, str]] = []
-    for link in links:
-        if not _otlp_ids(link.trace_id, link.span_id):
+    for trace_id, span_id in links:
+        if not _otlp_ids(trace_id, span_id):
             continue
-        found = {"trace_id": link.trace_id.hex(), "span_id": link.span_id.hex()}
+        found = {"trace_id": trace_id.hex(), "span_id": span_id.hex()}
         if found in kept:
             continue
         if len(kept) == MAX_LINKS:
@@ -325,6 +370,8 @@ def _attributes(pairs) -> dict[str, Any]:
 
 def _value(value: AnyValue) -> Any:
     kind = value.WhichOneof("value")
+    if kind == "string_value":  # most values
+        return value.string_value
     if kind is None:
         return None
     if kind == "array_value":
