@@ -144,7 +144,6 @@ _LINK = _shape(trace_pb2.Span.Link.DESCRIPTOR, {"traceId", "spanId", "attributes
                {"traceState": _text, "droppedAttributesCount": _u32, "flags": _u32}, _ID_FIELDS)
 _STATUS = _shape(trace_pb2.Status.DESCRIPTOR, {"code", "message"})
 _KEY_VALUE = _shape(common_pb2.KeyValue.DESCRIPTOR, {"key", "value"})
-_KEY_AND_VALUE = {"key", "value"}
 _VALUES = _shape(common_pb2.ArrayValue.DESCRIPTOR, {"values"})  # ArrayValue's and KeyValueList's one field
 
 
@@ -156,9 +155,9 @@ def _message(node: Any, shape: _Shape) -> dict[str, Any]:
         for key in node.keys() - shape.reads:
             if key in shape.others or key[:1] == "[":  # "[name]": the mapping reads it as an extension
                 raise Slow
-    if shape.checks:
-        for key in shape.checks.keys() & node.keys():
-            shape.checks[key](node[key])
+    for key, check in shape.checks.items():
+        if key in node:
+            check(node[key])
     return node
 
 
@@ -184,14 +183,17 @@ def _hex(value: Any) -> bytes:
 def _attributes(pairs: list[Any], depth: int = 0) -> dict[str, Any]:
     out = {}
     for pair in pairs:
-        if type(pair) is dict and pair.keys() == _KEY_AND_VALUE:  # as exporters write it
+        if type(pair) is dict and len(pair) == 2 and "key" in pair and "value" in pair:  # as exporters write it
             key, value = pair["key"], pair["value"]
         else:
             pair = _message(pair, _KEY_VALUE)
             key, value = pair.get("key", ""), pair.get("value", {})
         if type(key) is not str:
             raise Slow
-        out[key] = _value(value, depth)
+        if type(value) is dict and len(value) == 1 and type(text := value.get("stringValue")) is str:
+            out[key] = text  # most values: read here, not by _value
+        else:
+            out[key] = _value(value, depth)
     return out
 
 
@@ -213,13 +215,20 @@ def _value(node: Any, depth: int) -> Any:
             if type(value) is int and -_I64 <= value < _I64:
                 return float(value)
         elif depth < MAX_NESTING and kind == "arrayValue":
-            return [_value(v, depth + 1) for v in _repeated(_message(value, _VALUES), "values")]
+            return [_value(v, depth + 1) for v in _values(value)]
         elif depth < MAX_NESTING and kind == "kvlistValue":
-            return _attributes(_repeated(_message(value, _VALUES), "values"), depth + 1)
+            return _attributes(_values(value), depth + 1)
         raise Slow
     if type(node) is dict and not node:
         return None
     raise Slow
+
+
+def _values(node: Any) -> list[Any]:
+    """An ``ArrayValue``'s or ``KeyValueList``'s values."""
+    if type(node) is dict and len(node) == 1 and type(values := node.get("values")) is list:  # as exporters write it
+        return values
+    return _repeated(_message(node, _VALUES), "values")
 
 
 def _links(links: list[Any]) -> list[tuple[bytes, bytes]]:
