@@ -129,7 +129,11 @@ its packaging (OpenLLMetry's Haystack instrumentation writes the key of the gene
   one of the LLM's tool calls that no tool span records, answered by a tool message for its id (the OpenAI Agents
   SDK answers a ``transfer_to_<agent>`` handoff itself, and most of its instrumentations write no span for it), is a
   call of the run beside the spans' calls, its result that message (not a final-answer tool), where each span's call
-  is one the model asked for by id (an unpaired span may be that call's record). **A span that records nothing of a call the model made is
+  is one the model asked for by id (an unpaired span may be that call's record). **A tool span inside a model call
+  that records only the request is the call's output**, not a run: no result and no error, under the LLM span that
+  asked for it (AgentOps' OpenAI instrumentation writes each tool call of a response as such a span,
+  ``tool_call.<name>``, beside the application's own ``@tool`` span that ran it); a tool that ran inside the call (a
+  streamed call's tools, Google ADK's) states what it returned or raised. **A span that records nothing of a call the model made is
   bookkeeping**, not a call: no arguments, result or error, and neither its id nor its tool among the calls the LLM
   calls asked for, when they say which (Google ADK's ``execute_tool (merged tools)`` beside the spans of a parallel
   step's calls).
@@ -274,7 +278,8 @@ _GENAI_PREFIXES = ("gen_ai.", "llm.", "input.value", "output.value", "retrieval.
                    *conventions.langfuse.KEEP_KEYS,  # Langfuse's observations
                    *conventions.mlflow.KEEP_KEYS,  # MLflow's traced spans
                    *conventions.logfire.KEEP_KEYS,  # the OpenAI Agents SDK's traces as Logfire writes them
-                   *conventions.laminar.KEEP_KEYS)  # Laminar's spans
+                   *conventions.laminar.KEEP_KEYS,  # Laminar's spans
+                   *conventions.agentops.KEEP_KEYS)  # AgentOps' decorators' spans
 _CONTAINERS = ("server", "chain", "step")
 _BY_TIME = itemgetter("start", "end")  # spans in start order, the shorter first
 _SAYS_NOTHING = "error"  # conventions.error's text for a span that failed and says nothing more
@@ -1373,6 +1378,8 @@ class _Trace:
                         call = {**inner, **{k: v for k, v in call.items() if v not in (None, "", {})}}
             if conventions.is_final_tool(call["name"]):
                 continue
+            if "result" not in call and "error" not in call and self.kinds.get(span["parent_id"]) == "llm":
+                continue  # the model call's own record of a call it asked for, inside it: a request, not a run
             if asked and not (call["arguments"] or call.get("result") is not None or call.get("error")):
                 if called is None:
                     called = {c["name"] for c in asked} | {c["id"] for c in asked if c.get("id")}

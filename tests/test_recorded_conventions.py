@@ -275,6 +275,29 @@ def test_a_call_of_the_function_the_request_forced_is_the_answer(tool_choice, an
         assert (found.turns, found.steps) == ([], [call["span_id"]])
 
 
+@pytest.mark.parametrize("inside_ran", [False, True], ids=["the request inside, the run beside", "the run inside"])
+def test_a_tool_span_inside_a_model_call_that_records_only_the_request_is_no_run(inside_ran):
+    """AgentOps' OpenAI instrumentation writes each tool call of a response as a span under the call's (its name,
+    arguments and id, nothing of a run) and the application's ``@tool`` span runs it: one call. A tool that ran
+    inside its call (a streamed call's) states its result, and is the call."""
+    asked = llm("2", "1", 1, "Where is A-1001?", "")
+    del asked["attributes"]["llm.output_messages.0.message.content"]
+    asked["attributes"].update({
+        "llm.output_messages.0.message.tool_calls.0.tool_call.id": "call_1",
+        "llm.output_messages.0.message.tool_calls.0.tool_call.function.name": "lookup_order",
+        "llm.output_messages.0.message.tool_calls.0.tool_call.function.arguments": json.dumps(ORDER_ARGS)})
+    called = {"tool.name": "lookup_order", "input.value": json.dumps(ORDER_ARGS)}
+    inside = span("3", "2", "tool_call.lookup_order", 2, **called, **({"output.value": "shipped"} if inside_ran else {}))
+    beside = [] if inside_ran else [span("4", "1", "lookup_order.tool", 13, **called, **{"output.value": "shipped"})]
+    spans = [span("1", None, "support_bot", 0, **{"openinference.span.kind": "AGENT"}), asked, inside, *beside,
+             llm("5", "1", 20, "Where is A-1001?", "It has shipped.")]
+
+    [turn] = assembly(spans).turns
+
+    assert [(c["name"], c["arguments"], c.get("result")) for c in turn["tool_calls"]] == [
+        ("lookup_order", ORDER_ARGS, "shipped")]
+
+
 def test_a_root_value_that_is_plain_text_is_the_question():
     spans = [span("1", None, "run", 0, **{"openinference.span.kind": "AGENT", "input.value": "Where is A-1001?"}),
              llm("2", "1", 1, "New task:\nWhere is A-1001?", "It ships in 2 days.")]

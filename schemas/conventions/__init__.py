@@ -4,19 +4,19 @@ OpenAI Agents SDK's included), the Vercel AI SDK (``vercel``), pydantic-ai (``py
 (``haystack``), Firebase Genkit's own tracing (``genkit``), the Langfuse SDK's observations (``langfuse``), MLflow
 Tracing (``mlflow``), Griptape's own observability (``griptape``), the OpenTelemetry GenAI conventions (``genai``),
 Pydantic Logfire's OpenAI Agents SDK spans (``logfire``: the SDK's own records as attributes), Laminar's
-``@observe`` spans (``laminar``) and openlit (``openlit``). Each module's docstring has its table: which attributes and events mean what.
+``@observe`` spans (``laminar``), AgentOps' decorators' spans (``agentops``) and openlit (``openlit``). Each module's docstring has its table: which attributes and events mean what.
 ``schemas.spans`` builds turns from what these functions say of each span.
 
 **A registry of small mappers in priority order, ending in a fallback by meaning.** A span's kind is the first
 mapper's that claims it (``MAPPERS``: OpenLLMetry, OpenInference, Vercel, pydantic-ai, Haystack, Genkit, Langfuse,
-MLflow, Griptape, GenAI, Logfire, Laminar); a span no mapper claims is read by what it says: one that names a model
-(``gen_ai.request.model``, ``llm.model_name``, ``ai.model.id`` ...) is an LLM call, one that names a tool is a tool
-call, a plain server or consumer span is ``server``, one named as the GenAI conventions name an agent's or a tool's
-span (``invoke_agent <agent>``, ``invoke_workflow <name>``, ``execute_tool <tool>``) is that span (OpenLIT's CrewAI
-spans that failed keep nothing but their name and error), anything else ``other``. So a framework nobody listed
-still lands somewhere sensible, and ``explain_kind`` says which mapper decided and on which attribute. Messages:
-openlit's when it wrote the span, else each mapper in turn fills what the ones before left empty (Vercel, pydantic-ai,
-Haystack, Genkit, GenAI, OpenLLMetry, OpenInference, Langfuse, MLflow, Logfire); ``io_sources`` says which.
+MLflow, Griptape, GenAI, Logfire, Laminar, AgentOps); a span no mapper claims is read by what it says: one that
+names a model (``gen_ai.request.model``, ``llm.model_name``, ``ai.model.id`` ...) is an LLM call, one that names a
+tool is a tool call, a plain server or consumer span is ``server``, one named as the GenAI conventions name an
+agent's or a tool's span (``invoke_agent <agent>``, ``invoke_workflow <name>``, ``execute_tool <tool>``) is that span
+(OpenLIT's CrewAI spans that failed keep nothing but their name and error), anything else ``other``. So a framework
+nobody listed still lands somewhere sensible, and ``explain_kind`` says which mapper decided and on which attribute.
+Messages: openlit's when it wrote the span, else each mapper in turn fills what the ones before left empty (Vercel,
+pydantic-ai, Haystack, Genkit, GenAI, OpenLLMetry, OpenInference, Langfuse, MLflow, Logfire); ``io_sources`` says which.
 
 **A tool call is filled as a span's messages are**: the first convention that reads a tool span gives the call, and
 each after it fills what the ones before left empty (its arguments, id and result): an instrumentation that writes
@@ -52,6 +52,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from . import (
+    agentops,
     genai,
     genkit,
     griptape,
@@ -104,6 +105,7 @@ MAPPERS = (
     ("genai", "gen_ai.operation.name", lambda attrs, events, name: genai.kind(attrs, events)),
     ("logfire", logfire.KIND_KEYS, lambda attrs, events, name: logfire.kind(attrs)),
     ("laminar", laminar.KIND_KEY, lambda attrs, events, name: laminar.kind(attrs)),
+    ("agentops", agentops.KIND_KEY, lambda attrs, events, name: agentops.kind(attrs)),
 )
 # the model a call names, the one that answered before the one asked for
 _MODEL_KEYS = ("gen_ai.response.model", "gen_ai.request.model", "llm.model_name", "ai.response.model", "ai.model.id")
@@ -171,6 +173,9 @@ def decided_kind(span: Mapping[str, Any]) -> tuple[str, int]:
     found = laminar.kind(attrs)
     if found:
         return found, 11
+    found = agentops.kind(attrs)
+    if found:
+        return found, 12
     return _by_meaning(span)[0], len(MAPPERS)
 
 
@@ -328,7 +333,7 @@ def documents(attrs: Mapping[str, Any]) -> list[dict[str, Any]]:
 _TOOL_READERS = ((openllmetry.tool, "openllmetry"), (openinference.tool, None), (vercel.tool, "vercel"),
                  (pydantic_ai.tool, None), (haystack.tool, "haystack"), (genkit.tool, "genkit"),
                  (langfuse.tool, "langfuse"), (mlflow.tool, "mlflow"), (griptape.tool, "griptape"), (genai.tool, None),
-                 (logfire.tool, None), (laminar.tool, "laminar"))
+                 (logfire.tool, None), (laminar.tool, "laminar"), (agentops.tool, "agentops"))
 _TOOLS_ASKED: dict[int | None, tuple[Any, ...]] = {
     decided: tuple(reader for reader, gate in _TOOL_READERS if gate is None or _DECIDER[gate] >= decided)
     for decided in range(len(MAPPERS) + 1)}

@@ -16,6 +16,7 @@ __all__ = [
     "call_arguments",
     "final_text",
     "forced_answer",
+    "function_call",
     "hand_in",
     "indexed",
     "is_final_tool",
@@ -132,6 +133,16 @@ def span_tool_name(span_name: Any) -> str:
     if dot and method in _CALL_METHODS and _IDENTIFIER.match(head):
         return head
     return name
+
+
+def function_call(name: Any, given: Any, returned: Any) -> dict[str, Any]:
+    """A decorated function's span read as a tool call: its name, what it was given (JSON: its arguments by name, or
+    a Python call's ``{"args", "kwargs"}``, unwrapped by ``call_arguments``) and what it returned as the result (JSON:
+    a text result is the JSON text of that string; ``None``: none recorded)."""
+    call = tool_call(name, json_value(given))
+    if returned is not None:
+        call["result"] = result_text(json_value(returned))
+    return call
 
 
 def final_text(call: dict[str, Any]) -> str:

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ._parse import json_value, result_text, text, tool_call
+from ._parse import function_call, text
 
 __all__ = ["KEEP_KEYS", "KIND_KEY", "WHO_KEYS", "identity", "kind", "tool"]
 
@@ -37,10 +37,7 @@ def tool(span: Mapping[str, Any]) -> dict[str, Any] | None:
     attrs = span["attributes"]
     if kind(attrs) != "tool":
         return None
-    call = tool_call(span["name"], json_value(attrs.get("lmnr.span.input")))
-    if attrs.get("lmnr.span.output") is not None:
-        call["result"] = result_text(json_value(attrs["lmnr.span.output"]))
-    return call
+    return function_call(span["name"], attrs.get("lmnr.span.input"), attrs.get("lmnr.span.output"))
 
 
 def identity(attrs: Mapping[str, Any]) -> dict[str, Any]:
