@@ -1,5 +1,5 @@
-"""An OTLP/JSON request decodes to the span records its protobuf twin decodes to: read directly (``otlp_json``) when
-it is written as exporters write it, by protobuf's JSON mapping when it holds anything else."""
+"""An OTLP/JSON request (traces or logs) decodes to the records its protobuf twin decodes to: read directly
+(``otlp_json``) when it is written as exporters write it, by protobuf's JSON mapping when it holds anything else."""
 
 from __future__ import annotations
 
@@ -11,27 +11,30 @@ from typing import Any
 
 import pytest
 from google.protobuf import json_format
+from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import (
+    ExportLogsServiceRequest,
+)
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest,
 )
 from vigil.worker.intake import otlp_json
-from vigil.worker.intake.otlp import decode_traces
+from vigil.worker.intake.otlp import decode_logs, decode_traces
 
 FIXTURES = Path(__file__).parent / "fixtures" / "otlp"
 RECORDINGS = [path for path in sorted(FIXTURES.glob("**/*.json")) if not path.name.endswith(".expected.json")]
 
 
-def traces(path: Path) -> list[dict[str, Any]]:
-    """The trace requests of one recording."""
-    return [r["body"] for r in json.loads(path.read_text()).get("requests", []) if r["path"].endswith("/v1/traces")]
+def requests(path: Path, kind: str = "traces") -> list[dict[str, Any]]:
+    """The trace (or logs) requests of one recording."""
+    return [r["body"] for r in json.loads(path.read_text()).get("requests", []) if r["path"].endswith(f"/v1/{kind}")]
 
 
 def base64_ids(body: dict[str, Any]) -> dict[str, Any]:
-    """The request with its hex ids in base64, as protobuf's JSON mapping reads bytes."""
+    """The request (traces or logs) with its hex ids in base64, as protobuf's JSON mapping reads bytes."""
     body = copy.deepcopy(body)
-    for resource in body.get("resourceSpans", []):
-        for scope in resource.get("scopeSpans", []):
-            for span in scope.get("spans", []):
+    for resource in body.get("resourceSpans", body.get("resourceLogs", [])):
+        for scope in resource.get("scopeSpans", resource.get("scopeLogs", [])):
+            for span in scope.get("spans", scope.get("logRecords", [])):
                 for item in [span, *span.get("links", [])]:
                     for key in ("traceId", "spanId", "parentSpanId"):
                         if key in item:
@@ -41,19 +44,22 @@ def base64_ids(body: dict[str, Any]) -> dict[str, Any]:
 
 def protobuf(body: dict[str, Any]) -> bytes:
     """The request in protobuf: its ids as bytes, the rest as protobuf's JSON mapping reads it."""
-    return json_format.ParseDict(base64_ids(body), ExportTraceServiceRequest(),
-                                 ignore_unknown_fields=True).SerializeToString()
+    message = ExportLogsServiceRequest() if "resourceLogs" in body else ExportTraceServiceRequest()
+    return json_format.ParseDict(base64_ids(body), message, ignore_unknown_fields=True).SerializeToString()
 
 
 def as_json(body: dict[str, Any]) -> bytes:
     return json.dumps(body).encode()
 
 
-def test_every_recorded_trace_request_is_read_directly():
-    bodies = [as_json(body) for path in RECORDINGS for body in traces(path)]
-    assert len(bodies) > 500
-    for body in bodies:
+def test_every_recorded_request_is_read_directly():
+    traces = [as_json(body) for path in RECORDINGS for body in requests(path)]
+    logs = [as_json(body) for path in RECORDINGS for body in requests(path, "logs")]
+    assert len(traces) > 500 and len(logs) > 100
+    for body in traces:
         otlp_json.spans(json.loads(body), body)  # no Slow
+    for body in logs:
+        otlp_json.log_records(json.loads(body), body)
 
 
 @pytest.mark.parametrize("directory", sorted({path.parent for path in RECORDINGS}), ids=lambda d: d.name)
@@ -62,8 +68,9 @@ def test_a_recorded_request_decodes_as_its_protobuf_twin(directory):
     the direct reading saves, too slow for all of them."""
     paths = sorted(directory.glob("*.json"))
     paths = paths if directory == FIXTURES else [p for p in paths if p in RECORDINGS][:1]
-    for body in [body for path in paths for body in traces(path)]:
-        assert decode_traces(as_json(body), json_body=True) == decode_traces(protobuf(body), json_body=False)
+    for decode, kind in ((decode_traces, "traces"), (decode_logs, "logs")):
+        for body in [body for path in paths for body in requests(path, kind)]:
+            assert decode(as_json(body), json_body=True) == decode(protobuf(body), json_body=False)
 
 
 def attribute(value: dict[str, Any], **span: Any) -> dict[str, Any]:

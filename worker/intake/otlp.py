@@ -19,7 +19,7 @@ another process; and its links to spans of other traces (``links``: the trace an
 own (``vigil.schemas.links``). A link whose ids are not OTLP ids is dropped, not the span. A span whose ids are not OTLP ids (a 16-byte trace id and an 8-byte span id, not all zeros; in
 OTLP/JSON, hex) is rejected, and the answer's ``partial_success`` says which and why; the others are kept. So is an
 OTLP/JSON span (or log record) that protobuf's JSON mapping refuses (a value of the wrong type, nesting past its
-limit): it alone is rejected. An OTLP/JSON trace request written as exporters write it is read directly into its
+limit): it alone is rejected. An OTLP/JSON request (traces or logs) written as exporters write it is read directly into its
 records (``otlp_json``: the records the mapping's reading makes, without building the message); one holding
 anything else (a snake_case name, a ``null``, an id that is not hex, a value the mapping refuses) is read by the
 mapping, which names what it refuses.
@@ -68,13 +68,12 @@ from vigil.schemas.links import MAX_LINKS
 from vigil.schemas.spans import (
     CONTENT_EVENTS,
     PROJECT_RESOURCE,
-    RESOURCE_KEYS,
     SpanRecord,
     is_genai,
     log_record,
 )
 from vigil.worker.intake import otlp_json
-from vigil.worker.intake.otlp_json import Span
+from vigil.worker.intake.otlp_json import LogRecord, Span
 
 __all__ = ["Decoded", "UndecodableBody", "Unread", "decode_logs", "decode_traces", "encode_error", "encode_logs_response",
            "encode_response"]
@@ -133,51 +132,70 @@ class Decoded:
 
 
 def decode_traces(body: bytes, *, json_body: bool) -> Decoded:
-    """The span records in one export request; raises ``UndecodableBody``. OTLP/JSON is read directly
-    (``otlp_json``) unless it holds what only protobuf's JSON mapping reads."""
-    bad: dict[tuple[int, int, int], str] = {}
-    if not json_body:
-        return _records(_proto_spans(_parse(body, ExportTraceServiceRequest(), json_body=False, bad=bad)), bad)
-    data = _json(body)
-    try:
-        return _records(otlp_json.spans(data, body), bad)
-    except otlp_json.Slow:
-        pass
-    return _records(_proto_spans(_from_json(data, ExportTraceServiceRequest(), bad=bad)), bad)
+    """The span records in one export request; raises ``UndecodableBody``."""
+    return _decoded(body, ExportTraceServiceRequest(), otlp_json.spans, _proto_spans, _records, json_body=json_body)
 
 
 def decode_logs(body: bytes, *, json_body: bool) -> Decoded:
     """The GenAI events in one logs export request, as records for their traces; raises ``UndecodableBody``."""
+    return _decoded(body, ExportLogsServiceRequest(), otlp_json.log_records, _proto_log_records, _events,
+                    json_body=json_body)
+
+
+def _decoded(body: bytes, request, direct, from_message, decoded, *, json_body: bool) -> Decoded:
+    """``decoded`` of the items (spans, log records) of one request, ``request`` the empty message it is: read
+    directly from OTLP/JSON (``direct``) unless it holds what only protobuf's JSON mapping reads, else from the
+    message (``from_message``); raises ``UndecodableBody``. ``bad``: the items the mapping could not read."""
     bad: dict[tuple[int, int, int], str] = {}
-    request = _parse(body, ExportLogsServiceRequest(), json_body=json_body, bad=bad)
-    out = Decoded()
+    if not json_body:
+        return decoded(from_message(_parse(body, request)), bad)
+    data = _json(body)
+    try:
+        return decoded(direct(data, body), bad)
+    except otlp_json.Slow:
+        pass
+    return decoded(from_message(_from_json(data, request, bad=bad)), bad)
+
+
+def _proto_log_records(request: ExportLogsServiceRequest) -> Iterator[tuple[int, int, int, dict[str, Any], str,
+                                                                             LogRecord]]:
+    """The log records of a protobuf request, as ``otlp_json.log_records`` reads those of an OTLP/JSON one."""
     for r, resource_logs in enumerate(request.resource_logs):
-        resource = {kv.key: _value(kv.value) for kv in resource_logs.resource.attributes if kv.key in RESOURCE_KEYS}
+        resource = otlp_json.kept(_attributes(resource_logs.resource.attributes))
         for s, scope_logs in enumerate(resource_logs.scope_logs):
+            scope = scope_logs.scope.name
             for i, record in enumerate(scope_logs.log_records):
-                if (r, s, i) in bad:
-                    out.reject(f"resource_logs[{r}].scope_logs[{s}].log_records[{i}]", bad[r, s, i])
-                    continue
-                attributes = _attributes(record.attributes)
-                name = record.event_name or str(attributes.pop("event.name", "") or "")
-                if name not in CONTENT_EVENTS:  # not content (vigil's own gen_ai.evaluation.result among them)
-                    continue
-                if not _otlp_ids(record.trace_id, record.span_id):  # no trace context: well formed, attaches nowhere
-                    out.unattached += 1
-                    if len(out.unattached_from) < _MAX_UNREAD:
-                        out.unattached_from.add(str(resource.get("service.name") or ""))
-                    continue
-                body_value = _value(record.body) if record.HasField("body") else None
-                if isinstance(body_value, str) and body_value[:1] == "{":
-                    body_value = _map_text(body_value)
-                if isinstance(body_value, dict):
-                    attributes.update(body_value)
-                elif body_value not in (None, ""):
-                    attributes.setdefault("content", body_value)
-                event = {"name": name, "time": record.time_unix_nano or record.observed_time_unix_nano,
-                         "attributes": attributes}
-                out.spans.append(log_record(record.trace_id.hex(), record.span_id.hex(), event, resource,
-                                            scope_logs.scope.name))
+                yield r, s, i, resource, scope, LogRecord(
+                    record.trace_id, record.span_id, record.event_name, record.time_unix_nano,
+                    record.observed_time_unix_nano, _attributes(record.attributes),
+                    _value(record.body) if record.HasField("body") else None)
+
+
+def _events(records: Iterable[tuple[int, int, int, dict[str, Any], str, LogRecord]],
+            bad: dict[tuple[int, int, int], str]) -> Decoded:
+    out = Decoded()
+    for r, s, i, resource, scope, record in records:
+        if (r, s, i) in bad:
+            out.reject(f"resource_logs[{r}].scope_logs[{s}].log_records[{i}]", bad[r, s, i])
+            continue
+        attributes = record.attributes
+        name = record.event_name or str(attributes.pop("event.name", "") or "")
+        if name not in CONTENT_EVENTS:  # not content (vigil's own gen_ai.evaluation.result among them)
+            continue
+        if not _otlp_ids(record.trace_id, record.span_id):  # no trace context: well formed, attaches nowhere
+            out.unattached += 1
+            if len(out.unattached_from) < _MAX_UNREAD:
+                out.unattached_from.add(str(resource.get("service.name") or ""))
+            continue
+        body_value = record.body
+        if isinstance(body_value, str) and body_value[:1] == "{":
+            body_value = _map_text(body_value)
+        if isinstance(body_value, dict):
+            attributes.update(body_value)
+        elif body_value not in (None, ""):
+            attributes.setdefault("content", body_value)
+        event = {"name": name, "time": record.time or record.observed_time, "attributes": attributes}
+        out.spans.append(log_record(record.trace_id.hex(), record.span_id.hex(), event, resource, scope))
     return out
 
 
@@ -188,17 +206,13 @@ def _map_text(text: str) -> Any:
     return parsed if isinstance(parsed, dict) else text
 
 
-def _parse(body: bytes, request, *, json_body: bool, bad: dict[tuple[int, int, int], str]):
-    """``body`` parsed into the (empty) protobuf message ``request``; raises ``UndecodableBody``. In OTLP/JSON, the
-    spans or log records that cannot be read (an id that is not hex, a value protobuf refuses) are left empty and
-    named in ``bad`` by their (resource, scope, item) indices, so the others are kept."""
-    if not json_body:
-        try:
-            request.ParseFromString(body)
-        except (DecodeError, ValueError, RecursionError) as exc:
-            raise UndecodableBody(f"not a protobuf {type(request).__name__}: {exc}") from None
-        return request
-    return _from_json(_json(body), request, bad=bad)
+def _parse(body: bytes, request):
+    """A protobuf ``body`` parsed into the (empty) message ``request``; raises ``UndecodableBody``."""
+    try:
+        request.ParseFromString(body)
+    except (DecodeError, ValueError, RecursionError) as exc:
+        raise UndecodableBody(f"not a protobuf {type(request).__name__}: {exc}") from None
+    return request
 
 
 def _json(body: bytes) -> dict[str, Any]:
@@ -215,8 +229,9 @@ def _json(body: bytes) -> dict[str, Any]:
 
 
 def _from_json(data: dict[str, Any], request, *, bad: dict[tuple[int, int, int], str]):
-    """A parsed OTLP/JSON body read by protobuf's JSON mapping into the (empty) message ``request``, as ``_parse``
-    says."""
+    """A parsed OTLP/JSON body read by protobuf's JSON mapping into the (empty) message ``request``; raises
+    ``UndecodableBody``. The spans or log records that cannot be read (an id that is not hex, a value protobuf
+    refuses) are left empty and named in ``bad`` by their (resource, scope, item) indices, so the others are kept."""
     kind = type(request).__name__
     levels = _LEVELS[kind]
     items = list(_items(data, levels))
@@ -271,7 +286,7 @@ def _items(data: dict[str, Any], levels: tuple[str, str, str]):
 def _proto_spans(request: ExportTraceServiceRequest) -> Iterator[tuple[int, int, int, dict[str, Any], str, Span]]:
     """The spans of a protobuf request, as ``otlp_json.spans`` reads those of an OTLP/JSON one."""
     for r, resource_spans in enumerate(request.resource_spans):
-        resource = _attributes(resource_spans.resource.attributes)
+        resource = otlp_json.kept(_attributes(resource_spans.resource.attributes))
         for s, scope_spans in enumerate(resource_spans.scope_spans):
             scope = scope_spans.scope.name
             for i, span in enumerate(scope_spans.spans):
@@ -287,11 +302,10 @@ def _proto_spans(request: ExportTraceServiceRequest) -> Iterator[tuple[int, int,
 def _records(spans: Iterable[tuple[int, int, int, dict[str, Any], str, Span]],
              bad: dict[tuple[int, int, int], str]) -> Decoded:
     out = Decoded()
-    attributes_of: dict[str, Any] | None = None  # the resource whose kept attributes are ``resource``
-    for r, s, i, all_resource, scope, span in spans:
-        if all_resource is not attributes_of:
-            attributes_of = all_resource
-            resource = {key: value for key, value in all_resource.items() if key in RESOURCE_KEYS}
+    project_of: dict[str, Any] | None = None  # the resource whose project is ``project``
+    for r, s, i, resource, scope, span in spans:
+        if resource is not project_of:
+            project_of = resource
             # a bare span's whole resource: the project it is of
             project = {PROJECT_RESOURCE: resource[PROJECT_RESOURCE]} if PROJECT_RESOURCE in resource else None
         if (r, s, i) in bad:
