@@ -40,6 +40,8 @@ def nested(depth: int) -> dict[str, Any]:
     pytest.param(span(attributes=[{"key": "x", "value": {"intValue": "seven"}}]), "not OTLP", id="a value of the wrong type"),
     pytest.param(span(attributes=[{"key": "x", "value": nested(150)}]), "not OTLP", id="attributes nested past the limit"),
     pytest.param(span(startTimeUnixNano={"a": 1}), "not OTLP", id="a time that is an object"),
+    pytest.param(span(status="\ud800"), "not OTLP", id="an unpaired surrogate where a message is due"),
+    pytest.param(span(kind="\ud800"), "not OTLP", id="an unpaired surrogate where an enum is due"),
 ])
 def test_a_malformed_span_is_rejected_alone_and_the_good_ones_beside_it_are_kept(bad, why):
     good = span(span_id="aaaaaaaaaaaaaaaa")
@@ -73,6 +75,7 @@ def test_a_log_record_with_an_id_not_in_hex_is_rejected_alone():
 @pytest.mark.parametrize("raw", [
     pytest.param(b"[" * 100_000 + b"]" * 100_000, id="JSON nested past the parser's limit"),
     pytest.param(b'{"resourceSpans": {"not": "a list"}}', id="not the request's shape"),
+    pytest.param(b'{"resourceSpans": ["\\ud800"]}', id="an unpaired surrogate where a resource is due"),
 ])
 def test_a_body_that_is_not_otlp_at_all_is_refused_whole_with_a_reason(raw):
     with pytest.raises(UndecodableBody):

@@ -228,6 +228,11 @@ def _json(body: bytes) -> dict[str, Any]:
     return data
 
 
+# what protobuf's JSON mapping raises for a value it refuses; SystemError: its C library (upb) for text holding an
+# unpaired surrogate (JSON's "\ud800", no Unicode character) where a message or an enum is due
+_REFUSED = (json_format.ParseError, ValueError, TypeError, RecursionError, SystemError)
+
+
 def _from_json(data: dict[str, Any], request, *, bad: dict[tuple[int, int, int], str]):
     """A parsed OTLP/JSON body read by protobuf's JSON mapping into the (empty) message ``request``; raises
     ``UndecodableBody``. The spans or log records that cannot be read (an id that is not hex, a value protobuf
@@ -242,7 +247,7 @@ def _from_json(data: dict[str, Any], request, *, bad: dict[tuple[int, int, int],
     try:
         json_format.ParseDict(data, request, ignore_unknown_fields=True)
         return request
-    except (json_format.ParseError, ValueError, TypeError, RecursionError):
+    except _REFUSED:
         request.Clear()
     for where, item in items:  # which of them protobuf refuses: each alone
         if where in bad:
@@ -250,14 +255,14 @@ def _from_json(data: dict[str, Any], request, *, bad: dict[tuple[int, int, int],
         alone = {levels[0]: [{levels[1]: [{levels[2]: [item]}]}]}
         try:
             json_format.ParseDict(alone, type(request)(), ignore_unknown_fields=True)
-        except (json_format.ParseError, ValueError, TypeError, RecursionError) as exc:
+        except _REFUSED as exc:
             bad[where] = f"not OTLP: {str(exc)[:200]}"
     for where, item in items:
         if where in bad:
             item.clear()
     try:
         json_format.ParseDict(data, request, ignore_unknown_fields=True)
-    except (json_format.ParseError, ValueError, TypeError, RecursionError) as exc:
+    except _REFUSED as exc:
         raise UndecodableBody(f"not an OTLP {kind}: {exc}") from None
     return request
 
