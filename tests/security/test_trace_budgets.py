@@ -20,10 +20,12 @@ from vigil.worker.assembly.traces import (
     OVER_OPEN,
     PENDING,
     PENDING_BYTES,
+    claim_due,
     keep_record,
     record_key,
     store_spans,
     trace_key,
+    trace_id_of,
     trace_spans,
 )
 from vigil.worker.store import connect
@@ -125,6 +127,26 @@ def test_a_trace_keeps_at_most_its_byte_budget_of_span_records_and_counts_the_re
     assert len(kept) == 4 and (first, second) == (6, 10)
     assert sum(len(raw) for raw in client.lrange(trace_key(trace_id), 0, -1)) <= 50_000
     assert kept.dropped == 16 and int(client.get(DROPPED_TOTAL)) == 16
+
+
+def test_a_sweep_at_its_limit_claims_the_rest_of_a_span_batch_and_nothing_of_the_next(redis_url):
+    """One export of many one-span traces (a run whose model calls are traces of their own) is marked seen at one
+    time: a sweep that reaches its limit inside it claims the rest of it too, so the run's steps and its answer settle
+    in one sweep; a batch seen later waits for the next sweep."""
+    client = redis.Redis.from_url(redis_url)
+    first, later = [uuid.uuid4().hex for _ in range(7)], [uuid.uuid4().hex for _ in range(3)]
+
+    def batch(trace_ids: list[str], now: float) -> None:
+        store_spans(client, [{"trace_id": t, "span_id": "a" * 16, "name": "chat", "start": 1, "end": 2,
+                              "attributes": {}} for t in trace_ids], keep_s=60, now=now)
+    batch(first, 1000.0)
+    batch(later, 1001.0)
+
+    swept, _ = claim_due(client, settle_s=1, lease_s=30, limit=5, now=2000.0)
+    next_sweep, _ = claim_due(client, settle_s=1, lease_s=30, limit=5, now=2000.0)
+
+    assert sorted(map(trace_id_of, swept)) == sorted(first)
+    assert sorted(map(trace_id_of, next_sweep)) == sorted(later)
 
 
 def _held(client: redis.Redis, trace_id: str) -> int:

@@ -15,7 +15,7 @@ first out), so a flood of one-span traces leaves at most that much behind once a
   one per second of due time, however many span batches arrive: ``schedule_sweep``).
 - ``vigil.assemble_traces()`` (the sweep; also run by ``vigil beat`` as a backstop) claims each trace whose last
   span is at least the settle delay old, by moving its score a lease into the future (atomically, so two workers
-  never claim the same trace), assembles its spans into turns, publishes them as one ``vigil.ingest`` task, and
+  never claim the same trace; at most 500 a sweep, but never part of one span batch: ``claim_due``), assembles its spans into turns, publishes them as one ``vigil.ingest`` task, and
   releases the claim only if no span arrived meanwhile. A worker that dies holding a claim leaves the trace to be
   claimed again after the lease.
 - A span that arrives after its trace was assembled (within the keep time) puts the trace back in the pending set:
@@ -65,7 +65,17 @@ _REQUIRED = {"trace_id": str, "span_id": str, "name": str, "start": int, "end": 
 
 # Due traces -> a lease in the future, atomically: returns the claimed ids.
 _CLAIM = """
-local ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, tonumber(ARGV[3]))
+local limit = tonumber(ARGV[3])
+local found = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'WITHSCORES', 'LIMIT', 0, limit)
+local ids = {}
+for i = 1, #found, 2 do ids[#ids + 1] = found[i] end
+if #ids == limit and limit > 0 then
+  local last = found[#found]
+  local tied = redis.call('ZRANGEBYSCORE', KEYS[1], last, last)
+  for _, id in ipairs(tied) do
+    if id > ids[#ids] then ids[#ids + 1] = id end
+  end
+end
 for _, id in ipairs(ids) do redis.call('ZADD', KEYS[1], ARGV[2], id) end
 return ids
 """
@@ -284,7 +294,12 @@ def schedule_sweep(client: redis.Redis, name: str, due_at: float, publish: Calla
 def claim_due(client: redis.Redis, *, settle_s: float, lease_s: float, limit: int = 500, key: str = PENDING,
               now: float | None = None) -> tuple[list[str], float]:
     """Members of the sorted set ``key`` (trace ids by default) last seen ``settle_s`` ago or earlier, claimed for
-    ``lease_s``; and the lease's score."""
+    ``lease_s``; and the lease's score. At most ``limit``, earliest seen first, **but a batch is never split**: the
+    traces of one span batch were marked seen at one time (``store_spans``: one transaction, one score), and the
+    members seen at the same time as the last one claimed are claimed with it (ties are ordered by name, not by when
+    the traces started). So a run whose model calls are traces of their own, exported together, settles in one
+    sweep, where its steps are kept before its turn looks them up (``vigil.worker.assembly.steps``), never with its
+    turn in one sweep and a step it took in the next (a stored turn is not rewritten by a later trace)."""
     now = time.time() if now is None else now
     lease = repr(float(round(now + lease_s, 3)))
     ids = client.register_script(_CLAIM)(keys=[key], args=[now - settle_s, lease, limit])
