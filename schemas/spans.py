@@ -910,7 +910,7 @@ class _Trace:
     def turn(self, group: _Group, steps: list[str]) -> dict[str, Any] | None:
         root = group.root
         kinds, io = self.kinds, self.io
-        members = sorted(group.members, key=_BY_TIME)
+        members = sorted(group.members, key=_BY_TIME) if len(group.members) > 1 else group.members  # read, not changed
         llms: list[SpanRecord] = []
         tools: list[SpanRecord] = []
         agents: list[SpanRecord] = []  # the run's spans of each kind, in start order, sorted out in one pass
@@ -926,7 +926,7 @@ class _Trace:
         root_llm = kinds.get(root["span_id"]) == "llm"
         if root_llm:
             said_llms = [root, *llms]
-            llms = sorted(said_llms, key=_BY_TIME)
+            llms = sorted(said_llms, key=_BY_TIME) if llms else said_llms
         calls = self._innermost(llms)  # one per model call: an LLM span around another is its wrapper
         answers = self.answers
         answered = []
@@ -1060,7 +1060,7 @@ class _Trace:
 
     def _skeleton(self, everyone: list[SpanRecord]) -> list[dict[str, Any]]:
         """The turn's spans for its page (``schemas.trace.SpanSummary``), earliest first, at most ``MAX_SPANS``."""
-        ordered = sorted(everyone, key=_BY_START)
+        ordered = sorted(everyone, key=_BY_START) if len(everyone) > 1 else everyone
         if len(ordered) > MAX_SPANS:
             del ordered[MAX_SPANS:]
         first = ordered[0]["start"] if ordered else 0  # the earliest: no span starts before it
@@ -1241,6 +1241,8 @@ class _Trace:
         call it came from (``said``: the calls' messages, as ``io`` reads them)."""
         if not llms:
             return [], None
+        if len(llms) == 1:  # one call: its input (an answering call is one of ``llms``)
+            return said[0][0], llms[0]
         first = said[0][0]
         if last_answer is None:
             later, last = llms[-1], said[-1][0]
@@ -1412,10 +1414,10 @@ class _Trace:
             if said["metadata"]:
                 metadatas.append(said["metadata"])
             attrs = span["attributes"]
-            if reference is None and (value := attrs.get(REFERENCE_ATTRIBUTE)) not in (None, ""):
-                reference = value
-            if origin is None and (value := attrs.get(ORIGIN_ATTRIBUTE)) not in (None, ""):
-                origin = value
+            if reference is None and REFERENCE_ATTRIBUTE in attrs and attrs[REFERENCE_ATTRIBUTE] not in (None, ""):
+                reference = attrs[REFERENCE_ATTRIBUTE]
+            if origin is None and ORIGIN_ATTRIBUTE in attrs and attrs[ORIGIN_ATTRIBUTE] not in (None, ""):
+                origin = attrs[ORIGIN_ATTRIBUTE]
             for doc in documents(attrs):
                 contexts.setdefault((doc["text"], doc.get("id")), doc)
         who = {"agent": agent, "session_id": session, "reference": reference, "origin": origin}
@@ -1458,7 +1460,7 @@ class _Trace:
         for name, key in (("operation", "gen_ai.operation.name"), ("provider", "gen_ai.provider.name"),
                           ("system", "gen_ai.system"), ("response_id", "gen_ai.response.id"),
                           ("span_kind", "openinference.span.kind")):
-            value = attrs.get(key, source.get(key))
+            value = attrs[key] if key in attrs else source.get(key)
             if value is not None:
                 metadata[name] = str(value)
         metadata["spans"] = str(spans - (root["span_id"] not in self.by_id))
