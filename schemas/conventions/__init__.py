@@ -313,17 +313,21 @@ def _keys(*groups: tuple[str, ...]) -> tuple[frozenset[str], tuple[str, ...]]:
     return frozenset(k for k in entries if not k.endswith(".")), key_marks(*(k for k in entries if k.endswith(".")))
 
 
-_DOCUMENT_KEYS = _keys(openinference.DOCUMENT_KEYS, genai.DOCUMENT_KEYS, openllmetry.DOCUMENT_KEYS,
-                       genkit.DOCUMENT_KEYS, mlflow.DOCUMENT_KEYS)
+_DOCUMENTS = (openinference, genai, openllmetry, genkit, mlflow)  # the document readers, in the order their say comes
+_DOCUMENT_KEYS = tuple(_keys(convention.DOCUMENT_KEYS) for convention in _DOCUMENTS)  # each one's, as ``_DOCUMENTS``
 
 
 def documents(attrs: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """The retrieved documents a span holds, as ``ContextDoc`` fields (documents without text are left out). A span
-    with none of the keys a convention reads (its ``DOCUMENT_KEYS``) holds none (``_gates``)."""
-    if not _gates(attrs)[1]:
+    """The retrieved documents a span holds, as ``ContextDoc`` fields (documents without text are left out), each
+    convention's in ``_DOCUMENTS``' order. A convention reads none of a span with none of the keys it reads (its
+    ``DOCUMENT_KEYS``), so only the conventions whose keys the span has are asked (``_gates``): most spans ask none, a
+    retriever's one."""
+    asked = _gates(attrs)[1]
+    if not asked:
         return []
-    docs = (openinference.documents(attrs) + genai.documents(attrs) + openllmetry.documents(attrs)
-            + genkit.documents(attrs) + mlflow.documents(attrs))
+    docs: list[Any] = []
+    for convention in asked:
+        docs += convention.documents(attrs)
     return [doc for doc in map(_document, docs) if doc["text"]] if docs else []
 
 
@@ -379,22 +383,23 @@ def tool(span: Mapping[str, Any], decided: int | None = None,
 _WHO = (genai, openllmetry, openinference, vercel, genkit, langfuse, mlflow, logfire, laminar)  # in the order their say wins
 _WHO_KEYS = tuple(_keys(convention.WHO_KEYS) for convention in _WHO)  # each one's, as ``_WHO``
 # what a span's keys open (``_gates``), by the keys in their order: instrumentations write a few key sets over and over
-_OPENED: dict[tuple[str, ...], tuple[tuple[Any, ...], bool]] = {}
+_OPENED: dict[tuple[str, ...], tuple[tuple[Any, ...], tuple[Any, ...]]] = {}
 _OPENED_MAX = 4096  # key sets remembered; past it, forgotten at once and learnt again
 
 
-def _gates(attrs: Mapping[str, Any]) -> tuple[tuple[Any, ...], bool]:
-    """The identity readers a span has a key of (each convention's ``WHO_KEYS``, in ``_WHO``'s order) and whether it
-    has one the document readers read (``DOCUMENT_KEYS``): the keys looked up, then the prefixes (``_keys``), the keys
-    joined once for all. A function of the keys alone, so remembered by them: most spans' answer is one lookup, not a
-    pass over their keys."""
+def _gates(attrs: Mapping[str, Any]) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
+    """The identity readers a span has a key of (each convention's ``WHO_KEYS``, in ``_WHO``'s order) and the
+    document readers it has a key of (``DOCUMENT_KEYS``, in ``_DOCUMENTS``' order): the keys looked up, then the
+    prefixes (``_keys``), the keys joined once for all. A function of the keys alone, so remembered by them: most
+    spans' answer is one lookup, not a pass over their keys."""
     keys = tuple(attrs)
     found = _OPENED.get(keys)
     if found is None:
         joined = joined_keys(attrs)
         found = (tuple(convention for convention, (exact, prefixes) in zip(_WHO, _WHO_KEYS, strict=True)
                        if not exact.isdisjoint(keys) or keys_start(attrs, prefixes, joined)),
-                 not _DOCUMENT_KEYS[0].isdisjoint(keys) or keys_start(attrs, _DOCUMENT_KEYS[1], joined))
+                 tuple(convention for convention, (exact, prefixes) in zip(_DOCUMENTS, _DOCUMENT_KEYS, strict=True)
+                       if not exact.isdisjoint(keys) or keys_start(attrs, prefixes, joined)))
         if len(_OPENED) >= _OPENED_MAX:
             _OPENED.clear()
         _OPENED[keys] = found
@@ -523,11 +528,15 @@ def _reported_error(attrs: Mapping[str, Any]) -> str | None:
 def _document(doc: Any) -> dict[str, Any]:
     if not isinstance(doc, dict):
         return {"text": text(doc)}
-    content = doc.get("content", doc.get("text"))
-    out: dict[str, Any] = {"text": "" if content is None else text(content)}
-    if doc.get("id") not in (None, ""):
-        out["id"] = str(doc["id"])
+    content = doc["content"] if "content" in doc else doc.get("text")
+    out: dict[str, Any] = {"text": content if isinstance(content, str) else text(content)}
+    found = doc.get("id")
+    if found is not None and found != "":
+        out["id"] = found if found.__class__ is str else str(found)
     score = doc.get("score")
+    if score.__class__ is float:  # most scores: the test below, answered at once
+        out["score"] = score
+        return out
     if isinstance(score, str):
         try:
             score = float(score)
