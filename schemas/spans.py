@@ -1574,8 +1574,15 @@ def _paired(spans: list[dict[str, Any]], asked: list[dict[str, Any]], results: d
             continue
         if call.get("id") and call["arguments"]:
             continue  # an id the model's calls do not carry, and nothing to take from them
-        match = next((c for c in free if c["name"] == call["name"] and c["arguments"] == call["arguments"]), None)
-        match = match or next((c for c in free if c["name"] == call["name"]), None)
+        match = same_name = None  # the first free call of its name and arguments, else of its name (a loop)
+        for c in free:
+            if c["name"] == call["name"]:
+                if c["arguments"] == call["arguments"]:
+                    match = c
+                    break
+                if same_name is None:
+                    same_name = c
+        match = match or same_name
         if match is None and (call["arguments"] or call.get("result") is not None) and all(
                 c["name"] != call["name"] for c in asked):
             named = {c["name"] for c in spans}
