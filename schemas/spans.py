@@ -503,11 +503,11 @@ class _Trace:
         found = self._errors[span_id] = conventions.error(span)
         return found
 
-    def identity(self, span: SpanRecord) -> dict[str, Any]:
-        """The agent, session and metadata a span states (once per span)."""
+    def identity(self, span: SpanRecord, opened: conventions.Gates | None = None) -> dict[str, Any]:
+        """The agent, session and metadata a span states (once per span); ``opened``: its ``conventions.gates``."""
         found = self._identity.get(span["span_id"])
         if found is None:
-            found = self._identity[span["span_id"]] = conventions.identity(span["attributes"])
+            found = self._identity[span["span_id"]] = conventions.identity(span["attributes"], opened)
         return found
 
     def above(self, groups: list[_Group]) -> list[SpanRecord]:
@@ -1396,7 +1396,7 @@ class _Trace:
         root keeps none); the agent, session, reference and origin, each the first span's that states one (``_who``);
         every span's conversation id (``chains.read``); the metadata each span states (``_metadata``); and the
         documents, each once (the same text and id), the first span's to state it."""
-        identity, documents = self.identity, conventions.documents  # identity: each span's, read once
+        identity, documents, gates = self.identity, conventions.documents, conventions.gates  # identity: read once
         resource: dict[str, Any] | None = None
         agent = session = reference = origin = None
         sessions, metadatas = [], []
@@ -1404,7 +1404,9 @@ class _Trace:
         for span in everyone:
             if resource is None and span.get("resource"):
                 resource = span["resource"]
-            said = identity(span)
+            attrs = span["attributes"]
+            opened = gates(attrs)  # what its keys open, for its identity and its documents: looked up once
+            said = identity(span, opened)
             if agent is None and said["agent"]:
                 agent = said["agent"]
             stated = said["session_id"]
@@ -1413,12 +1415,11 @@ class _Trace:
                 session = stated
             if said["metadata"]:
                 metadatas.append(said["metadata"])
-            attrs = span["attributes"]
             if reference is None and REFERENCE_ATTRIBUTE in attrs and attrs[REFERENCE_ATTRIBUTE] not in (None, ""):
                 reference = attrs[REFERENCE_ATTRIBUTE]
             if origin is None and ORIGIN_ATTRIBUTE in attrs and attrs[ORIGIN_ATTRIBUTE] not in (None, ""):
                 origin = attrs[ORIGIN_ATTRIBUTE]
-            for doc in documents(attrs):
+            for doc in documents(attrs, opened):
                 contexts.setdefault((doc["text"], doc.get("id")), doc)
         who = {"agent": agent, "session_id": session, "reference": reference, "origin": origin}
         return resource or {}, who, sessions, metadatas, contexts

@@ -85,8 +85,8 @@ from ._parse import (
     without_stack,
 )
 
-__all__ = ["MAPPERS", "Io", "Msg", "content_setting", "decided_kind", "documents", "error", "explain_kind", "identity", "io",
-           "io_sources", "is_final_tool", "json_value", "kind", "model", "result_text", "sent",
+__all__ = ["MAPPERS", "Gates", "Io", "Msg", "content_setting", "decided_kind", "documents", "error", "explain_kind",
+           "gates", "identity", "io", "io_sources", "is_final_tool", "json_value", "kind", "model", "result_text", "sent",
            "stated_usage", "tool", "usage"]
 
 _SERVER_KINDS = (2, 5)  # OTLP SPAN_KIND_SERVER, SPAN_KIND_CONSUMER: a request or a message handled
@@ -317,12 +317,12 @@ _DOCUMENTS = (openinference, genai, openllmetry, genkit, mlflow)  # the document
 _DOCUMENT_KEYS = tuple(_keys(convention.DOCUMENT_KEYS) for convention in _DOCUMENTS)  # each one's, as ``_DOCUMENTS``
 
 
-def documents(attrs: Mapping[str, Any]) -> list[dict[str, Any]]:
+def documents(attrs: Mapping[str, Any], opened: Gates | None = None) -> list[dict[str, Any]]:
     """The retrieved documents a span holds, as ``ContextDoc`` fields (documents without text are left out), each
     convention's in ``_DOCUMENTS``' order. A convention reads none of a span with none of the keys it reads (its
-    ``DOCUMENT_KEYS``), so only the conventions whose keys the span has are asked (``_gates``): most spans ask none, a
+    ``DOCUMENT_KEYS``), so only the conventions whose keys the span has are asked (``gates``): most spans ask none, a
     retriever's one."""
-    asked = _gates(attrs)[1]
+    asked = (gates(attrs) if opened is None else opened)[1]
     if not asked:
         return []
     docs: list[Any] = []
@@ -382,16 +382,18 @@ def tool(span: Mapping[str, Any], decided: int | None = None,
 
 _WHO = (genai, openllmetry, openinference, vercel, genkit, langfuse, mlflow, logfire, laminar)  # in the order their say wins
 _WHO_KEYS = tuple(_keys(convention.WHO_KEYS) for convention in _WHO)  # each one's, as ``_WHO``
-# what a span's keys open (``_gates``), by the keys in their order: instrumentations write a few key sets over and over
-_OPENED: dict[tuple[str, ...], tuple[tuple[Any, ...], tuple[Any, ...]]] = {}
+# what a span's keys open (``gates``), by the keys in their order: instrumentations write a few key sets over and over
+Gates = tuple[tuple[Any, ...], tuple[Any, ...]]  # the identity and the document readers a span has a key of
+_OPENED: dict[tuple[str, ...], Gates] = {}
 _OPENED_MAX = 4096  # key sets remembered; past it, forgotten at once and learnt again
 
 
-def _gates(attrs: Mapping[str, Any]) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
+def gates(attrs: Mapping[str, Any]) -> Gates:
     """The identity readers a span has a key of (each convention's ``WHO_KEYS``, in ``_WHO``'s order) and the
     document readers it has a key of (``DOCUMENT_KEYS``, in ``_DOCUMENTS``' order): the keys looked up, then the
     prefixes (``_keys``), the keys joined once for all. A function of the keys alone, so remembered by them: most
-    spans' answer is one lookup, not a pass over their keys."""
+    spans' answer is one lookup, not a pass over their keys. A caller that asks ``identity`` and ``documents`` of one
+    span hands them this, asked once."""
     keys = tuple(attrs)
     found = _OPENED.get(keys)
     if found is None:
@@ -406,12 +408,12 @@ def _gates(attrs: Mapping[str, Any]) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
     return found
 
 
-def identity(attrs: Mapping[str, Any]) -> dict[str, Any]:
+def identity(attrs: Mapping[str, Any], opened: Gates | None = None) -> dict[str, Any]:
     """Agent name, session id and metadata a span states (``None`` / empty where it states nothing); the agent's id
     (``gen_ai.agent.id``) names it only when no convention states its name. A convention states nothing of a span
     with none of the keys it reads (its ``WHO_KEYS``), so only the conventions whose keys the span has are asked
-    (``_gates``): most spans of a run (its LLM calls, tools and retrievers) ask none, an agent's span one or two."""
-    asked = _gates(attrs)[0]
+    (``gates``): most spans of a run (its LLM calls, tools and retrievers) ask none, an agent's span one or two."""
+    asked = (gates(attrs) if opened is None else opened)[0]
     if not asked:
         return {"agent": None, "session_id": None, "metadata": {}}
     agent = session = None
