@@ -79,10 +79,10 @@ def tool_call(name: Any, arguments: Any, call_id: Any = None) -> dict[str, Any]:
     """A requested tool call: its name, its arguments as an object (JSON text is read, and so is a Python literal of
     an object: how some instrumentations print the dict a tool was called with, ``{'order_id': 'A-1001'}``), its id
     when it has one."""
-    if arguments.__class__ is dict and "input_str" not in arguments and "kwargs" not in arguments:
-        parsed = arguments  # an object no packaging wraps (``call_arguments``): the arguments as they stand
-    else:
-        parsed = call_arguments(json_value(arguments))
+    parsed = arguments if arguments.__class__ is dict else json_value(arguments)
+    # an object no packaging wraps (``call_arguments``), or its JSON text (most calls): the arguments as they stand
+    if parsed.__class__ is not dict or "input_str" in parsed or "kwargs" in parsed:
+        parsed = call_arguments(parsed)
         parsed = json_value(parsed) if isinstance(parsed, str) else parsed
         if isinstance(parsed, str) and parsed[:2] == "{'":
             parsed = _literal(parsed)
@@ -389,7 +389,7 @@ _IDENTITY = re.compile(r"<[\w.]+ object \S+ at 0x[0-9a-fA-F]+>")  # ``repr()`` o
 def says_nothing(value: Any) -> bool:
     """**An object's identity is no value**: ``<generator object … at 0x…>`` (what a tool that is a generator function
     returned, printed before it ran: Agno's ``delegate_task_to_member``) says nothing of what it yields."""
-    return value.__class__ is str and _IDENTITY.fullmatch(value.strip()) is not None
+    return value.__class__ is str and " at 0x" in value and _IDENTITY.fullmatch(value.strip()) is not None
 
 
 def printed_fields(value: Any) -> dict[str, Any] | None:
