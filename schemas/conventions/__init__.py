@@ -263,7 +263,8 @@ def io_sources(span: Mapping[str, Any], decided: int | None = None) -> tuple[Io,
             if m["role"] == "system" and m["content"]:
                 said.append(m["content"])
         system = "\n".join(said)
-    return (hand_in(inputs), hand_in(outputs), system), sources
+    # nothing to hand in where no reader gave messages (many spans that are no model call): no call
+    return (hand_in(inputs) if inputs else [], hand_in(outputs) if outputs else [], system), sources
 
 
 # the conventions that state a call's model or usage other than by an attribute of their own, in the order they are asked
