@@ -1629,30 +1629,8 @@ def _tokens(value: Any) -> int | float | None:
     return value if isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0 else None
 
 
-_ISO_END = 253402214400 * 10**9  # 9999-12-31T00:00:00Z in nanoseconds: the last day of the years datetime writes
-_iso_minute: tuple[int, str] = (-1, "")  # the last minute written, and its text (a trace's spans mostly share it)
-
-
 def _iso(nanoseconds: int) -> str:
-    """The instant in ISO 8601 as ``datetime.fromtimestamp(nanoseconds / 1e9, UTC).isoformat()`` writes it: the
-    seconds as a float, their fraction rounded to microseconds half to even (carried into the next second at a
-    million), written only when not zero, and ``+00:00``. The text up to the minute is kept from the call before
-    when the minute is the same (datetime's own breakdown of the minute, read once per minute); an instant before 1970
-    or in the last day datetime can write is written by datetime itself."""
-    global _iso_minute
-    if not 0 <= nanoseconds < _ISO_END:
-        return datetime.fromtimestamp(nanoseconds / 1e9, UTC).isoformat()
-    seconds = nanoseconds / 1e9
-    whole = int(seconds)  # not below zero: the integer part, as datetime takes it
-    micro = round((seconds - whole) * 1e6)  # exact difference; round() rounds half to even, as datetime does
-    if micro >= 1_000_000:
-        micro -= 1_000_000
-        whole += 1
-    minute, second = divmod(whole, 60)
-    said = _iso_minute
-    if said[0] != minute:
-        said = _iso_minute = (minute, datetime.fromtimestamp(minute * 60, UTC).strftime("%Y-%m-%dT%H:%M:"))
-    return f"{said[1]}{second:02d}.{micro:06d}+00:00" if micro else f"{said[1]}{second:02d}+00:00"
+    return datetime.fromtimestamp(nanoseconds / 1e9, UTC).isoformat()
 
 
 def _assistant_text(messages: list[conventions.Msg]) -> str:
