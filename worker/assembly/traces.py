@@ -70,10 +70,11 @@ local found = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'WITHSCORES'
 local ids = {}
 for i = 1, #found, 2 do ids[#ids + 1] = found[i] end
 if #ids == limit and limit > 0 then
+  local taken = {}
+  for _, id in ipairs(ids) do taken[id] = true end
   local last = found[#found]
-  local tied = redis.call('ZRANGEBYSCORE', KEYS[1], last, last)
-  for _, id in ipairs(tied) do
-    if id > ids[#ids] then ids[#ids + 1] = id end
+  for _, id in ipairs(redis.call('ZRANGEBYSCORE', KEYS[1], last, last)) do
+    if not taken[id] then ids[#ids + 1] = id end
   end
 end
 for _, id in ipairs(ids) do redis.call('ZADD', KEYS[1], ARGV[2], id) end
