@@ -9,6 +9,8 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+import msgspec
+
 __all__ = [
     "VALUE_KEYS",
     "Io",
@@ -743,16 +745,25 @@ def text(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value, default=str, ensure_ascii=False)
 
 
-# ``json.loads`` on text that opens with a value is this scanner's value, followed by nothing but JSON whitespace:
-# called directly, without ``loads``'s three Python layers around it (a third of its cost on a message list).
+# JSON text is read by msgspec's decoder, in C and about twice as fast as ``json``'s scanner on a call's message list;
+# it reads what ``json.loads`` reads as ``json.loads`` does (an integer of any size stays an integer) and refuses
+# what ``json.loads`` refuses, and also refuses the few texts ``json.loads`` takes that it does not (``NaN``, a number
+# past a float's range, an escaped lone surrogate; nesting past its depth), which go to ``json``'s own scanner:
+# called directly, without ``loads``'s three Python layers around it, followed by nothing but JSON whitespace.
+_DECODE = msgspec.json.Decoder().decode
 _SCAN = json.JSONDecoder().scan_once
 _JSON_SPACE = " \t\n\r"
 
 
 def json_value(value: Any) -> Any:
-    """``value`` parsed when it is JSON text (an object, an array or a string), else ``value`` itself."""
+    """``value`` parsed when it is JSON text (an object, an array or a string), else ``value`` itself: what
+    ``json.loads`` makes of it, or ``value`` where ``json.loads`` raises."""
     if not isinstance(value, str) or value[:1] not in ("[", "{", '"'):
         return value
+    try:
+        return _DECODE(value)
+    except (ValueError, RecursionError):  # not JSON as msgspec reads it (msgspec.DecodeError is a ValueError)
+        pass
     try:
         parsed, end = _SCAN(value, 0)
     except (StopIteration, ValueError, RecursionError):  # not JSON: what json.loads raises ValueError for
