@@ -217,22 +217,26 @@ def io(span: Mapping[str, Any]) -> Io:
 
 # The readers of a span's messages in the order they fill what the ones before left empty, each with whether it can
 # give system instructions (OpenLLMetry's entity input/output and OpenInference's messages carry none, so once the
-# messages are filled they are not asked: what they would say is dropped anyway), and the mapper whose kind gates it:
-# a reader that reads only spans its convention's ``kind`` claims says nothing of a span a mapper before that one
-# decided (``decided_kind``), and is not asked. Langfuse's, whose keys only its SDK writes, last: the spans of the
-# common conventions are filled before it is asked.
-_READERS = (("vercel", vercel.io, True, "vercel"), ("pydantic_ai", pydantic_ai.io, True, None),
+# messages are filled they are not asked: what they would say is dropped anyway), and what gates it. A reader that
+# reads only spans its convention's ``kind`` claims (the gate names its mapper) says nothing of a span a mapper before
+# that one decided (``decided_kind``), and is not asked. A reader of spans of any kind (the gate is ``_KEYS``: the GenAI
+# conventions', pydantic-ai's, OpenInference's) says nothing of a span with none of the keys it reads (its
+# convention's ``IO_KEYS``) and, for the GenAI conventions', no event: it is not asked of one (``gates``). Langfuse's,
+# whose keys only its SDK writes, last: the spans of the common conventions are filled before it is asked.
+_KEYS = "keys"
+_READERS = (("vercel", vercel.io, True, "vercel"), ("pydantic_ai", pydantic_ai.io, True, _KEYS),
             ("haystack", haystack.io, True, "haystack"), ("genkit", genkit.io, True, "genkit"),
-            ("genai", genai.io, True, None), ("openllmetry", openllmetry.io, False, "openllmetry"),
-            ("openinference", openinference.io, False, None), ("langfuse", langfuse.io, True, "langfuse"),
+            ("genai", genai.io, True, _KEYS), ("openllmetry", openllmetry.io, False, "openllmetry"),
+            ("openinference", openinference.io, False, _KEYS), ("langfuse", langfuse.io, True, "langfuse"),
             ("mlflow", mlflow.io, True, "mlflow"), ("logfire", logfire.io, True, "logfire"))
-_OPENLIT = (("openlit", openlit.io, False, None), *_READERS)
+_OPENLIT = (("openlit", openlit.io, False, None), *_READERS)  # asked first of a span openlit wrote (``claims``)
+_READ_EVENTS = frozenset({"genai"})  # the keyed readers that also read a span's events
 _DECIDER = {name: position for position, (name, _keys, _mapper) in enumerate(MAPPERS)}
 
 
-def _asked(readers: tuple, decided: int) -> tuple[tuple[str, Any, bool], ...]:
-    return tuple((name, reader, system) for name, reader, system, gate in readers
-                 if gate is None or _DECIDER[gate] >= decided)
+def _asked(readers: tuple, decided: int) -> tuple[tuple[str, Any, bool, bool], ...]:
+    return tuple((name, reader, system, gate == _KEYS) for name, reader, system, gate in readers
+                 if gate in (None, _KEYS) or _DECIDER[gate] >= decided)
 
 
 # by the mapper that decided a span's kind (its position; ``None``: not known, every reader asked)
@@ -240,15 +244,19 @@ _ASKED = {decided: (_asked(_READERS, decided), _asked(_OPENLIT, decided)) for de
 _ASKED[None] = _ASKED[0]
 
 
-def io_sources(span: Mapping[str, Any], decided: int | None = None) -> tuple[Io, dict[str, str]]:
+def io_sources(span: Mapping[str, Any], decided: int | None = None,
+               opened: Gates | None = None) -> tuple[Io, dict[str, str]]:
     """``io(span)`` and which module gave each of its parts (``inputs``, ``outputs``, ``system``). ``decided``: the
-    mapper that decided the span's kind (``decided_kind``), when the caller knows it."""
+    mapper that decided the span's kind (``decided_kind``), when the caller knows it; ``opened``: its ``gates``."""
     sources: dict[str, str] = {}
     inputs: list[Msg] = []
     outputs: list[Msg] = []
     system = ""
-    for name, reader, gives_system in _ASKED[decided][1 if openlit.claims(span) else 0]:
-        if inputs and outputs and (system or not gives_system):
+    keyed = (gates(span["attributes"]) if opened is None else opened)[2]  # the keyed readers the span has a key of
+    if span.get("events"):
+        keyed = keyed | _READ_EVENTS
+    for name, reader, gives_system, by_keys in _ASKED[decided][1 if openlit.claims(span) else 0]:
+        if (by_keys and name not in keyed) or (inputs and outputs and (system or not gives_system)):
             continue
         more_in, more_out, more_system = reader(span)
         if more_in and not inputs:
@@ -383,18 +391,21 @@ def tool(span: Mapping[str, Any], decided: int | None = None,
 
 _WHO = (genai, openllmetry, openinference, vercel, genkit, langfuse, mlflow, logfire, laminar)  # in the order their say wins
 _WHO_KEYS = tuple(_keys(convention.WHO_KEYS) for convention in _WHO)  # each one's, as ``_WHO``
+_IO = {name: _keys(convention.IO_KEYS) for name, convention in  # the keyed message readers' ``IO_KEYS``, by name
+       (("pydantic_ai", pydantic_ai), ("genai", genai), ("openinference", openinference))}
 # what a span's keys open (``gates``), by the keys in their order: instrumentations write a few key sets over and over
-Gates = tuple[tuple[Any, ...], tuple[Any, ...]]  # the identity and the document readers a span has a key of
+Gates = tuple[tuple[Any, ...], tuple[Any, ...], frozenset[str]]  # the identity and the document readers a span has a
+# key of, and the names of the keyed message readers (``io_sources``) it has a key of
 _OPENED: dict[tuple[str, ...], Gates] = {}
 _OPENED_MAX = 4096  # key sets remembered; past it, forgotten at once and learnt again
 
 
 def gates(attrs: Mapping[str, Any]) -> Gates:
-    """The identity readers a span has a key of (each convention's ``WHO_KEYS``, in ``_WHO``'s order) and the
-    document readers it has a key of (``DOCUMENT_KEYS``, in ``_DOCUMENTS``' order): the keys looked up, then the
-    prefixes (``_keys``), the keys joined once for all. A function of the keys alone, so remembered by them: most
-    spans' answer is one lookup, not a pass over their keys. A caller that asks ``identity`` and ``documents`` of one
-    span hands them this, asked once."""
+    """The identity readers a span has a key of (each convention's ``WHO_KEYS``, in ``_WHO``'s order), the document
+    readers it has a key of (``DOCUMENT_KEYS``, in ``_DOCUMENTS``' order) and the keyed message readers it has a key of
+    (``IO_KEYS``, by name): the keys looked up, then the prefixes (``_keys``), the keys joined once for all. A function
+    of the keys alone, so remembered by them: most spans' answer is one lookup, not a pass over their keys. A caller
+    that asks ``identity``, ``documents`` or ``io_sources`` of one span hands them this, asked once."""
     keys = tuple(attrs)
     found = _OPENED.get(keys)
     if found is None:
@@ -402,7 +413,9 @@ def gates(attrs: Mapping[str, Any]) -> Gates:
         found = (tuple(convention for convention, (exact, prefixes) in zip(_WHO, _WHO_KEYS, strict=True)
                        if not exact.isdisjoint(keys) or keys_start(attrs, prefixes, joined)),
                  tuple(convention for convention, (exact, prefixes) in zip(_DOCUMENTS, _DOCUMENT_KEYS, strict=True)
-                       if not exact.isdisjoint(keys) or keys_start(attrs, prefixes, joined)))
+                       if not exact.isdisjoint(keys) or keys_start(attrs, prefixes, joined)),
+                 frozenset(name for name, (exact, prefixes) in _IO.items()
+                           if not exact.isdisjoint(keys) or keys_start(attrs, prefixes, joined)))
         if len(_OPENED) >= _OPENED_MAX:
             _OPENED.clear()
         _OPENED[keys] = found

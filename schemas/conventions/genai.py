@@ -27,8 +27,6 @@ from ._parse import (
     indexed,
     json_messages,
     json_value,
-    key_marks,
-    keys_start,
     message,
     msg,
     result_text,
@@ -37,7 +35,7 @@ from ._parse import (
     tool_call,
 )
 
-__all__ = ["AGENT_ID", "DOCUMENT_KEYS", "INPUT_EVENTS", "LLM_OPERATIONS", "OPERATIONS", "RESPONSE_ID", "SCOPE_SETTINGS", "SETTING", "WHO_KEYS", "documents", "identity", "io", "kind", "tool"]
+__all__ = ["AGENT_ID", "DOCUMENT_KEYS", "INPUT_EVENTS", "IO_KEYS", "LLM_OPERATIONS", "OPERATIONS", "RESPONSE_ID", "SCOPE_SETTINGS", "SETTING", "WHO_KEYS", "documents", "identity", "io", "kind", "tool"]
 
 SETTING = ("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=span_only with "
            "OTEL_SEMCONV_STABILITY_OPT_IN=gen_ai_latest_experimental (the opentelemetry-instrumentation-genai-* "
@@ -95,15 +93,14 @@ def _by_words(operation: str) -> str:
 
 _INPUT, _OUTPUT = _MESSAGE_KEYS[:2]  # the current attributes, looked up first: a model call's span has them
 _SYSTEM = "gen_ai.system_instructions"
-_IO_KEYS = key_marks(*_MESSAGE_KEYS, _SYSTEM)  # what every key ``io`` reads starts with
+# the keys ``io`` reads (and the ``prefix.N.rest`` groups of the older flat messages), beside the span's events: it is
+# asked of no span with none of them and no event (``conventions.gates``)
+IO_KEYS = (*_MESSAGE_KEYS, _SYSTEM, "gen_ai.prompt.", "gen_ai.completion.")
 
 
 def io(span: Mapping[str, Any]) -> Io:
-    """A span with no key that starts as one ``io`` reads and no events says nothing: found in one pass."""
     attrs = span["attributes"]
     events = span.get("events")
-    if not events and _INPUT not in attrs and _OUTPUT not in attrs and not keys_start(attrs, _IO_KEYS):
-        return [], [], ""
     system = _system_instructions(attrs[_SYSTEM]) if _SYSTEM in attrs else ""
     inputs = json_messages(attrs.get(_INPUT), "user") or _json_messages(attrs, "gen_ai.prompt", "user")
     outputs = json_messages(attrs.get(_OUTPUT), "assistant") or _json_messages(attrs, "gen_ai.completion", "assistant")

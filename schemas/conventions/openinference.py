@@ -34,7 +34,7 @@ from ._parse import (
     value_messages,
 )
 
-__all__ = ["CLAIM_KEYS", "DOCUMENT_KEYS", "SETTING", "WHO_KEYS", "documents", "identity", "io", "kind", "tool"]
+__all__ = ["CLAIM_KEYS", "DOCUMENT_KEYS", "IO_KEYS", "SETTING", "WHO_KEYS", "documents", "identity", "io", "kind", "tool"]
 
 SETTING = "OPENINFERENCE_HIDE_INPUTS / OPENINFERENCE_HIDE_OUTPUTS unset"
 _KINDS = {"AGENT": "agent", "CHAIN": "chain", "LLM": "llm", "TOOL": "tool", "RETRIEVER": "retriever"}
@@ -49,6 +49,9 @@ def kind(attrs: Mapping[str, Any]) -> str | None:
 
 
 _MESSAGE_MARKS = key_marks("llm.input_messages.", "llm.output_messages.")  # what the message lists' keys start with
+# the keys ``io`` reads (the message lists' groups, the span's input and output values, a crew's tasks): it is asked of
+# no span with none of them (``conventions.gates``); the request's parameters matter only beside output messages
+IO_KEYS = ("llm.input_messages.", "llm.output_messages.", "input.value", "output.value", "crew_tasks")
 
 
 def io(span: Mapping[str, Any]) -> Io:

@@ -19,12 +19,15 @@ from typing import Any
 
 from ._parse import Io, Msg, json_value, message, msg, text, tool_call
 
-__all__ = ["CLAIM_KEYS", "KIND_KEY", "SETTING", "io", "kind", "tool", "usage"]
+__all__ = ["CLAIM_KEYS", "IO_KEYS", "KIND_KEY", "SETTING", "io", "kind", "tool", "usage"]
 
 SETTING = "InstrumentationSettings(include_content=True) (the default)"
 KIND_KEY = "agent_name"
 _RUN_KEYS = ("pydantic_ai.all_messages", "all_messages_events", "final_result")
 CLAIM_KEYS = (KIND_KEY, "events", "gen_ai.tool.name", "tool_arguments")  # ``kind`` claims no span without one
+# the keys ``io`` reads a run's or a call's messages from (its ``final_result`` only beside them): it is asked of no
+# span with none of them (``conventions.gates``)
+IO_KEYS = ("pydantic_ai.all_messages", "all_messages_events", "events")
 
 
 def kind(attrs: Mapping[str, Any]) -> str | None:
