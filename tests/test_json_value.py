@@ -1,8 +1,10 @@
-"""``_parse.json_value`` reads JSON text as ``json.loads`` does, and leaves what ``json.loads`` refuses as it is.
+"""``json_text.loads`` reads JSON text as ``json.loads`` does, and ``_parse.json_value`` leaves what ``json.loads``
+refuses as it is.
 
-It decodes with msgspec first, for speed, and falls back to ``json``'s scanner where msgspec refuses: so the answers
-must be ``json.loads``'s on any text, the texts the two libraries read differently included (integers past 64 bits,
-``NaN`` and numbers past a float's range, escaped and raw lone surrogates, deep nesting, trailing text)."""
+``loads`` decodes with msgspec first, for speed, and falls back to ``json.loads`` where msgspec refuses: so the
+answers must be ``json.loads``'s on any text, the texts the two libraries read differently included (integers past
+64 bits, ``NaN`` and numbers past a float's range, escaped and raw lone surrogates, deep nesting, trailing text, bytes
+in UTF-16 or with a byte order mark, bytes that are no UTF-8)."""
 
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from vigil.schemas.conventions._parse import json_value
+from vigil.schemas.json_text import loads
 
 
 def _loads_or_text(text: str) -> Any:
@@ -72,3 +75,25 @@ def test_texts_the_two_decoders_read_differently_are_read_as_json_loads_reads_th
 def test_what_is_not_json_text_is_itself() -> None:
     for value in ("plain words", "", "[INST] hello", "{not json}", 42, None, ["a"], {"a": 1}, b"[1]"):
         assert json_value(value) is value
+
+
+def _loads_or_error(text: str | bytes) -> Any:
+    try:
+        return loads(text)
+    except ValueError as exc:
+        return type(exc), str(exc)
+
+
+def _json_or_error(text: str | bytes) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        return type(exc), str(exc)
+
+
+@settings(max_examples=150, deadline=None)
+@given(_values, st.sampled_from(["utf-8", "utf-8-sig", "utf-16", "utf-16-le", "utf-32"]), st.binary(max_size=3))
+def test_json_bytes_are_what_json_loads_reads_or_raise_its_error(value: Any, encoding: str, tail: bytes) -> None:
+    text = json.dumps(value)
+    for given_bytes in (text.encode(encoding), text.encode(encoding) + tail, tail + text.encode(encoding)):
+        assert _same(_loads_or_error(given_bytes), _json_or_error(given_bytes)), given_bytes

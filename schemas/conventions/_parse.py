@@ -9,7 +9,7 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-import msgspec
+from ..json_text import loads
 
 __all__ = [
     "VALUE_KEYS",
@@ -745,29 +745,12 @@ def text(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value, default=str, ensure_ascii=False)
 
 
-# JSON text is read by msgspec's decoder, in C and about twice as fast as ``json``'s scanner on a call's message list;
-# it reads what ``json.loads`` reads as ``json.loads`` does (an integer of any size stays an integer) and refuses
-# what ``json.loads`` refuses, and also refuses the few texts ``json.loads`` takes that it does not (``NaN``, a number
-# past a float's range, an escaped lone surrogate; nesting past its depth), which go to ``json``'s own scanner:
-# called directly, without ``loads``'s three Python layers around it, followed by nothing but JSON whitespace.
-_DECODE = msgspec.json.Decoder().decode
-_SCAN = json.JSONDecoder().scan_once
-_JSON_SPACE = " \t\n\r"
-
-
 def json_value(value: Any) -> Any:
     """``value`` parsed when it is JSON text (an object, an array or a string), else ``value`` itself: what
-    ``json.loads`` makes of it, or ``value`` where ``json.loads`` raises."""
+    ``json.loads`` makes of it (``json_text.loads``), or ``value`` where ``json.loads`` raises."""
     if not isinstance(value, str) or value[:1] not in ("[", "{", '"'):
         return value
     try:
-        return _DECODE(value)
-    except (ValueError, RecursionError):  # not JSON as msgspec reads it (msgspec.DecodeError is a ValueError)
-        pass
-    try:
-        parsed, end = _SCAN(value, 0)
-    except (StopIteration, ValueError, RecursionError):  # not JSON: what json.loads raises ValueError for
+        return loads(value)
+    except (ValueError, RecursionError):  # not JSON
         return value
-    if end != len(value) and value[end:].strip(_JSON_SPACE):
-        return value  # JSON followed by more than whitespace ("Extra data")
-    return parsed

@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 from vigil.schemas import links
+from vigil.schemas.json_text import loads
 from vigil.schemas.rows import PipelineEvent
 from vigil.schemas.spans import Assembly
 from vigil.worker.assembly.traces import (
@@ -183,7 +184,7 @@ def _linked_spans(client: redis.Redis, targets: dict[str, tuple[str, str]], by_n
     for name in outside:
         records.hget(record_key(name), "assembled")
     spans = {name: by_name[name].spans for name, _ in wanted if name in by_name}
-    spans.update((name, json.loads(zlib.decompress(raw))) for name, raw in zip(
+    spans.update((name, loads(zlib.decompress(raw))) for name, raw in zip(
         outside, records.execute() if outside else [], strict=True) if raw)
     return {(name, span["span_id"]): span for name, found in spans.items() for span in found
             if (name, span["span_id"]) in wanted and not span.get("log")}

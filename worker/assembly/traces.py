@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 from vigil.schemas.config import DEFAULT_PROJECT
+from vigil.schemas.json_text import loads
 from vigil.schemas.spans import PROJECT_RESOURCE, Assembly, assembly
 from vigil.schemas.steps import service
 from vigil.worker.logs import Every
@@ -342,7 +343,7 @@ def trace_spans(client: redis.Redis, name: str, max_spans: int | None = None) ->
     pipe.hmget(record_key(name), "assembled", "turns", JOINED)
     raws, dropped, (assembled, stored, joined) = pipe.execute()
     if assembled:
-        spans.extend({**record, "trace_id": trace_id} for record in json.loads(zlib.decompress(assembled)))
+        spans.extend({**record, "trace_id": trace_id} for record in loads(zlib.decompress(assembled)))
         spans.earlier = len(spans)
     if stored:
         spans.stored = json.loads(stored)
@@ -350,7 +351,7 @@ def trace_spans(client: redis.Redis, name: str, max_spans: int | None = None) ->
         spans.joined = tuple(json.loads(joined))
     for raw in raws:
         try:
-            spans.append(json.loads(raw))
+            spans.append(loads(raw))
         except ValueError:
             log.warning("unreadable span record skipped", trace_id=trace_id)
     spans.dropped = int(dropped or 0)

@@ -43,7 +43,6 @@ naming the services that send them.
 from __future__ import annotations
 
 import base64
-import json
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -64,6 +63,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 )
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 from vigil.schemas.conventions import json_value
+from vigil.schemas.json_text import loads
 from vigil.schemas.links import MAX_LINKS
 from vigil.schemas.spans import (
     CONTENT_EVENTS,
@@ -218,7 +218,7 @@ def _parse(body: bytes, request):
 def _json(body: bytes) -> dict[str, Any]:
     """An OTLP/JSON body parsed; raises ``UndecodableBody``."""
     try:
-        data = json.loads(body)
+        data = loads(body)
     except (ValueError, UnicodeDecodeError) as exc:
         raise UndecodableBody(f"body is not JSON: {exc}") from None
     except RecursionError:
