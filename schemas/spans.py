@@ -285,6 +285,7 @@ _BY_TIME = itemgetter("start", "end")  # spans in start order, the shorter first
 _SAYS_NOTHING = "error"  # conventions.error's text for a span that failed and says nothing more
 _BY_START = itemgetter("start", "span_id")
 _END = itemgetter("end")
+_INPUT = itemgetter(0)  # a span's input messages, of its ``io``
 _SPAN_ID = itemgetter("span_id")
 _STARTED = itemgetter("started_at")
 
@@ -1516,10 +1517,10 @@ def _tool_results(said: list[conventions.Io]) -> dict[str, str]:
     """Each tool call id's result: the text of the last tool message answering it that the LLM calls were sent
     (``said``: their messages, in start order). Read from the last call back, each id's result once: a run's later
     calls are sent its earlier calls' tool messages again."""
-    return _answers([said_in for said_in, _, _ in reversed(said)])
+    return _answers(map(_INPUT, reversed(said)))
 
 
-def _answers(conversations: list[list[conventions.Msg]]) -> dict[str, str]:
+def _answers(conversations: Iterable[list[conventions.Msg]]) -> dict[str, str]:
     """Each tool call id's result: the text of the last tool message answering it, each conversation read from its
     last message back, the latest conversation first (a model call is sent the tool messages of the calls before)."""
     results: dict[str, str] = {}

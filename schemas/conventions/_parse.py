@@ -464,6 +464,8 @@ _RESPONSE_PART = frozenset({"type", "id", "name", "response"})
 _COMMAND = frozenset({"goto", "update", "graph", "resume"})  # LangGraph's Command, as a tool span's output
 
 
+# what a text result that is anything but itself starts with: ``Command(``, ``content=``, a list's or an object's opening
+_MARKED = frozenset("Cc[{")
 _PRINTED_TOOL_MESSAGE = re.compile(r"""(?:\{'role': 'tool', 'content': |ToolMessage\(content=)('(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*")""")
 _PRINTED_MESSAGE = re.compile(r"""content=('(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*")(?= [a-z_]+=|$)""")
 
@@ -481,6 +483,8 @@ def result_text(value: Any) -> str:
     does one printed (``Command(graph=…, update={'messages': [… {'role': 'tool', 'content': '…'} …]}, goto=…)``,
     OpenLIT's ``str()`` of what the tool returned: its last tool message, a dict or a ``ToolMessage``);
     a Python literal of a list or object (how some instrumentations print what a tool returned) is written as JSON."""
+    if value.__class__ is str and value[:1] not in _MARKED:
+        return value  # plain text (most results): none of the tests below holds for it
     if isinstance(value, str) and value[:8] == "Command(" and (told := _PRINTED_TOOL_MESSAGE.findall(value)):
         content = _literal(told[-1])
         if isinstance(content, str):
