@@ -234,13 +234,20 @@ _READ_EVENTS = frozenset({"genai"})  # the keyed readers that also read a span's
 _DECIDER = {name: position for position, (name, _keys, _mapper) in enumerate(MAPPERS)}
 
 
-def _asked(readers: tuple, decided: int) -> tuple[tuple[str, Any, bool, bool], ...]:
-    return tuple((name, reader, system, gate == _KEYS) for name, reader, system, gate in readers
-                 if gate in (None, _KEYS) or _DECIDER[gate] >= decided)
+_KEYED = tuple(name for name, _reader, _system, gate in _READERS if gate == _KEYS)  # the readers gated by keys
 
 
-# by the mapper that decided a span's kind (its position; ``None``: not known, every reader asked)
-_ASKED = {decided: (_asked(_READERS, decided), _asked(_OPENLIT, decided)) for decided in (*range(len(MAPPERS) + 1),)}
+def _asked(readers: tuple, decided: int, keyed: frozenset[str]) -> tuple[tuple[str, Any, bool], ...]:
+    return tuple((name, reader, system) for name, reader, system, gate in readers
+                 if (gate == _KEYS and name in keyed) or gate is None or (gate != _KEYS and _DECIDER[gate] >= decided))
+
+
+# The readers asked of a span, by the mapper that decided its kind (its position; ``None``: not known, every reader
+# asked), by whether openlit wrote it, and by the keyed readers it has a key of (``gates``, with the GenAI reader for
+# a span with events): every such set of them, chosen once for all, so a span's readers are three lookups.
+_KEY_SETS = [frozenset(name for bit, name in enumerate(_KEYED) if mask >> bit & 1) for mask in range(1 << len(_KEYED))]
+_ASKED = {decided: tuple({keyed: _asked(readers, decided, keyed) for keyed in _KEY_SETS} for readers in
+                         (_READERS, _OPENLIT)) for decided in range(len(MAPPERS) + 1)}
 _ASKED[None] = _ASKED[0]
 
 
@@ -255,8 +262,8 @@ def io_sources(span: Mapping[str, Any], decided: int | None = None,
     keyed = (gates(span["attributes"]) if opened is None else opened)[2]  # the keyed readers the span has a key of
     if span.get("events"):
         keyed = keyed | _READ_EVENTS
-    for name, reader, gives_system, by_keys in _ASKED[decided][1 if openlit.claims(span) else 0]:
-        if (by_keys and name not in keyed) or (inputs and outputs and (system or not gives_system)):
+    for name, reader, gives_system in _ASKED[decided][1 if openlit.claims(span) else 0][keyed]:
+        if inputs and outputs and (system or not gives_system):
             continue
         more_in, more_out, more_system = reader(span)
         if more_in and not inputs:

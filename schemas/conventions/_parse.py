@@ -112,7 +112,7 @@ _FINISH_TOOLS = frozenset({"finish"})
 def is_final_tool(name: Any) -> bool:
     """Whether a tool is how the model ends its run with its answer (``final_answer``, ``final_result``, ...,
     ReAct's ``finish``)."""
-    name = str(name or "").lower()
+    name = name.lower() if name.__class__ is str else str(name or "").lower()  # a call's name is text: at once
     return name.startswith(_FINAL_TOOLS) or name in _FINISH_TOOLS
 
 
@@ -175,21 +175,23 @@ def message(raw: Any, default_role: str) -> Msg:
         raw = unpacked(raw)
     if _PARTS_ONLY.issuperset(raw):  # the GenAI conventions' message: its parts say it all (one test, not five reads)
         parts = raw.get("parts") or ()
-        if parts.__class__ is list and len(parts) == 1 and (part := parts[0]).__class__ is dict and (
-                "function_call" not in part and "function_response" not in part):
+        if parts.__class__ is list and len(parts) == 1 and (part := parts[0]).__class__ is dict:
             kind = part.get("type")  # one part, the most common message: read as the loop below reads it
-            if kind == "tool_call_response":  # a tool's result alone: a tool message, whatever role it carries
-                call_id = _answered_id(part)
-                out = {"role": "tool", "content": _result_of(part), "tool_calls": []}
-                if call_id not in (None, ""):
-                    out["tool_call_id"] = str(call_id)
-                return out
-            role_ = raw.get("role")
-            role_ = (_ROLES.get(role_) if role_.__class__ is str else None) if role_ else default_role
-            if role_ is not None and kind == "text" and (said := part.get("content")).__class__ is str:
-                return {"role": role_, "content": said, "tool_calls": []}
-            if role_ is not None and kind == "tool_call":
-                return {"role": role_, "content": "", "tool_calls": [_call_of(part)]}
+            # (a text part as text whatever else it holds; any other holding a ``function_call`` or
+            # ``function_response`` by that)
+            if kind == "text" or ("function_call" not in part and "function_response" not in part):
+                if kind == "tool_call_response":  # a tool's result alone: a tool message, whatever role it carries
+                    call_id = _answered_id(part)
+                    out = {"role": "tool", "content": _result_of(part), "tool_calls": []}
+                    if call_id not in (None, ""):
+                        out["tool_call_id"] = str(call_id)
+                    return out
+                role_ = raw.get("role")
+                role_ = (_ROLES.get(role_) if role_.__class__ is str else None) if role_ else default_role
+                if role_ is not None and kind == "text" and (said := part.get("content")).__class__ is str:
+                    return {"role": role_, "content": said, "tool_calls": []}
+                if role_ is not None and kind == "tool_call":
+                    return {"role": role_, "content": "", "tool_calls": [_call_of(part)]}
         texts, calls, results = [], [], []
         call_id = openai_calls = None
     else:
@@ -285,12 +287,13 @@ def json_messages(raw: Any, default_role: str) -> list[Msg]:
     if raw in (None, ""):
         return []
     parsed = json_value(raw)
-    if isinstance(parsed, dict) and isinstance(parsed.get("messages"), list):
-        parsed = parsed["messages"]  # a request's body: the messages it holds
-    if isinstance(parsed, dict):
-        parsed = [parsed]
-    if not isinstance(parsed, list):
-        return [] if parsed.__class__ is str and _PRINTED_FIELDS.match(parsed) else [msg(default_role, str(raw))]
+    if parsed.__class__ is not list:  # a list of messages (most values) at once
+        if isinstance(parsed, dict) and isinstance(parsed.get("messages"), list):
+            parsed = parsed["messages"]  # a request's body: the messages it holds
+        if isinstance(parsed, dict):
+            parsed = [parsed]
+        if not isinstance(parsed, list):
+            return [] if parsed.__class__ is str and _PRINTED_FIELDS.match(parsed) else [msg(default_role, str(raw))]
     out = []
     several = False  # a message of several tool results among them (``_each_result``)
     for m in parsed:  # one loop, each item looked at once: this runs for every model call's inputs and outputs
@@ -576,11 +579,11 @@ def hand_in(messages: list[Msg]) -> list[Msg]:
     """Messages with each final-answer tool call (``is_final_tool``) made the assistant's text: the run's answer."""
     for m in messages:  # loops, not a generator: this runs for every span's inputs and outputs
         calls = m["tool_calls"]
-        if calls and _hands_in(calls):
-            break
-    else:
-        return list(messages)  # no final-answer call to hand in
-    return _handed(messages, is_final_tool)
+        if calls:
+            for call in calls:
+                if is_final_tool(call.get("name")):
+                    return _handed(messages, is_final_tool)
+    return list(messages)  # no final-answer call to hand in
 
 
 def _handed(messages: list[Msg], is_answer: Callable[[Any], bool]) -> list[Msg]:
@@ -612,13 +615,6 @@ def forced_answer(messages: list[Msg], request: Any) -> list[Msg]:
     function = choice.get("function")
     name = function.get("name") if isinstance(function, dict) else choice.get("name")
     return _handed(messages, lambda called: called == name) if name else messages
-
-
-def _hands_in(calls: list[dict[str, Any]]) -> bool:
-    for call in calls:
-        if is_final_tool(call.get("name")):
-            return True
-    return False
 
 
 def key_marks(*prefixes: str) -> tuple[str, ...]:
