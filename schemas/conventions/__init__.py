@@ -491,15 +491,17 @@ def error(span: Mapping[str, Any]) -> str | None:
     ``haystack.tool.error``) failed with the error its output names. A failed status with no message says why in
     its convention's own error record where it keeps one (Logfire's ``error``: the OpenAI Agents SDK's
     ``SpanError``). The text is the error's, not the stack written after it (``_parse.without_stack``)."""
-    status = span.get("status") or {}
+    status = span.get("status")
+    code = status.get("code") if status else None
     attrs = span["attributes"]
     error_type = attrs.get("error.type")
     events = span.get("events")
     raised = next((e.get("attributes") or {} for e in events if e.get("name") == "exception"), None) if (
-        events and status.get("code") != 1) else None  # an exception recorded by a span that ended OK: not a failure
-    if status.get("code") != 2 and error_type in (None, "") and raised is None:
+        events and code != 1) else None  # an exception recorded by a span that ended OK: not a failure
+    if code != 2 and error_type in (None, "") and raised is None:
         return _reported_error(attrs)
-    message = status.get("message") or logfire.error(attrs) or ""  # Logfire's status says only that it failed
+    # Logfire's status says only that it failed
+    message = (status.get("message") if status else None) or logfire.error(attrs) or ""
     if raised is not None:
         said = ": ".join(str(raised[k]) for k in ("exception.type", "exception.message") if raised.get(k))
         if said and (not message or message in said):
@@ -533,9 +535,10 @@ def _reported_error(attrs: Mapping[str, Any]) -> str | None:
             return text(said)
     reasons = (attrs.get("gen_ai.response.finish_reasons") or attrs.get("ai.response.finishReason")
                or attrs.get("llm.finish_reason"))
-    # text that holds neither the word nor an escape cannot parse to "error": not parsed (most model calls' ["stop"])
-    if reasons is not None and (reasons.__class__ is not str or "error" in reasons or "\\" in reasons):
-        reasons = json_value(reasons)
+    # text that holds neither the word nor an escape cannot parse to "error": not parsed (most model calls' "stop")
+    if reasons is not None:
+        if reasons.__class__ is str and ("error" in reasons or "\\" in reasons):
+            reasons = json_value(reasons)
         if reasons == "error" or (isinstance(reasons, (list, tuple)) and "error" in reasons):
             return "the model call stopped with finish reason 'error'"
     said = attrs.get("gen_ai.output.messages")
