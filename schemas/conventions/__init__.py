@@ -116,6 +116,7 @@ _USAGE_KEYS = (("gen_ai.usage.input_tokens", "gen_ai.usage.output_tokens"),
 
 
 # the keys by which the mappers before the GenAI conventions' claim a span: without one, none of them does
+_HAYSTACK_LLM = haystack.LLM_SPAN  # the span name Haystack's mapper claims by
 _CLAIM_KEYS = frozenset(key for convention in (openllmetry, openinference, vercel, pydantic_ai, haystack, genkit,
                                                langfuse, mlflow, griptape) for key in convention.CLAIM_KEYS)
 
@@ -135,7 +136,7 @@ def decided_kind(span: Mapping[str, Any]) -> tuple[str, int]:
     after it only: found in one set lookup (most spans of the common instrumentations)."""
     attrs = span["attributes"]
     name = span["name"]
-    if not _CLAIM_KEYS.isdisjoint(attrs) or name == haystack.LLM_SPAN or name.endswith("()"):
+    if not _CLAIM_KEYS.isdisjoint(attrs) or name == _HAYSTACK_LLM or name.endswith("()"):
         found = openllmetry.kind(attrs)
         if found:
             return found, 0

@@ -55,7 +55,10 @@ _MESSAGE_KEYS = ("gen_ai.input.messages", "gen_ai.output.messages", "gen_ai.prom
 
 
 def kind(attrs: Mapping[str, Any], event_names: Iterable[str]) -> str | None:
-    operation = str(attrs.get("gen_ai.operation.name", "")).lower()
+    operation = attrs.get("gen_ai.operation.name", "")
+    if operation.__class__ is str and operation in OPERATIONS:  # as the spec spells it (most spans): no lowering
+        return OPERATIONS[operation]
+    operation = str(operation).lower()
     if operation:
         return OPERATIONS.get(operation) or _by_words(operation)
     if _WORKFLOW in attrs:  # a workflow's run that failed before its operation was set (OpenLIT's LangGraph)
