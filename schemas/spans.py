@@ -1407,21 +1407,25 @@ class _Trace:
                 resource = span["resource"]
             attrs = span["attributes"]
             opened = gates(attrs)  # what its keys open, for its identity and its documents: looked up once
-            said = identity(span, opened)
-            if agent is None and said["agent"]:
-                agent = said["agent"]
-            stated = said["session_id"]
-            sessions.append(stated)
-            if session is None and stated:
-                session = stated
-            if said["metadata"]:
-                metadatas.append(said["metadata"])
+            if not opened[0]:  # no convention's identity keys (most spans of a run): it states no one
+                sessions.append(None)
+            else:
+                said = identity(span, opened)
+                if agent is None and said["agent"]:
+                    agent = said["agent"]
+                stated = said["session_id"]
+                sessions.append(stated)
+                if session is None and stated:
+                    session = stated
+                if said["metadata"]:
+                    metadatas.append(said["metadata"])
             if reference is None and REFERENCE_ATTRIBUTE in attrs and attrs[REFERENCE_ATTRIBUTE] not in (None, ""):
                 reference = attrs[REFERENCE_ATTRIBUTE]
             if origin is None and ORIGIN_ATTRIBUTE in attrs and attrs[ORIGIN_ATTRIBUTE] not in (None, ""):
                 origin = attrs[ORIGIN_ATTRIBUTE]
-            for doc in documents(attrs, opened):
-                contexts.setdefault((doc["text"], doc.get("id")), doc)
+            if opened[1]:  # a document reader's keys (a retriever's span)
+                for doc in documents(attrs, opened):
+                    contexts.setdefault((doc["text"], doc.get("id")), doc)
         who = {"agent": agent, "session_id": session, "reference": reference, "origin": origin}
         return resource or {}, who, sessions, metadatas, contexts
 
