@@ -479,6 +479,7 @@ class _Trace:
         self.read: dict[str, dict[str, str]] = {}
         self.explain = False
         self._identity: dict[str, dict[str, Any]] = {}
+        self._gates: dict[str, conventions.Gates] = {}  # what each span's keys open, where its messages were read
         self._has_llm: dict[str, bool] = {}
         self._answers: dict[str, bool] = {}
         self._steps: dict[str, bool] = {}
@@ -595,7 +596,8 @@ class _Trace:
         if found is None:
             if span_id not in self.by_id:
                 return ([], [], ""), {}
-            found = self._io[span_id] = conventions.io_sources(span, self.decider.get(span_id))
+            opened = self._gates[span_id] = conventions.gates(span["attributes"])  # kept for ``_said``
+            found = self._io[span_id] = conventions.io_sources(span, self.decider.get(span_id), opened)
         return found
 
     def descendants(self, span: SpanRecord) -> list[SpanRecord]:
@@ -1398,6 +1400,7 @@ class _Trace:
         every span's conversation id (``chains.read``); the metadata each span states (``_metadata``); and the
         documents, each once (the same text and id), the first span's to state it."""
         identity, documents, gates = self.identity, conventions.documents, conventions.gates  # identity: read once
+        opened_of = self._gates  # the gates of the spans whose messages were read (``io_sources``)
         resource: dict[str, Any] | None = None
         agent = session = reference = origin = None
         sessions, metadatas = [], []
@@ -1406,7 +1409,9 @@ class _Trace:
             if resource is None and span.get("resource"):
                 resource = span["resource"]
             attrs = span["attributes"]
-            opened = gates(attrs)  # what its keys open, for its identity and its documents: looked up once
+            opened = opened_of.get(span["span_id"])  # what its keys open, for its identity and its documents
+            if opened is None:
+                opened = gates(attrs)
             if not opened[0]:  # no convention's identity keys (most spans of a run): it states no one
                 sessions.append(None)
             else:
