@@ -1,8 +1,8 @@
 """The key gates say no only where the reader behind them says nothing.
 
 ``conventions.gates`` lets assembly skip a reader for a span with none of the keys the reader reads (a convention's
-``WHO_KEYS``, ``DOCUMENT_KEYS``, ``IO_KEYS``; the GenAI conventions' message reader also reads events): a key a reader
-reads but its list forgets would lose what the span says, silently. So every span of every recording (the older
+``WHO_KEYS``, ``DOCUMENT_KEYS``, ``IO_KEYS``, ``TOOL_KEYS``; the GenAI conventions' message reader also reads events):
+a key a reader reads but its list forgets would lose what the span says, silently. So every span of every recording (the older
 libraries' and the framework corpus, with their log records attached as assembly attaches them) is handed to each
 reader its gate keeps shut, and each must say nothing of it."""
 
@@ -44,7 +44,7 @@ def test_the_gates_are_asked_of_every_keyed_message_reader() -> None:
 def test_a_reader_its_gate_keeps_shut_says_nothing_of_the_span(path: Path) -> None:
     for span in spans_of(path):  # (a recording of a run whose instrumentation exported nothing has none)
         attrs = span["attributes"]
-        who, documents, keyed = conventions.gates(attrs)
+        who, documents, keyed, tools = conventions.gates(attrs)
         for convention in conventions._WHO:
             if convention not in who:
                 said = convention.identity(attrs)
@@ -56,3 +56,7 @@ def test_a_reader_its_gate_keeps_shut_says_nothing_of_the_span(path: Path) -> No
         for name, reader in IO_READERS.items():
             if name not in keyed and not (span.get("events") and name in conventions._READ_EVENTS):
                 assert reader(span) == ([], [], ""), (name, span["name"])
+        asked = {reader for reader, _gate in tools}
+        for convention, _gate in conventions._TOOL_READERS:
+            if convention.tool not in asked:
+                assert convention.tool(span) is None, (convention.__name__, span["name"])

@@ -350,25 +350,25 @@ def documents(attrs: Mapping[str, Any], opened: Gates | None = None) -> list[dic
 
 # the conventions that read a tool span's call, in the order the first names it and the others fill what it left empty,
 # each with the mapper whose kind gates it, as ``_READERS``: a reader that reads only the tool spans its convention's
-# ``kind`` claims is not asked of a span a mapper before that one decided
-_TOOL_READERS = ((openllmetry.tool, "openllmetry"), (openinference.tool, None), (vercel.tool, "vercel"),
-                 (pydantic_ai.tool, None), (haystack.tool, "haystack"), (genkit.tool, "genkit"),
-                 (langfuse.tool, "langfuse"), (mlflow.tool, "mlflow"), (griptape.tool, "griptape"), (genai.tool, None),
-                 (logfire.tool, None), (laminar.tool, "laminar"), (agentops.tool, "agentops"))
-_TOOLS_ASKED: dict[int | None, tuple[Any, ...]] = {
-    decided: tuple(reader for reader, gate in _TOOL_READERS if gate is None or _DECIDER[gate] >= decided)
-    for decided in range(len(MAPPERS) + 1)}
-_TOOLS_ASKED[None] = _TOOLS_ASKED[0]
+# ``kind`` claims is not asked of a span a mapper before that one decided. Every reader is gated by its keys too: it
+# reads nothing of a span with none of its convention's ``TOOL_KEYS``, and is not asked of one (``gates``)
+_TOOL_READERS = ((openllmetry, "openllmetry"), (openinference, None), (vercel, "vercel"), (pydantic_ai, None),
+                 (haystack, "haystack"), (genkit, "genkit"), (langfuse, "langfuse"), (mlflow, "mlflow"),
+                 (griptape, "griptape"), (genai, None), (logfire, None), (laminar, "laminar"), (agentops, "agentops"))
 
 
 def tool(span: Mapping[str, Any], decided: int | None = None,
-         error_of: Callable[[Mapping[str, Any]], str | None] | None = None) -> dict[str, Any]:
+         error_of: Callable[[Mapping[str, Any]], str | None] | None = None,
+         opened: Gates | None = None) -> dict[str, Any]:
     """The tool call a tool span made, with its error when the span says it failed. Arguments no convention names
     are the span's own ``input`` (and its ``output`` the result). ``decided``: the mapper that decided the span's kind
     (``decided_kind``), when the caller knows it; ``error_of``: how the caller reads a span's ``error`` (once per
-    span), when it keeps them."""
+    span), when it keeps them; ``opened``: its ``gates``, when the caller has them."""
     call: dict[str, Any] | None = None
-    for reader in _TOOLS_ASKED[decided]:
+    least = decided or 0  # the mapper that decided the span: readers gated by one before it are not asked
+    for reader, gate in (gates(span["attributes"]) if opened is None else opened)[3]:
+        if gate < least:
+            continue
         said = reader(span)
         if said is None:
             continue
@@ -401,19 +401,24 @@ _WHO = (genai, openllmetry, openinference, vercel, genkit, langfuse, mlflow, log
 _WHO_KEYS = tuple(_keys(convention.WHO_KEYS) for convention in _WHO)  # each one's, as ``_WHO``
 _IO = {name: _keys(convention.IO_KEYS) for name, convention in  # the keyed message readers' ``IO_KEYS``, by name
        (("pydantic_ai", pydantic_ai), ("genai", genai), ("openinference", openinference))}
+# each tool reader's ``TOOL_KEYS``, its ``tool`` and the position of the mapper that gates it (none: past every one)
+_TOOL = tuple((_keys(convention.TOOL_KEYS), convention.tool, len(MAPPERS) if gate is None else _DECIDER[gate])
+              for convention, gate in _TOOL_READERS)
 # what a span's keys open (``gates``), by the keys in their order: instrumentations write a few key sets over and over
-Gates = tuple[tuple[Any, ...], tuple[Any, ...], frozenset[str]]  # the identity and the document readers a span has a
-# key of, and the names of the keyed message readers (``io_sources``) it has a key of
+Gates = tuple[tuple[Any, ...], tuple[Any, ...], frozenset[str], tuple[tuple[Any, int], ...]]  # the identity and the
+# document readers a span has a key of, the names of the keyed message readers (``io_sources``) it has a key of, and
+# the tool readers it has a key of (``tool``), each with the position of the mapper that gates it
 _OPENED: dict[tuple[str, ...], Gates] = {}
 _OPENED_MAX = 4096  # key sets remembered; past it, forgotten at once and learnt again
 
 
 def gates(attrs: Mapping[str, Any]) -> Gates:
     """The identity readers a span has a key of (each convention's ``WHO_KEYS``, in ``_WHO``'s order), the document
-    readers it has a key of (``DOCUMENT_KEYS``, in ``_DOCUMENTS``' order) and the keyed message readers it has a key of
-    (``IO_KEYS``, by name): the keys looked up, then the prefixes (``_keys``), the keys joined once for all. A function
-    of the keys alone, so remembered by them: most spans' answer is one lookup, not a pass over their keys. A caller
-    that asks ``identity``, ``documents`` or ``io_sources`` of one span hands them this, asked once."""
+    readers it has a key of (``DOCUMENT_KEYS``, in ``_DOCUMENTS``' order), the keyed message readers it has a key of
+    (``IO_KEYS``, by name) and the tool readers it has a key of (``TOOL_KEYS``, in ``_TOOL_READERS``' order): the keys
+    looked up, then the prefixes (``_keys``), the keys joined once for all. A function of the keys alone, so
+    remembered by them: most spans' answer is one lookup, not a pass over their keys. A caller that asks
+    ``identity``, ``documents``, ``io_sources`` or ``tool`` of one span hands them this, asked once."""
     keys = tuple(attrs)
     found = _OPENED.get(keys)
     if found is None:
@@ -423,7 +428,9 @@ def gates(attrs: Mapping[str, Any]) -> Gates:
                  tuple(convention for convention, (exact, prefixes) in zip(_DOCUMENTS, _DOCUMENT_KEYS, strict=True)
                        if not exact.isdisjoint(keys) or keys_start(attrs, prefixes, joined)),
                  frozenset(name for name, (exact, prefixes) in _IO.items()
-                           if not exact.isdisjoint(keys) or keys_start(attrs, prefixes, joined)))
+                           if not exact.isdisjoint(keys) or keys_start(attrs, prefixes, joined)),
+                 tuple((reader, gate) for (exact, prefixes), reader, gate in _TOOL
+                       if not exact.isdisjoint(keys) or keys_start(attrs, prefixes, joined)))
         if len(_OPENED) >= _OPENED_MAX:
             _OPENED.clear()
         _OPENED[keys] = found

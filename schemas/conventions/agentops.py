@@ -17,7 +17,7 @@ from typing import Any
 
 from ._parse import function_call
 
-__all__ = ["KEEP_KEYS", "KIND_KEY", "kind", "tool"]
+__all__ = ["KEEP_KEYS", "KIND_KEY", "TOOL_KEYS", "kind", "tool"]
 
 KIND_KEY = "agentops.span.kind"
 _KINDS = {"session": "chain", "agent": "agent", "tool": "tool", "workflow": "chain", "task": "chain",
@@ -27,6 +27,9 @@ KEEP_KEYS = (KIND_KEY,)  # the intake keeps a span with one of these: every span
 
 def kind(attrs: Mapping[str, Any]) -> str | None:
     return _KINDS.get(attrs.get(KIND_KEY))  # type: ignore[arg-type]
+
+
+TOOL_KEYS = (KIND_KEY,)  # ``tool`` reads nothing of a span without one of these (``conventions.gates``)
 
 
 def tool(span: Mapping[str, Any]) -> dict[str, Any] | None:

@@ -35,7 +35,8 @@ from ._parse import (
     tool_call,
 )
 
-__all__ = ["AGENT_ID", "DOCUMENT_KEYS", "INPUT_EVENTS", "IO_KEYS", "LLM_OPERATIONS", "OPERATIONS", "RESPONSE_ID", "SCOPE_SETTINGS", "SETTING", "WHO_KEYS", "documents", "identity", "io", "kind", "tool"]
+__all__ = ["AGENT_ID", "DOCUMENT_KEYS", "INPUT_EVENTS", "IO_KEYS", "LLM_OPERATIONS", "OPERATIONS", "RESPONSE_ID",
+           "SCOPE_SETTINGS", "SETTING", "TOOL_KEYS", "WHO_KEYS", "documents", "identity", "io", "kind", "tool"]
 
 SETTING = ("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=span_only with "
            "OTEL_SEMCONV_STABILITY_OPT_IN=gen_ai_latest_experimental (the opentelemetry-instrumentation-genai-* "
@@ -127,6 +128,10 @@ def documents(attrs: Mapping[str, Any]) -> list[Any]:
 
 
 _NO_ID = "<not specified>"  # Google ADK's tool call id where it knows none
+
+
+# ``tool`` reads nothing of a span without one of these (``conventions.gates``)
+TOOL_KEYS = ("gen_ai.tool.name", "gen_ai.tool.call.arguments", "gen_ai.tool.call.result")
 
 
 def tool(span: Mapping[str, Any]) -> dict[str, Any] | None:

@@ -25,8 +25,8 @@ from typing import Any
 
 from ._parse import Io, Msg, json_value, message, text, value_messages
 
-__all__ = ["CLAIM_KEYS", "DOCUMENT_KEYS", "KEEP_KEYS", "KIND_KEY", "SETTING", "WHO_KEYS", "documents", "error", "identity", "io",
-           "kind", "model", "tool", "usage"]
+__all__ = ["CLAIM_KEYS", "DOCUMENT_KEYS", "KEEP_KEYS", "KIND_KEY", "SETTING", "TOOL_KEYS", "WHO_KEYS", "documents",
+           "error", "identity", "io", "kind", "model", "tool", "usage"]
 
 SETTING = ("Genkit's genkit:input / genkit:output span attributes, written on every action (not redacted by the "
            "exporter, as the Google Cloud plugin's disableLoggingInputAndOutput does)")
@@ -68,6 +68,9 @@ def io(span: Mapping[str, Any]) -> Io:
         return [], [], ""
     system = "\n".join(m["content"] for m in inputs if m["role"] == "system" and m["content"])
     return inputs, outputs, system
+
+
+TOOL_KEYS = (KIND_KEY,)  # ``tool`` reads nothing of a span without one of these (``conventions.gates``)
 
 
 def tool(span: Mapping[str, Any]) -> dict[str, Any] | None:

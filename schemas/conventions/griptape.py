@@ -25,7 +25,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["CLAIM_KEYS", "SETTING", "TAGS", "kind", "runs", "tagged", "tool"]
+__all__ = ["CLAIM_KEYS", "SETTING", "TAGS", "TOOL_KEYS", "kind", "runs", "tagged", "tool"]
 
 SETTING = ("OpenAIInstrumentor().instrument(tracer_provider=…) (opentelemetry-instrumentation-genai-openai) with "
            "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=SPAN_ONLY, or another instrumentation of the model client "
@@ -49,6 +49,9 @@ def kind(attrs: Mapping[str, Any], name: str = "") -> str | None:
     if TAGS in attrs:
         return tagged(attrs)
     return "agent" if name.endswith("()") and _STRUCTURE_RUN.match(name) else None
+
+
+TOOL_KEYS = (TAGS,)  # ``tool`` reads nothing of a span without one of these (``conventions.gates``)
 
 
 def tool(span: Mapping[str, Any]) -> dict[str, Any] | None:

@@ -28,8 +28,8 @@ from typing import Any
 
 from ._parse import Io, Msg, json_value, message, result_text, text, tool_call
 
-__all__ = ["CLAIM_KEYS", "ERROR_KEY", "KIND_KEYS", "LLM_SPAN", "SETTING", "dataclass_messages", "error", "io", "kind", "model",
-           "tool", "usage", "wrote"]
+__all__ = ["CLAIM_KEYS", "ERROR_KEY", "KIND_KEYS", "LLM_SPAN", "SETTING", "TOOL_KEYS", "dataclass_messages", "error",
+           "io", "kind", "model", "tool", "usage", "wrote"]
 
 SETTING = "HAYSTACK_CONTENT_TRACING_ENABLED=true"
 LLM_SPAN = "haystack.agent.step.llm"  # the operation, and so the span's name, of an agent step's model call
@@ -135,6 +135,9 @@ def dataclass_messages(raw: Any) -> list[Msg]:
             parts.append(part)
         shaped.append({"role": item["_role"], "content": parts})
     return _messages(shaped, "user")
+
+
+TOOL_KEYS = (_TOOL,)  # ``tool`` reads nothing of a span without one of these (``conventions.gates``)
 
 
 def tool(span: Mapping[str, Any]) -> dict[str, Any] | None:

@@ -19,7 +19,7 @@ from typing import Any
 
 from ._parse import function_call, text
 
-__all__ = ["KEEP_KEYS", "KIND_KEY", "WHO_KEYS", "identity", "kind", "tool"]
+__all__ = ["KEEP_KEYS", "KIND_KEY", "TOOL_KEYS", "WHO_KEYS", "identity", "kind", "tool"]
 
 KIND_KEY = "lmnr.span.type"
 _KINDS = {"TOOL": "tool", "LLM": "llm"}
@@ -31,6 +31,9 @@ KEEP_KEYS = (KIND_KEY, _ASSOCIATION)  # the intake keeps a span with one of thes
 
 def kind(attrs: Mapping[str, Any]) -> str | None:
     return _KINDS.get(attrs.get(KIND_KEY))  # type: ignore[arg-type]
+
+
+TOOL_KEYS = (KIND_KEY,)  # ``tool`` reads nothing of a span without one of these (``conventions.gates``)
 
 
 def tool(span: Mapping[str, Any]) -> dict[str, Any] | None:

@@ -33,8 +33,8 @@ from ._parse import (
     value_messages,
 )
 
-__all__ = ["CLAIM_KEYS", "KEEP_KEYS", "KIND_KEY", "LEVEL_KEY", "SETTING", "WHO_KEYS", "error", "identity", "io", "kind", "model",
-           "tool", "usage"]
+__all__ = ["CLAIM_KEYS", "KEEP_KEYS", "KIND_KEY", "LEVEL_KEY", "SETTING", "TOOL_KEYS", "WHO_KEYS", "error", "identity",
+           "io", "kind", "model", "tool", "usage"]
 
 SETTING = ("Langfuse's observation input and output (@observe(capture_input=…, capture_output=…), "
            "LANGFUSE_OBSERVE_DECORATOR_IO_CAPTURE_ENABLED, a mask= on the Langfuse client)")
@@ -76,6 +76,9 @@ def io(span: Mapping[str, Any]) -> Io:
 def _stated(attrs: Mapping[str, Any], key: str, default_role: str) -> list:
     said = attrs.get(key)
     return value_messages(said, default_role) if said not in (None, "") else []
+
+
+TOOL_KEYS = (KIND_KEY,)  # ``tool`` reads nothing of a span without one of these (``conventions.gates``)
 
 
 def tool(span: Mapping[str, Any]) -> dict[str, Any] | None:

@@ -29,8 +29,8 @@ from typing import Any
 
 from ._parse import Io, json_messages, json_value, text, tool_call
 
-__all__ = ["KEEP_KEYS", "KIND_KEYS", "SCOPE", "SETTING", "TEMPLATE_KEY", "WHO_KEYS", "error", "identity", "io", "kind",
-           "tool", "usage"]
+__all__ = ["KEEP_KEYS", "KIND_KEYS", "SCOPE", "SETTING", "TEMPLATE_KEY", "TOOL_KEYS", "WHO_KEYS", "error", "identity",
+           "io", "kind", "tool", "usage"]
 
 SETTING = ("RunConfig(trace_include_sensitive_data=True), or OPENAI_AGENTS_TRACE_INCLUDE_SENSITIVE_DATA=true (the "
            "OpenAI Agents SDK's default): without it the SDK's records, which Logfire writes, hold no content")
@@ -89,6 +89,9 @@ def io(span: Mapping[str, Any]) -> Io:
     outputs = json_messages(_stated(attrs.get("output")), "assistant")
     system = "\n".join(m["content"] for m in inputs if m["role"] == "system" and m["content"])
     return inputs, outputs, system
+
+
+TOOL_KEYS = (_FUNCTION_KEY,)  # ``tool`` reads nothing of a span without one of these (``conventions.gates``)
 
 
 def tool(span: Mapping[str, Any]) -> dict[str, Any] | None:

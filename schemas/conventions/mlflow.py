@@ -64,8 +64,8 @@ from ._parse import (
     value_messages,
 )
 
-__all__ = ["CLAIM_KEYS", "DOCUMENT_KEYS", "KEEP_KEYS", "KEY_PREFIXES", "KIND_KEY", "SETTING", "WHO_KEYS", "documents", "identity",
-           "io", "kind", "model", "tool", "usage"]
+__all__ = ["CLAIM_KEYS", "DOCUMENT_KEYS", "KEEP_KEYS", "KEY_PREFIXES", "KIND_KEY", "SETTING", "TOOL_KEYS", "WHO_KEYS",
+           "documents", "identity", "io", "kind", "model", "tool", "usage"]
 
 SETTING = ("MLflow's span inputs and outputs (mlflow.spanInputs / mlflow.spanOutputs, recorded on every traced span "
            "unless a span processor given to mlflow.tracing.configure removes them)")
@@ -319,6 +319,9 @@ def _streamed_calls(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
             call["name"] += function.get("name") or ""
             call["arguments"] += function.get("arguments") or ""
     return [tool_call(c["name"], c["arguments"], c["id"]) for c in calls.values() if c["name"]]
+
+
+TOOL_KEYS = (KIND_KEY,)  # ``tool`` reads nothing of a span without one of these (``conventions.gates``)
 
 
 def tool(span: Mapping[str, Any]) -> dict[str, Any] | None:

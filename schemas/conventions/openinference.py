@@ -34,7 +34,8 @@ from ._parse import (
     value_messages,
 )
 
-__all__ = ["CLAIM_KEYS", "DOCUMENT_KEYS", "IO_KEYS", "SETTING", "WHO_KEYS", "documents", "identity", "io", "kind", "tool"]
+__all__ = ["CLAIM_KEYS", "DOCUMENT_KEYS", "IO_KEYS", "SETTING", "TOOL_KEYS", "WHO_KEYS", "documents", "identity", "io",
+           "kind", "tool"]
 
 SETTING = "OPENINFERENCE_HIDE_INPUTS / OPENINFERENCE_HIDE_OUTPUTS unset"
 _KINDS = {"AGENT": "agent", "CHAIN": "chain", "LLM": "llm", "TOOL": "tool", "RETRIEVER": "retriever"}
@@ -84,6 +85,10 @@ def documents(attrs: Mapping[str, Any]) -> list[dict[str, Any]]:
                      "id": group.get("document.id", meta.get("id", meta.get("doc_id", meta.get("source")))),
                      "score": group.get("document.score", meta.get("score", meta.get("relevance_score")))})
     return docs
+
+
+# ``tool`` reads nothing of a span without one of these (``conventions.gates``)
+TOOL_KEYS = ("tool.name", "openinference.span.kind")
 
 
 def tool(span: Mapping[str, Any]) -> dict[str, Any] | None:

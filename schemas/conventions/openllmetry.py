@@ -32,7 +32,8 @@ from ._parse import (
     unpacked,
 )
 
-__all__ = ["CLAIM_KEYS", "DOCUMENT_KEYS", "SETTING", "WHO_KEYS", "decided_by", "documents", "identity", "io", "kind", "tool"]
+__all__ = ["CLAIM_KEYS", "DOCUMENT_KEYS", "SETTING", "TOOL_KEYS", "WHO_KEYS", "decided_by", "documents", "identity",
+           "io", "kind", "tool"]
 
 SETTING = "TRACELOOP_TRACE_CONTENT=true (the default)"
 LLAMAINDEX_SCOPE = "opentelemetry.instrumentation.llamaindex"  # its entity input is the method's arguments by name
@@ -111,6 +112,9 @@ def _document(value: Any) -> dict[str, Any] | None:
     if isinstance(node, dict) and isinstance(node.get("text"), str):
         return {"content": node["text"], "id": node.get("id_"), "score": value.get("score")}
     return None
+
+
+TOOL_KEYS = ("traceloop.span.kind",)  # ``tool`` reads nothing of a span without one of these (``conventions.gates``)
 
 
 def tool(span: Mapping[str, Any]) -> dict[str, Any] | None:

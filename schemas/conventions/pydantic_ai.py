@@ -19,7 +19,7 @@ from typing import Any
 
 from ._parse import Io, Msg, json_value, message, msg, text, tool_call
 
-__all__ = ["CLAIM_KEYS", "IO_KEYS", "KIND_KEY", "SETTING", "io", "kind", "tool", "usage"]
+__all__ = ["CLAIM_KEYS", "IO_KEYS", "KIND_KEY", "SETTING", "TOOL_KEYS", "io", "kind", "tool", "usage"]
 
 SETTING = "InstrumentationSettings(include_content=True) (the default)"
 KIND_KEY = "agent_name"
@@ -61,6 +61,10 @@ def io(span: Mapping[str, Any]) -> Io:
         outputs = [msg("assistant", final if isinstance(final, str) else text(final))]
     system = "\n".join(m["content"] for m in inputs if m["role"] == "system" and m["content"])
     return inputs, outputs, system
+
+
+# ``tool`` reads nothing of a span without one of these (``conventions.gates``)
+TOOL_KEYS = ("tool_arguments", "tool_response")
 
 
 def tool(span: Mapping[str, Any]) -> dict[str, Any] | None:

@@ -18,7 +18,7 @@ from typing import Any
 
 from ._parse import Io, Msg, json_value, message, msg, text, tool_call
 
-__all__ = ["CLAIM_KEYS", "KIND_KEY", "SETTING", "WHO_KEYS", "identity", "io", "kind", "tool", "usage"]
+__all__ = ["CLAIM_KEYS", "KIND_KEY", "SETTING", "TOOL_KEYS", "WHO_KEYS", "identity", "io", "kind", "tool", "usage"]
 
 SETTING = "experimental_telemetry: { isEnabled: true, recordInputs: true, recordOutputs: true } (the defaults)"
 KIND_KEY = "ai.operationId"
@@ -59,6 +59,9 @@ def io(span: Mapping[str, Any]) -> Io:
              for c in (calls if isinstance(calls, list) else []) if isinstance(c, dict)]
     outputs = [msg("assistant", text(answer), asked)] if answer not in (None, "") or asked else []
     return inputs, outputs, system
+
+
+TOOL_KEYS = (KIND_KEY,)  # ``tool`` reads nothing of a span without one of these (``conventions.gates``)
 
 
 def tool(span: Mapping[str, Any]) -> dict[str, Any] | None:
