@@ -273,7 +273,7 @@ def io_sources(span: Mapping[str, Any], decided: int | None = None,
             outputs, sources["outputs"] = more_out, name
         if more_system and not system:
             system, sources["system"] = more_system, name
-    if not system:  # the system messages' words (a loop: a comprehension costs more than a span's few messages)
+    if not system and inputs:  # the system messages' words (a loop: a comprehension costs more than a few messages)
         said = []
         for m in inputs:
             if m["role"] == "system" and m["content"]:
