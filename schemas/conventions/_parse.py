@@ -576,14 +576,15 @@ def _first(body: dict[str, Any], keys: tuple[str, ...]) -> Any:
 
 
 def hand_in(messages: list[Msg]) -> list[Msg]:
-    """Messages with each final-answer tool call (``is_final_tool``) made the assistant's text: the run's answer."""
+    """Messages with each final-answer tool call (``is_final_tool``) made the assistant's text: the run's answer; the
+    list it is given where it holds none (a reader's own list, built for the one span it read)."""
     for m in messages:  # loops, not a generator: this runs for every span's inputs and outputs
         calls = m["tool_calls"]
         if calls:
             for call in calls:
                 if is_final_tool(call.get("name")):
                     return _handed(messages, is_final_tool)
-    return list(messages)  # no final-answer call to hand in
+    return messages  # no final-answer call to hand in
 
 
 def _handed(messages: list[Msg], is_answer: Callable[[Any], bool]) -> list[Msg]:
