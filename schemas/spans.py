@@ -1201,16 +1201,20 @@ class _Trace:
         never stand for each other (concurrent samples of one prompt are calls of their own)."""
         if len(llms) < 2:
             return llms
-        ids = {s["span_id"] for s in llms}
+        by_id, children = self.by_id, self.children
         around: set[str] = set()
         scopes = set()
         for span in llms:
             scopes.add(span.get("scope"))
-            parent, seen = span.get("parent_id"), 0
-            while parent in self.by_id and seen < 10_000:
-                if parent in ids:
-                    around.add(parent)
-                parent, seen = self.by_id[parent].get("parent_id"), seen + 1
+        # only an LLM span with spans under it can be around another: the calls' ancestors are walked only where one has
+        parents = {s["span_id"] for s in llms if s["span_id"] in children}
+        if parents:
+            for span in llms:
+                parent, seen = span.get("parent_id"), 0
+                while parent in by_id and seen < 10_000:
+                    if parent in parents:
+                        around.add(parent)
+                    parent, seen = by_id[parent].get("parent_id"), seen + 1
         if len(scopes) > 1:
             sent = {s["span_id"]: conventions.sent(self.io(s)[0]) for s in llms}
             for a in llms:
