@@ -182,7 +182,7 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from operator import itemgetter
@@ -1307,16 +1307,22 @@ class _Trace:
                 if message["tool_calls"]:
                     asked.extend(message["tool_calls"])
         spans = self._span_calls(tools, asked) if tools else []
-        results = (_tool_results(said) if said else _answers([conversation])) if asked else {}
-        if spans:
+        if spans:  # the tool messages' results are read where a call needs one (spans that state theirs need none)
+            read: list[dict[str, str]] = []
+
+            def results() -> dict[str, str]:
+                if not read:
+                    read.append(_tool_results(said) if said else _answers([conversation]))
+                return read[0]
             calls = spans
             for call in spans:  # paired unless each span says its call whole
                 if not (call.get("id") and call["arguments"] and (call.get("result") is not None or call.get("error"))):
                     calls = _paired(spans, asked, results)
                     break
-            return calls + _answered_unrecorded(calls, asked, results)
+            return calls + _answered_unrecorded(calls, asked, results) if asked else calls
         if not asked:
             return []
+        results = _tool_results(said) if said else _answers([conversation])
         calls, seen = [], set()
         for call in asked:
             key = call.get("id") or _call_key(call)
@@ -1494,15 +1500,13 @@ class _Group:
 
 
 def _answered_unrecorded(calls: list[dict[str, Any]], asked: list[dict[str, Any]],
-                         results: dict[str, str]) -> list[dict[str, Any]]:
+                         answers: Callable[[], dict[str, str]]) -> list[dict[str, Any]]:
     """The model's calls that were answered (a tool message for their id) though no tool span records them (the
     OpenAI Agents SDK answers a ``transfer_to_<agent>`` call itself, and most of its instrumentations write no span
     for it): calls of the run all the same, with the answer as their result. Not a final-answer tool's, and not one
     a span's call already is (by id, or by name and arguments: a span may keep the Responses API's other id); and
     only where every span's call is one the model asked for by id (a span no call was paired with may be the record
     of that very call: nothing says it is not)."""
-    if not results:
-        return []
     ids = set()
     for c in asked:
         ids.add(c.get("id"))
@@ -1511,10 +1515,15 @@ def _answered_unrecorded(calls: list[dict[str, Any]], asked: list[dict[str, Any]
         if (call_id := c.get("id")) not in ids:
             return []
         taken.add(call_id)
+    results: dict[str, str] | None = None  # read only for a call that no span's call is by id (``answers``)
     keys: set[str] | None = None  # the calls' names and arguments: written out only for a call answered by id
     out = []
     for call in asked:
-        if call.get("id") not in results or call["id"] in taken or conventions.is_final_tool(call["name"]):
+        if not call.get("id") or call["id"] in taken:
+            continue
+        if results is None:
+            results = answers()
+        if call["id"] not in results or conventions.is_final_tool(call["name"]):
             continue
         if keys is None:
             keys = {_call_key(c) for c in calls}
@@ -1549,7 +1558,8 @@ def _call_key(call: dict[str, Any]) -> str:
     return json.dumps([call["name"], call["arguments"]], sort_keys=True, default=str)
 
 
-def _paired(spans: list[dict[str, Any]], asked: list[dict[str, Any]], results: dict[str, str]) -> list[dict[str, Any]]:
+def _paired(spans: list[dict[str, Any]], asked: list[dict[str, Any]],
+            answers: Callable[[], dict[str, str]]) -> list[dict[str, Any]]:
     """Tool spans' calls paired with the LLM's tool call each one ran: a span that says its call's id takes from the
     model's call of that id the arguments it does not state (Google ADK's own tool span, beside OpenLIT's model
     calls), and its result from the tool message answering that id; a span whose id no call of the model carries
@@ -1560,7 +1570,7 @@ def _paired(spans: list[dict[str, Any]], asked: list[dict[str, Any]], results: d
     the model's name for it, and the
     arguments the model asked for (a span may hold the framework's packaging of them, or one argument's bare value:
     OpenInference's LangChain.js tracer writes a run's inputs of one text value as that text), and a span that states
-    no result and no error the one the tool message answering that id gives (``results``; a failed call's tool
+    no result and no error the one the tool message answering that id gives (``answers``; a failed call's tool
     message is its error's text). The LLM's calls are paired whether or not they carry ids (OpenInference's
     LangChain.js instrumentation writes none). A span that names no tool the model asked for (OpenLLMetry JS names a
     failed call's span by the tool's class, ``DynamicStructuredTool``; OpenInference names the OpenAI Agents SDK's
@@ -1584,7 +1594,7 @@ def _paired(spans: list[dict[str, Any]], asked: list[dict[str, Any]], results: d
         if (said := by_id.get(call.get("id"))) is not None:  # the model's call of that id: what the span left unsaid
             if not call["arguments"] and said["arguments"]:
                 call["arguments"] = said["arguments"]
-            if call.get("result") is None and not call.get("error") and call["id"] in results:
+            if call.get("result") is None and not call.get("error") and call["id"] in (results := answers()):
                 call["result"] = results[call["id"]]
             continue
         if call.get("id") and call["arguments"]:
@@ -1605,7 +1615,7 @@ def _paired(spans: list[dict[str, Any]], asked: list[dict[str, Any]], results: d
                     if c["arguments"] == call["arguments"] and c["name"] not in named}
             if len(same) == 1:  # a span that names no tool the model asked for (but its class): the call it ran
                 [match] = same.values()
-                if match.get("id") in results and not call.get("error"):  # what the model was sent, not the record
+                if not call.get("error") and match.get("id") in answers():  # what the model was sent, not the record
                     call["result"] = None
         match = match or next((c for c in free if conventions.griptape.runs(call, c)), None)
         call.pop("names_tool", None)
@@ -1616,7 +1626,7 @@ def _paired(spans: list[dict[str, Any]], asked: list[dict[str, Any]], results: d
                 call["id"] = match["id"]
             if match["arguments"]:  # what the model asked for: the call's own arguments
                 call["arguments"] = match["arguments"]
-            if call.get("result") is None and not call.get("error") and match.get("id") in results:
+            if call.get("result") is None and not call.get("error") and match.get("id") in (results := answers()):
                 call["result"] = results[match["id"]]
     return spans
 
