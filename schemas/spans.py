@@ -1378,7 +1378,7 @@ class _Trace:
         what either says (its id, result, error). No final-answer tool; no bookkeeping span: one the model's calls do
         not account for (neither its id nor its tool among what they asked for, when they say) that records nothing of
         a call (no arguments, result or error)."""
-        tool_ids = {s["span_id"] for s in tools}
+        tool_ids = set(map(_SPAN_ID, tools))
         called: set[str] | None = None
         calls = []
         for span in tools:
@@ -1583,13 +1583,16 @@ def _paired(spans: list[dict[str, Any]], asked: list[dict[str, Any]],
     for call in spans:
         if call.get("id"):
             taken.add(call["id"])
-    free, by_id = [], {}  # the calls no span says it is; the first call of each id
-    for c in asked:
-        if c.get("id") not in taken:
-            free.append(c)
-    for c in reversed(asked):
-        if c.get("id"):
-            by_id[c["id"]] = c
+    free, by_id = [], {}  # the calls no span says it is; the first call of each id (asked for a span that says one)
+    if taken:
+        for c in asked:
+            if c.get("id") not in taken:
+                free.append(c)
+        for c in reversed(asked):
+            if c.get("id"):
+                by_id[c["id"]] = c
+    else:  # no span says its call's id: every call is free, and none is looked up by id
+        free = list(asked)
     for call in spans:
         if (said := by_id.get(call.get("id"))) is not None:  # the model's call of that id: what the span left unsaid
             if not call["arguments"] and said["arguments"]:
