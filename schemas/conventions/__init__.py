@@ -115,10 +115,14 @@ _USAGE_KEYS = (("gen_ai.usage.input_tokens", "gen_ai.usage.output_tokens"),
                ("llm.token_count.prompt", "llm.token_count.completion"))
 
 
-# the keys by which the mappers before the GenAI conventions' claim a span: without one, none of them does
 _HAYSTACK_LLM = haystack.LLM_SPAN  # the span name Haystack's mapper claims by
-_CLAIM_KEYS = frozenset(key for convention in (openllmetry, openinference, vercel, pydantic_ai, haystack, genkit,
-                                               langfuse, mlflow, griptape) for key in convention.CLAIM_KEYS)
+_BEFORE_GENAI = (openllmetry, openinference, vercel, pydantic_ai, haystack, genkit, langfuse, mlflow, griptape)
+# the keys by which the mappers before the GenAI conventions' claim a span: without one, none of them does; of a span
+# that states a GenAI operation, pydantic-ai's claims none (its formats 2-6 are the GenAI conventions': its ``kind``)
+_CLAIM_KEYS = frozenset(key for convention in _BEFORE_GENAI for key in convention.CLAIM_KEYS)
+_OPERATION_CLAIM_KEYS = frozenset(key for convention in _BEFORE_GENAI if convention is not pydantic_ai
+                                  for key in convention.CLAIM_KEYS)
+_OPERATION = "gen_ai.operation.name"
 
 
 def kind(span: Mapping[str, Any]) -> str:
@@ -132,11 +136,13 @@ def decided_kind(span: Mapping[str, Any]) -> tuple[str, int]:
     Every mapper before it claimed nothing: ``io_sources`` asks no reader whose convention's kind is its gate.
     ``MAPPERS`` in order, unrolled: this runs for every span, and a loop over ``MAPPERS`` costs assembly 4% more
     instructions (the lambdas' calls). A span with no key any mapper before the GenAI conventions' claims by (their
-    ``CLAIM_KEYS``), and no name Haystack's or Griptape's claims by, is asked of the GenAI conventions' and the mappers
-    after it only: found in one set lookup (most spans of the common instrumentations)."""
+    ``CLAIM_KEYS``; of a span that states a GenAI operation, pydantic-ai's claims by none: a GenAI tool span's
+    ``gen_ai.tool.name``), and no name Haystack's or Griptape's claims by, is asked of the GenAI conventions' and the
+    mappers after it only: found in one set lookup (most spans of the common instrumentations)."""
     attrs = span["attributes"]
     name = span["name"]
-    if not _CLAIM_KEYS.isdisjoint(attrs) or name == _HAYSTACK_LLM or name.endswith("()"):
+    claims = _OPERATION_CLAIM_KEYS if _OPERATION in attrs else _CLAIM_KEYS
+    if not claims.isdisjoint(attrs) or name == _HAYSTACK_LLM or name.endswith("()"):
         found = openllmetry.kind(attrs)
         if found:
             return found, 0
