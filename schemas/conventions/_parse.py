@@ -89,8 +89,14 @@ def tool_call(name: Any, arguments: Any, call_id: Any = None) -> dict[str, Any]:
         if isinstance(parsed, str) and parsed[:2] == "{'":
             parsed = _literal(parsed)
         parsed = call_arguments(parsed)
-    call: dict[str, Any] = {"name": str(name or ""), "arguments": parsed if isinstance(parsed, dict) else {}}
-    if call_id not in (None, ""):
+        if not isinstance(parsed, dict):
+            parsed = {}
+    # a name or an id that is text (most) as it stands: no str() call
+    call: dict[str, Any] = {"name": name if name.__class__ is str else str(name or ""), "arguments": parsed}
+    if call_id.__class__ is str:
+        if call_id:
+            call["id"] = call_id
+    elif call_id is not None:
         call["id"] = str(call_id)
     return call
 
