@@ -109,11 +109,31 @@ WHO_KEYS = ("metadata", "user.id", "agent.name", "session.id")  # the keys ``ide
 
 
 def identity(attrs: Mapping[str, Any]) -> dict[str, Any]:
-    meta = json_value(attrs.get("metadata"))
-    metadata = {f"metadata.{k}": text(v) for k, v in meta.items()} if isinstance(meta, dict) else {}
+    metadata = _metadata(attrs.get("metadata"))
     if attrs.get("user.id") not in (None, ""):
         metadata["user.id"] = text(attrs["user.id"])
     return {"agent": attrs.get("agent.name"), "session_id": attrs.get("session.id"), "metadata": metadata}
+
+
+_METADATA: dict[str, dict[str, str]] = {}  # the ``metadata`` texts read (``_metadata``), by their text
+_METADATA_MAX = 1024  # texts remembered; past it, forgotten at once and learnt again
+
+
+def _metadata(value: Any) -> dict[str, str]:
+    """The ``metadata`` JSON object as turn metadata (``metadata.<key>``: each value as text), a new dict. A function
+    of the text alone, so remembered by it: a LangChain run hands its metadata down to the runs under it, and each of
+    their spans writes it again (writing its values that are no text as JSON is most of ``identity``'s time)."""
+    if value.__class__ is not str:
+        meta = json_value(value)
+        return {f"metadata.{k}": text(v) for k, v in meta.items()} if isinstance(meta, dict) else {}
+    found = _METADATA.get(value)
+    if found is None:
+        meta = json_value(value)
+        found = {f"metadata.{k}": text(v) for k, v in meta.items()} if isinstance(meta, dict) else {}
+        if len(_METADATA) >= _METADATA_MAX:
+            _METADATA.clear()
+        _METADATA[value] = found
+    return dict(found)
 
 
 def _messages(attrs: Mapping[str, Any], prefix: str, default_role: str) -> list[Msg]:
