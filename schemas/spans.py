@@ -185,6 +185,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import partial
 from operator import itemgetter
 from typing import Any, NotRequired, TypedDict
 
@@ -1308,12 +1309,7 @@ class _Trace:
                     asked.extend(message["tool_calls"])
         spans = self._span_calls(tools, asked) if tools else []
         if spans:  # the tool messages' results are read where a call needs one (spans that state theirs need none)
-            read: list[dict[str, str]] = []
-
-            def results() -> dict[str, str]:
-                if not read:
-                    read.append(_tool_results(said) if said else _answers([conversation]))
-                return read[0]
+            results = partial(_results_once, [], said, conversation)
             calls = spans
             for call in spans:  # paired unless each span says its call whole
                 if not (call.get("id") and call["arguments"] and (call.get("result") is not None or call.get("error"))):
@@ -1533,6 +1529,14 @@ def _answered_unrecorded(calls: list[dict[str, Any]], asked: list[dict[str, Any]
         taken.add(call["id"])
         out.append({**call, "result": results[call["id"]]})
     return out
+
+
+def _results_once(read: list[dict[str, str]], said: list[conventions.Io],
+                  conversation: list[conventions.Msg]) -> dict[str, str]:
+    """``_tool_results``, read once into ``read`` (the conversation's where no LLM call's messages are at hand)."""
+    if not read:
+        read.append(_tool_results(said) if said else _answers([conversation]))
+    return read[0]
 
 
 def _tool_results(said: list[conventions.Io]) -> dict[str, str]:
