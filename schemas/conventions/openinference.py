@@ -123,13 +123,13 @@ def _metadata(value: Any) -> dict[str, str]:
     """The ``metadata`` JSON object as turn metadata (``metadata.<key>``: each value as text), a new dict. A function
     of the text alone, so remembered by it: a LangChain run hands its metadata down to the runs under it, and each of
     their spans writes it again (writing its values that are no text as JSON is most of ``identity``'s time)."""
-    if value.__class__ is not str:
-        meta = json_value(value)
-        return {f"metadata.{k}": text(v) for k, v in meta.items()} if isinstance(meta, dict) else {}
-    found = _METADATA.get(value)
+    remembered = value.__class__ is str  # a text (not an object an exporter wrote as one: read each time)
+    found = _METADATA.get(value) if remembered else None
     if found is None:
         meta = json_value(value)
         found = {f"metadata.{k}": text(v) for k, v in meta.items()} if isinstance(meta, dict) else {}
+        if not remembered:
+            return found
         if len(_METADATA) >= _METADATA_MAX:
             _METADATA.clear()
         _METADATA[value] = found
