@@ -534,7 +534,7 @@ def result_text(value: Any) -> str:
     if isinstance(parsed, str) and parsed[:2] in ("[{", "{'", "['"):
         literal = _literal(parsed)
         if isinstance(literal, (list, dict)):
-            return json.dumps(literal, ensure_ascii=False, default=str)
+            return _JSON(literal)
     return text(value if isinstance(value, str) else parsed)
 
 
@@ -746,10 +746,15 @@ def without_stack(said: str) -> str:
     return "\n".join(head).strip() or said
 
 
+# a value as JSON text, anything JSON has no form for as its str(): ``json.dumps(value, default=str,
+# ensure_ascii=False)``'s encoder, made once (``json.dumps`` makes one for every call given options)
+_JSON = json.JSONEncoder(default=str, ensure_ascii=False).encode
+
+
 def text(value: Any) -> str:
     if value is None:
         return ""
-    return value if isinstance(value, str) else json.dumps(value, default=str, ensure_ascii=False)
+    return value if isinstance(value, str) else _JSON(value)
 
 
 def json_value(value: Any) -> Any:
