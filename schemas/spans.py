@@ -480,7 +480,7 @@ class _Trace:
         self.read: dict[str, dict[str, str]] = {}
         self.explain = False
         self._identity: dict[str, dict[str, Any]] = {}
-        self._gates: dict[str, conventions.Gates] = {}  # what each span's keys open, where its messages were read
+        self._gates: dict[str, conventions.Gates] = {}  # what each span's keys open (``io_sources``, ``_said``)
         self._has_llm: dict[str, bool] = {}
         self._answers: dict[str, bool] = {}
         self._steps: dict[str, bool] = {}
@@ -1377,12 +1377,13 @@ class _Trace:
         tool_ids = set(map(_SPAN_ID, tools))
         called: set[str] | None = None
         calls = []
+        tool, decider, opened_of = conventions.tool, self.decider, self._gates  # gates: kept by ``_said``
         for span in tools:
             if self._tool_above(span, tool_ids):
                 continue
-            call = conventions.tool(span, self.decider.get(span["span_id"]), self.error)
+            call = tool(span, decider.get(span["span_id"]), self.error, opened_of.get(span["span_id"]))
             if span["span_id"] in self.children:  # the tool spans under it: the same call, where the same tool's
-                for inner in (conventions.tool(s, self.decider.get(s["span_id"]), self.error)
+                for inner in (tool(s, decider.get(s["span_id"]), self.error, opened_of.get(s["span_id"]))
                               for s in self.descendants(span)
                               if s["span_id"] in tool_ids and not self._delegated(s, span["span_id"])):
                     if inner["name"] == call["name"]:
@@ -1417,7 +1418,7 @@ class _Trace:
             attrs = span["attributes"]
             opened = opened_of.get(span["span_id"])  # what its keys open, for its identity and its documents
             if opened is None:
-                opened = gates(attrs)
+                opened = opened_of[span["span_id"]] = gates(attrs)  # kept for its tool call (``_span_calls``)
             if not opened[0]:  # no convention's identity keys (most spans of a run): it states no one
                 sessions.append(None)
             else:
