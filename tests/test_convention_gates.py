@@ -1,7 +1,7 @@
 """The key gates say no only where the reader behind them says nothing.
 
 ``conventions.gates`` lets assembly skip a reader for a span with none of the keys the reader reads (a convention's
-``WHO_KEYS``, ``DOCUMENT_KEYS``, ``IO_KEYS``, ``TOOL_KEYS``; the GenAI conventions' message reader also reads events):
+``WHO_KEYS``, ``DOCUMENT_KEYS``, ``IO_KEYS``, ``TOOL_KEYS``, openlit's ``CLAIM_KEYS``; the GenAI conventions' message reader also reads events):
 a key a reader reads but its list forgets would lose what the span says, silently. So every span of every recording (the older
 libraries' and the framework corpus, with their log records attached as assembly attaches them) is handed to each
 reader its gate keeps shut, and each must say nothing of it."""
@@ -22,7 +22,7 @@ FIXTURES = Path(__file__).parent / "fixtures" / "otlp"
 RECORDINGS = [p for p in sorted(FIXTURES.glob("*.json")) + sorted(FIXTURES.glob("frameworks/*/*.json"))
               if not p.name.endswith(".expected.json")]
 IO_READERS = {"genai": conventions.genai.io, "pydantic_ai": conventions.pydantic_ai.io,
-              "openinference": conventions.openinference.io}
+              "openinference": conventions.openinference.io, "logfire": conventions.logfire.io}
 
 
 def spans_of(path: Path) -> list[dict[str, Any]]:
@@ -36,8 +36,8 @@ def spans_of(path: Path) -> list[dict[str, Any]]:
 
 
 def test_the_gates_are_asked_of_every_keyed_message_reader() -> None:
-    assert set(IO_READERS) == set(conventions._IO) == {
-        name for name, _reader, _system, gate in conventions._READERS if gate == conventions._KEYS}
+    keyed = {name: reader for name, reader, _system, _gate in conventions._OPENLIT if name in conventions._IO}
+    assert keyed == {**IO_READERS, "openlit": conventions.openlit.io}  # openlit's asked only where it claims
 
 
 @pytest.mark.parametrize("path", RECORDINGS, ids=lambda p: str(p.relative_to(FIXTURES)))
@@ -56,6 +56,8 @@ def test_a_reader_its_gate_keeps_shut_says_nothing_of_the_span(path: Path) -> No
         for name, reader in IO_READERS.items():
             if name not in keyed and not (span.get("events") and name in conventions._READ_EVENTS):
                 assert reader(span) == ([], [], ""), (name, span["name"])
+        if "openlit" not in keyed:
+            assert not conventions.openlit.claims(span), span["name"]
         asked = {reader for reader, _gate in tools}
         for convention, _gate in conventions._TOOL_READERS:
             if convention.tool not in asked:

@@ -224,35 +224,37 @@ def io(span: Mapping[str, Any]) -> Io:
 
 # The readers of a span's messages in the order they fill what the ones before left empty, each with whether it can
 # give system instructions (OpenLLMetry's entity input/output and OpenInference's messages carry none, so once the
-# messages are filled they are not asked: what they would say is dropped anyway), and what gates it. A reader that
-# reads only spans its convention's ``kind`` claims (the gate names its mapper) says nothing of a span a mapper before
-# that one decided (``decided_kind``), and is not asked. A reader of spans of any kind (the gate is ``_KEYS``: the GenAI
-# conventions', pydantic-ai's, OpenInference's) says nothing of a span with none of the keys it reads (its
-# convention's ``IO_KEYS``) and, for the GenAI conventions', no event: it is not asked of one (``gates``). Langfuse's,
-# whose keys only its SDK writes, last: the spans of the common conventions are filled before it is asked.
-_KEYS = "keys"
-_READERS = (("vercel", vercel.io, True, "vercel"), ("pydantic_ai", pydantic_ai.io, True, _KEYS),
+# messages are filled they are not asked: what they would say is dropped anyway), and the mapper that gates it. A
+# reader that reads only spans its convention's ``kind`` claims (the gate names its mapper) says nothing of a span a
+# mapper before that one decided (``decided_kind``), and is not asked; the GenAI conventions', pydantic-ai's and
+# OpenInference's read spans of any kind (no gate). A reader whose convention names the keys it reads (``IO_KEYS``:
+# the GenAI conventions', pydantic-ai's, OpenInference's, Logfire's) says nothing of a span with none of them and, for
+# the GenAI conventions', no event: it is not asked of one (``gates``), whatever its gate. Langfuse's, whose keys only
+# its SDK writes, last: the spans of the common conventions are filled before it is asked.
+_READERS = (("vercel", vercel.io, True, "vercel"), ("pydantic_ai", pydantic_ai.io, True, None),
             ("haystack", haystack.io, True, "haystack"), ("genkit", genkit.io, True, "genkit"),
-            ("genai", genai.io, True, _KEYS), ("openllmetry", openllmetry.io, False, "openllmetry"),
-            ("openinference", openinference.io, False, _KEYS), ("langfuse", langfuse.io, True, "langfuse"),
+            ("genai", genai.io, True, None), ("openllmetry", openllmetry.io, False, "openllmetry"),
+            ("openinference", openinference.io, False, None), ("langfuse", langfuse.io, True, "langfuse"),
             ("mlflow", mlflow.io, True, "mlflow"), ("logfire", logfire.io, True, "logfire"))
 _OPENLIT = (("openlit", openlit.io, False, None), *_READERS)  # asked first of a span openlit wrote (``claims``)
 _READ_EVENTS = frozenset({"genai"})  # the keyed readers that also read a span's events
 _DECIDER = {name: position for position, (name, _keys, _mapper) in enumerate(MAPPERS)}
-
-
-_KEYED = tuple(name for name, _reader, _system, gate in _READERS if gate == _KEYS)  # the readers gated by keys
+# the keys without which a reader reads nothing, by its name (``gates``): the keyed readers' ``IO_KEYS``, and
+# openlit's ``CLAIM_KEYS``, without which it claims no span (``claims``), so its reader is asked of none
+_KEYED_BY = {"pydantic_ai": pydantic_ai.IO_KEYS, "genai": genai.IO_KEYS, "openinference": openinference.IO_KEYS,
+             "logfire": logfire.IO_KEYS, "openlit": openlit.CLAIM_KEYS}
 
 
 def _asked(readers: tuple, decided: int, keyed: frozenset[str]) -> tuple[tuple[str, Any, bool], ...]:
     return tuple((name, reader, system) for name, reader, system, gate in readers
-                 if (gate == _KEYS and name in keyed) or gate is None or (gate != _KEYS and _DECIDER[gate] >= decided))
+                 if (name not in _KEYED_BY or name in keyed) and (gate is None or _DECIDER[gate] >= decided))
 
 
 # The readers asked of a span, by the mapper that decided its kind (its position; ``None``: not known, every reader
 # asked), by whether openlit wrote it, and by the keyed readers it has a key of (``gates``, with the GenAI reader for
 # a span with events): every such set of them, chosen once for all, so a span's readers are three lookups.
-_KEY_SETS = [frozenset(name for bit, name in enumerate(_KEYED) if mask >> bit & 1) for mask in range(1 << len(_KEYED))]
+_KEY_SETS = [frozenset(name for bit, name in enumerate(_KEYED_BY) if mask >> bit & 1)
+             for mask in range(1 << len(_KEYED_BY))]
 _ASKED = {decided: tuple({keyed: _asked(readers, decided, keyed) for keyed in _KEY_SETS} for readers in
                          (_READERS, _OPENLIT)) for decided in range(len(MAPPERS) + 1)}
 _ASKED[None] = _ASKED[0]
@@ -269,7 +271,8 @@ def io_sources(span: Mapping[str, Any], decided: int | None = None,
     keyed = (gates(span["attributes"]) if opened is None else opened)[2]  # the keyed readers the span has a key of
     if span.get("events"):
         keyed = keyed | _READ_EVENTS
-    for name, reader, gives_system in _ASKED[decided][1 if openlit.claims(span) else 0][keyed]:
+    claimed = "openlit" in keyed and openlit.claims(span)  # (a span with no key of its claims: not asked)
+    for name, reader, gives_system in _ASKED[decided][1 if claimed else 0][keyed]:
         if inputs and outputs and (system or not gives_system):
             continue
         more_in, more_out, more_system = reader(span)
@@ -405,8 +408,7 @@ def tool(span: Mapping[str, Any], decided: int | None = None,
 
 _WHO = (genai, openllmetry, openinference, vercel, genkit, langfuse, mlflow, logfire, laminar)  # in the order their say wins
 _WHO_KEYS = tuple(_keys(convention.WHO_KEYS) for convention in _WHO)  # each one's, as ``_WHO``
-_IO = {name: _keys(convention.IO_KEYS) for name, convention in  # the keyed message readers' ``IO_KEYS``, by name
-       (("pydantic_ai", pydantic_ai), ("genai", genai), ("openinference", openinference))}
+_IO = {name: _keys(keys) for name, keys in _KEYED_BY.items()}  # the keyed message readers' keys, by name
 # each tool reader's ``TOOL_KEYS``, its ``tool`` and the position of the mapper that gates it (none: past every one)
 _TOOL = tuple((_keys(convention.TOOL_KEYS), convention.tool, len(MAPPERS) if gate is None else _DECIDER[gate])
               for convention, gate in _TOOL_READERS)

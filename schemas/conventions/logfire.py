@@ -29,7 +29,7 @@ from typing import Any
 
 from ._parse import Io, json_messages, json_value, text, tool_call
 
-__all__ = ["KEEP_KEYS", "KIND_KEYS", "SCOPE", "SETTING", "TEMPLATE_KEY", "TOOL_KEYS", "WHO_KEYS", "error", "identity",
+__all__ = ["IO_KEYS", "KEEP_KEYS", "KIND_KEYS", "SCOPE", "SETTING", "TEMPLATE_KEY", "TOOL_KEYS", "WHO_KEYS", "error", "identity",
            "io", "kind", "tool", "usage"]
 
 SETTING = ("RunConfig(trace_include_sensitive_data=True), or OPENAI_AGENTS_TRACE_INCLUDE_SENSITIVE_DATA=true (the "
@@ -44,6 +44,7 @@ _GENERATION_KEY = "model_config"  # beside ``input`` and ``output``: the SDK's r
 KIND_KEYS = (_TRACE_ID, *_AGENT_KEYS, _FUNCTION_KEY, _GENERATION_KEY)  # the keys ``kind`` decides on
 WHO_KEYS = (_TRACE_ID, *_AGENT_KEYS)  # the keys ``identity`` reads
 KEEP_KEYS = (_TRACE_ID,)  # a trace's span carries nothing GenAI: the intake keeps it for its group_id
+IO_KEYS = (_GENERATION_KEY,)  # ``io`` reads nothing of a span without it (``conventions.gates``)
 
 
 def _stated(value: Any) -> Any:

@@ -24,18 +24,20 @@ from typing import Any
 
 from ._parse import Io, Msg, message, msg, role, tool_call
 
-__all__ = ["SETTING", "claims", "io"]
+__all__ = ["CLAIM_KEYS", "SETTING", "claims", "io"]
 
 SETTING = ("openlit.init(capture_message_content=True) (the default), with "
            "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT not set to false (OpenLIT obeys it)")
 _PREFIX = re.compile(r"^(system|user|assistant|tool|developer|human|ai|function): ?", re.IGNORECASE)
 _LIST_REPR_LIMIT = 200_000
 _CURRENT = frozenset({"gen_ai.input.messages", "gen_ai.output.messages"})
+_SDK = "telemetry.sdk.name"
+CLAIM_KEYS = (_SDK, "gen_ai.prompt")  # ``claims`` claims no span without one of these (``conventions.gates``)
 
 
 def claims(span: Mapping[str, Any]) -> bool:
     attrs = span["attributes"]
-    if attrs.get("telemetry.sdk.name") == "openlit":
+    if attrs.get(_SDK) == "openlit":
         return True
     prompt = attrs.get("gen_ai.prompt")
     return isinstance(prompt, str) and bool(_PREFIX.match(prompt))
