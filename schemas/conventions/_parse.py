@@ -102,8 +102,9 @@ def tool_call(name: Any, arguments: Any, call_id: Any = None) -> dict[str, Any]:
 
 
 _CALL_PARTS = frozenset({"tool_call", "tool-call", "function_call", "tool_use"})
-_ARGUMENT_KEYS = ("arguments", "input", "args")  # where a call part holds its arguments, the first that has any
-_RESULT_KEYS = ("response", "result", "output", "content")  # and a result part its result
+_ARGUMENTS, _RESPONSE = "arguments", "response"  # where most call parts hold their arguments, result parts their result
+_ARGUMENT_KEYS = (_ARGUMENTS, "input", "args")  # where a call part holds its arguments, the first that has any
+_RESULT_KEYS = (_RESPONSE, "result", "output", "content")  # and a result part its result
 # a message with no keys but these says everything in its parts (no content, tool calls or call id beside them)
 _PARTS_ONLY = frozenset({"role", "parts", "finish_reason"})
 _RESULT_PARTS = frozenset({"tool_call_response", "tool-result", "tool_result", "function_response"})
@@ -270,13 +271,17 @@ def _chat_call(call: dict[str, Any]) -> dict[str, Any]:
 
 def _call_of(part: dict[str, Any]) -> dict[str, Any]:
     """The tool call a message's call part asks for."""
-    return tool_call(part.get("name") or part.get("toolName"), _first(part, _ARGUMENT_KEYS),
+    arguments = part.get(_ARGUMENTS)  # where most call parts hold them: found at once
+    return tool_call(part.get("name") or part.get("toolName"),
+                     _first(part, _ARGUMENT_KEYS) if arguments is None else arguments,
                      part.get("id") or part.get("toolCallId") or part.get("toolUseId"))
 
 
 def _result_of(part: dict[str, Any]) -> str:
     """The result a message's result part carries, as text."""
-    found = _first(part, _RESULT_KEYS)
+    found = part.get(_RESPONSE)  # where most result parts hold it (the GenAI conventions'): found at once
+    if found is None:
+        found = _first(part, _RESULT_KEYS)
     return found if found.__class__ is str else text(_unwrap(_block_text(found)))  # text is the result as it stands
 
 
