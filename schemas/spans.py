@@ -728,6 +728,8 @@ class _Trace:
         """Steps no call under their parent answers join the run whose LLM calls were sent their tool calls' results
         (by tool call id): the conversation says they are one run, whatever span each step sits in. The steps that
         join none."""
+        if not groups:  # no run to join (a trace of steps alone: an app whose every call is its own trace)
+            return unanswered
         sent = {m["tool_call_id"]: group for group in groups for span in (group.root, *group.members)
                 if self.kind(span) == "llm" for m in self.io(span)[0] if m["role"] == "tool" and m.get("tool_call_id")}
         if not sent:  # no run was sent a tool call's result: no step joins one
