@@ -1180,11 +1180,14 @@ class _Trace:
             span: SpanRecord | None = call
             while span is not None and span["span_id"] not in counted:
                 prompt, completion = usage(span["attributes"])
-                prompt, completion = _tokens(prompt), _tokens(completion)
+                if prompt.__class__ is not int or prompt < 0:  # most counts: an int not below zero, a count as it
+                    prompt = _tokens(prompt)  # stands (``_tokens``' first case, with no call)
+                if completion.__class__ is not int or completion < 0:
+                    completion = _tokens(completion)
                 if prompt is not None or completion is not None:
                     counted.add(span["span_id"])
-                    prompts += int(prompt or 0)
-                    completions += int(completion or 0)
+                    prompts += prompt if prompt.__class__ is int else int(prompt or 0)
+                    completions += completion if completion.__class__ is int else int(completion or 0)
                     stated = True
                     if prompt or completion:
                         break
@@ -1207,10 +1210,11 @@ class _Trace:
         by_id, children = self.by_id, self.children
         around: set[str] = set()
         scopes = set()
-        for span in llms:
+        parents = set()  # only an LLM span with spans under it can be around another: the calls' ancestors are walked
+        for span in llms:  # only where one has
             scopes.add(span.get("scope"))
-        # only an LLM span with spans under it can be around another: the calls' ancestors are walked only where one has
-        parents = {s["span_id"] for s in llms if s["span_id"] in children}
+            if span["span_id"] in children:
+                parents.add(span["span_id"])
         if parents:
             for span in llms:
                 parent, seen = span.get("parent_id"), 0
@@ -1402,7 +1406,7 @@ class _Trace:
             calls.append(call)
         return calls
 
-    def _said(self, everyone: list[SpanRecord]) -> tuple[dict[str, Any], dict[str, Any], list[Any],
+    def _said(self, everyone: list[SpanRecord]) -> tuple[dict[str, Any], tuple[Any, Any, Any, Any], list[Any],
                                                          list[dict[str, Any]], dict[tuple[str, Any], dict[str, Any]]]:
         """What the turn's spans (root first, then in start order) state, read in one pass: the first resource (a bare
         root keeps none); the agent, session, reference and origin, each the first span's that states one (``_who``);
@@ -1440,37 +1444,37 @@ class _Trace:
             if opened[1]:  # a document reader's keys (a retriever's span)
                 for doc in documents(attrs, opened):
                     contexts.setdefault((doc["text"], doc.get("id")), doc)
-        who = {"agent": agent, "session_id": session, "reference": reference, "origin": origin}
-        return resource or {}, who, sessions, metadatas, contexts
+        return resource or {}, (agent, session, reference, origin), sessions, metadatas, contexts
 
     @staticmethod
-    def _who(turn: dict[str, Any], who: dict[str, Any], resource: dict[str, Any]) -> None:
+    def _who(turn: dict[str, Any], who: tuple[Any, Any, Any, Any], resource: dict[str, Any]) -> None:
         """The turn's agent (else the resource's service), session, environment, project, reference and origin, each
-        set on ``turn`` where it is said."""
-        agent = who["agent"]
+        set on ``turn`` where it is said (``who``: the agent, session, reference and origin ``_said`` read)."""
+        agent, session, reference, origin = who
         if not agent:
             service = resource.get("service.name")
             if isinstance(service, str) and not service.startswith("unknown_service"):
                 agent = service
         if agent:
             turn["agent"] = str(agent)
-        if value := who["session_id"]:
-            turn["session_id"] = str(value)
+        if session:
+            turn["session_id"] = str(session)
         if resource:
             if value := resource.get("deployment.environment.name") or resource.get("deployment.environment"):
                 turn["environment"] = str(value)
             if value := resource.get(PROJECT_RESOURCE):
                 turn["project"] = str(value)
-        if value := who["reference"]:
-            turn["reference"] = str(value)
-        if (value := who["origin"]) and value in ORIGINS:
-            turn["origin"] = str(value)
+        if reference:
+            turn["reference"] = str(reference)
+        if origin and origin in ORIGINS:
+            turn["origin"] = str(origin)
 
     def _metadata(self, root: SpanRecord, metadatas: list[dict[str, Any]], spans: int, last_call: SpanRecord | None,
                   resource: dict[str, Any]) -> dict[str, str]:
         metadata: dict[str, str] = {}
-        for said in reversed(metadatas):  # the root's say wins
-            metadata.update(said)
+        if metadatas:  # what spans state of themselves (most runs: none)
+            for said in reversed(metadatas):  # the root's say wins
+                metadata.update(said)
         if resource.get(RELEASE_RESOURCE) not in (None, "") and RELEASE_KEY not in metadata:
             metadata[RELEASE_KEY] = str(resource[RELEASE_RESOURCE])
         if root["name"]:
