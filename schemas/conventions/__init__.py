@@ -333,8 +333,9 @@ def stated_usage(attrs: Mapping[str, Any]) -> tuple[Any, Any]:
 
 
 def _keys(*groups: tuple[str, ...]) -> tuple[frozenset[str], tuple[str, ...]]:
-    """The conventions' ``DOCUMENT_KEYS`` or ``WHO_KEYS`` as (keys, prefixes): an entry that ends in ``.`` opens a
-    group of keys (``traceloop.association.properties.*``), any other is one key, read as it stands."""
+    """A convention's keys (its ``DOCUMENT_KEYS``, ``WHO_KEYS``, ``IO_KEYS`` ...) as (keys, prefixes): an entry that
+    ends in ``.`` opens a group of keys (``traceloop.association.properties.*``), any other is one key, read as it
+    stands."""
     entries = [key for group in groups for key in group]
     return frozenset(k for k in entries if not k.endswith(".")), key_marks(*(k for k in entries if k.endswith(".")))
 
@@ -414,8 +415,8 @@ _TOOL = tuple((_keys(convention.TOOL_KEYS), convention.tool, len(MAPPERS) if gat
               for convention, gate in _TOOL_READERS)
 # what a span's keys open (``gates``), by the keys in their order: instrumentations write a few key sets over and over
 Gates = tuple[tuple[Any, ...], tuple[Any, ...], frozenset[str], tuple[tuple[Any, int], ...]]  # the identity and the
-# document readers a span has a key of, the names of the keyed message readers (``io_sources``) it has a key of, and
-# the tool readers it has a key of (``tool``), each with the position of the mapper that gates it
+# document readers a span has a key of, the names of the keyed message readers (``io_sources``: ``_KEYED_BY``) it has a
+# key of, and the tool readers it has a key of (``tool``), each with the position of the mapper that gates it
 _OPENED: dict[tuple[str, ...], Gates] = {}
 _OPENED_MAX = 4096  # key sets remembered; past it, forgotten at once and learnt again
 
@@ -423,8 +424,9 @@ _OPENED_MAX = 4096  # key sets remembered; past it, forgotten at once and learnt
 def gates(attrs: Mapping[str, Any]) -> Gates:
     """The identity readers a span has a key of (each convention's ``WHO_KEYS``, in ``_WHO``'s order), the document
     readers it has a key of (``DOCUMENT_KEYS``, in ``_DOCUMENTS``' order), the keyed message readers it has a key of
-    (``IO_KEYS``, by name) and the tool readers it has a key of (``TOOL_KEYS``, in ``_TOOL_READERS``' order): the keys
-    looked up, then the prefixes (``_keys``), the keys joined once for all. A function of the keys alone, so
+    (``IO_KEYS``, and openlit's ``CLAIM_KEYS``: ``_KEYED_BY``, by name) and the tool readers it has a key of
+    (``TOOL_KEYS``, in ``_TOOL_READERS``' order): the keys looked up, then the prefixes (``_keys``), the keys joined
+    once for all. A function of the keys alone, so
     remembered by them: most spans' answer is one lookup, not a pass over their keys. A caller that asks
     ``identity``, ``documents``, ``io_sources`` or ``tool`` of one span hands them this, asked once."""
     keys = tuple(attrs)
