@@ -426,9 +426,9 @@ def gates(attrs: Mapping[str, Any]) -> Gates:
     readers it has a key of (``DOCUMENT_KEYS``, in ``_DOCUMENTS``' order), the keyed message readers it has a key of
     (``IO_KEYS``, and openlit's ``CLAIM_KEYS``: ``_KEYED_BY``, by name) and the tool readers it has a key of
     (``TOOL_KEYS``, in ``_TOOL_READERS``' order): the keys looked up, then the prefixes (``_keys``), the keys joined
-    once for all. A function of the keys alone, so
-    remembered by them: most spans' answer is one lookup, not a pass over their keys. A caller that asks
-    ``identity``, ``documents``, ``io_sources`` or ``tool`` of one span hands them this, asked once."""
+    once for all. A function of the keys alone, so remembered by them: most spans' answer is one lookup, not a pass
+    over their keys. A caller that asks ``identity``, ``documents``, ``io_sources`` or ``tool`` of one span hands them
+    this, asked once."""
     keys = tuple(attrs)
     found = _OPENED.get(keys)
     if found is None:
