@@ -252,14 +252,14 @@ def assembly_rate(decode, assemble, read, requests: list[tuple[str, bytes]], rou
 
 def measure(args) -> None:
     """One side of ``--tool-loop``, in a process of its own: the vigil this process imports, as JSON."""
-    import vigil
+    import vigil.schemas
     from vigil.schemas.spans import assemble
     from vigil.worker.intake.otlp import decode_traces
 
-    try:
+    if (Path(vigil.schemas.__file__).parent / "json_text.py").is_file():
         from vigil.schemas.json_text import loads as read
-    except ImportError:  # before json_text, the worker read a stored span record with json.loads
-        read = json.loads
+    else:  # before json_text the worker read a stored span record with json.loads (not an import that fails: a
+        read = json.loads  # module the old tree lacks is found in this checkout through its editable install)
     rates = assembly_rate(decode_traces, assemble, read, tool_loop_requests(args.copies, args.corpus))
     print(json.dumps({**rates, "vigil": list(vigil.__path__)[0]}))
 
