@@ -62,3 +62,14 @@ def test_a_reader_its_gate_keeps_shut_says_nothing_of_the_span(path: Path) -> No
         for convention, _gate in conventions._TOOL_READERS:
             if convention.tool not in asked:
                 assert convention.tool(span) is None, (convention.__name__, span["name"])
+
+
+def test_long_keys_are_gated_and_not_remembered() -> None:
+    """Whoever sends spans sets their keys: what ``gates`` remembers stays within a bound whatever they send."""
+    conventions._OPENED.clear()
+    for n in range(50):
+        attrs = {f"gen_ai.prompt.{n}.content{'x' * 100_000}": "hi", "gen_ai.tool.name": "t"}
+        assert conventions.gates(attrs)[2] == {"genai"}  # its key still opens the GenAI message reader
+    assert conventions._OPENED == {}
+    conventions.gates({"gen_ai.tool.name": "t"})
+    assert list(conventions._OPENED) == [("gen_ai.tool.name",)]

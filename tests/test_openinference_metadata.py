@@ -33,3 +33,15 @@ def test_every_text_reads_as_itself_past_what_is_remembered() -> None:
 def test_metadata_an_exporter_wrote_as_an_object_is_read_as_one() -> None:
     assert openinference.identity({"metadata": {"tier": "gold"}})["metadata"] == {"metadata.tier": "gold"}
     assert openinference.identity({"metadata": "not json"})["metadata"] == {}
+
+
+def test_long_metadata_texts_are_read_and_not_remembered() -> None:
+    """Whoever sends spans sets their metadata: what is remembered stays within a bound whatever they send."""
+    openinference._METADATA.clear()
+    for n in range(50):
+        said = json.dumps({"run": n, "padding": "x" * 100_000})
+        assert openinference.identity({"metadata": said})["metadata"]["metadata.run"] == str(n)
+    assert openinference._METADATA == {}
+    short = json.dumps({"run": "short"})
+    openinference.identity({"metadata": short})
+    assert list(openinference._METADATA) == [short]

@@ -419,6 +419,8 @@ Gates = tuple[tuple[Any, ...], tuple[Any, ...], frozenset[str], tuple[tuple[Any,
 # key of, and the tool readers it has a key of (``tool``), each with the position of the mapper that gates it
 _OPENED: dict[tuple[str, ...], Gates] = {}
 _OPENED_MAX = 4096  # key sets remembered; past it, forgotten at once and learnt again
+_OPENED_TEXT_MAX = 4096  # characters of a key set's keys, together, past which it is not remembered: whoever sends
+# spans sets their keys, and a cache of long ones would hold memory no sender should set (4096 x 4096 at most)
 
 
 def gates(attrs: Mapping[str, Any]) -> Gates:
@@ -426,8 +428,8 @@ def gates(attrs: Mapping[str, Any]) -> Gates:
     readers it has a key of (``DOCUMENT_KEYS``, in ``_DOCUMENTS``' order), the keyed message readers it has a key of
     (``IO_KEYS``, and openlit's ``CLAIM_KEYS``: ``_KEYED_BY``, by name) and the tool readers it has a key of
     (``TOOL_KEYS``, in ``_TOOL_READERS``' order): the keys looked up, then the prefixes (``_keys``), the keys joined
-    once for all. A function of the keys alone, so remembered by them: most spans' answer is one lookup, not a pass
-    over their keys. A caller that asks ``identity``, ``documents``, ``io_sources`` or ``tool`` of one span hands them
+    once for all. A function of the keys alone, so remembered by them (key sets of a few thousand characters at most):
+    most spans' answer is one lookup, not a pass over their keys. A caller that asks ``identity``, ``documents``, ``io_sources`` or ``tool`` of one span hands them
     this, asked once."""
     keys = tuple(attrs)
     found = _OPENED.get(keys)
@@ -441,9 +443,10 @@ def gates(attrs: Mapping[str, Any]) -> Gates:
                            if not exact.isdisjoint(keys) or keys_start(attrs, prefixes, joined)),
                  tuple((reader, gate) for (exact, prefixes), reader, gate in _TOOL
                        if not exact.isdisjoint(keys) or keys_start(attrs, prefixes, joined)))
-        if len(_OPENED) >= _OPENED_MAX:
-            _OPENED.clear()
-        _OPENED[keys] = found
+        if len(joined) <= _OPENED_TEXT_MAX:
+            if len(_OPENED) >= _OPENED_MAX:
+                _OPENED.clear()
+            _OPENED[keys] = found
     return found
 
 

@@ -117,13 +117,16 @@ def identity(attrs: Mapping[str, Any]) -> dict[str, Any]:
 
 _METADATA: dict[str, dict[str, str]] = {}  # the ``metadata`` texts read (``_metadata``), by their text
 _METADATA_MAX = 1024  # texts remembered; past it, forgotten at once and learnt again
+_METADATA_TEXT_MAX = 4096  # characters of a text past which it is not remembered: a sender's long metadata would
+# otherwise hold memory no sender should set (1024 texts of 4096 characters, and what they make, at most)
 
 
 def _metadata(value: Any) -> dict[str, str]:
     """The ``metadata`` JSON object as turn metadata (``metadata.<key>``: each value as text), a new dict. A function
     of the text alone, so remembered by it: a LangChain run hands its metadata down to the runs under it, and each of
     their spans writes it again (writing its values that are no text as JSON is most of ``identity``'s time)."""
-    remembered = value.__class__ is str  # a text (not an object an exporter wrote as one: read each time)
+    # a text of a few thousand characters at most (not an object an exporter wrote as one: read each time)
+    remembered = value.__class__ is str and len(value) <= _METADATA_TEXT_MAX
     found = _METADATA.get(value) if remembered else None
     if found is None:
         meta = json_value(value)
