@@ -1180,14 +1180,11 @@ class _Trace:
             span: SpanRecord | None = call
             while span is not None and span["span_id"] not in counted:
                 prompt, completion = usage(span["attributes"])
-                if prompt.__class__ is not int or prompt < 0:  # most counts: an int not below zero, a count as it
-                    prompt = _tokens(prompt)  # stands (``_tokens``' first case, with no call)
-                if completion.__class__ is not int or completion < 0:
-                    completion = _tokens(completion)
+                prompt, completion = _tokens(prompt), _tokens(completion)
                 if prompt is not None or completion is not None:
                     counted.add(span["span_id"])
-                    prompts += prompt if prompt.__class__ is int else int(prompt or 0)
-                    completions += completion if completion.__class__ is int else int(completion or 0)
+                    prompts += int(prompt or 0)
+                    completions += int(completion or 0)
                     stated = True
                     if prompt or completion:
                         break
@@ -1210,8 +1207,8 @@ class _Trace:
         by_id, children = self.by_id, self.children
         around: set[str] = set()
         scopes = set()
-        parents = set()  # only an LLM span with spans under it can be around another: the calls' ancestors are walked
-        for span in llms:  # only where one has
+        parents = set()  # the calls with spans under them: only such a call can be around another
+        for span in llms:
             scopes.add(span.get("scope"))
             if span["span_id"] in children:
                 parents.add(span["span_id"])

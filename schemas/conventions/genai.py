@@ -108,18 +108,9 @@ def io(span: Mapping[str, Any]) -> Io:
     system = _system_instructions(attrs[_SYSTEM]) if _SYSTEM in attrs else ""
     inputs = json_messages(attrs.get(_INPUT), "user") or _json_messages(attrs, "gen_ai.prompt", "user")
     outputs = json_messages(attrs.get(_OUTPUT), "assistant") or _json_messages(attrs, "gen_ai.completion", "assistant")
-    # messages that hold no text and no tool call say nothing (LiteLLM's ``gen_ai.output.messages`` of a call that
-    # answered only tool calls: ``"parts": []``), and lose to the flat attributes (loops, not a call: this runs for
-    # every model call, whose first message says something)
-    for m in inputs:
-        if m["content"] or m["tool_calls"]:
-            break
-    else:
+    if not _says_anything(inputs):
         inputs = _flat_indexed(attrs, "gen_ai.prompt", "user") or inputs
-    for m in outputs:
-        if m["content"] or m["tool_calls"]:
-            break
-    else:
+    if not _says_anything(outputs):
         outputs = _flat_indexed(attrs, "gen_ai.completion", "assistant") or outputs
     if not inputs or not outputs:
         event_in, event_out = _event_messages(events or ())
@@ -176,6 +167,15 @@ def identity(attrs: Mapping[str, Any]) -> dict[str, Any]:
 
 def _json_messages(attrs: Mapping[str, Any], key: str, default_role: str) -> list[Msg]:
     return json_messages(attrs.get(key), default_role)
+
+
+def _says_anything(messages: list[Msg]) -> bool:
+    """Whether messages hold any text or tool call: a list of empty messages (LiteLLM's ``gen_ai.output.messages``
+    of a call that answered only tool calls: ``"parts": []``) says nothing, and loses to the flat attributes."""
+    for m in messages:
+        if m["content"] or m["tool_calls"]:
+            return True
+    return False
 
 
 def _flat_indexed(attrs: Mapping[str, Any], prefix: str, default_role: str) -> list[Msg]:
